@@ -1,0 +1,14 @@
+"""Round-level callbacks: the runner calls them at the start, after every round, and at the end."""
+
+from __future__ import annotations
+
+
+class RoundCallback:
+    def on_run_start(self, run) -> None:  # run: vcl.runner.Run
+        pass
+
+    def on_round_end(self, run, record: dict) -> None:
+        pass
+
+    def on_run_end(self, run, results: dict) -> None:
+        pass

@@ -1,0 +1,160 @@
+"""Split one tabular dataset into M organizations' column groups (GAL's vertical split).
+
+Rows: a seeded permutation (``split_seed``, fixed across run seeds), the last ``test_fraction`` for
+test and an optional ``val_fraction`` of the rest for validation. Columns: a permutation seeded by
+``feature_seed`` cut into M chunks of ``d // M``, the last organization taking the remainder (GAL
+REFERENCE), or an explicit assignment by column name, or — for CSV data — one organization per file.
+Features are z-scored with training statistics. Alice is organization 0 and holds the labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, TensorDataset
+
+from datamodules.sources import Table, load_table
+from vcl.errors import VCLInputError
+from vcl.organization import FeatureView
+
+
+def random_column_split(num_features: int, organizations: int, seed: int) -> list[list[int]]:
+    """Seeded permutation of the columns cut into ``d // M`` chunks; the last takes the remainder."""
+    if organizations < 1:
+        raise VCLInputError(f"organizations={organizations}; use at least 1.")
+    if organizations > num_features:
+        raise VCLInputError(
+            f"organizations={organizations} exceeds the {num_features} features; "
+            f"use organizations ≤ {num_features} so every organization holds a feature."
+        )
+    perm = np.random.RandomState(seed).permutation(num_features)
+    size = num_features // organizations
+    chunks = [perm[m * size : (m + 1) * size] for m in range(organizations - 1)]
+    chunks.append(perm[(organizations - 1) * size :])
+    return [sorted(int(i) for i in c) for c in chunks]
+
+
+def named_column_split(columns: list[str], assignment: dict[str, list[str]]) -> tuple[list[list[int]], list[str]]:
+    """Columns assigned by name: ``{organization: [column, ...]}`` (Alice first)."""
+    index = {c: i for i, c in enumerate(columns)}
+    groups, owner = [], {}
+    for org, names in assignment.items():
+        if not names:
+            raise VCLInputError(f"assignment gives organization {org!r} no columns; give it at least one.")
+        group = []
+        for c in names:
+            if c not in index:
+                raise VCLInputError(f"assignment for {org!r} names unknown column {c!r}; columns are {columns}.")
+            if c in owner:
+                raise VCLInputError(f"column {c!r} is assigned to both {owner[c]!r} and {org!r}; give it to one.")
+            owner[c] = org
+            group.append(index[c])
+        groups.append(group)
+    return groups, list(assignment)
+
+
+@dataclass
+class VerticalData:
+    """What a protocol is handed: per-organization views and Alice's labels per split."""
+
+    views: list[FeatureView]
+    labels: dict[str, Tensor]
+    task: str
+    num_classes: int
+
+
+class TabularDataModule(pl.LightningDataModule):
+    def __init__(
+        self,
+        dataset: str = "wine",
+        organizations: int = 8,
+        feature_seed: int = 0,
+        split_seed: int = 0,
+        test_fraction: float = 0.2,
+        val_fraction: float = 0.0,
+        assignment: dict[str, list[str]] | None = None,
+        csv_files: list[str] | None = None,
+        id_column: str = "id",
+        label_column: str = "label",
+        task: str | None = None,
+        batch_size: int = 1024,
+    ):
+        super().__init__()
+        if not 0.0 < test_fraction < 1.0:
+            raise VCLInputError(f"test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
+        if not 0.0 <= val_fraction < 1.0:
+            raise VCLInputError(f"val_fraction={val_fraction}; use a fraction in [0, 1).")
+        self.dataset = dataset
+        self.organizations = organizations
+        self.feature_seed = feature_seed
+        self.split_seed = split_seed
+        self.test_fraction = test_fraction
+        self.val_fraction = val_fraction
+        self.assignment = assignment
+        self.csv_files = list(csv_files or [])
+        self.id_column, self.label_column, self.task = id_column, label_column, task
+        self.batch_size = batch_size
+        self.data: VerticalData | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.data is not None:
+            return
+        table = load_table(self.dataset, self.csv_files, self.id_column, self.label_column, self.task)
+        self.data = self.split(table)
+
+    def column_groups(self, table: Table) -> tuple[list[list[int]], list[str]]:
+        if table.groups is not None:
+            return table.groups, table.group_names
+        if self.assignment:
+            return named_column_split(table.columns, self.assignment)
+        groups = random_column_split(len(table.columns), self.organizations, self.feature_seed)
+        return groups, ["alice"] + [f"org{m}" for m in range(1, len(groups))]
+
+    def row_splits(self, n: int) -> dict[str, np.ndarray]:
+        perm = np.random.RandomState(self.split_seed).permutation(n)
+        n_train = int(n * (1.0 - self.test_fraction))
+        n_val = int(round(n_train * self.val_fraction))
+        if n_train - n_val < 2 or n - n_train < 1:
+            raise VCLInputError(f"only {n} rows: too few for the train/test split; supply more data.")
+        splits = {"train": perm[: n_train - n_val], "test": perm[n_train:]}
+        if n_val:
+            splits["val"] = perm[n_train - n_val : n_train]
+        return splits
+
+    def split(self, table: Table) -> VerticalData:
+        if not np.isfinite(table.X).all():
+            raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
+        groups, names = self.column_groups(table)
+        rows = self.row_splits(table.X.shape[0])
+        train = table.X[rows["train"]]
+        mean, std = train.mean(0), train.std(0)
+        std[std == 0] = 1.0
+        X = ((table.X - mean) / std).astype(np.float32)
+        views = [
+            FeatureView(name, [table.columns[i] for i in g], {s: torch.from_numpy(X[np.ix_(r, g)]) for s, r in rows.items()})
+            for name, g in zip(names, groups, strict=True)
+        ]
+        labels = {s: torch.from_numpy(table.y[r]) for s, r in rows.items()}
+        if table.task == "regression":
+            labels = {s: y.to(torch.float32) for s, y in labels.items()}
+        return VerticalData(views, labels, table.task, table.num_classes)
+
+    # --- Lightning loaders: one organization's columns (or all, for centralized models) -------
+    def dataloader(self, split: str, organization: int | None = None, shuffle: bool = False) -> DataLoader:
+        self.setup()
+        views = self.data.views if organization is None else [self.data.views[organization]]
+        x = torch.cat([v.splits[split] for v in views], dim=1)
+        return DataLoader(TensorDataset(x, self.data.labels[split]), batch_size=self.batch_size, shuffle=shuffle)
+
+    def train_dataloader(self) -> DataLoader:
+        return self.dataloader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.dataloader("val" if "val" in self.data.labels else "test")
+
+    def test_dataloader(self) -> DataLoader:
+        return self.dataloader("test")

@@ -1,0 +1,56 @@
+"""Alice's two small optimizations per round (GAL Algorithm 1).
+
+- :func:`assistance_weights`: ``ŵ = argmin_{w ∈ simplex} E ℓ(r, Σ_m w_m f_m)`` with ``w = softmax(θ)``,
+  θ initialised to ones, Adam (lr 0.1, weight decay 5e-4), 100 full-batch steps.
+- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by ``torch.optim.LBFGS(lr=1)``, η from 1,
+  10 steps. It never returns an η whose loss is above the loss at η = 0 (no step at all).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from vcl.losses import local_loss
+from vcl.tasks import Task
+
+
+def assistance_weights(
+    outputs: Tensor, residual: Tensor, loss: str, steps: int = 100, lr: float = 0.1, weight_decay: float = 5e-4
+) -> Tensor:
+    """Weights on the probability simplex for the M organizations' outputs (M, N, K)."""
+    m = outputs.shape[0]
+    if m == 1:
+        return torch.ones(1, device=outputs.device)
+    outputs = outputs.detach()
+    theta = torch.ones(m, device=outputs.device, requires_grad=True)
+    opt = torch.optim.Adam([theta], lr=lr, weight_decay=weight_decay)
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        combined = torch.einsum("m,mnk->nk", torch.softmax(theta, 0), outputs)
+        local_loss(combined, residual, loss).backward()
+        opt.step()
+    return torch.softmax(theta.detach(), 0)
+
+
+def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int = 10, init: float = 1.0) -> float:
+    """The assisted learning rate η̂ minimizing Alice's task loss along ``direction``."""
+    F, direction = F.detach(), direction.detach()
+    eta = torch.tensor([init], device=F.device, requires_grad=True)
+    opt = torch.optim.LBFGS([eta], lr=1.0)
+
+    def closure():
+        opt.zero_grad(set_to_none=True)
+        loss = task.loss_value(F + eta * direction, y)
+        loss.backward()
+        return loss
+
+    for _ in range(steps):
+        opt.step(closure)
+    found = float(eta.detach())
+    with torch.no_grad():
+        no_step = task.loss_value(F, y)
+        stepped = task.loss_value(F + found * direction, y)
+    if not torch.isfinite(stepped) or stepped > no_step:
+        return 0.0
+    return found

@@ -1,0 +1,137 @@
+"""Run configuration: one flat dataclass, loaded from YAML and overridden from the command line.
+
+Every field carries its help text, so ``train.py --help`` documents every option and an unknown key
+in a YAML file is refused by name. Precedence: defaults < ``--config FILE`` < command-line flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from vcl.errors import VCLInputError
+
+METHODS = ("gal", "alone", "joint", "al", "late")
+
+
+def _f(default, help: str, **kw):
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help, **kw})
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class RunConfig:
+    method: str = _f("gal", f"protocol to run: {', '.join(METHODS)}")
+    dataset: str = _f("wine", "wine, iris, breast_cancer, diabetes, digits, blob, boston, or csv")
+    organizations: int = _f(8, "number of organizations M (Alice is organization 0); ignored for csv")
+    rounds: int = _f(10, "assistance rounds T")
+    seed: int = _f(0, "run seed: feature split and model initialization")
+    split_seed: int = _f(0, "seed of the train/test row split, kept fixed across run seeds")
+    test_fraction: float = _f(0.2, "fraction of rows held out for test")
+    val_fraction: float = _f(0.0, "fraction of the training rows held out for validation (0: none)")
+    assignment: dict = _f({}, "explicit columns per organization by name, e.g. {alice: [a, b], bob: [c]}")
+    csv_files: list = _f([], "dataset=csv: one CSV per organization, Alice's (with the label) first")
+    id_column: str = _f("id", "dataset=csv: the shared ID column used to align rows")
+    label_column: str = _f("label", "dataset=csv: the label column in Alice's file")
+    task: str = _f("", "dataset=csv: classification or regression")
+    task_loss: str = _f("auto", "Alice's loss L1: ce (classification), l1 or mse (regression); auto: ce / l1")
+    learner: list = _f(["linear"], "local model per organization: linear, mlp, gb, svm, sklearn:<path>, gb-svm; "
+                                   "one name for all or one per organization")
+    local_loss: list = _f(["auto"], "residual loss per organization: l1, l1.5, l2, l4; auto: l1 for diabetes/"
+                                    "boston and l1 task loss, l2 otherwise; one for all or one per organization")
+    epochs: int = _f(100, "local training epochs per round")
+    lr: float = _f(0.1, "local SGD learning rate")
+    momentum: float = _f(0.9, "local SGD momentum")
+    weight_decay: float = _f(5e-4, "local SGD weight decay")
+    milestones: list = _f([50], "epochs at which the local learning rate is multiplied by gamma")
+    gamma: float = _f(0.1, "local learning-rate decay factor")
+    batch_size: int = _f(1024, "local batch size (at least N: full batch)")
+    hidden: list = _f([64], "hidden widths of the mlp learner")
+    grad_clip: float = _f(1.0, "local gradient-norm clip (0: off)")
+    engine: str = _f("fast", "fit engine of torch learners: fast (device-resident loop) or trainer (Lightning)")
+    precision: str = _f("32-true", "Lightning precision for engine=trainer")
+    weights: str = _f("learned", "assistance weights: learned (simplex), bag (plain average), last")
+    eta: str = _f("linesearch", "assisted learning rate: linesearch (L-BFGS) or constant")
+    eta_value: float = _f(1.0, "constant rate (eta=constant) or the line search's start")
+    eta_cap: float = _f(0.0, "the authors' eta = min(|eta|, cap); 0 follows the paper (no cap)")
+    al_mode: str = _f("chained", "AL baseline: chained (each org fits the residual the previous left) or "
+                                  "authors (all fit the round's residual, the last one is kept)")
+    concurrent: bool = _f(True, "fit same-architecture organizations in one pass (false: sequential)")
+    device: str = _f("auto", "cpu, cuda, cuda:N, or auto (cuda when available)")
+    compare: list = _f(["alone"], "methods also run for comparison; final metrics go beside the main one")
+    early_stop_eta: float = _f(0.0, "stop when |eta| falls below this (0: off)")
+    out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>)")
+
+    # --- loading ------------------------------------------------------------------------------
+    @classmethod
+    def fields(cls) -> dict[str, dataclasses.Field]:
+        return {f.name: f for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config") -> RunConfig:
+        known = cls.fields()
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise VCLInputError(
+                f"{source}: unknown key(s) {', '.join(unknown)}; see `python train.py --help` for the options."
+            )
+        cfg = cls()
+        for k, v in values.items():
+            setattr(cfg, k, coerce(k, v, known[k], source))
+        return cfg
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RunConfig:
+        p = Path(path)
+        if not p.is_file():
+            raise VCLInputError(f"config file {p} does not exist; pass a YAML file from configs/.")
+        values = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(values, dict):
+            raise VCLInputError(f"config file {p} must hold a mapping of option: value.")
+        return cls.from_dict(values, source=str(p))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out or f"runs/{self.method}_{self.dataset}_M{self.organizations}_seed{self.seed}")
+
+    def identity(self) -> dict:
+        """The settings a resumed run must share with its checkpoint (all but where/how long/how shown)."""
+        d = self.to_dict()
+        for k in ("rounds", "out", "compare", "early_stop_eta", "device", "concurrent", "engine"):
+            d.pop(k)
+        return d
+
+
+def coerce(name: str, value, f: dataclasses.Field, source: str = "config"):
+    """Convert a YAML/CLI value to the field's type, or say which key is wrong and what it takes."""
+    kind = type(f.default) if f.default is not dataclasses.MISSING else type(f.default_factory())
+    try:
+        if kind is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError
+                return value.lower() in ("true", "1", "yes")
+            return bool(value)
+        if kind is list:
+            return list(value) if isinstance(value, (list, tuple)) else [value]
+        if kind is dict:
+            if not isinstance(value, dict):
+                raise ValueError
+            return value
+        if kind is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if kind is float:
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise VCLInputError(f"{source}: {name}={value!r} is not a valid {kind.__name__}.") from None

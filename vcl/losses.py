@@ -1,0 +1,50 @@
+"""Local (residual-fitting) losses shared by every learner.
+
+``l1``, ``l1.5``, ``l2``, ``l4`` are ``ℓ_q(y, ŷ) = |y − ŷ|^q`` averaged over outputs (GAL Section 4.5,
+local-loss autonomy); ``ce`` is cross-entropy against (soft) class targets, used when a learner is
+trained on the labels themselves (Late fusion, Joint baselines of centralized kind).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from vcl.errors import VCLInputError
+
+LOCAL_LOSSES = ("l1", "l1.5", "l2", "l4", "ce")
+
+
+def check_local_loss(name: str, where: str = "local_loss") -> str:
+    if name not in LOCAL_LOSSES:
+        raise VCLInputError(f"{where}={name!r} is not a local loss; use one of {', '.join(LOCAL_LOSSES)}.")
+    return name
+
+
+def loss_exponent(name: str) -> float:
+    """q of ``ℓ_q`` for a local-loss name (``l1.5`` → 1.5)."""
+    return float(name[1:])
+
+
+def local_loss(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor | None = None) -> Tensor:
+    """Per-sample local loss, then the (sample-weighted) mean over samples.
+
+    ``pred`` and ``target`` have shape (..., N, K); a leading batch dimension (concurrent
+    organizations) gives one loss per organization, summed so their gradients stay independent.
+    """
+    if name == "ce":
+        per_sample = -(target * F.log_softmax(pred, dim=-1)).sum(-1)
+    else:
+        q = loss_exponent(name)
+        diff = (pred - target).abs()
+        per_sample = (diff if q == 1.0 else diff.pow(q)).mean(-1)
+    if sample_weight is None:
+        per_model = per_sample.mean(-1)
+    else:
+        per_model = (per_sample * sample_weight).sum(-1) / sample_weight.sum(-1).clamp_min(1e-12)
+    return per_model.sum()
+
+
+def one_hot(labels: Tensor, num_classes: int) -> Tensor:
+    return torch.nn.functional.one_hot(labels.long(), num_classes).to(torch.float32)

@@ -1,0 +1,126 @@
+"""Typed messages between organizations and the channel that carries and counts them.
+
+Everything that leaves an organization is one of these messages. The :class:`Channel` records every
+message's type, shapes and size per round, so a run reports its communication cost, and it is the one
+place a cross-process transport would plug in (``Channel.transport``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Message:
+    """Base message: who sends it to whom in which round, and its tensors (``payload``)."""
+
+    sender: str
+    receiver: str
+    round: int
+
+    def payload(self) -> dict[str, Tensor]:
+        raise NotImplementedError
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class PseudoResidual(Message):
+    """Alice → organization: the pseudo-residual ``r^t`` on the training rows (N × K)."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"train": self.values}
+
+
+@dataclass(frozen=True)
+class Labels(Message):
+    """Alice → organization: the training targets themselves (only the centralized baselines use it)."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"train": self.values}
+
+
+@dataclass(frozen=True)
+class FittedValues(Message):
+    """Organization → Alice: its round model's outputs on each split's rows ({split: N × K})."""
+
+    values: dict[str, Tensor] = field(repr=False, default_factory=dict)
+
+    def payload(self) -> dict[str, Tensor]:
+        return dict(self.values)
+
+
+def _nbytes(t: Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+@dataclass
+class MessageRecord:
+    round: int
+    kind: str
+    sender: str
+    receiver: str
+    shapes: dict[str, list[int]]
+    nbytes: int
+
+    @property
+    def crosses_boundary(self) -> bool:
+        return self.sender != self.receiver
+
+
+class Channel:
+    """Carries messages between organizations and records what crossed.
+
+    ``transport`` maps a message to the message the receiver gets; in one process it is the identity.
+    Messages an organization sends to itself are recorded but not counted as communication.
+    """
+
+    def __init__(self, transport: Callable[[Message], Message] | None = None):
+        self.transport = transport or (lambda message: message)
+        self.records: list[MessageRecord] = []
+
+    def send(self, message: Message) -> Message:
+        payload = message.payload()
+        self.records.append(
+            MessageRecord(
+                round=message.round,
+                kind=message.kind,
+                sender=message.sender,
+                receiver=message.receiver,
+                shapes={k: list(v.shape) for k, v in payload.items()},
+                nbytes=sum(_nbytes(v) for v in payload.values()),
+            )
+        )
+        return self.transport(message)
+
+    def bytes_by_round(self) -> dict[int, int]:
+        out: dict[int, int] = defaultdict(int)
+        for r in self.records:
+            if r.crosses_boundary:
+                out[r.round] += r.nbytes
+        return dict(out)
+
+    def total_bytes(self) -> int:
+        return sum(self.bytes_by_round().values())
+
+    def state_dict(self) -> dict:
+        return {"records": [vars(r).copy() for r in self.records]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.records = [MessageRecord(**r) for r in state["records"]]
+
+
+def as_float(t: Tensor) -> Tensor:
+    """Messages carry float32 tensors, detached from any autograd graph."""
+    return t.detach().to(torch.float32)

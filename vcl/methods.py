@@ -1,0 +1,114 @@
+"""Build a method (GAL, its baselines) from a run config and the vertically split data."""
+
+from __future__ import annotations
+
+import torch
+
+from datamodules.tabular import VerticalData
+from models import LearnerSettings, check_learner_name
+from vcl.config import METHODS, RunConfig
+from vcl.errors import VCLInputError
+from vcl.federation import Federation
+from vcl.losses import check_local_loss
+from vcl.organization import FeatureView, Organization
+from vcl.protocols import GALOptions, GradientAssistedLearning, LateFusion, Protocol
+from vcl.tasks import Task
+
+REGRESSION_L1_DATASETS = ("diabetes", "boston")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise VCLInputError(f"device={name!r} but no CUDA device is visible; use device=cpu or auto.")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise VCLInputError(f"device={name!r} is not a device; use cpu, cuda, cuda:N or auto.") from None
+
+
+def make_task(config: RunConfig, data: VerticalData) -> Task:
+    loss = config.task_loss
+    if loss == "auto":
+        loss = "ce" if data.task == "classification" else "l1"
+    return Task(data.task, data.num_classes, loss)
+
+
+def per_organization(values: list, count: int, what: str) -> list:
+    """One setting for all organizations, or one each; ``gb-svm`` = GB for the first half, SVM after."""
+    if len(values) == 1 and values[0] == "gb-svm":
+        return ["gb"] * (count // 2) + ["svm"] * (count - count // 2)
+    if len(values) == 1:
+        return list(values) * count
+    if len(values) != count:
+        raise VCLInputError(f"{what} lists {len(values)} values for {count} organizations; give 1 or {count}.")
+    return list(values)
+
+
+def check_config(config: RunConfig) -> None:
+    """Checks that need no data; data-dependent ones run when the datamodule is set up."""
+    if config.method not in METHODS:
+        raise VCLInputError(f"method={config.method!r} is unknown; use one of {', '.join(METHODS)}.")
+    for m in config.compare:
+        if m not in METHODS:
+            raise VCLInputError(f"compare lists unknown method {m!r}; use methods from {', '.join(METHODS)}.")
+    if config.rounds < 1:
+        raise VCLInputError(f"rounds={config.rounds}; use at least 1.")
+    for name in config.learner:
+        if name != "gb-svm":
+            check_learner_name(name)
+    for name in config.local_loss:
+        if name != "auto":
+            check_local_loss(name)
+    if config.weights not in ("learned", "bag", "last"):
+        raise VCLInputError(f"weights={config.weights!r}; use learned, bag or last.")
+    if config.eta not in ("linesearch", "constant"):
+        raise VCLInputError(f"eta={config.eta!r}; use linesearch or constant.")
+    if config.al_mode not in ("chained", "authors"):
+        raise VCLInputError(f"al_mode={config.al_mode!r}; use chained or authors.")
+    if config.engine not in ("fast", "trainer"):
+        raise VCLInputError(f"engine={config.engine!r}; use fast or trainer.")
+    resolve_device(config.device)
+
+
+def views_for(method: str, views: list[FeatureView]) -> list[FeatureView]:
+    if method == "alone":
+        return views[:1]
+    if method == "joint":
+        cols = [c for v in views for c in v.columns]
+        splits = {s: torch.cat([v.splits[s] for v in views], dim=1) for s in views[0].splits}
+        return [FeatureView(views[0].name, cols, splits)]
+    return views
+
+
+def build_protocol(config: RunConfig, data: VerticalData, method: str | None = None) -> Protocol:
+    method = method or config.method
+    device = resolve_device(config.device)
+    task = make_task(config, data)
+    views = views_for(method, data.views)
+    m_all = len(data.views)
+    learners = per_organization(config.learner, m_all, "learner")[: len(views)]
+    default_loss = "l1" if (config.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
+    losses = [default_loss if q == "auto" else q for q in per_organization(config.local_loss, m_all, "local_loss")]
+    settings = LearnerSettings(
+        epochs=config.epochs, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay,
+        milestones=tuple(config.milestones), gamma=config.gamma, batch_size=config.batch_size,
+        grad_clip=config.grad_clip, hidden=tuple(config.hidden), engine=config.engine,
+        precision=config.precision,
+    )
+    orgs = [Organization(v, lr, q, settings, device) for v, lr, q in zip(views, learners, losses, strict=False)]
+    federation = Federation(orgs, concurrent=config.concurrent)
+    labels = {s: y.to(device) for s, y in data.labels.items()}
+    if method == "late":
+        return LateFusion(task, federation, labels, seed=config.seed)
+    options = GALOptions(
+        weights=config.weights, eta=config.eta, eta_value=config.eta_value, eta_cap=config.eta_cap or None
+    )
+    if method == "al":
+        authors = config.al_mode == "authors"
+        options = GALOptions(weights="last" if authors else "learned", eta="constant",
+                             eta_value=config.eta_value, sequential=not authors)
+    protocol = GradientAssistedLearning(task, federation, labels, options, seed=config.seed)
+    protocol.name = method
+    return protocol

@@ -1,0 +1,128 @@
+"""An organization: its private feature view, its own learner and local loss, behind messages.
+
+Nothing outside reads an organization's features: it answers a :class:`PseudoResidual` (or
+:class:`Labels`) message with a :class:`FittedValues` message holding its round model's outputs.
+Fitting is split into ``begin_fit`` (a :class:`FitJob`: fresh learner + local data) and
+``finish_fit`` so an executor on the same host may run several organizations' jobs at once
+(:mod:`models.concurrent`); the jobs never leave the host and never enter a message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from models import LearnerSettings, build_learner
+from vcl.messages import FittedValues, Message, as_float
+
+
+@dataclass
+class FeatureView:
+    """One organization's columns of the aligned rows, per split ("train", "val", "test")."""
+
+    name: str
+    columns: list[str]
+    splits: dict[str, Tensor]
+
+    @property
+    def num_features(self) -> int:
+        return len(self.columns)
+
+    def to(self, device) -> FeatureView:
+        return FeatureView(self.name, self.columns, {k: v.to(device) for k, v in self.splits.items()})
+
+
+@dataclass
+class FitJob:
+    """Work one organization does locally for one message: fit ``learner`` on its own features."""
+
+    organization: Organization
+    message: Message
+    learner: object
+    features: Tensor
+    targets: Tensor
+    seed: int
+
+
+def seed_for(*parts: int) -> int:
+    """A 31-bit seed derived from (run seed, round, organization, ...), so fits don't share RNG state."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+class Organization:
+    def __init__(self, view: FeatureView, learner: str, loss: str, settings: LearnerSettings, device="cpu"):
+        self.name = view.name
+        self.learner_name = learner
+        self.loss = loss
+        self.settings = settings
+        self._view = view.to(device)
+        self._models: list[tuple[int, int, int, object]] = []  # (round, seed, K, fitted learner)
+
+    @property
+    def num_features(self) -> int:
+        return self._view.num_features
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self._view.splits)
+
+    def _new_learner(self, out_features: int, seed: int, loss: str | None = None):
+        return build_learner(
+            self.learner_name, self.num_features, out_features, loss or self.loss, seed, self.settings
+        )
+
+    def begin_fit(self, message: Message, seed: int, loss: str | None = None) -> FitJob:
+        targets = message.values
+        learner = self._new_learner(targets.shape[1], seed, loss)
+        return FitJob(self, message, learner, self._view.splits["train"], targets, seed)
+
+    def finish_fit(self, job: FitJob) -> FittedValues:
+        """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
+        self._models.append((job.message.round, job.seed, job.targets.shape[1], job.learner))
+        values = {split: as_float(job.learner.predict(x)) for split, x in self._view.splits.items()}
+        return FittedValues(self.name, job.message.sender, job.message.round, values)
+
+    def fit(self, message: Message, seed: int, loss: str | None = None) -> FittedValues:
+        job = self.begin_fit(message, seed, loss)
+        job.learner.fit(job.features, job.targets)
+        return self.finish_fit(job)
+
+    # --- resumable state --------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"models": [(r, s, k, lr.state_dict()) for r, s, k, lr in self._models]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._models = []
+        for r, s, k, sd in state["models"]:
+            learner = self._new_learner(k, s)
+            learner.load_state_dict(sd)
+            self._models.append((r, s, k, learner))
+
+    @property
+    def rounds_fitted(self) -> int:
+        return len(self._models)
+
+
+def run_jobs(jobs: list[FitJob], concurrent: bool) -> None:
+    """Fit every job; jobs whose learners share an architecture are fitted in one pass if ``concurrent``."""
+    from models import concurrency_key, fit_concurrently
+
+    groups: dict[object, list[FitJob]] = {}
+    for i, job in enumerate(jobs):
+        key = concurrency_key(job.learner) if concurrent else None
+        groups.setdefault(key if key is not None else ("alone", i), []).append(job)
+    for group in groups.values():
+        same_targets = all(j.targets is group[0].targets for j in group)
+        if len(group) > 1 and same_targets:
+            fit_concurrently([j.learner for j in group], [j.features for j in group], group[0].targets)
+        else:
+            for j in group:
+                j.learner.fit(j.features, j.targets)
+
+
+def stack_replies(replies: list[FittedValues]) -> dict[str, Tensor]:
+    """{split: (M, N, K)} from the organizations' replies, in the order given."""
+    return {split: torch.stack([r.values[split] for r in replies]) for split in replies[0].values}

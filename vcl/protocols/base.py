@@ -1,0 +1,66 @@
+"""What every protocol at Alice shares: her labels, her running prediction F on each split, state."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from vcl.federation import Federation
+from vcl.tasks import Task
+
+
+class Protocol:
+    """A small state machine: ``run_round()`` advances one round and returns its record.
+
+    ``F[split]`` is Alice's current output on that split's rows (N × K), starting at F⁰; it is all she
+    needs to evaluate, so a checkpoint of (round, F, history) plus the organizations' models resumes a
+    run exactly.
+    """
+
+    name = "protocol"
+    max_rounds: int | None = None  # a protocol with a fixed number of rounds (Late: 1)
+
+    def __init__(self, task: Task, federation: Federation, labels: dict[str, Tensor], seed: int = 0):
+        self.task = task
+        self.federation = federation
+        self.labels = labels
+        self.seed = seed
+        self.round = 0
+        self.history: list[dict] = []
+        start = task.initial(labels["train"])
+        self.F = {s: start.expand(y.shape[0], task.num_outputs).clone() for s, y in labels.items()}
+
+    def run_round(self) -> dict:
+        raise NotImplementedError
+
+    def train_loss(self) -> float:
+        return float(self.task.loss_value(self.F["train"], self.labels["train"]))
+
+    def evaluate(self) -> dict[str, float]:
+        """Alice's metric on every split at the current round."""
+        return {s: self.task.metric(self.F[s], y) for s, y in self.labels.items()}
+
+    def state_dict(self) -> dict:
+        return {
+            "round": self.round,
+            "F": {s: f.detach().cpu() for s, f in self.F.items()},
+            "history": list(self.history),
+            "federation": self.federation.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.round = state["round"]
+        device = next(iter(self.F.values())).device
+        self.F = {s: f.to(device) for s, f in state["F"].items()}
+        self.history = list(state["history"])
+        self.federation.load_state_dict(state["federation"])
+
+    def _record(self, **values) -> dict:
+        record = {"round": self.round, "train_loss": self.train_loss(), **values}
+        self.history.append(record)
+        return record
+
+
+def weighted_sum(weights: Tensor, outputs: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Σ_m w_m f_m on every split."""
+    return {s: torch.einsum("m,mnk->nk", weights, o) for s, o in outputs.items()}

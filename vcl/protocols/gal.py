@@ -1,0 +1,88 @@
+"""GAL — Gradient Assisted Learning (Diao, Ding, Tarokh; GAL paper, Algorithm 1).
+
+Each round Alice broadcasts the pseudo-residual ``r^t = −∂L₁/∂F^{t−1}``; every organization fits it
+with its own model and local loss and returns fitted values; Alice learns assistance weights on the
+simplex, line-searches the assisted learning rate η, and updates ``F^t = F^{t−1} + η Σ_m w_m f_m``.
+
+The same machinery, configured differently, gives the paper's boosting-style baselines:
+
+- ``alone`` / ``joint``: this protocol over a federation of only Alice / one organization holding
+  every feature (:mod:`vcl.methods` builds those federations);
+- ``al`` (Assisted Learning): ``sequential=True`` — organizations fit one after another, each on the
+  residual left by the previous one, with a constant rate. ``weights="last"`` with
+  ``sequential=False`` is the authors' code: all fit the round's residual, only the last is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vcl.assistance import assistance_weights, line_search
+from vcl.protocols.base import Protocol, weighted_sum
+
+WEIGHTS = ("learned", "bag", "last")
+ETA = ("linesearch", "constant")
+
+
+@dataclass
+class GALOptions:
+    weights: str = "learned"  # learned (simplex, Adam) | bag (plain average) | last (authors' AL)
+    eta: str = "linesearch"  # linesearch (L-BFGS) | constant
+    eta_value: float = 1.0  # the constant rate, or the line search's starting point
+    eta_cap: float | None = None  # the authors' η = min(|η|, cap); None follows the paper
+    sequential: bool = False  # AL: one organization at a time within a round
+    weight_steps: int = 100
+    weight_lr: float = 0.1
+    weight_decay: float = 5e-4
+    linesearch_steps: int = 10
+
+
+class GradientAssistedLearning(Protocol):
+    name = "gal"
+
+    def __init__(self, task, federation, labels, options: GALOptions | None = None, seed: int = 0):
+        super().__init__(task, federation, labels, seed)
+        self.options = options or GALOptions()
+        self.weight_loss = federation.organizations[0].loss  # Alice's own ℓ₁ for fitting the weights
+
+    def _weights(self, outputs: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        o, m = self.options, outputs.shape[0]
+        if o.weights == "learned":
+            return assistance_weights(outputs, residual, self.weight_loss, o.weight_steps, o.weight_lr,
+                                      o.weight_decay)
+        if o.weights == "bag":
+            return torch.full((m,), 1.0 / m, device=outputs.device)
+        w = torch.zeros(m, device=outputs.device)
+        w[-1] = 1.0
+        return w
+
+    def _eta(self, direction: torch.Tensor) -> float:
+        o = self.options
+        if o.eta == "constant":
+            eta = o.eta_value
+        else:
+            eta = line_search(self.task, self.F["train"], direction, self.labels["train"],
+                              o.linesearch_steps, o.eta_value)
+        return min(abs(eta), o.eta_cap) if o.eta_cap is not None else eta
+
+    def run_round(self) -> dict:
+        t = self.round + 1
+        everyone = list(range(len(self.federation)))
+        steps = [[m] for m in everyone] if self.options.sequential else [everyone]
+        weights = [0.0] * len(everyone)
+        etas = []
+        for group in steps:
+            residual = self.task.pseudo_residual(self.F["train"], self.labels["train"])
+            outputs = self.federation.gather_fits(t, residual, group, self.seed)
+            w = self._weights(outputs["train"], residual)
+            direction = weighted_sum(w, outputs)
+            eta = self._eta(direction["train"])
+            for s in self.F:
+                self.F[s] = self.F[s] + eta * direction[s]
+            for m, wm in zip(group, w.tolist(), strict=True):
+                weights[m] = wm
+            etas.append(eta)
+        self.round = t
+        return self._record(eta=etas[-1] if len(etas) == 1 else etas, weights=weights)

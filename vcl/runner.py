@@ -1,0 +1,195 @@
+"""One config in, one run out: data → organizations → protocol rounds → results.json.
+
+The run directory holds ``results.json`` (written atomically, only when the run completes),
+``checkpoints/last.ckpt`` (after every round) and ``tensorboard/`` events. ``resume=True`` continues
+from the checkpoint and ends with exactly the results of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
+from datamodules import TabularDataModule
+from vcl.config import RunConfig
+from vcl.errors import VCLInputError
+from vcl.methods import build_protocol, check_config
+from vcl.protocols import Protocol
+
+
+def datamodule_for(config: RunConfig) -> TabularDataModule:
+    return TabularDataModule(
+        dataset=config.dataset, organizations=config.organizations, feature_seed=config.seed,
+        split_seed=config.split_seed, test_fraction=config.test_fraction, val_fraction=config.val_fraction,
+        assignment=config.assignment or None, csv_files=config.csv_files, id_column=config.id_column,
+        label_column=config.label_column, task=config.task or None, batch_size=config.batch_size,
+    )
+
+
+def atomic_write_json(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2))
+    os.replace(tmp, path)
+
+
+class Run:
+    """The state callbacks see: config, protocol, per-round records, and the run directory."""
+
+    def __init__(self, config: RunConfig, protocol: Protocol, out_dir: Path, verbose: bool = True):
+        self.config = config
+        self.protocol = protocol
+        self.out_dir = out_dir
+        self.records: list[dict] = []
+        self.should_stop = False
+        self.seconds = 0.0
+        self.verbose = verbose
+
+    @property
+    def metric_name(self) -> str:
+        return self.protocol.task.metric_name
+
+    @property
+    def organization_names(self) -> list[str]:
+        return self.protocol.federation.names
+
+    def log(self, line: str) -> None:
+        if self.verbose:
+            print(line, flush=True)
+
+    def record_round(self, record: dict) -> dict:
+        channel = self.protocol.federation.channel
+        record = {**record, "metrics": self.protocol.evaluate(),
+                  "bytes_sent": channel.bytes_by_round().get(record["round"], 0)}
+        self.records.append(record)
+        return record
+
+    def checkpoint(self) -> dict:
+        return {"identity": self.config.identity(), "protocol": self.protocol.state_dict(),
+                "records": self.records, "seconds": self.seconds}
+
+    def results(self, compare: dict) -> dict:
+        task, recs = self.protocol.task, self.records
+        tests = [r["metrics"]["test"] for r in recs]
+        best = max(tests) if task.higher_is_better else min(tests)
+        if "val" in recs[-1]["metrics"]:
+            vals = [r["metrics"]["val"] for r in recs]
+            pick = vals.index(max(vals) if task.higher_is_better else min(vals))
+            selection = "validation"
+        else:
+            pick, selection = len(recs) - 1, "final round"
+        return {
+            "method": self.protocol.name,
+            "dataset": self.config.dataset,
+            "metric": task.metric_name,
+            "organizations": self.organization_names,
+            "value": tests[pick],
+            "value_round": recs[pick]["round"],
+            "value_selection": selection,
+            "best_value": best,
+            "final": recs[-1]["metrics"],
+            "rounds": recs,
+            "bytes_sent": self.protocol.federation.channel.total_bytes(),
+            "seconds": self.seconds,
+            "compare": compare,
+            "config": self.config.to_dict(),
+        }
+
+
+def default_callbacks(config: RunConfig, verbose: bool) -> list[RoundCallback]:
+    cbs: list[RoundCallback] = [TensorBoardRounds(), RoundCheckpoint()]
+    if verbose:
+        cbs.insert(0, ProgressTable())
+    if config.early_stop_eta > 0:
+        cbs.append(EarlyStopOnEta(config.early_stop_eta))
+    return cbs
+
+
+def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> None:
+    for cb in callbacks:
+        cb.on_run_start(run)
+    if not run.records:
+        record = run.record_round(run.protocol._record())  # round 0: F⁰
+        for cb in callbacks:
+            cb.on_round_end(run, record)
+    limit = min(max_rounds, run.protocol.max_rounds or max_rounds)
+    while run.protocol.round < limit and not run.should_stop:
+        start = time.perf_counter()
+        record = run.protocol.run_round()
+        run.seconds += time.perf_counter() - start
+        record = run.record_round(record)
+        for cb in callbacks:
+            cb.on_round_end(run, record)
+
+
+def train(
+    config: RunConfig,
+    resume: bool = False,
+    verbose: bool = True,
+    callbacks: list[RoundCallback] | None = None,
+    write: bool = True,
+) -> dict:
+    """Run ``config`` (and its ``compare`` methods) and return the results written to results.json."""
+    check_config(config)
+    out_dir = config.run_dir
+    ckpt_path = out_dir / "checkpoints" / RoundCheckpoint.filename
+    state = None
+    if resume:
+        if not ckpt_path.is_file():
+            raise VCLInputError(
+                f"--resume: no checkpoint at {ckpt_path}; start the run without --resume or point --out at it."
+            )
+        state = torch.load(ckpt_path, weights_only=False)
+        if state["identity"] != config.identity():
+            diff = sorted(k for k in config.identity() if state["identity"].get(k) != config.identity()[k])
+            raise VCLInputError(
+                f"--resume: the checkpoint in {out_dir} was made with other settings ({', '.join(diff)}); "
+                "resume with the same config or use another --out."
+            )
+    dm = datamodule_for(config)
+    dm.setup()  # every data error is raised here, before training
+    protocol = build_protocol(config, dm.data)
+    if write and not resume:
+        for stale in ("results.json", "checkpoints", "tensorboard"):
+            p = out_dir / stale
+            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+    run = Run(config, protocol, out_dir, verbose)
+    if state is not None:
+        protocol.load_state_dict(state["protocol"])
+        run.records, run.seconds = state["records"], state["seconds"]
+        run.log(f"resumed {out_dir} at round {protocol.round}")
+    if callbacks is None:
+        callbacks = default_callbacks(config, verbose) if write else []
+    run_rounds(run, callbacks, config.rounds)
+    compare = {}
+    for method in config.compare:
+        if method == config.method:
+            continue
+        other = Run(config, build_protocol(config, dm.data, method), out_dir, verbose=False)
+        run_rounds(other, [], config.rounds)
+        compare[method] = other.results({})
+        compare[method].pop("config")
+    results = run.results(compare)
+    for cb in callbacks:
+        cb.on_run_end(run, results)
+    if write:
+        atomic_write_json(results, out_dir / "results.json")
+    summary(run, results)
+    return results
+
+
+def summary(run: Run, results: dict) -> None:
+    name = results["metric"]
+    run.log(
+        f"{results['method']} test {name}: {results['value']:.4f} ({results['value_selection']}, round "
+        f"{results['value_round']}); best over rounds {results['best_value']:.4f}; "
+        f"{results['bytes_sent']} bytes sent; {results['seconds']:.2f} s in rounds"
+    )
+    for method, other in results["compare"].items():
+        run.log(f"{method:>4} test {name}: {other['value']:.4f}; best over rounds {other['best_value']:.4f}")

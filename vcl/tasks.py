@@ -1,0 +1,79 @@
+"""Alice's task: the overarching loss L₁, its pseudo-residual, the start F⁰ and the metric.
+
+Classification works on logits with cross-entropy; regression with L1 (MAD) or MSE. The
+pseudo-residual is ``−∂L/∂F`` with sum reduction (GAL Algorithm 1): ``onehot − softmax(F)`` for
+cross-entropy, ``sign(y − F)`` for L1, ``2(y − F)`` for MSE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics.functional import accuracy, mean_absolute_error
+
+from vcl.errors import VCLInputError
+from vcl.losses import one_hot
+
+TASK_LOSSES = {"classification": ("ce",), "regression": ("l1", "mse")}
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: str  # "classification" | "regression"
+    num_outputs: int  # K: number of classes, or 1 for regression
+    loss: str  # "ce" | "l1" | "mse"
+
+    def __post_init__(self):
+        if self.kind not in TASK_LOSSES:
+            raise VCLInputError(f"task={self.kind!r} is unknown; use classification or regression.")
+        if self.loss not in TASK_LOSSES[self.kind]:
+            raise VCLInputError(
+                f"task_loss={self.loss!r} does not fit a {self.kind} task; use one of "
+                f"{', '.join(TASK_LOSSES[self.kind])}."
+            )
+
+    @property
+    def metric_name(self) -> str:
+        return "accuracy" if self.kind == "classification" else "mad"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.kind == "classification"
+
+    def initial(self, y: Tensor) -> Tensor:
+        """F⁰ as one row (K,): log class frequencies, or the target mean (median for L1 would also do)."""
+        if self.kind == "classification":
+            counts = torch.bincount(y.long(), minlength=self.num_outputs).to(torch.float32)
+            return torch.log(counts.clamp_min(1.0) / counts.sum())
+        return y.to(torch.float32).mean(0)
+
+    def loss_value(self, F_: Tensor, y: Tensor) -> Tensor:
+        """L₁(y, F), mean over samples."""
+        if self.kind == "classification":
+            return F.cross_entropy(F_, y.long())
+        if self.loss == "l1":
+            return (y - F_).abs().mean()
+        return (y - F_).pow(2).mean()
+
+    def pseudo_residual(self, F_: Tensor, y: Tensor) -> Tensor:
+        """``−∂L₁/∂F`` with sum reduction, in closed form."""
+        if self.kind == "classification":
+            return one_hot(y, self.num_outputs) - torch.softmax(F_, dim=-1)
+        if self.loss == "l1":
+            return torch.sign(y - F_)
+        return 2.0 * (y - F_)
+
+    def targets(self, y: Tensor) -> Tensor:
+        """The labels as a float (N, K) target a learner can fit (one-hot for classes)."""
+        return one_hot(y, self.num_outputs) if self.kind == "classification" else y.to(torch.float32)
+
+    def metric(self, F_: Tensor, y: Tensor) -> float:
+        if self.kind == "classification":
+            return float(accuracy(F_.argmax(-1), y.long(), task="multiclass", num_classes=self.num_outputs))
+        return float(mean_absolute_error(F_, y))
+
+    def better(self, a: float, b: float) -> bool:
+        return a > b if self.higher_is_better else a < b
