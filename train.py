@@ -28,11 +28,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     for name, f in RunConfig.fields().items():
-        default = f.default if f.default_factory is f.default_factory.__class__ else None
         default = f.default_factory() if callable(f.default_factory) else f.default
         nargs = "+" if isinstance(default, list) else None
-        p.add_argument(f"--{name.replace('_', '-')}", dest=name, nargs=nargs, default=argparse.SUPPRESS,
-                       metavar=name.upper(), help=f"{f.metadata['help']} (default: {default!r})")
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            nargs=nargs,
+            default=argparse.SUPPRESS,
+            metavar=name.upper(),
+            help=f"{f.metadata['help']} (default: {default!r})",
+        )
     return p
 
 
@@ -48,11 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         resume, quiet = args.pop("resume"), args.pop("quiet")
         overrides = {}
         for k, v in args.items():
-            if isinstance(v, list):
-                v = [yaml.safe_load(x) for x in v]
-            elif k == "assignment":
-                v = yaml.safe_load(v)
-            overrides[k] = v
+            overrides[k] = [yaml.safe_load(x) for x in v] if isinstance(v, list) else yaml.safe_load(v)
         cfg = RunConfig.from_dict({**cfg.to_dict(), **overrides}, source="command line")
         train(cfg, resume=resume, verbose=not quiet)
     except VCLInputError as err:

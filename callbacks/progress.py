@@ -16,6 +16,11 @@ class ProgressTable(RoundCallback):
     def on_round_end(self, run, record: dict) -> None:
         eta = record.get("eta")
         eta = "" if eta is None else (f"{eta:.4g}" if not isinstance(eta, list) else f"{eta[-1]:.4g}…")
-        cells = [str(record["round"]), f"{record['train_loss']:.4f}",
-                 *[f"{record['metrics'][s]:.4f}" for s in self.splits], eta, str(record["bytes_sent"])]
+        cells = [
+            str(record["round"]),
+            f"{record['train_loss']:.4f}",
+            *[f"{record['metrics'][s]:.4f}" for s in self.splits],
+            eta,
+            str(record["bytes_sent"]),
+        ]
         run.log(" | ".join(f"{c:>12}" for c in cells))

@@ -76,9 +76,7 @@ def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str
         reader = csv.DictReader(fh)
         header = list(reader.fieldnames or [])
         if id_column not in header:
-            raise VCLInputError(
-                f"csv file {path} has no ID column {id_column!r}; add it or set id_column to its name."
-            )
+            raise VCLInputError(f"csv file {path} has no ID column {id_column!r}; add it or set id_column to its name.")
         rows: dict[str, dict[str, str]] = {}
         for row in reader:
             key = row[id_column]

@@ -135,7 +135,9 @@ class TabularDataModule(pl.LightningDataModule):
         std[std == 0] = 1.0
         X = ((table.X - mean) / std).astype(np.float32)
         views = [
-            FeatureView(name, [table.columns[i] for i in g], {s: torch.from_numpy(X[np.ix_(r, g)]) for s, r in rows.items()})
+            FeatureView(
+                name, [table.columns[i] for i in g], {s: torch.from_numpy(X[np.ix_(r, g)]) for s, r in rows.items()}
+            )
             for name, g in zip(names, groups, strict=True)
         ]
         labels = {s: torch.from_numpy(table.y[r]) for s, r in rows.items()}

@@ -55,9 +55,7 @@ def check_learner_name(name: str) -> str:
     if name.startswith("sklearn:"):
         _import_estimator(name)
         return name
-    raise VCLInputError(
-        f"learner={name!r} is unknown; use one of {', '.join(LEARNERS)} or sklearn:<module>.<Class>."
-    )
+    raise VCLInputError(f"learner={name!r} is unknown; use one of {', '.join(LEARNERS)} or sklearn:<module>.<Class>.")
 
 
 def _import_estimator(name: str):
@@ -69,17 +67,27 @@ def _import_estimator(name: str):
         raise VCLInputError(f"learner={name!r}: cannot import {path} ({err}); give a full class path.") from None
 
 
-def build_learner(
-    name: str, in_features: int, out_features: int, loss: str, seed: int, settings: LearnerSettings
-):
+def build_learner(name: str, in_features: int, out_features: int, loss: str, seed: int, settings: LearnerSettings):
     """A fresh learner for one organization and round."""
     if name in ("linear", "mlp"):
         hidden = () if name == "linear" else tuple(settings.hidden)
         return ResidualRegressor(
-            in_features, out_features, hidden=hidden, loss=loss, lr=settings.lr, momentum=settings.momentum,
-            weight_decay=settings.weight_decay, epochs=settings.epochs, milestones=tuple(settings.milestones),
-            gamma=settings.gamma, batch_size=settings.batch_size, grad_clip=settings.grad_clip, seed=seed,
-            engine=settings.engine, accelerator=settings.accelerator, devices=settings.devices,
+            in_features,
+            out_features,
+            hidden=hidden,
+            loss=loss,
+            lr=settings.lr,
+            momentum=settings.momentum,
+            weight_decay=settings.weight_decay,
+            epochs=settings.epochs,
+            milestones=tuple(settings.milestones),
+            gamma=settings.gamma,
+            batch_size=settings.batch_size,
+            grad_clip=settings.grad_clip,
+            seed=seed,
+            engine=settings.engine,
+            accelerator=settings.accelerator,
+            devices=settings.devices,
             precision=settings.precision,
         )
     if name == "gb":

@@ -22,8 +22,20 @@ from torch.func import functional_call, stack_module_state, vmap
 from models.residual import ResidualRegressor, build_optimizer
 from vcl.losses import local_loss
 
-_SHARED = ("hidden", "out_features", "loss", "lr", "momentum", "weight_decay", "epochs", "milestones",
-           "gamma", "batch_size", "grad_clip", "engine")
+_SHARED = (
+    "hidden",
+    "out_features",
+    "loss",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "epochs",
+    "milestones",
+    "gamma",
+    "batch_size",
+    "grad_clip",
+    "engine",
+)
 
 
 def concurrency_key(learner) -> tuple | None:

@@ -85,9 +85,7 @@ class ResidualRegressor(pl.LightningModule):
 
     def configure_optimizers(self):
         hp = self.hparams
-        opt, sched = build_optimizer(
-            self.parameters(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma
-        )
+        opt, sched = build_optimizer(self.parameters(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
     # --- the learner interface ----------------------------------------------------------------

@@ -40,10 +40,16 @@ class RunConfig:
     label_column: str = _f("label", "dataset=csv: the label column in Alice's file")
     task: str = _f("", "dataset=csv: classification or regression")
     task_loss: str = _f("auto", "Alice's loss L1: ce (classification), l1 or mse (regression); auto: ce / l1")
-    learner: list = _f(["linear"], "local model per organization: linear, mlp, gb, svm, sklearn:<path>, gb-svm; "
-                                   "one name for all or one per organization")
-    local_loss: list = _f(["auto"], "residual loss per organization: l1, l1.5, l2, l4; auto: l1 for diabetes/"
-                                    "boston and l1 task loss, l2 otherwise; one for all or one per organization")
+    learner: list = _f(
+        ["linear"],
+        "local model per organization: linear, mlp, gb, svm, sklearn:<path>, gb-svm; "
+        "one name for all or one per organization",
+    )
+    local_loss: list = _f(
+        ["auto"],
+        "residual loss per organization: l1, l1.5, l2, l4; auto: l1 for diabetes/"
+        "boston and l1 task loss, l2 otherwise; one for all or one per organization",
+    )
     epochs: int = _f(100, "local training epochs per round")
     lr: float = _f(0.1, "local SGD learning rate")
     momentum: float = _f(0.9, "local SGD momentum")
@@ -59,8 +65,11 @@ class RunConfig:
     eta: str = _f("linesearch", "assisted learning rate: linesearch (L-BFGS) or constant")
     eta_value: float = _f(1.0, "constant rate (eta=constant) or the line search's start")
     eta_cap: float = _f(0.0, "the authors' eta = min(|eta|, cap); 0 follows the paper (no cap)")
-    al_mode: str = _f("chained", "AL baseline: chained (each org fits the residual the previous left) or "
-                                  "authors (all fit the round's residual, the last one is kept)")
+    al_mode: str = _f(
+        "chained",
+        "AL baseline: chained (each org fits the residual the previous left) or "
+        "authors (all fit the round's residual, the last one is kept)",
+    )
     concurrent: bool = _f(True, "fit same-architecture organizations in one pass (false: sequential)")
     device: str = _f("auto", "cpu, cuda, cuda:N, or auto (cuda when available)")
     compare: list = _f(["alone"], "methods also run for comparison; final metrics go beside the main one")

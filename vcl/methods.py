@@ -92,9 +92,16 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
     default_loss = "l1" if (config.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
     losses = [default_loss if q == "auto" else q for q in per_organization(config.local_loss, m_all, "local_loss")]
     settings = LearnerSettings(
-        epochs=config.epochs, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay,
-        milestones=tuple(config.milestones), gamma=config.gamma, batch_size=config.batch_size,
-        grad_clip=config.grad_clip, hidden=tuple(config.hidden), engine=config.engine,
+        epochs=config.epochs,
+        lr=config.lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+        milestones=tuple(config.milestones),
+        gamma=config.gamma,
+        batch_size=config.batch_size,
+        grad_clip=config.grad_clip,
+        hidden=tuple(config.hidden),
+        engine=config.engine,
         precision=config.precision,
     )
     orgs = [Organization(v, lr, q, settings, device) for v, lr, q in zip(views, learners, losses, strict=False)]
@@ -107,8 +114,9 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
     )
     if method == "al":
         authors = config.al_mode == "authors"
-        options = GALOptions(weights="last" if authors else "learned", eta="constant",
-                             eta_value=config.eta_value, sequential=not authors)
+        options = GALOptions(
+            weights="last" if authors else "learned", eta="constant", eta_value=config.eta_value, sequential=not authors
+        )
     protocol = GradientAssistedLearning(task, federation, labels, options, seed=config.seed)
     protocol.name = method
     return protocol

@@ -70,9 +70,7 @@ class Organization:
         return list(self._view.splits)
 
     def _new_learner(self, out_features: int, seed: int, loss: str | None = None):
-        return build_learner(
-            self.learner_name, self.num_features, out_features, loss or self.loss, seed, self.settings
-        )
+        return build_learner(self.learner_name, self.num_features, out_features, loss or self.loss, seed, self.settings)
 
     def begin_fit(self, message: Message, seed: int, loss: str | None = None) -> FitJob:
         targets = message.values

@@ -25,10 +25,18 @@ from vcl.protocols import Protocol
 
 def datamodule_for(config: RunConfig) -> TabularDataModule:
     return TabularDataModule(
-        dataset=config.dataset, organizations=config.organizations, feature_seed=config.seed,
-        split_seed=config.split_seed, test_fraction=config.test_fraction, val_fraction=config.val_fraction,
-        assignment=config.assignment or None, csv_files=config.csv_files, id_column=config.id_column,
-        label_column=config.label_column, task=config.task or None, batch_size=config.batch_size,
+        dataset=config.dataset,
+        organizations=config.organizations,
+        feature_seed=config.seed,
+        split_seed=config.split_seed,
+        test_fraction=config.test_fraction,
+        val_fraction=config.val_fraction,
+        assignment=config.assignment or None,
+        csv_files=config.csv_files,
+        id_column=config.id_column,
+        label_column=config.label_column,
+        task=config.task or None,
+        batch_size=config.batch_size,
     )
 
 
@@ -65,14 +73,21 @@ class Run:
 
     def record_round(self, record: dict) -> dict:
         channel = self.protocol.federation.channel
-        record = {**record, "metrics": self.protocol.evaluate(),
-                  "bytes_sent": channel.bytes_by_round().get(record["round"], 0)}
+        record = {
+            **record,
+            "metrics": self.protocol.evaluate(),
+            "bytes_sent": channel.bytes_by_round().get(record["round"], 0),
+        }
         self.records.append(record)
         return record
 
     def checkpoint(self) -> dict:
-        return {"identity": self.config.identity(), "protocol": self.protocol.state_dict(),
-                "records": self.records, "seconds": self.seconds}
+        return {
+            "identity": self.config.identity(),
+            "protocol": self.protocol.state_dict(),
+            "records": self.records,
+            "seconds": self.seconds,
+        }
 
     def results(self, compare: dict) -> dict:
         task, recs = self.protocol.task, self.records

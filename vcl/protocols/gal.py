@@ -50,8 +50,7 @@ class GradientAssistedLearning(Protocol):
     def _weights(self, outputs: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         o, m = self.options, outputs.shape[0]
         if o.weights == "learned":
-            return assistance_weights(outputs, residual, self.weight_loss, o.weight_steps, o.weight_lr,
-                                      o.weight_decay)
+            return assistance_weights(outputs, residual, self.weight_loss, o.weight_steps, o.weight_lr, o.weight_decay)
         if o.weights == "bag":
             return torch.full((m,), 1.0 / m, device=outputs.device)
         w = torch.zeros(m, device=outputs.device)
@@ -63,8 +62,9 @@ class GradientAssistedLearning(Protocol):
         if o.eta == "constant":
             eta = o.eta_value
         else:
-            eta = line_search(self.task, self.F["train"], direction, self.labels["train"],
-                              o.linesearch_steps, o.eta_value)
+            eta = line_search(
+                self.task, self.F["train"], direction, self.labels["train"], o.linesearch_steps, o.eta_value
+            )
         return min(abs(eta), o.eta_cap) if o.eta_cap is not None else eta
 
     def run_round(self) -> dict:

@@ -14,8 +14,9 @@ class LateFusion(Protocol):
         task = self.task
         loss = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         everyone = list(range(len(self.federation)))
-        outputs = self.federation.gather_fits(1, task.targets(self.labels["train"]), everyone, self.seed,
-                                              labels=True, loss=loss)
+        outputs = self.federation.gather_fits(
+            1, task.targets(self.labels["train"]), everyone, self.seed, labels=True, loss=loss
+        )
         self.F = {s: o.mean(0) for s, o in outputs.items()}
         self.round = 1
         return self._record()

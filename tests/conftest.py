@@ -1,0 +1,55 @@
+import numpy as np
+import pytest
+import torch
+
+from vcl.config import RunConfig
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """A small, fast run config writing under tmp_path."""
+
+    def make(**overrides) -> RunConfig:
+        values = {
+            "dataset": "wine",
+            "organizations": 4,
+            "rounds": 3,
+            "epochs": 20,
+            "milestones": [10],
+            "compare": [],
+            "out": str(tmp_path / "run"),
+            "device": "cpu",
+        }
+        values.update(overrides)
+        return RunConfig.from_dict(values)
+
+    return make
+
+
+def write_csv(path, header, rows):
+    path.write_text("\n".join([",".join(header)] + [",".join(str(v) for v in r) for r in rows]) + "\n")
+    return path
+
+
+@pytest.fixture
+def signal_csvs(tmp_path):
+    """Alice holds only noise; bob holds the signal. Returns the two file paths."""
+    rng = np.random.RandomState(0)
+    n = 120
+    signal = rng.randn(n, 2)
+    label = (signal[:, 0] + signal[:, 1] > 0).astype(int)
+    noise = rng.randn(n, 2)
+    ids = [f"p{i:03d}" for i in range(n)]
+    alice = write_csv(
+        tmp_path / "alice.csv",
+        ["id", "a1", "a2", "label"],
+        [(ids[i], noise[i, 0], noise[i, 1], label[i]) for i in range(n)],
+    )
+    order = rng.permutation(n)  # bob's rows come in another order: alignment is by ID
+    bob = write_csv(tmp_path / "bob.csv", ["id", "b1", "b2"], [(ids[i], signal[i, 0], signal[i, 1]) for i in order])
+    return [str(alice), str(bob)]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

@@ -1,0 +1,85 @@
+"""train.py: the default run, --help, and every bad input failing early with one clear sentence."""
+
+import json
+
+import pytest
+
+import train as cli
+from tests.conftest import write_csv
+from vcl.config import RunConfig
+
+
+def test_default_run_writes_valid_results(tmp_path, capsys):
+    out = tmp_path / "default"
+    assert cli.main(["--out", str(out), "--device", "cpu"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    cfg = RunConfig()
+    assert results["config"]["dataset"] == "wine" and results["config"]["organizations"] == 8
+    assert [r["round"] for r in results["rounds"]] == list(range(cfg.rounds + 1))
+    assert len(results["organizations"]) == 8
+    assert 0.8 <= results["value"] <= 1.0 and results["value"] > results["compare"]["alone"]["value"]
+    assert results["bytes_sent"] > 0 and all(len(r["weights"]) == 8 for r in results["rounds"][1:])
+    assert (out / "checkpoints" / "last.ckpt").is_file()
+    assert any((out / "tensorboard").iterdir())
+    printed = capsys.readouterr().out
+    assert "alone test accuracy" in printed and "train loss" in printed
+
+
+def test_help_documents_every_option(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    for name in RunConfig.fields():
+        assert f"--{name.replace('_', '-')}" in text
+
+
+def _fails(args, capsys, message):
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--dataset", "imagenet"], "dataset='imagenet' is unknown"),
+        (["--dataset", "iris", "--organizations", "8"], "organizations=8 exceeds the 4 features"),
+        (["--method", "vfl"], "method='vfl' is unknown"),
+        (["--learner", "forest"], "learner='forest' is unknown"),
+        (["--local-loss", "l3"], "local_loss='l3' is not a local loss"),
+        (["--task-loss", "mse"], "does not fit a classification task"),
+        (["--rounds", "2.5"], "rounds=2.5 is not a valid int"),
+    ],
+)
+def test_bad_flags(tmp_path, capsys, args, message):
+    out = tmp_path / "bad"
+    _fails([*args, "--out", str(out)], capsys, message)
+    assert not (out / "results.json").exists()
+
+
+def test_unknown_config_key(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("dataset: wine\nroundz: 3\n")
+    _fails(["--config", str(cfg)], capsys, "unknown key(s) roundz")
+
+
+def test_resume_without_checkpoint_and_with_other_config(tmp_path, capsys):
+    out = str(tmp_path / "r")
+    _fails(["--out", out, "--resume"], capsys, "no checkpoint")
+    assert cli.main(["--out", out, "--rounds", "1", "--epochs", "5", "--compare", "gal", "--quiet"]) == 0
+    capsys.readouterr()
+    _fails(["--out", out, "--rounds", "2", "--epochs", "6", "--resume"], capsys, "other settings (epochs)")
+
+
+def test_regression_label_that_is_not_a_number(tmp_path, capsys):
+    a = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(i, i, "high" if i % 2 else "low") for i in range(10)])
+    b = write_csv(tmp_path / "b.csv", ["id", "z"], [(i, -i) for i in range(10)])
+    _fails(
+        ["--dataset", "csv", "--csv-files", str(a), str(b), "--task", "regression", "--out", str(tmp_path / "o")],
+        capsys,
+        "is not a number",
+    )
+
+
+def test_csv_without_task(tmp_path, capsys, signal_csvs):
+    _fails(["--dataset", "csv", "--csv-files", *signal_csvs, "--out", str(tmp_path / "o")], capsys, "needs task=")

@@ -1,0 +1,117 @@
+"""The vertical split: every feature once, remainder to the last, train statistics, CSV per organization."""
+
+import numpy as np
+import pytest
+import torch
+
+from datamodules import TabularDataModule, random_column_split
+from tests.conftest import write_csv
+from vcl.errors import VCLInputError
+
+
+@pytest.mark.parametrize("d,m", [(13, 8), (4, 4), (30, 8), (10, 3), (64, 2)])
+def test_random_split_covers_every_feature_once(d, m):
+    groups = random_column_split(d, m, seed=3)
+    flat = sorted(i for g in groups for i in g)
+    assert flat == list(range(d))
+    assert [len(g) for g in groups[:-1]] == [d // m] * (m - 1)
+    assert len(groups[-1]) == d - (m - 1) * (d // m)
+
+
+def test_wine_m8_matches_reference_shape_and_zscores_with_train_statistics():
+    dm = TabularDataModule("wine", organizations=8, feature_seed=0)
+    dm.setup()
+    sizes = [v.num_features for v in dm.data.views]
+    assert sizes == [1] * 7 + [6]
+    train = torch.cat([v.splits["train"] for v in dm.data.views], 1)
+    assert torch.allclose(train.mean(0), torch.zeros(13), atol=1e-5)
+    assert dm.data.labels["train"].shape[0] == 142 and dm.data.labels["test"].shape[0] == 36
+
+
+def test_row_split_fixed_across_run_seeds_and_feature_split_changes():
+    a = TabularDataModule("wine", organizations=4, feature_seed=0)
+    b = TabularDataModule("wine", organizations=4, feature_seed=1)
+    a.setup(), b.setup()
+    assert torch.equal(a.data.labels["test"], b.data.labels["test"])
+    assert [v.columns for v in a.data.views] != [v.columns for v in b.data.views]
+
+
+def test_validation_fraction_carves_from_train():
+    dm = TabularDataModule("breast_cancer", organizations=2, val_fraction=0.25)
+    dm.setup()
+    n = {s: y.shape[0] for s, y in dm.data.labels.items()}
+    assert n == {"train": 341, "val": 114, "test": 114}
+
+
+def test_named_assignment():
+    cols = ["alcohol", "malic_acid"]
+    dm = TabularDataModule("wine", assignment={"alice": cols, "bob": ["proline"]})
+    dm.setup()
+    assert [v.columns for v in dm.data.views] == [cols, ["proline"]]
+    assert [v.name for v in dm.data.views] == ["alice", "bob"]
+
+
+def test_csv_inner_join_aligns_rows_by_id(tmp_path):
+    rows = [(3, 30, 1), (1, 10, 0), (2, 20, 1), (9, 90, 0), (5, 50, 0), (6, 60, 1)]
+    alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], rows)
+    bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(1, -1), (2, -2), (3, -3), (4, -4), (6, -6), (5, -5)])
+    dm = TabularDataModule("csv", csv_files=[alice, bob], task="classification", test_fraction=0.4)
+    dm.setup()
+    x = torch.cat([dm.data.views[0].splits[s] for s in ("train", "test")])
+    z = torch.cat([dm.data.views[1].splits[s] for s in ("train", "test")])
+    # z-scored per column, so the alignment shows as a perfect negative correlation between x and z
+    corr = np.corrcoef(x.ravel().numpy(), z.ravel().numpy())[0, 1]
+    assert corr == pytest.approx(-1.0)
+    assert [v.name for v in dm.data.views] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "alice_rows,bob_rows,message",
+    [
+        ([(1, 1.0, 0), (1, 2.0, 1), (2, 3.0, 1)], [(1, 1), (2, 2)], "repeats ID"),
+        ([(1, 1.0, 0), (2, 2.0, 1)], [(7, 1), (8, 2)], "share no value"),
+        ([(1, "nan", 0), (2, 2.0, 1), (3, 3.0, 0)], [(1, 1), (2, 2), (3, 3)], "NaN"),
+        ([(1, 1.0, 0.5), (2, 2.0, 1), (3, 3.0, 0)], [(1, 1), (2, 2), (3, 3)], "non-integer"),
+    ],
+)
+def test_csv_bad_input(tmp_path, alice_rows, bob_rows, message):
+    alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], alice_rows)
+    bob = write_csv(tmp_path / "b.csv", ["id", "z"], bob_rows)
+    with pytest.raises(VCLInputError, match=message):
+        TabularDataModule("csv", csv_files=[alice, bob], task="classification").setup()
+
+
+def test_csv_missing_id_and_label_columns(tmp_path):
+    alice = write_csv(tmp_path / "a.csv", ["key", "x", "label"], [(1, 1, 0)])
+    bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(1, 1)])
+    with pytest.raises(VCLInputError, match="no ID column 'id'"):
+        TabularDataModule("csv", csv_files=[alice, bob], task="classification").setup()
+    alice = write_csv(tmp_path / "a.csv", ["id", "x"], [(1, 1)])
+    with pytest.raises(VCLInputError, match="no label column 'label'"):
+        TabularDataModule("csv", csv_files=[alice, bob], task="classification").setup()
+    only_id = write_csv(tmp_path / "c.csv", ["id"], [(1,)])
+    alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(1, 1, 0)])
+    with pytest.raises(VCLInputError, match="no feature columns"):
+        TabularDataModule("csv", csv_files=[alice, only_id], task="classification").setup()
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"dataset": "mnist_tabular"}, "dataset='mnist_tabular' is unknown"),
+        ({"dataset": "iris", "organizations": 5}, "exceeds the 4 features"),
+        ({"dataset": "wine", "assignment": {"alice": ["alcohol"], "bob": []}}, "no columns"),
+        ({"dataset": "wine", "assignment": {"alice": ["colour"]}}, "unknown column 'colour'"),
+    ],
+)
+def test_bad_dataset_settings(kwargs, message):
+    with pytest.raises(VCLInputError, match=message):
+        TabularDataModule(**kwargs).setup()
+
+
+def test_lightning_dataloaders_serve_one_organization_or_all():
+    dm = TabularDataModule("iris", organizations=2)
+    x, y = next(iter(dm.dataloader("train", organization=1)))
+    assert x.shape[1] == 2 and y.dtype == torch.int64
+    x, _ = next(iter(dm.train_dataloader()))
+    assert x.shape[1] == 4

@@ -1,0 +1,145 @@
+"""GAL and its baselines end to end: the boundary, the comparison, resume, concurrency."""
+
+import json
+
+import pytest
+import torch
+
+from callbacks import RoundCallback
+from datamodules import TabularDataModule
+from vcl.config import RunConfig
+from vcl.messages import FittedValues, PseudoResidual
+from vcl.methods import build_protocol
+from vcl.runner import train
+
+
+def test_no_raw_feature_ever_appears_in_a_message(tiny):
+    cfg = tiny(organizations=4, rounds=2, learner=["linear", "mlp", "gb", "svm"])
+    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)
+    dm.setup()
+    protocol = build_protocol(cfg, dm.data)
+    sent = []
+    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    for _ in range(2):
+        protocol.run_round()
+    raw = [col for v in dm.data.views for x in v.splits.values() for col in x.T]
+    assert {type(m) for m in sent} == {PseudoResidual, FittedValues}
+    for message in sent:
+        for tensor in message.payload().values():
+            for col in tensor.T:
+                assert not any(col.shape == r.shape and torch.allclose(col, r, atol=1e-4) for r in raw)
+    # Alice -> 3 others and back, each N x K float32, 2 rounds (Alice's self-messages are not sent)
+    n, k = dm.data.labels["train"].shape[0], 3
+    out = 3 * n * k * 4
+    back = 3 * 4 * k * sum(y.shape[0] for y in dm.data.labels.values())
+    assert protocol.federation.channel.bytes_by_round() == {1: out + back, 2: out + back}
+
+
+def test_gal_beats_alone_when_alice_holds_no_signal(tiny, signal_csvs):
+    cfg = tiny(dataset="csv", csv_files=signal_csvs, task="classification", rounds=4, compare=["alone", "joint"])
+    results = train(cfg, verbose=False)
+    assert results["value"] >= 0.85
+    assert results["compare"]["alone"]["value"] <= 0.7
+    assert results["value"] >= results["compare"]["joint"]["value"] - 0.1
+
+
+def test_gal_on_regression_lowers_mad_below_the_mean_predictor(tiny):
+    results = train(tiny(dataset="diabetes", rounds=3, compare=["alone"]), verbose=False)
+    mads = [r["metrics"]["test"] for r in results["rounds"]]
+    assert mads[-1] < 0.8 * mads[0]
+
+
+def test_concurrent_organizations_match_sequential_run(tiny):
+    a = train(tiny(concurrent=True), verbose=False, write=False)
+    b = train(tiny(concurrent=False), verbose=False, write=False)
+    for ra, rb in zip(a["rounds"], b["rounds"], strict=True):
+        assert ra["metrics"] == pytest.approx(rb["metrics"], abs=1e-6)
+        assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-4)
+
+
+class Crash(RoundCallback):
+    def __init__(self, at):
+        self.at = at
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            raise KeyboardInterrupt("simulated crash")
+
+
+def test_resume_equals_uninterrupted_run(tiny, tmp_path):
+    full = train(tiny(rounds=4, out=str(tmp_path / "full")), verbose=False)
+    cfg = tiny(rounds=4, out=str(tmp_path / "cut"))
+    from callbacks import RoundCheckpoint
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, verbose=False, callbacks=[RoundCheckpoint(), Crash(at=2)])
+    assert not (tmp_path / "cut" / "results.json").exists()  # a failed run leaves no results
+    resumed = train(cfg, resume=True, verbose=False)
+    assert [r["metrics"] for r in resumed["rounds"]] == [r["metrics"] for r in full["rounds"]]
+    assert [r["eta"] for r in resumed["rounds"][1:]] == [r["eta"] for r in full["rounds"][1:]]
+    assert resumed["bytes_sent"] == full["bytes_sent"]
+    on_disk = json.loads((tmp_path / "cut" / "results.json").read_text())
+    assert on_disk["value"] == full["value"]
+
+
+def test_more_rounds_on_resume_extend_the_run(tiny, tmp_path):
+    cfg = tiny(rounds=2)
+    train(cfg, verbose=False)
+    cfg.rounds = 3
+    extended = train(cfg, resume=True, verbose=False)
+    assert [r["round"] for r in extended["rounds"]] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("method", ["al", "joint", "late", "alone"])
+def test_baselines_run_and_learn(tiny, method):
+    results = train(tiny(method=method, rounds=2), verbose=False, write=False)
+    assert results["value"] > 0.7  # wine: far above the 0.40 of predicting the most frequent class
+
+
+def test_al_modes_differ_as_described():
+    base = {
+        "dataset": "wine",
+        "organizations": 4,
+        "rounds": 2,
+        "epochs": 20,
+        "milestones": [10],
+        "compare": [],
+        "method": "al",
+        "device": "cpu",
+    }
+    dm = TabularDataModule("wine", organizations=4)
+    dm.setup()
+    chained = build_protocol(RunConfig.from_dict(base), dm.data)
+    authors = build_protocol(RunConfig.from_dict({**base, "al_mode": "authors"}), dm.data)
+    rc, ra = chained.run_round(), authors.run_round()
+    assert rc["weights"] == [1.0] * 4 and len(rc["eta"]) == 4  # one step per organization
+    assert ra["weights"] == [0.0, 0.0, 0.0, 1.0] and ra["eta"] == 1.0  # only the last one is kept
+    assert chained.train_loss() < authors.train_loss()
+
+
+def test_bag_weights_are_uniform_and_eta_cap_applies(tiny):
+    dm = TabularDataModule("wine", organizations=4)
+    dm.setup()
+    p = build_protocol(tiny(weights="bag", eta="constant", eta_value=-5.0, eta_cap=2.0), dm.data)
+    record = p.run_round()
+    assert record["weights"] == [0.25] * 4 and record["eta"] == 2.0
+
+
+def test_mixed_learners_gb_svm(tiny):
+    cfg = tiny(organizations=4, learner=["gb-svm"], rounds=2)
+    dm = TabularDataModule("wine", organizations=4)
+    dm.setup()
+    p = build_protocol(cfg, dm.data)
+    assert [o.learner_name for o in p.federation.organizations] == ["gb", "gb", "svm", "svm"]
+    p.run_round()
+    assert p.evaluate()["test"] > 0.7
+
+
+def test_per_organization_local_losses_reach_their_learners(tiny):
+    cfg = tiny(organizations=4, local_loss=["l1", "l2", "l1.5", "l4"], rounds=1)
+    dm = TabularDataModule("wine", organizations=4)
+    dm.setup()
+    p = build_protocol(cfg, dm.data)
+    p.run_round()
+    used = [o._models[0][3].hparams.loss for o in p.federation.organizations]
+    assert used == ["l1", "l2", "l1.5", "l4"]

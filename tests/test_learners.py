@@ -1,0 +1,91 @@
+"""Local learners: concurrent = sequential, fast loop = Lightning Trainer, scikit-learn adapter, ℓ_q."""
+
+import pytest
+import torch
+from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.svm import SVR
+
+from models import LearnerSettings, ResidualRegressor, SklearnRegressor, build_learner, fit_concurrently
+from vcl.errors import VCLInputError
+from vcl.losses import local_loss
+
+
+def _data(widths, n=64, k=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(n, w, generator=g) for w in widths]
+    y = torch.randn(n, k, generator=g)
+    return xs, y
+
+
+@pytest.mark.parametrize("hidden,batch_size", [((), 1024), ((), 16), ((8,), 1024)])
+def test_concurrent_fit_equals_sequential_fit(hidden, batch_size):
+    widths = [1, 3, 2, 5]
+    xs, y = _data(widths)
+    kw = dict(out_features=3, hidden=hidden, epochs=12, milestones=(6,), batch_size=batch_size)
+    seq = [ResidualRegressor(w, seed=10 + i, **kw).fit(x, y) for i, (w, x) in enumerate(zip(widths, xs, strict=True))]
+    con = fit_concurrently([ResidualRegressor(w, seed=10 + i, **kw) for i, w in enumerate(widths)], xs, y)
+    for a, b, x in zip(seq, con, xs, strict=True):
+        torch.testing.assert_close(a.predict(x), b.predict(x), rtol=1e-4, atol=1e-5)
+        for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+            torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
+
+
+def test_fast_engine_equals_lightning_trainer():
+    xs, y = _data([4], n=32)
+    kw = dict(in_features=4, out_features=3, epochs=5, milestones=(3,), seed=1, accelerator="cpu")
+    fast = ResidualRegressor(engine="fast", **kw).fit(xs[0], y)
+    slow = ResidualRegressor(engine="trainer", **kw).fit(xs[0], y)
+    torch.testing.assert_close(fast.predict(xs[0]), slow.predict(xs[0]), rtol=1e-4, atol=1e-5)
+
+
+def test_fit_reduces_local_loss_and_respects_sample_weight():
+    xs, y = _data([4], n=40)
+    x = xs[0]
+    model = ResidualRegressor(4, 3, seed=0)
+    before = local_loss(model.predict(x), y, "l2")
+    model.fit(x, y)
+    assert local_loss(model.predict(x), y, "l2") < before
+    w = torch.zeros(40)
+    w[:5] = 1.0
+    weighted = ResidualRegressor(4, 3, hidden=(32,), seed=0, epochs=300, milestones=(250,)).fit(x, y, w)
+    err = (weighted.predict(x) - y).pow(2).mean(1)
+    assert err[:5].mean() < 0.5 * err[5:].mean()
+
+
+@pytest.mark.parametrize("loss", ["l1", "l1.5", "l2", "l4"])
+def test_local_loss_is_mean_power_of_absolute_error(loss):
+    pred, target = torch.tensor([[1.0, 2.0]]), torch.tensor([[0.0, 4.0]])
+    q = float(loss[1:])
+    assert local_loss(pred, target, loss).item() == pytest.approx((1 + 2**q) / 2)
+
+
+def test_learner_loss_changes_the_fit():
+    """ℓ1 fits the median, ℓ2 the mean: a constant model on skewed targets shows which loss it used."""
+    x = torch.zeros(50, 1)
+    y = torch.cat([torch.zeros(40, 1), torch.full((10, 1), 10.0)])
+    kw = dict(epochs=400, milestones=(300,), grad_clip=0.0, lr=0.05, weight_decay=0.0)
+    l1 = ResidualRegressor(1, 1, loss="l1", **kw).fit(x, y).predict(x[:1]).item()
+    l2 = ResidualRegressor(1, 1, loss="l2", **kw).fit(x, y).predict(x[:1]).item()
+    assert abs(l1) < 0.3 and l2 == pytest.approx(2.0, abs=0.3)
+
+
+def test_sklearn_adapter_multi_output_and_sample_weight():
+    xs, y = _data([3], n=50)
+    svr = SklearnRegressor(SVR()).fit(xs[0], y)  # SVR is single-output: wrapped by MultiOutputRegressor
+    assert svr.predict(xs[0]).shape == (50, 3)
+    gb = SklearnRegressor(GradientBoostingRegressor(n_estimators=5), seed=3).fit(xs[0], y[:, :1], torch.ones(50))
+    assert gb.predict(xs[0]).shape == (50, 1)
+    restored = SklearnRegressor(SVR())
+    restored.load_state_dict(svr.state_dict())
+    torch.testing.assert_close(restored.predict(xs[0]), svr.predict(xs[0]))
+    with pytest.raises(VCLInputError, match="takes no sample_weight"):
+        SklearnRegressor(KNeighborsRegressor()).fit(xs[0], y, torch.ones(50))
+
+
+def test_build_learner_names():
+    s = LearnerSettings()
+    assert isinstance(build_learner("linear", 3, 2, "l2", 0, s), ResidualRegressor)
+    assert isinstance(build_learner("sklearn:sklearn.linear_model.Ridge", 3, 2, "l2", 0, s), SklearnRegressor)
+    with pytest.raises(VCLInputError, match="learner='forest' is unknown"):
+        build_learner("forest", 3, 2, "l2", 0, s)

@@ -1,0 +1,60 @@
+"""Pseudo-residuals against autograd; the assistance weights and the line search."""
+
+import pytest
+import torch
+
+from vcl.assistance import assistance_weights, line_search
+from vcl.tasks import Task
+
+
+@pytest.mark.parametrize(
+    "task",
+    [Task("classification", 4, "ce"), Task("regression", 1, "l1"), Task("regression", 2, "mse")],
+)
+def test_pseudo_residual_is_minus_gradient_of_summed_loss(task):
+    g = torch.Generator().manual_seed(0)
+    n = 16
+    F = torch.randn(n, task.num_outputs, generator=g, requires_grad=True)
+    if task.kind == "classification":
+        y = torch.randint(0, task.num_outputs, (n,), generator=g)
+    else:
+        y = torch.randn(n, task.num_outputs, generator=g)
+    (task.loss_value(F, y) * n * (1 if task.kind == "classification" else task.num_outputs)).backward()
+    torch.testing.assert_close(task.pseudo_residual(F.detach(), y), -F.grad)
+
+
+def test_initial_prediction_is_log_frequency_or_mean():
+    y = torch.tensor([0, 0, 0, 1])
+    F0 = Task("classification", 3, "ce").initial(y)
+    assert torch.allclose(torch.softmax(F0, 0)[:2] / torch.softmax(F0, 0)[:2].sum(), torch.tensor([0.75, 0.25]))
+    assert Task("regression", 1, "l1").initial(torch.tensor([[1.0], [3.0]])).item() == 2.0
+
+
+def test_line_search_finds_quadratic_optimum():
+    g = torch.Generator().manual_seed(1)
+    task = Task("regression", 1, "mse")
+    F, d, y = (torch.randn(50, 1, generator=g) for _ in range(3))
+    eta = line_search(task, F, d, y)
+    closed_form = float(((y - F) * d).sum() / (d * d).sum())
+    assert eta == pytest.approx(closed_form, rel=1e-4)
+
+
+@pytest.mark.parametrize("task", [Task("classification", 3, "ce"), Task("regression", 1, "l1")])
+def test_line_search_never_increases_loss(task):
+    for seed in range(10):
+        g = torch.Generator().manual_seed(seed)
+        F = torch.randn(30, task.num_outputs, generator=g)
+        d = torch.randn(30, task.num_outputs, generator=g) * (seed + 1)  # often a bad direction
+        y = torch.randint(0, 3, (30,), generator=g) if task.kind == "classification" else torch.randn(30, 1)
+        eta = line_search(task, F, d, y)
+        assert task.loss_value(F + eta * d, y) <= task.loss_value(F, y) + 1e-7
+
+
+def test_assistance_weights_on_simplex_and_favour_the_informative_organization():
+    g = torch.Generator().manual_seed(0)
+    residual = torch.randn(200, 3, generator=g)
+    informative = residual + 0.1 * torch.randn(200, 3, generator=g)
+    noise = torch.randn(200, 3, generator=g)
+    w = assistance_weights(torch.stack([noise, informative, noise * 2]), residual, "l2")
+    assert w.min() >= 0 and w.sum().item() == pytest.approx(1.0, abs=1e-6)
+    assert w[1] > 0.8 and w[1] > 4 * max(w[0], w[2])
