@@ -29,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     for name, f in RunConfig.fields().items():
         default = f.default_factory() if callable(f.default_factory) else f.default
-        nargs = "+" if isinstance(default, list) else None
+        nargs = "*" if isinstance(default, list) else None
         p.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,

@@ -66,7 +66,7 @@ def test_unknown_config_key(tmp_path, capsys):
 def test_resume_without_checkpoint_and_with_other_config(tmp_path, capsys):
     out = str(tmp_path / "r")
     _fails(["--out", out, "--resume"], capsys, "no checkpoint")
-    assert cli.main(["--out", out, "--rounds", "1", "--epochs", "5", "--compare", "gal", "--quiet"]) == 0
+    assert cli.main(["--out", out, "--rounds", "1", "--epochs", "5", "--compare", "--quiet"]) == 0
     capsys.readouterr()
     _fails(["--out", out, "--rounds", "2", "--epochs", "6", "--resume"], capsys, "other settings (epochs)")
 
@@ -83,3 +83,14 @@ def test_regression_label_that_is_not_a_number(tmp_path, capsys):
 
 def test_csv_without_task(tmp_path, capsys, signal_csvs):
     _fails(["--dataset", "csv", "--csv-files", *signal_csvs, "--out", str(tmp_path / "o")], capsys, "needs task=")
+
+
+def test_every_shipped_config_loads_and_checks():
+    from pathlib import Path
+
+    from vcl.methods import check_config
+
+    configs = sorted(Path(__file__).resolve().parents[1].glob("configs/*.yaml"))
+    assert configs
+    for path in configs:
+        check_config(RunConfig.from_yaml(path))

@@ -195,16 +195,17 @@ def train(
         cb.on_run_end(run, results)
     if write:
         atomic_write_json(results, out_dir / "results.json")
-    summary(run, results)
+    if verbose or write:
+        summary(results)
     return results
 
 
-def summary(run: Run, results: dict) -> None:
+def summary(results: dict) -> None:
     name = results["metric"]
-    run.log(
+    print(
         f"{results['method']} test {name}: {results['value']:.4f} ({results['value_selection']}, round "
         f"{results['value_round']}); best over rounds {results['best_value']:.4f}; "
         f"{results['bytes_sent']} bytes sent; {results['seconds']:.2f} s in rounds"
     )
     for method, other in results["compare"].items():
-        run.log(f"{method:>4} test {name}: {other['value']:.4f}; best over rounds {other['best_value']:.4f}")
+        print(f"{method:>5} test {name}: {other['value']:.4f}; best over rounds {other['best_value']:.4f}")
