@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from vcl.messages import Channel, Labels, PseudoResidual, as_float
+from vcl.messages import Channel, Labels, PredictionRequest, PseudoResidual, as_float
 from vcl.organization import Organization, run_jobs, seed_for, stack_replies
 
 
@@ -55,6 +55,14 @@ class Federation:
         run_jobs(jobs, self.concurrent)
         replies = [self.channel.send(job.organization.finish_fit(job)) for job in jobs]
         return stack_replies(replies)
+
+    def predictions(self, split: str, round_: int) -> list[dict[str, Tensor]]:
+        """Prediction stage: each organization's {round: outputs} on its rows of ``split``."""
+        replies = []
+        for org in self.organizations:
+            request = self.channel.send(PredictionRequest(self.alice, org.name, round_, split))
+            replies.append(self.channel.send(org.predict(request)).values)
+        return replies
 
     def state_dict(self) -> dict:
         return {

@@ -52,8 +52,18 @@ class Labels(Message):
 
 
 @dataclass(frozen=True)
+class PredictionRequest(Message):
+    """Alice → organization: predict the rows of ``split`` (the organization's own) with every round model."""
+
+    split: str = "test"
+
+    def payload(self) -> dict[str, Tensor]:
+        return {}
+
+
+@dataclass(frozen=True)
 class FittedValues(Message):
-    """Organization → Alice: its round model's outputs on each split's rows ({split: N × K})."""
+    """Organization → Alice: model outputs on its rows ({split: N × K}, or {round: N × K} for a prediction)."""
 
     values: dict[str, Tensor] = field(repr=False, default_factory=dict)
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from models import LearnerSettings, build_learner
-from vcl.messages import FittedValues, Message, as_float
+from vcl.messages import FittedValues, Message, PredictionRequest, as_float
 
 
 @dataclass
@@ -87,6 +87,21 @@ class Organization:
         job = self.begin_fit(message, seed, loss)
         job.learner.fit(job.features, job.targets)
         return self.finish_fit(job)
+
+    def add_rows(self, split: str, features: Tensor) -> None:
+        """New rows of this organization's own columns (aligned by ID with the others'), for prediction."""
+        if features.ndim != 2 or features.shape[1] != self.num_features:
+            raise ValueError(
+                f"{self.name}: rows for split {split!r} need {self.num_features} columns, got {tuple(features.shape)}."
+            )
+        device = self._view.splits["train"].device
+        self._view.splits[split] = features.to(device=device, dtype=torch.float32)
+
+    def predict(self, message: PredictionRequest) -> FittedValues:
+        """The prediction stage: every round model's outputs on the requested rows ({round: N × K})."""
+        x = self._view.splits[message.split]
+        values = {str(r): as_float(learner.predict(x)) for r, _, _, learner in self._models}
+        return FittedValues(self.name, message.sender, message.round, values)
 
     # --- resumable state --------------------------------------------------------------------
     def state_dict(self) -> dict:

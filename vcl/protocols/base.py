@@ -19,6 +19,7 @@ class Protocol:
 
     name = "protocol"
     max_rounds: int | None = None  # a protocol with a fixed number of rounds (Late: 1)
+    starts_from_prior = True  # F = F⁰ + Σ_t Σ_m c_m^t f_m^t; Late fusion has no F⁰ term
 
     def __init__(self, task: Task, federation: Federation, labels: dict[str, Tensor], seed: int = 0):
         self.task = task
@@ -32,6 +33,24 @@ class Protocol:
 
     def run_round(self) -> dict:
         raise NotImplementedError
+
+    def predict(self, split: str) -> Tensor:
+        """Algorithm 1's prediction stage on rows of ``split`` that every organization holds.
+
+        ``F = F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m)`` with the coefficients ``c_m^t`` (η^t w_m^t for GAL) kept in
+        each round's record; the organizations send only their models' outputs.
+        """
+        outputs = self.federation.predictions(split, self.round)
+        n = next(iter(outputs[0].values())).shape[0]
+        start = (
+            self.task.initial(self.labels["train"]) if self.starts_from_prior else torch.zeros(self.task.num_outputs)
+        )
+        F = start.to(next(iter(outputs[0].values())).device).expand(n, -1).clone()
+        for record in self.history:
+            for m, c in enumerate(record.get("coefficients", [])):
+                if c:
+                    F = F + c * outputs[m][str(record["round"])]
+        return F
 
     def train_loss(self) -> float:
         return float(self.task.loss_value(self.F["train"], self.labels["train"]))

@@ -72,6 +72,7 @@ class GradientAssistedLearning(Protocol):
         everyone = list(range(len(self.federation)))
         steps = [[m] for m in everyone] if self.options.sequential else [everyone]
         weights = [0.0] * len(everyone)
+        coefficients = [0.0] * len(everyone)
         etas = []
         for group in steps:
             residual = self.task.pseudo_residual(self.F["train"], self.labels["train"])
@@ -83,6 +84,7 @@ class GradientAssistedLearning(Protocol):
                 self.F[s] = self.F[s] + eta * direction[s]
             for m, wm in zip(group, w.tolist(), strict=True):
                 weights[m] = wm
+                coefficients[m] = eta * wm
             etas.append(eta)
         self.round = t
-        return self._record(eta=etas[-1] if len(etas) == 1 else etas, weights=weights)
+        return self._record(eta=etas[-1] if len(etas) == 1 else etas, weights=weights, coefficients=coefficients)

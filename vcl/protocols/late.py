@@ -9,6 +9,7 @@ from vcl.protocols.base import Protocol
 class LateFusion(Protocol):
     name = "late"
     max_rounds = 1
+    starts_from_prior = False
 
     def run_round(self) -> dict:
         task = self.task
@@ -19,4 +20,5 @@ class LateFusion(Protocol):
         )
         self.F = {s: o.mean(0) for s, o in outputs.items()}
         self.round = 1
-        return self._record()
+        m = len(everyone)
+        return self._record(coefficients=[1.0 / m] * m)
