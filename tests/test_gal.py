@@ -159,3 +159,8 @@ def test_prediction_stage_on_new_rows_matches_training_time_outputs(tiny, method
     for org, view in zip(restored.federation.organizations, dm.data.views, strict=True):
         org.add_rows("new", view.splits["test"])  # each organization's own new rows
     torch.testing.assert_close(restored.predict("new"), trained.F["test"], rtol=1e-4, atol=1e-4)
+
+
+def test_early_stop_on_small_eta(tiny):
+    results = train(tiny(rounds=5, early_stop_eta=1e9), verbose=False)
+    assert [r["round"] for r in results["rounds"]] == [0, 1]

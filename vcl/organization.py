@@ -120,20 +120,18 @@ class Organization:
 
 
 def run_jobs(jobs: list[FitJob], concurrent: bool) -> None:
-    """Fit every job; jobs whose learners share an architecture are fitted in one pass if ``concurrent``."""
+    """Fit every job; jobs with the same targets and learner architecture are fitted in one pass if ``concurrent``."""
     from models import concurrency_key, fit_concurrently
 
     groups: dict[object, list[FitJob]] = {}
     for i, job in enumerate(jobs):
         key = concurrency_key(job.learner) if concurrent else None
-        groups.setdefault(key if key is not None else ("alone", i), []).append(job)
+        groups.setdefault((key, id(job.targets)) if key is not None else i, []).append(job)
     for group in groups.values():
-        same_targets = all(j.targets is group[0].targets for j in group)
-        if len(group) > 1 and same_targets:
+        if len(group) > 1:
             fit_concurrently([j.learner for j in group], [j.features for j in group], group[0].targets)
         else:
-            for j in group:
-                j.learner.fit(j.features, j.targets)
+            group[0].learner.fit(group[0].features, group[0].targets)
 
 
 def stack_replies(replies: list[FittedValues]) -> dict[str, Tensor]:
