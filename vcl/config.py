@@ -70,6 +70,15 @@ class RunConfig:
         "AL baseline: chained (each org fits the residual the previous left) or "
         "authors (all fit the round's residual, the last one is kept)",
     )
+    privacy: str = _f("none", "privacy on the residuals Alice sends: none, dp (Laplace), ip (interval privacy)")
+    privacy_alpha: float = _f(1.0, "Laplace mechanism's alpha: noise scale (b - a)/alpha")
+    noise_sigma: float = _f(0.0, "Gaussian noise sigma on the outputs of noisy_organizations (training and prediction)")
+    noisy_organizations: list = _f(
+        ["half"], "organizations whose outputs get noise_sigma noise: indices, or half (M//2 .. M-1)"
+    )
+    noninformative_organizations: list = _f(
+        [], "organizations whose inputs are replaced by N(0, 1) noise: indices, or half (M//2 .. M-1)"
+    )
     concurrent: bool = _f(True, "fit same-architecture organizations in one pass (false: sequential)")
     device: str = _f("auto", "cpu, cuda, cuda:N, or auto (cuda when available)")
     compare: list = _f(["alone"], "methods also run for comparison; final metrics go beside the main one")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from vcl.messages import Channel, Labels, PredictionRequest, PseudoResidual, as_float
@@ -15,10 +16,13 @@ class Federation:
     ``False`` is the plain sequential reference.
     """
 
-    def __init__(self, organizations: list[Organization], channel: Channel | None = None, concurrent=True):
+    def __init__(
+        self, organizations: list[Organization], channel: Channel | None = None, concurrent=True, privacy=None
+    ):
         self.organizations = organizations
         self.channel = channel or Channel()
         self.concurrent = concurrent
+        self.privacy = privacy  # a vcl.privacy mechanism applied to what Alice sends to the others
 
     @property
     def alice(self) -> str:
@@ -43,13 +47,19 @@ class Federation:
         """Send ``targets`` to each participant, let each fit a fresh local model, gather its outputs.
 
         Returns {split: (len(participants), N, K)}. ``labels=True`` sends the labels themselves
-        (centralized baselines) instead of a pseudo-residual.
+        (centralized baselines) instead of a pseudo-residual. With a privacy mechanism, the others get
+        one perturbed broadcast (seeded per round); Alice's own fit uses the clean values.
         """
         kind = Labels if labels else PseudoResidual
-        values = as_float(targets)
+        clean = as_float(targets)
+        public = clean
+        if self.privacy is not None and not labels:
+            gen = torch.Generator(device=clean.device).manual_seed(seed_for(seed, round_, 0x9A11))
+            public = self.privacy(clean, gen)
         jobs = []
         for m in participants:
             org = self.organizations[m]
+            values = clean if m == 0 else public
             message = self.channel.send(kind(self.alice, org.name, round_, values))
             jobs.append(org.begin_fit(message, seed_for(seed, round_, m), loss))
         run_jobs(jobs, self.concurrent)

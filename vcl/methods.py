@@ -10,7 +10,8 @@ from vcl.config import METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.losses import check_local_loss
-from vcl.organization import FeatureView, Organization
+from vcl.organization import FeatureView, Organization, seed_for
+from vcl.privacy import make_mechanism
 from vcl.protocols import GALOptions, GradientAssistedLearning, LateFusion, Protocol
 from vcl.tasks import Task
 
@@ -70,6 +71,34 @@ def check_config(config: RunConfig) -> None:
     if config.engine not in ("fast", "trainer"):
         raise VCLInputError(f"engine={config.engine!r}; use fast or trainer.")
     resolve_device(config.device)
+    make_mechanism(config.privacy, config.privacy_alpha)
+    if config.noise_sigma < 0:
+        raise VCLInputError(f"noise_sigma={config.noise_sigma}; use a standard deviation ≥ 0.")
+    for key in ("noisy_organizations", "noninformative_organizations"):
+        for v in getattr(config, key):
+            if v != "half" and not (isinstance(v, int) and v >= 0):
+                raise VCLInputError(f"{key} lists {v!r}; give organization indices (0 is Alice) or half.")
+
+
+def organization_set(values: list, count: int, key: str) -> set[int]:
+    """Indices from a config list; ``half`` = the second half, M//2 .. M−1 (REFERENCE.md)."""
+    out: set[int] = set()
+    for v in values:
+        if v == "half":
+            out |= set(range(count // 2, count)) if count > 1 else set()
+        elif v >= count:
+            raise VCLInputError(f"{key} lists organization {v}, but there are {count}; use 0..{count - 1}.")
+        else:
+            out.add(int(v))
+    return out
+
+
+def noninformative(view: FeatureView, seed: int) -> FeatureView:
+    """The same organization with inputs replaced by N(0, 1) noise: no predictive power (GAL Tables 19–21)."""
+    gen = torch.Generator().manual_seed(seed)
+    return FeatureView(
+        view.name, view.columns, {s: torch.randn(x.shape, generator=gen) for s, x in view.splits.items()}
+    )
 
 
 def views_for(method: str, views: list[FeatureView]) -> list[FeatureView]:
@@ -86,8 +115,11 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
     method = method or config.method
     device = resolve_device(config.device)
     task = make_task(config, data)
-    views = views_for(method, data.views)
     m_all = len(data.views)
+    blank = organization_set(config.noninformative_organizations, m_all, "noninformative_organizations")
+    views = [noninformative(v, seed_for(config.seed, m, 0xB1A)) if m in blank else v for m, v in enumerate(data.views)]
+    views = views_for(method, views)
+    noisy = organization_set(config.noisy_organizations, m_all, "noisy_organizations") if config.noise_sigma else set()
     learners = per_organization(config.learner, m_all, "learner")[: len(views)]
     default_loss = "l1" if (config.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
     losses = [default_loss if q == "auto" else q for q in per_organization(config.local_loss, m_all, "local_loss")]
@@ -104,8 +136,12 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
         engine=config.engine,
         precision=config.precision,
     )
-    orgs = [Organization(v, lr, q, settings, device) for v, lr, q in zip(views, learners, losses, strict=False)]
-    federation = Federation(orgs, concurrent=config.concurrent)
+    orgs = [
+        Organization(v, lr, q, settings, device, output_noise=config.noise_sigma if m in noisy else 0.0)
+        for m, (v, lr, q) in enumerate(zip(views, learners, losses, strict=False))
+    ]
+    privacy = make_mechanism(config.privacy, config.privacy_alpha)
+    federation = Federation(orgs, concurrent=config.concurrent, privacy=privacy)
     labels = {s: y.to(device) for s, y in data.labels.items()}
     if method == "late":
         return LateFusion(task, federation, labels, seed=config.seed)

@@ -9,6 +9,7 @@ Fitting is split into ``begin_fit`` (a :class:`FitJob`: fresh learner + local da
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,8 +54,17 @@ def seed_for(*parts: int) -> int:
 
 
 class Organization:
-    def __init__(self, view: FeatureView, learner: str, loss: str, settings: LearnerSettings, device="cpu"):
+    def __init__(
+        self,
+        view: FeatureView,
+        learner: str,
+        loss: str,
+        settings: LearnerSettings,
+        device="cpu",
+        output_noise: float = 0.0,
+    ):
         self.name = view.name
+        self.output_noise = output_noise  # σ of Gaussian noise on its outputs (a faulty organization)
         self.learner_name = learner
         self.loss = loss
         self.settings = settings
@@ -80,13 +90,21 @@ class Organization:
     def finish_fit(self, job: FitJob) -> FittedValues:
         """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
         self._models.append((job.message.round, job.seed, job.targets.shape[1], job.learner))
-        values = {split: as_float(job.learner.predict(x)) for split, x in self._view.splits.items()}
+        values = {split: self._output(job.learner, x, job.seed, split) for split, x in self._view.splits.items()}
         return FittedValues(self.name, job.message.sender, job.message.round, values)
 
     def fit(self, message: Message, seed: int, loss: str | None = None) -> FittedValues:
         job = self.begin_fit(message, seed, loss)
         job.learner.fit(job.features, job.targets)
         return self.finish_fit(job)
+
+    def _output(self, learner, x: Tensor, seed: int, split: str) -> Tensor:
+        """The model's outputs, plus this organization's output noise (seeded by model and split)."""
+        out = as_float(learner.predict(x))
+        if self.output_noise:
+            gen = torch.Generator(device=out.device).manual_seed(seed_for(seed, zlib.crc32(split.encode())))
+            out = out + self.output_noise * torch.randn(out.shape, generator=gen, device=out.device)
+        return out
 
     def add_rows(self, split: str, features: Tensor) -> None:
         """New rows of this organization's own columns (aligned by ID with the others'), for prediction."""
@@ -100,7 +118,7 @@ class Organization:
     def predict(self, message: PredictionRequest) -> FittedValues:
         """The prediction stage: every round model's outputs on the requested rows ({round: N × K})."""
         x = self._view.splits[message.split]
-        values = {str(r): as_float(learner.predict(x)) for r, _, _, learner in self._models}
+        values = {str(r): self._output(learner, x, s, message.split) for r, s, _, learner in self._models}
         return FittedValues(self.name, message.sender, message.round, values)
 
     # --- resumable state --------------------------------------------------------------------

@@ -1,0 +1,78 @@
+"""Privacy on residuals (Laplace, interval privacy) and faulty organizations (GAL Section 4.5)."""
+
+import pytest
+import torch
+
+from datamodules import TabularDataModule
+from vcl.assistance import assistance_weights
+from vcl.messages import FittedValues, PseudoResidual
+from vcl.methods import build_protocol
+from vcl.privacy import IntervalPrivacy, LaplaceMechanism
+
+
+def test_laplace_noise_scale_matches_quantile_range_over_alpha():
+    values = torch.randn(200_000, generator=torch.Generator().manual_seed(0))
+    mech = LaplaceMechanism(alpha=2.0)
+    out = mech(values, torch.Generator().manual_seed(1))
+    a, b = torch.quantile(values[:16_000_000], torch.tensor([0.025, 0.975]))
+    noise = out - values.clamp(a, b)
+    expected = float((b - a) / 2.0)
+    assert float(noise.abs().mean()) == pytest.approx(expected, rel=0.02)  # E|Laplace(s)| = s
+    assert float(noise.mean()) == pytest.approx(0.0, abs=0.02)
+
+
+def test_interval_privacy_sends_one_of_the_two_transforms():
+    g = torch.Generator().manual_seed(0)
+    y = torch.randn(1000, generator=g)
+    t = torch.rand(1000, generator=g) * 2 - 1
+    a, b = torch.tensor(-1.0), torch.tensor(1.0)
+    out = IntervalPrivacy.transform(y, t, a, b)
+    assert torch.equal(out[y < t], (2 * t - b)[y < t]) and torch.equal(out[y >= t], (2 * t - a)[y >= t])
+
+
+def test_interval_privacy_is_unbiased_inside_the_interval():
+    grid = torch.linspace(-1, 1, 101)
+    y = grid.repeat(4000)
+    out = IntervalPrivacy()(y, torch.Generator().manual_seed(3)).view(4000, 101)
+    a, b = torch.quantile(y, torch.tensor([0.025, 0.975]))
+    torch.testing.assert_close(out.mean(0), grid.clamp(a, b), atol=0.06, rtol=0)
+
+
+@pytest.mark.parametrize("privacy", ["dp", "ip"])
+def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
+    cfg = tiny(organizations=3, privacy=privacy, rounds=1)
+    dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.seed)
+    dm.setup()
+    p = build_protocol(cfg, dm.data)
+    clean = p.task.pseudo_residual(p.F["train"], p.labels["train"])
+    sent = []
+    p.federation.channel.transport = lambda m: sent.append(m) or m
+    record = p.run_round()
+    residuals = {m.receiver: m.values for m in sent if isinstance(m, PseudoResidual)}
+    assert torch.equal(residuals["alice"], clean)  # Alice fits her own model on the clean residual
+    assert torch.equal(residuals["org1"], residuals["org2"])  # one perturbed broadcast
+    assert not torch.allclose(residuals["org1"], clean, atol=1e-3)
+    fitted = torch.stack([m.values["train"] for m in sent if isinstance(m, FittedValues)])
+    # the assistance weights were fitted against the clean residual
+    torch.testing.assert_close(torch.tensor(record["weights"]), assistance_weights(fitted, clean, "l2"))
+
+
+def test_noisy_organizations_get_smaller_assistance_weights(tiny):
+    cfg = tiny(organizations=4, noise_sigma=5.0, noisy_organizations=["half"], rounds=3)
+    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)
+    dm.setup()
+    p = build_protocol(cfg, dm.data)
+    assert [o.output_noise for o in p.federation.organizations] == [0.0, 0.0, 5.0, 5.0]
+    weights = torch.tensor([p.run_round()["weights"] for _ in range(3)]).mean(0)
+    assert weights[2:].max() < 0.5 * weights[:2].min()
+
+
+def test_noninformative_organizations_see_only_noise(tiny):
+    cfg = tiny(organizations=4, noninformative_organizations=[3])
+    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)
+    dm.setup()
+    p = build_protocol(cfg, dm.data)
+    blank, real = p.federation.organizations[3]._view, dm.data.views[3]
+    assert blank.columns == real.columns and blank.splits["train"].shape == real.splits["train"].shape
+    assert not torch.allclose(blank.splits["train"], real.splits["train"])
+    assert torch.equal(p.federation.organizations[2]._view.splits["train"], dm.data.views[2].splits["train"])
