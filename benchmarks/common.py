@@ -12,6 +12,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,6 +25,34 @@ def parse_args(description: str) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="run seeds")
     return p.parse_args()
+
+
+def run_record(benchmark: str, cfg, method: str, model: str, **extra) -> dict:
+    """Run one config (no files written) and return its record; prints a one-line progress report."""
+    from vcl.runner import train
+
+    start = time.perf_counter()
+    res = train(cfg, verbose=False, write=False)
+    record = {
+        "benchmark": benchmark,
+        "dataset": cfg.dataset,
+        "method": method,
+        "model": model,
+        "organizations": cfg.organizations,
+        "seed": cfg.seed,
+        "metric": res["metric"],
+        "value": res["value"],
+        "best_value": res["best_value"],
+        **extra,
+        "seconds": time.perf_counter() - start,
+        "bytes_sent": res["bytes_sent"],
+    }
+    print(
+        f"{cfg.dataset} M={cfg.organizations} {method} {model} {extra or ''} seed={cfg.seed}: {res['metric']} "
+        f"{res['value']:.4f} (best {res['best_value']:.4f}) {record['seconds']:.2f}s",
+        flush=True,
+    )
+    return record
 
 
 def write_records(records: list[dict], path: str | None) -> None:

@@ -13,10 +13,9 @@ Also saves a plot of the assistance weights per round, noisy vs clean organizati
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from common import parse_args, summarize, write_records
+from common import parse_args, run_record, summarize, write_records
 
 from vcl.config import RunConfig
 from vcl.runner import train
@@ -97,31 +96,17 @@ def main() -> None:
         for seed in args.seeds:
             values = {"dataset": ds, "organizations": m, "seed": seed, "compare": [], "device": "cpu"}
             cfg = RunConfig.from_dict({**values, **METHODS[method], **extra})
-            start = time.perf_counter()
-            res = train(cfg, verbose=False, write=False)
             records.append(
-                {
-                    "benchmark": "gal_ablations",
-                    "dataset": ds,
-                    "method": method,
-                    "model": "linear",
-                    "setting": setting,
-                    "organizations": m,
-                    "seed": seed,
-                    "metric": res["metric"],
-                    "value": res["value"],
-                    "best_value": res["best_value"],
-                    "noise": cfg.noise_sigma,
-                    "privacy": cfg.privacy,
-                    "noninformative": bool(cfg.noninformative_organizations),
-                    "seconds": time.perf_counter() - start,
-                    "bytes_sent": res["bytes_sent"],
-                }
-            )
-            print(
-                f"{ds} M={m} {method} {setting} seed={seed}: {res['metric']} {res['value']:.4f} "
-                f"(best {res['best_value']:.4f})",
-                flush=True,
+                run_record(
+                    "gal_ablations",
+                    cfg,
+                    method,
+                    "linear",
+                    setting=setting,
+                    noise=cfg.noise_sigma,
+                    privacy=cfg.privacy,
+                    noninformative=bool(cfg.noninformative_organizations),
+                )
             )
     write_records(records, args.out)
     print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "setting")))

@@ -11,12 +11,9 @@ rounds). AL here is the chained version (REFERENCE.md); the paper's AL is the au
 
 from __future__ import annotations
 
-import time
-
-from common import parse_args, summarize, write_records
+from common import parse_args, run_record, summarize, write_records
 
 from vcl.config import RunConfig
-from vcl.runner import train
 
 DATASETS = ["diabetes", "boston", "blob", "iris", "wine", "breast_cancer"]
 # (dataset, M, method, model) -> paper mean (std): accuracy in %, MAD in target units
@@ -92,28 +89,7 @@ def main() -> None:
                     "device": "cpu",
                 }
             )
-            start = time.perf_counter()
-            res = train(cfg, verbose=False, write=False)
-            records.append(
-                {
-                    "benchmark": "gal_uci",
-                    "dataset": ds,
-                    "method": method,
-                    "model": model,
-                    "organizations": m,
-                    "seed": seed,
-                    "metric": res["metric"],
-                    "value": res["value"],
-                    "best_value": res["best_value"],
-                    "seconds": time.perf_counter() - start,
-                    "bytes_sent": res["bytes_sent"],
-                }
-            )
-            print(
-                f"{ds} M={m} {method} {model} seed={seed}: {res['metric']} {res['value']:.4f} "
-                f"(best {res['best_value']:.4f}) {records[-1]['seconds']:.2f}s",
-                flush=True,
-            )
+            records.append(run_record("gal_uci", cfg, method, model))
     write_records(records, args.out)
     print(summarize(records, PAPER))
 
