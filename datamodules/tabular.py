@@ -57,14 +57,47 @@ def named_column_split(columns: list[str], assignment: dict[str, list[str]]) -> 
     return groups, list(assignment)
 
 
+def check_fractions(test_fraction: float, val_fraction: float) -> None:
+    if not 0.0 < test_fraction < 1.0:
+        raise VCLInputError(f"test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
+    if not 0.0 <= val_fraction < 1.0:
+        raise VCLInputError(f"val_fraction={val_fraction}; use a fraction in [0, 1).")
+
+
+def seeded_row_splits(n: int, split_seed: int, test_fraction: float, val_fraction: float) -> dict[str, np.ndarray]:
+    """Row indices per split: a permutation seeded by ``split_seed``, the last ``test_fraction`` for test and
+    ``val_fraction`` of the rest for validation."""
+    perm = np.random.RandomState(split_seed).permutation(n)
+    n_train = int(n * (1.0 - test_fraction))
+    n_val = int(round(n_train * val_fraction))
+    if n_train - n_val < 2 or n - n_train < 1:
+        raise VCLInputError(f"only {n} rows: too few for the train/test split; supply more data.")
+    splits = {"train": perm[: n_train - n_val], "test": perm[n_train:]}
+    if n_val:
+        splits["val"] = perm[n_train - n_val : n_train]
+    return splits
+
+
 @dataclass
 class VerticalData:
-    """What a protocol is handed: per-organization views and Alice's labels per split."""
+    """What a protocol is handed: per-organization views and Alice's labels per split.
+
+    ``joint`` is every feature held by one party (the Joint baseline); ``None`` means the views
+    concatenated along their feature axis.
+    """
 
     views: list[FeatureView]
     labels: dict[str, Tensor]
     task: str
     num_classes: int
+    joint: FeatureView | None = None
+
+    def joint_view(self) -> FeatureView:
+        if self.joint is not None:
+            return self.joint
+        cols = [c for v in self.views for c in v.columns]
+        splits = {s: torch.cat([v.splits[s] for v in self.views], dim=-1) for s in self.views[0].splits}
+        return FeatureView(self.views[0].name, cols, splits)
 
 
 class TabularDataModule(pl.LightningDataModule):
@@ -84,10 +117,7 @@ class TabularDataModule(pl.LightningDataModule):
         batch_size: int = 1024,
     ):
         super().__init__()
-        if not 0.0 < test_fraction < 1.0:
-            raise VCLInputError(f"test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
-        if not 0.0 <= val_fraction < 1.0:
-            raise VCLInputError(f"val_fraction={val_fraction}; use a fraction in [0, 1).")
+        check_fractions(test_fraction, val_fraction)
         self.dataset = dataset
         self.organizations = organizations
         self.feature_seed = feature_seed
@@ -115,15 +145,7 @@ class TabularDataModule(pl.LightningDataModule):
         return groups, ["alice"] + [f"org{m}" for m in range(1, len(groups))]
 
     def row_splits(self, n: int) -> dict[str, np.ndarray]:
-        perm = np.random.RandomState(self.split_seed).permutation(n)
-        n_train = int(n * (1.0 - self.test_fraction))
-        n_val = int(round(n_train * self.val_fraction))
-        if n_train - n_val < 2 or n - n_train < 1:
-            raise VCLInputError(f"only {n} rows: too few for the train/test split; supply more data.")
-        splits = {"train": perm[: n_train - n_val], "test": perm[n_train:]}
-        if n_val:
-            splits["val"] = perm[n_train - n_val : n_train]
-        return splits
+        return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction)
 
     def split(self, table: Table) -> VerticalData:
         if not np.isfinite(table.X).all():

@@ -1,29 +1,45 @@
 """Local learners: residual-fitting LightningModules and scikit-learn adapters.
 
 ``build_learner`` turns a learner name from a config into a fresh learner for one organization and
-round. Names: ``linear``, ``mlp`` (LightningModules), ``gb`` (GradientBoostingRegressor), ``svm``
-(SVR), or ``sklearn:<module>.<Class>`` for any scikit-learn regressor with default arguments.
+round. Names: ``linear``, ``mlp``, ``cnn`` (GAL Table 8), ``lstm`` (LightningModules), ``gb``
+(GradientBoostingRegressor), ``svm`` (SVR), or ``sklearn:<module>.<Class>`` for any scikit-learn
+regressor with default arguments. Unset optimizer settings take the paper's value for the learner
+(GAL Table 9): Linear/MLP SGD lr 0.1, batch 1024, 100 epochs, ×0.1 at epoch 50; CNN SGD lr 0.1,
+batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8, 10 epochs.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from models.concurrent import concurrency_key, fit_concurrently
-from models.residual import ResidualRegressor, build_mlp
+from models.dms import RoundHead, SharedExtractorRegressor
+from models.networks import build_mlp, build_network
+from models.residual import ResidualRegressor
 from models.sklearn import SklearnRegressor
 from vcl.errors import VCLInputError
 
-LEARNERS = ("linear", "mlp", "gb", "svm")
+LEARNERS = ("linear", "mlp", "cnn", "lstm", "gb", "svm")
+DEEP = {"linear": "mlp", "mlp": "mlp", "cnn": "cnn", "lstm": "lstm"}  # learner name → network architecture
+
+PAPER_DEFAULTS = {
+    "mlp": dict(epochs=100, lr=0.1, batch_size=1024, milestones=(50,), optimizer="sgd"),
+    "cnn": dict(epochs=10, lr=0.1, batch_size=512, milestones=(), optimizer="sgd"),
+    "lstm": dict(epochs=10, lr=1e-3, batch_size=8, milestones=(), optimizer="adam"),
+}
 
 __all__ = [
+    "DEEP",
     "LEARNERS",
     "LearnerSettings",
     "ResidualRegressor",
+    "RoundHead",
+    "SharedExtractorRegressor",
     "SklearnRegressor",
     "build_learner",
     "build_mlp",
+    "build_network",
     "check_learner_name",
     "concurrency_key",
     "fit_concurrently",
@@ -32,21 +48,32 @@ __all__ = [
 
 @dataclass
 class LearnerSettings:
-    """Hyper-parameters for the LightningModule learners (defaults: GAL Table 9, UCI column)."""
+    """Hyper-parameters for the LightningModule learners; ``None`` takes the paper's value for the learner."""
 
-    epochs: int = 100
-    lr: float = 0.1
+    epochs: int | None = None
+    lr: float | None = None
     momentum: float = 0.9
     weight_decay: float = 5e-4
-    milestones: tuple[int, ...] = (50,)
+    milestones: tuple[int, ...] | None = None
     gamma: float = 0.1
-    batch_size: int = 1024
+    batch_size: int | None = None
+    optimizer: str | None = None
     grad_clip: float = 1.0
     hidden: tuple[int, ...] = field(default_factory=lambda: (64,))
+    widths: tuple[int, ...] = (64, 128, 256, 512)
+    lstm_hidden: int = 128
+    dropout: float = 0.3
     engine: str = "fast"
     accelerator: str = "auto"
     devices: int | str = 1
+    strategy: str = "auto"
     precision: str = "32-true"
+    dms: bool = False  # Deep Model Sharing: one extractor per organization across rounds
+
+    def resolved(self, arch: str) -> LearnerSettings:
+        """These settings with every unset value filled from :data:`PAPER_DEFAULTS` for ``arch``."""
+        defaults = PAPER_DEFAULTS[arch]
+        return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
 
 def check_learner_name(name: str) -> str:
@@ -67,28 +94,50 @@ def _import_estimator(name: str):
         raise VCLInputError(f"learner={name!r}: cannot import {path} ({err}); give a full class path.") from None
 
 
-def build_learner(name: str, in_features: int, out_features: int, loss: str, seed: int, settings: LearnerSettings):
-    """A fresh learner for one organization and round."""
-    if name in ("linear", "mlp"):
-        hidden = () if name == "linear" else tuple(settings.hidden)
-        return ResidualRegressor(
-            in_features,
+def build_learner(
+    name: str, in_shape, out_features: int, loss: str, seed: int, settings: LearnerSettings, shared: bool = False
+):
+    """A fresh learner for one organization and round (``shared``: a Deep Model Sharing learner).
+
+    ``in_shape`` is the shape of one example: ``(d,)`` for rows (an int is read as ``(d,)``), ``(C, H, W)``
+    for images, ``(T, F)`` for sequences.
+    """
+    in_shape = (in_shape,) if isinstance(in_shape, int) else tuple(in_shape)
+    if name in DEEP:
+        arch = DEEP[name]
+        s = settings.resolved(arch)
+        cls = SharedExtractorRegressor if shared else ResidualRegressor
+        return cls(
+            in_shape if len(in_shape) > 1 else in_shape[0],
             out_features,
-            hidden=hidden,
+            hidden=() if name == "linear" else tuple(s.hidden),
             loss=loss,
-            lr=settings.lr,
-            momentum=settings.momentum,
-            weight_decay=settings.weight_decay,
-            epochs=settings.epochs,
-            milestones=tuple(settings.milestones),
-            gamma=settings.gamma,
-            batch_size=settings.batch_size,
-            grad_clip=settings.grad_clip,
+            lr=s.lr,
+            momentum=s.momentum,
+            weight_decay=s.weight_decay,
+            epochs=s.epochs,
+            milestones=tuple(s.milestones),
+            gamma=s.gamma,
+            batch_size=s.batch_size,
+            grad_clip=s.grad_clip,
             seed=seed,
-            engine=settings.engine,
-            accelerator=settings.accelerator,
-            devices=settings.devices,
-            precision=settings.precision,
+            engine=s.engine,
+            accelerator=s.accelerator,
+            devices=s.devices,
+            precision=s.precision,
+            arch=arch,
+            optimizer=s.optimizer,
+            widths=tuple(s.widths),
+            lstm_hidden=s.lstm_hidden,
+            dropout=s.dropout,
+            strategy=s.strategy,
+        )
+    if shared:
+        raise VCLInputError(f"dms=true needs a deep learner (linear, mlp, cnn or lstm), not learner={name!r}.")
+    if len(in_shape) > 1:
+        raise VCLInputError(
+            f"learner={name!r} takes rows of features, but this organization holds examples of shape {in_shape}; "
+            "use cnn (images), lstm (sequences), linear or mlp."
         )
     if name == "gb":
         from sklearn.ensemble import GradientBoostingRegressor

@@ -35,26 +35,41 @@ _SHARED = (
     "batch_size",
     "grad_clip",
     "engine",
+    "arch",
+    "optimizer",
+    "widths",
+    "precision",
 )
 
 
 def concurrency_key(learner) -> tuple | None:
-    """Learners with equal keys can be fitted together; ``None`` means fit alone."""
-    if not isinstance(learner, ResidualRegressor) or learner.hparams.engine != "fast":
+    """Learners with equal keys can be fitted together; ``None`` means fit alone.
+
+    MLPs on rows of different widths share a key (inputs are zero-padded); CNNs need equal input shapes.
+    LSTMs (no batching rule for ``aten::lstm`` under ``vmap``) and shared-extractor learners fit alone.
+    """
+    if type(learner) is not ResidualRegressor or learner.hparams.engine != "fast" or learner.hparams.arch == "lstm":
         return None
-    return tuple((k, str(learner.hparams[k])) for k in _SHARED)
+    hp = learner.hparams
+    shape = () if hp.arch == "mlp" and isinstance(hp.in_features, int) else ("in_features", str(hp.in_features))
+    return tuple((k, str(hp[k])) for k in _SHARED) + shape
 
 
-def _padded_net(learner: ResidualRegressor, width: int) -> torch.nn.Module:
+def _first_linear(net: torch.nn.Module) -> tuple[str, torch.nn.Module]:
+    return next((n, m) for n, m in net.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)))
+
+
+def _padded_net(learner: ResidualRegressor, width: int | None) -> torch.nn.Module:
+    """A copy whose first Linear layer takes ``width`` inputs; the extra weights are zero."""
     net = copy.deepcopy(learner.net)
-    first = net[0]
-    if first.in_features < width:
+    name, first = _first_linear(net)
+    if width is not None and isinstance(first, torch.nn.Linear) and first.in_features < width:
         wide = torch.nn.Linear(width, first.out_features, device=first.weight.device)
         with torch.no_grad():
             wide.weight.zero_()
             wide.weight[:, : first.in_features] = first.weight
             wide.bias.copy_(first.bias)
-        net[0] = wide
+        net.set_submodule(name, wide)
     return net
 
 
@@ -70,8 +85,12 @@ def fit_concurrently(
         raise ValueError("fit_concurrently needs fast-engine ResidualRegressors with equal hyper-parameters.")
     hp = learners[0].hparams
     device = targets.device
-    width = max(f.shape[1] for f in features)
-    x = torch.stack([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in features])  # M,N,d
+    if features[0].dim() == 2:  # rows: zero-pad to the widest organization
+        width = max(f.shape[1] for f in features)
+        x = torch.stack([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in features])  # M,N,d
+    else:  # images of one shape
+        width = None
+        x = torch.stack(features)  # M,N,C,H,W
     nets = [_padded_net(lr.to(device), width) for lr in learners]
     params, buffers = stack_module_state(nets)
     base = copy.deepcopy(nets[0]).to("meta")
@@ -80,11 +99,15 @@ def fit_concurrently(
         return functional_call(base, (p, b), (xi,))
 
     forward = vmap(forward_one)
-    opt, sched = build_optimizer(params.values(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma)
+    opt, sched = build_optimizer(
+        params.values(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer
+    )
+    scaler = torch.amp.GradScaler(device.type, enabled=hp.precision == "16-mixed")
     n, m = targets.shape[0], len(learners)
     gens = [torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners]
     y_all = targets.expand(m, *targets.shape)
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
+    rows = torch.arange(m, device=device).unsqueeze(1)
     for _ in range(hp.epochs):
         if n <= hp.batch_size:
             batches = [(x, y_all, w_all)]
@@ -92,25 +115,26 @@ def fit_concurrently(
             order = torch.stack([torch.randperm(n, generator=g) for g in gens]).to(device)  # M,N
             batches = []
             for start in range(0, n, hp.batch_size):
+                if n - start < 2 and hp.arch == "cnn":
+                    break  # BatchNorm cannot train on a single row
                 idx = order[:, start : start + hp.batch_size]
-                xb = torch.gather(x, 1, idx.unsqueeze(-1).expand(-1, -1, width))
-                yb = torch.gather(y_all, 1, idx.unsqueeze(-1).expand(-1, -1, targets.shape[1]))
-                wb = None if w_all is None else torch.gather(w_all, 1, idx)
-                batches.append((xb, yb, wb))
+                batches.append((x[rows, idx], y_all[rows, idx], None if w_all is None else w_all[rows, idx]))
         for xb, yb, wb in batches:
             opt.zero_grad(set_to_none=True)
-            local_loss(forward(params, buffers, xb), yb, hp.loss, wb).backward()
+            with learners[0]._autocast(device):
+                loss = local_loss(forward(params, buffers, xb).float(), yb, hp.loss, wb)
+            scaler.scale(loss).backward()
             if hp.grad_clip:
+                scaler.unscale_(opt)
                 _clip_per_model(list(params.values()), hp.grad_clip)
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
         sched.step()
     with torch.no_grad():
         for i, lr in enumerate(learners):
-            for name, p in lr.net.named_parameters():
-                stacked = params[name][i]
-                if name == "0.weight":
-                    stacked = stacked[:, : p.shape[1]]
-                p.copy_(stacked)
+            for name, p in (*lr.net.named_parameters(), *lr.net.named_buffers()):
+                stacked = params[name][i] if name in params else buffers[name][i]
+                p.copy_(stacked[tuple(slice(0, d) for d in p.shape)])  # drop the zero padding
     return learners
 
 

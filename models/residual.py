@@ -1,10 +1,11 @@
-"""Residual-fitting LightningModules: Linear and MLP regressors with the GAL paper's defaults.
+"""Residual-fitting LightningModules: Linear, MLP, CNN and LSTM regressors with the GAL paper's defaults.
 
 Every learner is used only through ``fit(features, targets, sample_weight=None)`` and
 ``predict(features)``. ``fit`` has two engines over the same ``configure_optimizers`` and loss:
 
 - ``fast`` (default): data stays on its device as whole tensors and the loop runs there — what
-  tabular data this small needs (the authors' per-sample DataLoader spends half its time in Python);
+  tabular data this small needs (the authors' per-sample DataLoader spends half its time in Python)
+  and what keeps a GPU busy on images; mixed precision by ``precision``;
 - ``trainer``: a ``pytorch_lightning.Trainer`` with a DataLoader, for data or hardware that needs
   Lightning's machinery (accelerators, devices, precision, strategies).
 
@@ -17,33 +18,32 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
+from models.networks import build_network
 from vcl.losses import check_local_loss, local_loss
 
-
-def build_mlp(in_features: int, out_features: int, hidden: tuple[int, ...] = ()) -> nn.Sequential:
-    """``Linear`` when ``hidden`` is empty, otherwise Linear-ReLU blocks then a Linear head."""
-    layers: list[nn.Module] = []
-    width = in_features
-    for h in hidden:
-        layers += [nn.Linear(width, h), nn.ReLU()]
-        width = h
-    layers.append(nn.Linear(width, out_features))
-    return nn.Sequential(*layers)
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
 
 
-def build_optimizer(params, lr: float, momentum: float, weight_decay: float, milestones, gamma: float):
-    """SGD with step decay (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4, ×0.1 at epoch 50)."""
-    opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+def build_optimizer(
+    params, lr: float, momentum: float, weight_decay: float, milestones, gamma: float, optimizer: str = "sgd"
+):
+    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay."""
+    if optimizer == "adam":
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    else:
+        opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
     return opt, sched
 
 
 class ResidualRegressor(pl.LightningModule):
-    """A Linear (``hidden=()``) or MLP regressor of Alice's pseudo-residual under a local loss."""
+    """A regressor of Alice's pseudo-residual under a local loss: Linear/MLP on rows, CNN on images, LSTM on
+    sequences (``arch``; :func:`models.networks.build_network`). ``in_features`` is the width of a row or the
+    shape of one example."""
 
     def __init__(
         self,
-        in_features: int,
+        in_features: int | tuple[int, ...],
         out_features: int,
         hidden: tuple[int, ...] = (),
         loss: str = "l2",
@@ -60,15 +60,30 @@ class ResidualRegressor(pl.LightningModule):
         accelerator: str = "auto",
         devices: int | str = 1,
         precision: str = "32-true",
+        arch: str = "mlp",
+        optimizer: str = "sgd",
+        widths: tuple[int, ...] = (64, 128, 256, 512),
+        lstm_hidden: int = 128,
+        dropout: float = 0.3,
+        strategy: str = "auto",
     ):
         super().__init__()
         check_local_loss(loss, "loss")
         if engine not in ("fast", "trainer"):
             raise ValueError(f"engine={engine!r}; use 'fast' or 'trainer'.")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision={precision!r}; use one of {', '.join(PRECISIONS)}.")
+        in_shape = (in_features,) if isinstance(in_features, int) else tuple(in_features)
         self.save_hyperparameters()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.net = build_mlp(in_features, out_features, tuple(hidden))
+            self.net = self.build_net(in_shape, out_features)
+
+    def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
+        hp = self.hparams
+        return build_network(
+            hp.arch, in_shape, out_features, tuple(hp.hidden), tuple(hp.widths), hp.lstm_hidden, hp.dropout
+        )
 
     # --- Lightning idioms ---------------------------------------------------------------------
     def forward(self, x: Tensor) -> Tensor:
@@ -85,7 +100,9 @@ class ResidualRegressor(pl.LightningModule):
 
     def configure_optimizers(self):
         hp = self.hparams
-        opt, sched = build_optimizer(self.parameters(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma)
+        opt, sched = build_optimizer(
+            self.parameters(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer
+        )
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
     # --- the learner interface ----------------------------------------------------------------
@@ -98,28 +115,45 @@ class ResidualRegressor(pl.LightningModule):
         return self
 
     @torch.no_grad()
-    def predict(self, features: Tensor) -> Tensor:
+    def predict(self, features: Tensor, chunk: int = 4096) -> Tensor:
+        """Outputs in float32, computed ``chunk`` rows at a time (images of a whole split need not fit at once)."""
         self.eval()
-        return self(features.to(self.device))
+        x = features.to(self.device)
+        with self._autocast(x.device):
+            return torch.cat([self(x[i : i + chunk]).float() for i in range(0, x.shape[0], chunk)])
+
+    def _autocast(self, device: torch.device):
+        """Mixed precision for the fast engine: bf16 (``bf16-mixed``) or fp16 (``16-mixed``) autocast."""
+        precision = self.hparams.precision
+        dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
+        return torch.autocast(device.type, dtype=dtype, enabled=precision != "32-true")
 
     def _fit_fast(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
+        """Minibatch SGD with the data resident on its device: no DataLoader, no host round trips per step."""
         hp = self.hparams
         self.train()
         conf = self.configure_optimizers()
         opt, sched = conf["optimizer"], conf["lr_scheduler"]["scheduler"]
+        scaler = torch.amp.GradScaler(x.device.type, enabled=hp.precision == "16-mixed")
         n = x.shape[0]
         gen = torch.Generator(device="cpu").manual_seed(hp.seed)
         params = list(self.parameters())
         for _ in range(hp.epochs):
             order = None if n <= hp.batch_size else torch.randperm(n, generator=gen).to(x.device)
             for start in range(0, n, hp.batch_size):
+                if n - start < 2 and hp.arch == "cnn":
+                    break  # BatchNorm cannot train on a single row
                 idx = None if order is None else order[start : start + hp.batch_size]
                 batch = (x, y, w) if idx is None else (x[idx], y[idx], None if w is None else w[idx])
                 opt.zero_grad(set_to_none=True)
-                self.loss_on(batch).backward()
+                with self._autocast(x.device):
+                    loss = self.loss_on(batch)
+                scaler.scale(loss).backward()
                 if hp.grad_clip:
+                    scaler.unscale_(opt)
                     torch.nn.utils.clip_grad_norm_(params, hp.grad_clip)
-                opt.step()
+                scaler.step(opt)
+                scaler.update()
             sched.step()
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
@@ -135,6 +169,7 @@ class ResidualRegressor(pl.LightningModule):
             accelerator=hp.accelerator,
             devices=hp.devices,
             precision=hp.precision,
+            strategy=hp.strategy,
             gradient_clip_val=hp.grad_clip or None,
             logger=False,
             enable_checkpointing=False,

@@ -15,7 +15,7 @@ import yaml
 
 from vcl.errors import VCLInputError
 
-METHODS = ("gal", "alone", "joint", "al", "late")
+METHODS = ("gal", "alone", "joint", "al", "late", "interm")
 
 
 def _f(default, help: str, **kw):
@@ -27,8 +27,17 @@ def _f(default, help: str, **kw):
 @dataclass
 class RunConfig:
     method: str = _f("gal", f"protocol to run: {', '.join(METHODS)}")
-    dataset: str = _f("wine", "wine, iris, breast_cancer, diabetes, digits, blob, boston, or csv")
+    dataset: str = _f(
+        "wine",
+        "tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv; images: mnist, fashion_mnist, "
+        "cifar10 (files under data_root), mnist_subset, digits_image; sequences: sequence_synthetic, npz",
+    )
     organizations: int = _f(8, "number of organizations M (Alice is organization 0); ignored for csv")
+    data_root: str = _f("data", "torchvision image datasets: their root directory; dataset=npz: the .npz file")
+    download: bool = _f(False, "download a torchvision dataset into data_root first (needs internet)")
+    image_view: str = _f("patch", "what an organization holds of an image: patch (its patch only) or masked")
+    max_train: int = _f(0, "image datasets: use only the first N (shuffled) training images (0: all)")
+    sequence_size: int = _f(2000, "dataset=sequence_synthetic: number of sequences")
     rounds: int = _f(10, "assistance rounds T")
     seed: int = _f(0, "run seed: feature split and model initialization")
     split_seed: int = _f(0, "seed of the train/test row split, kept fixed across run seeds")
@@ -42,7 +51,7 @@ class RunConfig:
     task_loss: str = _f("auto", "Alice's loss L1: ce (classification), l1 or mse (regression); auto: ce / l1")
     learner: list = _f(
         ["linear"],
-        "local model per organization: linear, mlp, gb, svm, sklearn:<path>, gb-svm; "
+        "local model per organization: linear, mlp, cnn, lstm, gb, svm, sklearn:<path>, gb-svm; "
         "one name for all or one per organization",
     )
     local_loss: list = _f(
@@ -50,17 +59,26 @@ class RunConfig:
         "residual loss per organization: l1, l1.5, l2, l4; auto: l1 for diabetes/"
         "boston and l1 task loss, l2 otherwise; one for all or one per organization",
     )
-    epochs: int = _f(100, "local training epochs per round")
-    lr: float = _f(0.1, "local SGD learning rate")
+    epochs: int = _f(0, "local training epochs per round (0: the paper's, 100 linear/mlp, 10 cnn/lstm)")
+    lr: float = _f(0.0, "local learning rate (0: the paper's, 0.1 SGD for linear/mlp/cnn, 1e-3 Adam for lstm)")
+    optimizer: str = _f("auto", "local optimizer: sgd, adam, or auto (adam for lstm, sgd otherwise)")
     momentum: float = _f(0.9, "local SGD momentum")
-    weight_decay: float = _f(5e-4, "local SGD weight decay")
-    milestones: list = _f([50], "epochs at which the local learning rate is multiplied by gamma")
+    weight_decay: float = _f(5e-4, "local weight decay")
+    milestones: list = _f(["auto"], "epochs at which the local rate is multiplied by gamma (auto: [50] linear/mlp)")
     gamma: float = _f(0.1, "local learning-rate decay factor")
-    batch_size: int = _f(1024, "local batch size (at least N: full batch)")
+    batch_size: int = _f(0, "local batch size (0: the paper's, 1024 linear/mlp, 512 cnn, 8 lstm; ≥ N: full batch)")
     hidden: list = _f([64], "hidden widths of the mlp learner")
+    cnn_widths: list = _f([64, 128, 256, 512], "channel widths of the cnn learner's conv blocks (GAL Table 8)")
+    lstm_hidden: int = _f(128, "hidden size of the lstm learner")
+    dropout: float = _f(0.3, "dropout after the lstm learner's last step")
     grad_clip: float = _f(1.0, "local gradient-norm clip (0: off)")
+    dms: bool = _f(False, "Deep Model Sharing: one feature extractor per organization, one head per round")
+    baseline_epochs: int = _f(0, "epochs of the one-shot centralized baselines late and interm (0: epochs)")
     engine: str = _f("fast", "fit engine of torch learners: fast (device-resident loop) or trainer (Lightning)")
-    precision: str = _f("32-true", "Lightning precision for engine=trainer")
+    precision: str = _f("32-true", "32-true, bf16-mixed or 16-mixed (fp16 with loss scaling), for either engine")
+    accelerator: str = _f("auto", "engine=trainer: Lightning accelerator")
+    devices: str = _f("1", "engine=trainer: Lightning devices (a count, a list, or auto)")
+    strategy: str = _f("auto", "engine=trainer: Lightning strategy, e.g. ddp for one organization on several GPUs")
     weights: str = _f("learned", "assistance weights: learned (simplex), bag (plain average), last")
     eta: str = _f("linesearch", "assisted learning rate: linesearch (L-BFGS) or constant")
     eta_value: float = _f(1.0, "constant rate (eta=constant) or the line search's start")
@@ -80,7 +98,9 @@ class RunConfig:
         [], "organizations whose inputs are replaced by N(0, 1) noise: indices, or half (M//2 .. M-1)"
     )
     concurrent: bool = _f(True, "fit same-architecture organizations in one pass (false: sequential)")
-    device: str = _f("auto", "cpu, cuda, cuda:N, or auto (cuda when available)")
+    device: str = _f(
+        "auto", "cpu, cuda, cuda:N, or auto (cuda when available); cuda with several GPUs spreads organizations"
+    )
     compare: list = _f(["alone"], "methods also run for comparison; final metrics go beside the main one")
     early_stop_eta: float = _f(0.0, "stop when |eta| falls below this (0: off)")
     out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>)")
@@ -123,7 +143,7 @@ class RunConfig:
     def identity(self) -> dict:
         """The settings a resumed run must share with its checkpoint (all but where/how long/how shown)."""
         d = self.to_dict()
-        for k in ("rounds", "out", "compare", "early_stop_eta", "device", "concurrent", "engine"):
+        for k in ("rounds", "out", "compare", "early_stop_eta", "device", "concurrent", "engine", "download"):
             d.pop(k)
         return d
 

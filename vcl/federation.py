@@ -64,7 +64,7 @@ class Federation:
             jobs.append(org.begin_fit(message, seed_for(seed, round_, m), loss))
         run_jobs(jobs, self.concurrent)
         replies = [self.channel.send(job.organization.finish_fit(job)) for job in jobs]
-        return stack_replies(replies)
+        return stack_replies(replies, clean.device)
 
     def predictions(self, split: str, round_: int) -> list[dict[str, Tensor]]:
         """Prediction stage: each organization's {round: outputs} on its rows of ``split``."""

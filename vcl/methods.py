@@ -5,14 +5,15 @@ from __future__ import annotations
 import torch
 
 from datamodules.tabular import VerticalData
-from models import LearnerSettings, check_learner_name
+from models import DEEP, LearnerSettings, check_learner_name
+from models.residual import PRECISIONS
 from vcl.config import METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.losses import check_local_loss
 from vcl.organization import FeatureView, Organization, seed_for
 from vcl.privacy import make_mechanism
-from vcl.protocols import GALOptions, GradientAssistedLearning, LateFusion, Protocol
+from vcl.protocols import GALOptions, GradientAssistedLearning, IntermFusion, LateFusion, Protocol
 from vcl.tasks import Task
 
 REGRESSION_L1_DATASETS = ("diabetes", "boston")
@@ -70,6 +71,23 @@ def check_config(config: RunConfig) -> None:
         raise VCLInputError(f"al_mode={config.al_mode!r}; use chained or authors.")
     if config.engine not in ("fast", "trainer"):
         raise VCLInputError(f"engine={config.engine!r}; use fast or trainer.")
+    if config.optimizer not in ("auto", "sgd", "adam"):
+        raise VCLInputError(f"optimizer={config.optimizer!r}; use sgd, adam or auto.")
+    if config.precision not in PRECISIONS:
+        raise VCLInputError(f"precision={config.precision!r}; use one of {', '.join(PRECISIONS)}.")
+    if config.milestones != ["auto"] and not all(isinstance(m, int) and m > 0 for m in config.milestones):
+        raise VCLInputError(f"milestones={config.milestones}; give positive epoch numbers, [] for none, or auto.")
+    for key in ("epochs", "batch_size", "baseline_epochs", "max_train"):
+        if getattr(config, key) < 0:
+            raise VCLInputError(f"{key}={getattr(config, key)}; use a positive number, or 0 for the default.")
+    if config.lr < 0:
+        raise VCLInputError(f"lr={config.lr}; use a positive learning rate, or 0 for the paper's.")
+    if not config.cnn_widths or not all(isinstance(w, int) and w > 0 for w in config.cnn_widths):
+        raise VCLInputError(f"cnn_widths={config.cnn_widths}; give positive channel counts, e.g. [64, 128, 256, 512].")
+    if config.dms and any(name not in DEEP for name in config.learner):
+        raise VCLInputError(
+            f"dms=true shares a deep feature extractor; use learner cnn, lstm, mlp or linear, not {config.learner}."
+        )
     resolve_device(config.device)
     make_mechanism(config.privacy, config.privacy_alpha)
     if config.noise_sigma < 0:
@@ -101,14 +119,48 @@ def noninformative(view: FeatureView, seed: int) -> FeatureView:
     )
 
 
-def views_for(method: str, views: list[FeatureView]) -> list[FeatureView]:
+def views_for(method: str, views: list[FeatureView], data: VerticalData) -> list[FeatureView]:
     if method == "alone":
         return views[:1]
     if method == "joint":
-        cols = [c for v in views for c in v.columns]
-        splits = {s: torch.cat([v.splits[s] for v in views], dim=1) for s in views[0].splits}
-        return [FeatureView(views[0].name, cols, splits)]
+        return [VerticalData(views, data.labels, data.task, data.num_classes, data.joint).joint_view()]
     return views
+
+
+def learner_settings(config: RunConfig, method: str) -> LearnerSettings:
+    """The local learners' settings; 0 / auto values are left unset so each learner takes the paper's."""
+    epochs = config.epochs or None
+    if method in ("late", "interm") and config.baseline_epochs:
+        epochs = config.baseline_epochs
+    devices = config.devices
+    return LearnerSettings(
+        epochs=epochs,
+        lr=config.lr or None,
+        optimizer=None if config.optimizer == "auto" else config.optimizer,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+        milestones=None if config.milestones == ["auto"] else tuple(config.milestones),
+        gamma=config.gamma,
+        batch_size=config.batch_size or None,
+        grad_clip=config.grad_clip,
+        hidden=tuple(config.hidden),
+        widths=tuple(config.cnn_widths),
+        lstm_hidden=config.lstm_hidden,
+        dropout=config.dropout,
+        engine=config.engine,
+        accelerator=config.accelerator,
+        devices=int(devices) if devices.isdigit() else devices,
+        strategy=config.strategy,
+        precision=config.precision,
+        dms=config.dms,
+    )
+
+
+def organization_devices(device: torch.device, count: int) -> list[torch.device]:
+    """Where each organization's data and models live: with ``cuda`` and several GPUs, round-robin over them."""
+    if device.type == "cuda" and device.index is None and torch.cuda.device_count() > 1:
+        return [torch.device("cuda", m % torch.cuda.device_count()) for m in range(count)]
+    return [device] * count
 
 
 def build_protocol(config: RunConfig, data: VerticalData, method: str | None = None) -> Protocol:
@@ -118,26 +170,21 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
     m_all = len(data.views)
     blank = organization_set(config.noninformative_organizations, m_all, "noninformative_organizations")
     views = [noninformative(v, seed_for(config.seed, m, 0xB1A)) if m in blank else v for m, v in enumerate(data.views)]
-    views = views_for(method, views)
+    views = views_for(method, views, data)
     noisy = organization_set(config.noisy_organizations, m_all, "noisy_organizations") if config.noise_sigma else set()
     learners = per_organization(config.learner, m_all, "learner")[: len(views)]
     default_loss = "l1" if (config.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
     losses = [default_loss if q == "auto" else q for q in per_organization(config.local_loss, m_all, "local_loss")]
-    settings = LearnerSettings(
-        epochs=config.epochs,
-        lr=config.lr,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-        milestones=tuple(config.milestones),
-        gamma=config.gamma,
-        batch_size=config.batch_size,
-        grad_clip=config.grad_clip,
-        hidden=tuple(config.hidden),
-        engine=config.engine,
-        precision=config.precision,
-    )
+    for m, (v, name) in enumerate(zip(views, learners, strict=False)):
+        if name not in DEEP and len(v.example_shape) > 1:
+            raise VCLInputError(
+                f"learner={name!r} for organization {m} takes rows, but it holds examples of shape {v.example_shape}; "
+                "use cnn (images), lstm (sequences), linear or mlp."
+            )
+    settings = learner_settings(config, method)
+    places = organization_devices(device, len(views))
     orgs = [
-        Organization(v, lr, q, settings, device, output_noise=config.noise_sigma if m in noisy else 0.0)
+        Organization(v, lr, q, settings, places[m], output_noise=config.noise_sigma if m in noisy else 0.0)
         for m, (v, lr, q) in enumerate(zip(views, learners, losses, strict=False))
     ]
     privacy = make_mechanism(config.privacy, config.privacy_alpha)
@@ -145,6 +192,8 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
     labels = {s: y.to(device) for s, y in data.labels.items()}
     if method == "late":
         return LateFusion(task, federation, labels, seed=config.seed)
+    if method == "interm":
+        return IntermFusion(task, federation, labels, views, learners, settings, seed=config.seed)
     options = GALOptions(
         weights=config.weights, eta=config.eta, eta_value=config.eta_value, eta_cap=config.eta_cap or None
     )

@@ -32,6 +32,11 @@ class FeatureView:
     def num_features(self) -> int:
         return len(self.columns)
 
+    @property
+    def example_shape(self) -> tuple[int, ...]:
+        """Shape of one example: (d,) for rows, (C, H, W) for image patches, (T, F) for sequences."""
+        return tuple(next(iter(self.splits.values())).shape[1:])
+
     def to(self, device) -> FeatureView:
         return FeatureView(self.name, self.columns, {k: v.to(device) for k, v in self.splits.items()})
 
@@ -70,6 +75,7 @@ class Organization:
         self.settings = settings
         self._view = view.to(device)
         self._models: list[tuple[int, int, int, object]] = []  # (round, seed, K, fitted learner)
+        self._shared = None  # Deep Model Sharing: the one learner whose extractor every round shares
 
     @property
     def num_features(self) -> int:
@@ -79,18 +85,30 @@ class Organization:
     def splits(self) -> list[str]:
         return list(self._view.splits)
 
-    def _new_learner(self, out_features: int, seed: int, loss: str | None = None):
-        return build_learner(self.learner_name, self.num_features, out_features, loss or self.loss, seed, self.settings)
+    @property
+    def example_shape(self) -> tuple[int, ...]:
+        return self._view.example_shape
+
+    def _new_learner(self, out_features: int, seed: int, loss: str | None = None, shared: bool = False):
+        return build_learner(
+            self.learner_name, self.example_shape, out_features, loss or self.loss, seed, self.settings, shared
+        )
 
     def begin_fit(self, message: Message, seed: int, loss: str | None = None) -> FitJob:
-        targets = message.values
-        learner = self._new_learner(targets.shape[1], seed, loss)
+        targets = message.values.to(self._view.splits["train"].device)
+        if self.settings.dms:
+            if self._shared is None:
+                self._shared = self._new_learner(targets.shape[1], seed, loss, shared=True)
+            learner = self._shared
+        else:
+            learner = self._new_learner(targets.shape[1], seed, loss)
         return FitJob(self, message, learner, self._view.splits["train"], targets, seed)
 
     def finish_fit(self, job: FitJob) -> FittedValues:
         """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
-        self._models.append((job.message.round, job.seed, job.targets.shape[1], job.learner))
-        values = {split: self._output(job.learner, x, job.seed, split) for split, x in self._view.splits.items()}
+        model = job.learner.round_model(job.learner.rounds - 1) if self.settings.dms else job.learner
+        self._models.append((job.message.round, job.seed, job.targets.shape[1], model))
+        values = {split: self._output(model, x, job.seed, split) for split, x in self._view.splits.items()}
         return FittedValues(self.name, job.message.sender, job.message.round, values)
 
     def fit(self, message: Message, seed: int, loss: str | None = None) -> FittedValues:
@@ -108,9 +126,10 @@ class Organization:
 
     def add_rows(self, split: str, features: Tensor) -> None:
         """New rows of this organization's own columns (aligned by ID with the others'), for prediction."""
-        if features.ndim != 2 or features.shape[1] != self.num_features:
+        if tuple(features.shape[1:]) != self.example_shape:
             raise ValueError(
-                f"{self.name}: rows for split {split!r} need {self.num_features} columns, got {tuple(features.shape)}."
+                f"{self.name}: rows for split {split!r} need shape (N, {', '.join(map(str, self.example_shape))}), "
+                f"got {tuple(features.shape)}."
             )
         device = self._view.splits["train"].device
         self._view.splits[split] = features.to(device=device, dtype=torch.float32)
@@ -123,10 +142,21 @@ class Organization:
 
     # --- resumable state --------------------------------------------------------------------
     def state_dict(self) -> dict:
+        if self.settings.dms:
+            shared = None if self._shared is None else self._shared.shared_state()
+            return {"shared": shared, "models": [(r, s, k, m.index) for r, s, k, m in self._models]}
         return {"models": [(r, s, k, lr.state_dict()) for r, s, k, lr in self._models]}
 
     def load_state_dict(self, state: dict) -> None:
         self._models = []
+        if self.settings.dms:
+            self._shared = None
+            if state["shared"] is not None:
+                r0, s0, k0, _ = state["models"][0]
+                self._shared = self._new_learner(k0, s0, shared=True).to(self._view.splits["train"].device)
+                self._shared.load_shared_state(state["shared"])
+            self._models = [(r, s, k, self._shared.round_model(i)) for r, s, k, i in state["models"]]
+            return
         for r, s, k, sd in state["models"]:
             learner = self._new_learner(k, s)
             learner.load_state_dict(sd)
@@ -152,6 +182,6 @@ def run_jobs(jobs: list[FitJob], concurrent: bool) -> None:
             group[0].learner.fit(group[0].features, group[0].targets)
 
 
-def stack_replies(replies: list[FittedValues]) -> dict[str, Tensor]:
-    """{split: (M, N, K)} from the organizations' replies, in the order given."""
-    return {split: torch.stack([r.values[split] for r in replies]) for split in replies[0].values}
+def stack_replies(replies: list[FittedValues], device=None) -> dict[str, Tensor]:
+    """{split: (M, N, K)} on ``device`` (Alice's) from the organizations' replies, in the order given."""
+    return {split: torch.stack([r.values[split].to(device) for r in replies]) for split in replies[0].values}

@@ -16,14 +16,40 @@ from pathlib import Path
 import torch
 
 from callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
-from datamodules import TabularDataModule
+from datamodules import IMAGE_DATASETS, SEQUENCE_DATASETS, ImageDataModule, SequenceDataModule, TabularDataModule
 from vcl.config import RunConfig
 from vcl.errors import VCLInputError
 from vcl.methods import build_protocol, check_config
 from vcl.protocols import Protocol
 
 
-def datamodule_for(config: RunConfig) -> TabularDataModule:
+def datamodule_for(config: RunConfig):
+    """The data module the config's dataset needs: image patches, sequence feature groups, or table columns."""
+    if config.dataset in IMAGE_DATASETS:
+        return ImageDataModule(
+            dataset=config.dataset,
+            organizations=config.organizations,
+            root=config.data_root,
+            download=config.download,
+            view=config.image_view,
+            split_seed=config.split_seed,
+            test_fraction=config.test_fraction,
+            val_fraction=config.val_fraction,
+            max_train=config.max_train,
+            batch_size=config.batch_size or 512,
+        )
+    if config.dataset in SEQUENCE_DATASETS:
+        return SequenceDataModule(
+            dataset=config.dataset,
+            organizations=config.organizations,
+            root=config.data_root,
+            feature_seed=config.seed,
+            split_seed=config.split_seed,
+            test_fraction=config.test_fraction,
+            val_fraction=config.val_fraction,
+            size=config.sequence_size,
+            batch_size=config.batch_size or 8,
+        )
     return TabularDataModule(
         dataset=config.dataset,
         organizations=config.organizations,
@@ -36,7 +62,7 @@ def datamodule_for(config: RunConfig) -> TabularDataModule:
         id_column=config.id_column,
         label_column=config.label_column,
         task=config.task or None,
-        batch_size=config.batch_size,
+        batch_size=config.batch_size or 1024,
     )
 
 

@@ -1,7 +1,8 @@
-"""Protocols run at Alice: GAL (and its AL / Alone / Joint configurations) and Late fusion."""
+"""Protocols run at Alice: GAL (and its AL / Alone / Joint configurations), Late and Interm fusion."""
 
 from vcl.protocols.base import Protocol
 from vcl.protocols.gal import GALOptions, GradientAssistedLearning
+from vcl.protocols.interm import IntermFusion
 from vcl.protocols.late import LateFusion
 
-__all__ = ["GALOptions", "GradientAssistedLearning", "LateFusion", "Protocol"]
+__all__ = ["GALOptions", "GradientAssistedLearning", "IntermFusion", "LateFusion", "Protocol"]

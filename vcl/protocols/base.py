@@ -49,7 +49,7 @@ class Protocol:
         for record in self.history:
             for m, c in enumerate(record.get("coefficients", [])):
                 if c:
-                    F = F + c * outputs[m][str(record["round"])]
+                    F = F + c * outputs[m][str(record["round"])].to(F.device)
         return F
 
     def train_loss(self) -> float:

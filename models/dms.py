@@ -1,0 +1,93 @@
+"""Deep Model Sharing (GAL Section 4.2): one feature extractor per organization, one head per round.
+
+At round t the organization adds a head and trains the shared extractor with heads 1..t jointly on the
+residuals of rounds 1..t it has received, ``f_m^{1:t} = argmin E ℓ_m(r^{1:t}, f_{m,o}^{1:t}(f_{m,e}(x)))``.
+Round s's model is ``head_s ∘ extractor``: memory holds one extractor and T small heads instead of T
+whole networks. The residuals are messages the organization already received; they stay with it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from models.residual import ResidualRegressor
+
+
+class SharedExtractorRegressor(ResidualRegressor):
+    """A :class:`ResidualRegressor` whose ``fit`` adds a round: a new head, trained with the older ones."""
+
+    def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
+        net = super().build_net(in_shape, out_features)
+        self.extractor = net[0]
+        self.heads = nn.ModuleList()
+        self.residuals: list[Tensor] = []
+        self._head_seed = 0
+        return net
+
+    @property
+    def rounds(self) -> int:
+        return len(self.heads)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Every head's output side by side (N × t·K), the joint fit's prediction of r^{1:t}."""
+        z = self.extractor(x)
+        return torch.cat([h(z) for h in self.heads], dim=1)
+
+    def _new_head(self) -> None:
+        k = self.hparams.out_features
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.hparams.seed + 7919 * (self.rounds + 1))
+            head = nn.Linear(self.net[1].in_features, k)
+        self.heads.append(head.to(self.net[1].weight.device))
+
+    def fit(self, features: Tensor, targets: Tensor, sample_weight: Tensor | None = None):
+        self.to(features.device)
+        self.residuals.append(targets.detach())
+        self._new_head()
+        self._fit_fast(features, torch.cat(self.residuals, dim=1), sample_weight)
+        return self
+
+    @torch.no_grad()
+    def predict_round(self, features: Tensor, index: int, chunk: int = 4096) -> Tensor:
+        """Round ``index``'s model (0-based), ``head_index ∘ extractor``."""
+        self.eval()
+        x = features.to(self.device)
+        with self._autocast(x.device):
+            return torch.cat(
+                [self.heads[index](self.extractor(x[i : i + chunk])).float() for i in range(0, x.shape[0], chunk)]
+            )
+
+    def predict(self, features: Tensor, chunk: int = 4096) -> Tensor:
+        return self.predict_round(features, self.rounds - 1, chunk)
+
+    def round_model(self, index: int) -> RoundHead:
+        return RoundHead(self, index)
+
+    # --- resumable state (heads and received residuals included) --------------------------------
+    def shared_state(self) -> dict:
+        return {
+            "net": {k: v.cpu() for k, v in self.state_dict().items()},
+            "residuals": [r.cpu() for r in self.residuals],
+        }
+
+    def load_shared_state(self, state: dict) -> None:
+        while self.rounds < len(state["residuals"]):
+            self._new_head()
+        self.load_state_dict(state["net"])
+        device = self.net[1].weight.device
+        self.residuals = [r.to(device) for r in state["residuals"]]
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.extractor.parameters()) + sum(p.numel() for p in self.heads.parameters())
+
+
+class RoundHead:
+    """Round s's model of a shared-extractor learner, as the organization keeps it for the prediction stage."""
+
+    def __init__(self, learner: SharedExtractorRegressor, index: int):
+        self.learner = learner
+        self.index = index
+
+    def predict(self, features: Tensor) -> Tensor:
+        return self.learner.predict_round(features, self.index)
