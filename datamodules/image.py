@@ -84,7 +84,7 @@ def download_torchvision(name: str, root: str | Path) -> None:
             cls(str(root), train=train, download=True)
     except Exception as err:  # URLError, HTTPError, socket errors, checksum failures
         raise VCLInputError(
-            f"dataset={name}: download into {str(root)!r} failed ({type(err).__name__}: {err}); "
+            f"dataset={name}: download into {str(root)!r} failed ({type(err).__name__}: {' '.join(str(err).split())}); "
             "this machine may be offline: copy the files there and set download=false."
         ) from None
 

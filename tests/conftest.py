@@ -2,7 +2,24 @@ import numpy as np
 import pytest
 import torch
 
+from callbacks import RoundCallback
 from vcl.config import RunConfig
+
+
+class Crash(RoundCallback):
+    """Interrupts a run at the end of round ``at``, as a killed job would."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            raise KeyboardInterrupt("simulated crash")
+
+
+@pytest.fixture
+def crash_at():
+    return Crash
 
 
 @pytest.fixture

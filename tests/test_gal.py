@@ -5,7 +5,6 @@ import json
 import pytest
 import torch
 
-from callbacks import RoundCallback
 from datamodules import TabularDataModule
 from vcl.config import RunConfig
 from vcl.messages import FittedValues, PseudoResidual
@@ -57,22 +56,13 @@ def test_concurrent_organizations_match_sequential_run(tiny):
         assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-4)
 
 
-class Crash(RoundCallback):
-    def __init__(self, at):
-        self.at = at
-
-    def on_round_end(self, run, record):
-        if record["round"] == self.at:
-            raise KeyboardInterrupt("simulated crash")
-
-
-def test_resume_equals_uninterrupted_run(tiny, tmp_path):
+def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at):
     full = train(tiny(rounds=4, out=str(tmp_path / "full")), verbose=False)
     cfg = tiny(rounds=4, out=str(tmp_path / "cut"))
     from callbacks import RoundCheckpoint
 
     with pytest.raises(KeyboardInterrupt):
-        train(cfg, verbose=False, callbacks=[RoundCheckpoint(), Crash(at=2)])
+        train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(2)])
     assert not (tmp_path / "cut" / "results.json").exists()  # a failed run leaves no results
     resumed = train(cfg, resume=True, verbose=False)
     assert [r["metrics"] for r in resumed["rounds"]] == [r["metrics"] for r in full["rounds"]]

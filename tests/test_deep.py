@@ -1,0 +1,110 @@
+"""Deep learners: CNN and LSTM fit residuals, concurrent CNNs equal sequential ones, Deep Model Sharing, Interm,
+and GAL runs on image patches and sequences that resume exactly."""
+
+import pytest
+import torch
+
+from models import ResidualRegressor, SharedExtractorRegressor, fit_concurrently
+from vcl.losses import local_loss
+from vcl.runner import train
+
+CNN = dict(arch="cnn", widths=(4, 8), epochs=15, batch_size=16, milestones=())
+
+
+def test_cnn_and_lstm_fit_a_residual():
+    g = torch.Generator().manual_seed(0)
+    images = torch.randn(48, 1, 6, 4, generator=g)
+    target = torch.stack([images[:, 0, :3].mean((1, 2)), images[:, 0, 3:].mean((1, 2))], 1)
+    cnn = ResidualRegressor((1, 6, 4), 2, seed=0, **CNN)
+    before = local_loss(cnn.predict(images), target, "l2")
+    cnn.fit(images, target)
+    assert local_loss(cnn.predict(images), target, "l2") < 0.5 * before
+    seqs = torch.randn(40, 6, 3, generator=g)
+    target = seqs[:, -2:, :1].mean(1)
+    lstm = ResidualRegressor((6, 3), 1, arch="lstm", lstm_hidden=8, optimizer="adam", lr=0.02, epochs=40, milestones=())
+    before = local_loss(lstm.predict(seqs), target, "l2")
+    lstm.fit(seqs, target)
+    assert local_loss(lstm.predict(seqs), target, "l2") < 0.5 * before
+
+
+def test_concurrent_cnns_equal_sequential_ones():
+    g = torch.Generator().manual_seed(1)
+    xs = [torch.randn(40, 1, 4, 4, generator=g) for _ in range(3)]
+    y = torch.randn(40, 3, generator=g)
+    seq = [ResidualRegressor((1, 4, 4), 3, seed=5 + i, **CNN).fit(x, y) for i, x in enumerate(xs)]
+    con = fit_concurrently([ResidualRegressor((1, 4, 4), 3, seed=5 + i, **CNN) for i in range(3)], xs, y)
+    for a, b, x in zip(seq, con, xs, strict=True):
+        torch.testing.assert_close(a.predict(x), b.predict(x), rtol=1e-4, atol=1e-4)
+        for (name, ba), bb in zip(a.named_buffers(), b.buffers(), strict=True):  # BatchNorm statistics too
+            torch.testing.assert_close(ba.float(), bb.float(), rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_deep_model_sharing_adds_one_head_per_round_on_one_extractor():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(32, 1, 4, 4, generator=g)
+    dms = SharedExtractorRegressor((1, 4, 4), 3, seed=0, **CNN)
+    extractor = dms.extractor
+    for t in range(1, 4):
+        dms.fit(x, torch.randn(32, 3, generator=g))
+        assert dms.rounds == t and dms.extractor is extractor
+        assert dms(x).shape == (32, 3 * t)  # heads 1..t trained jointly on the residuals of rounds 1..t
+    assert torch.equal(dms.round_model(2).predict(x), dms.predict(x))
+    plain = ResidualRegressor((1, 4, 4), 3, seed=0, **CNN)
+    assert dms.num_parameters() < 1.2 * sum(p.numel() for p in plain.parameters())  # vs 3× for three models
+
+
+def _images(tiny, **kw):
+    settings = dict(
+        dataset="digits_image", organizations=4, learner=["cnn"], cnn_widths=[4, 8], epochs=2, batch_size=128
+    )
+    return tiny(**{**settings, "max_train": 300, **kw})
+
+
+def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny):
+    from vcl.methods import build_protocol
+    from vcl.runner import datamodule_for
+
+    cfg = _images(tiny, dms=True, rounds=2)
+    dm = datamodule_for(cfg)
+    dm.setup()
+    protocol = build_protocol(cfg, dm.data)
+    protocol.run_round()
+    protocol.run_round()
+    for org in protocol.federation.organizations:
+        assert org._shared.rounds == 2 and {id(m.learner) for _, _, _, m in org._models} == {id(org._shared)}
+    outputs = protocol.federation.predictions("test", 2)
+    assert outputs[0]["2"].shape == (len(dm.data.labels["test"]), 10)
+
+
+@pytest.mark.parametrize("dms", [False, True])
+def test_resume_with_deep_learners_equals_uninterrupted_run(tiny, tmp_path, crash_at, dms):
+    from callbacks import RoundCheckpoint
+
+    full = train(_images(tiny, rounds=3, dms=dms, out=str(tmp_path / "full")), verbose=False)
+    cfg = _images(tiny, rounds=3, dms=dms, out=str(tmp_path / "cut"))
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(2)])
+    resumed = train(cfg, resume=True, verbose=False)
+    assert [r["metrics"] for r in resumed["rounds"]] == [r["metrics"] for r in full["rounds"]]
+
+
+def test_interm_and_late_run_on_image_patches(tiny):
+    for method in ("interm", "late"):
+        results = train(_images(tiny, method=method, epochs=4, batch_size=32), verbose=False, write=False)
+        assert results["value"] > 0.5, method  # ten classes: chance is 0.1
+
+
+def test_gal_with_lstms_learns_on_sequences(tiny):
+    cfg = tiny(
+        dataset="sequence_synthetic",
+        sequence_size=300,
+        organizations=4,
+        learner=["lstm"],
+        lstm_hidden=8,
+        lr=0.01,
+        epochs=4,
+        batch_size=32,
+        rounds=2,
+    )
+    results = train(cfg, verbose=False, write=False)
+    assert results["best_value"] > 0.65  # balanced binary labels: chance is 0.5

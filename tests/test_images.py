@@ -1,0 +1,144 @@
+"""Image patches and sequence feature groups: geometry, views, loaders on generated files in the real formats."""
+
+import pickle
+import struct
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+import torch
+
+from datamodules import (
+    ImageDataModule,
+    SequenceDataModule,
+    patch_boxes,
+    patch_grid,
+    split_image_views,
+    synthetic_sequences,
+)
+from vcl.errors import VCLInputError
+
+
+@pytest.mark.parametrize(
+    "m,height,width,shape",
+    [(1, 28, 28, (28, 28)), (2, 28, 28, (28, 14)), (4, 28, 28, (14, 14)), (8, 28, 28, (14, 7)), (8, 32, 32, (16, 8))],
+)
+def test_patch_geometry_covers_every_pixel_once(m, height, width, shape):
+    owner = np.full((height, width), -1)
+    for k, (t, b, left, r) in enumerate(patch_boxes(height, width, m)):
+        assert (b - t, r - left) == shape
+        assert (owner[t:b, left:r] == -1).all()
+        owner[t:b, left:r] = k
+    assert (owner >= 0).all()
+    rows, cols = patch_grid(m)
+    assert rows * cols == m
+    if m == 2:  # left and right halves, as ASCII's two parties
+        assert owner[0, 0] == 0 and owner[0, -1] == 1 and (owner[:, :14] == 0).all()
+
+
+def test_bad_organization_counts_are_refused():
+    with pytest.raises(VCLInputError, match="power|2\\^k"):
+        patch_grid(3)
+    with pytest.raises(VCLInputError, match="grid"):
+        patch_boxes(2, 2, 8)
+
+
+def test_patch_and_masked_views_see_the_same_pixels():
+    images = {"train": torch.randn(5, 3, 8, 8) + 3.0}
+    patch = split_image_views(images, 8, "patch")
+    masked = split_image_views(images, 8, "masked")
+    seen = torch.zeros(8, 8)
+    for p, q in zip(patch, masked, strict=True):
+        assert p.columns == q.columns
+        nonzero = (q.splits["train"] != 0).any(0).any(0)  # pixels this organization holds
+        assert int(nonzero.sum()) == p.splits["train"][0, 0].numel()
+        assert torch.equal(q.splits["train"][:, :, nonzero].flatten(), p.splits["train"].flatten())
+        seen += nonzero
+    assert torch.equal(seen, torch.ones(8, 8))  # each pixel belongs to exactly one organization
+
+
+def test_digits_image_datamodule_splits_and_normalizes():
+    dm = ImageDataModule("digits_image", organizations=4, test_fraction=0.2, val_fraction=0.1)
+    dm.setup()
+    data = dm.data
+    assert [tuple(v.splits["train"].shape[1:]) for v in data.views] == [(1, 4, 4)] * 4
+    n = {s: len(y) for s, y in data.labels.items()}
+    assert sum(n.values()) == 1797 and n["test"] == 1797 - int(1797 * 0.8)
+    assert data.joint.splits["train"].shape[1:] == (1, 8, 8)
+    assert abs(float(data.joint.splits["train"].mean())) < 1e-4  # standardized with training statistics
+    x, y = next(iter(dm.dataloader("train", organization=2)))
+    assert x.shape[1:] == (1, 4, 4) and y.dtype == torch.int64
+
+
+def _write_idx_mnist(root, n_train=24, n_test=10, seed=0):
+    rng = np.random.RandomState(seed)
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        images = rng.randint(0, 256, size=(n, 28, 28)).astype(np.uint8)
+        labels = (np.arange(n) % 10).astype(np.uint8)
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, n, 28, 28) + images.tobytes())
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, n) + labels.tobytes())
+    return images, labels
+
+
+def test_torchvision_mnist_reader_reads_generated_idx_files(tmp_path):
+    test_images, test_labels = _write_idx_mnist(tmp_path)
+    dm = ImageDataModule("mnist", organizations=8, root=str(tmp_path))
+    dm.setup()
+    assert len(dm.data.labels["train"]) == 24 and torch.equal(dm.data.labels["test"], torch.from_numpy(test_labels))
+    assert [tuple(v.splits["test"].shape) for v in dm.data.views] == [(10, 1, 14, 7)] * 8
+    # the test images come back in order: undo the standardization and compare a patch
+    assert dm.data.views[0].splits["test"].std() > 0
+
+
+def test_cifar10_reader_reads_generated_python_batches(tmp_path):
+    base = tmp_path / "cifar-10-batches-py"
+    base.mkdir()
+    rng = np.random.RandomState(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        entry = {"data": rng.randint(0, 256, size=(4, 3072)).astype(np.uint8), "labels": [0, 1, 2, 3]}
+        (base / name).write_bytes(pickle.dumps(entry))
+    dm = ImageDataModule("cifar10", organizations=4, root=str(tmp_path))
+    dm.setup()
+    assert len(dm.data.labels["train"]) == 20 and dm.data.num_classes == 4
+    assert [tuple(v.splits["train"].shape[1:]) for v in dm.data.views] == [(3, 16, 16)] * 4
+
+
+def test_missing_files_and_offline_download_fail_clearly(tmp_path, monkeypatch):
+    with pytest.raises(VCLInputError, match="data_root=.*download=true"):
+        ImageDataModule("mnist", organizations=2, root=str(tmp_path)).setup()
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(VCLInputError, match="download into .* failed.*offline"):
+        ImageDataModule("fashion_mnist", organizations=2, root=str(tmp_path), download=True).prepare_data()
+
+
+def test_synthetic_sequences_spread_the_signal_over_the_groups():
+    from sklearn.linear_model import LogisticRegression
+
+    x, y, groups = synthetic_sequences(n=1200, groups=4, seed=0)
+    summary = x[:, 12:].mean(1)  # second-half means of every feature
+    fit = lambda cols: LogisticRegression().fit(summary[:900, cols], y[:900]).score(summary[900:, cols], y[900:])  # noqa: E731
+    alone, everyone = fit(groups == 0), fit(groups >= 0)
+    assert everyone > 0.9 and everyone > alone + 0.15
+
+
+def test_sequence_datamodule_groups_features_by_organization(tmp_path):
+    dm = SequenceDataModule("sequence_synthetic", organizations=4, size=200)
+    dm.setup()
+    assert [tuple(v.splits["train"].shape[1:]) for v in dm.data.views] == [(24, 3)] * 4
+    assert dm.data.joint_view().splits["test"].shape == (40, 24, 12)
+    x = np.random.RandomState(0).randn(30, 5, 4).astype(np.float32)
+    path = tmp_path / "seq.npz"
+    np.savez(path, X=x, y=np.arange(30) % 2, groups=np.array([1, 0, 1, 0]))
+    dm = SequenceDataModule("npz", organizations=2, root=str(path))
+    dm.setup()
+    assert [v.columns for v in dm.data.views] == [["x1", "x3"], ["x0", "x2"]]
+    np.savez(path, X=x, y=np.arange(29))
+    with pytest.raises(VCLInputError, match="one label per sequence"):
+        SequenceDataModule("npz", root=str(path)).setup()
