@@ -45,6 +45,8 @@ def run_record(benchmark: str, cfg, method: str, model: str, **extra) -> dict:
         "best_value": res["best_value"],
         **extra,
         "seconds": time.perf_counter() - start,
+        "seconds_per_round": res["seconds"] / max(1, len(res["rounds"]) - 1),
+        "stored_parameters": res["stored_parameters"],
         "bytes_sent": res["bytes_sent"],
     }
     print(

@@ -19,11 +19,14 @@ class SharedExtractorRegressor(ResidualRegressor):
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         net = super().build_net(in_shape, out_features)
-        self.extractor = net[0]
+        self.width = net[1].in_features
         self.heads = nn.ModuleList()
         self.residuals: list[Tensor] = []
-        self._head_seed = 0
-        return net
+        return net[0]  # self.net is the extractor; the heads come one per round
+
+    @property
+    def extractor(self) -> nn.Module:
+        return self.net
 
     @property
     def rounds(self) -> int:
@@ -38,8 +41,8 @@ class SharedExtractorRegressor(ResidualRegressor):
         k = self.hparams.out_features
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.hparams.seed + 7919 * (self.rounds + 1))
-            head = nn.Linear(self.net[1].in_features, k)
-        self.heads.append(head.to(self.net[1].weight.device))
+            head = nn.Linear(self.width, k)
+        self.heads.append(head.to(self.device))
 
     def fit(self, features: Tensor, targets: Tensor, sample_weight: Tensor | None = None):
         self.to(features.device)
@@ -75,11 +78,11 @@ class SharedExtractorRegressor(ResidualRegressor):
         while self.rounds < len(state["residuals"]):
             self._new_head()
         self.load_state_dict(state["net"])
-        device = self.net[1].weight.device
+        device = self.device
         self.residuals = [r.to(device) for r in state["residuals"]]
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.extractor.parameters()) + sum(p.numel() for p in self.heads.parameters())
+        return sum(p.numel() for p in self.parameters())
 
 
 class RoundHead:

@@ -166,6 +166,11 @@ class Organization:
     def rounds_fitted(self) -> int:
         return len(self._models)
 
+    def stored_parameters(self) -> int:
+        """Parameters of the torch models this organization keeps for prediction (a shared extractor once)."""
+        modules = {id(m): m for m in (getattr(x, "learner", x) for _, _, _, x in self._models)}
+        return sum(p.numel() for m in modules.values() if hasattr(m, "parameters") for p in m.parameters())
+
 
 def run_jobs(jobs: list[FitJob], concurrent: bool) -> None:
     """Fit every job; jobs with the same targets and learner architecture are fitted in one pass if ``concurrent``."""

@@ -138,6 +138,7 @@ class Run:
             "rounds": recs,
             "bytes_sent": self.protocol.federation.channel.total_bytes(),
             "seconds": self.seconds,
+            "stored_parameters": sum(o.stored_parameters() for o in self.protocol.federation.organizations),
             "compare": compare,
             "config": self.config.to_dict(),
         }

