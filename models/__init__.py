@@ -1,8 +1,9 @@
-"""Local learners: residual-fitting LightningModules and scikit-learn adapters.
+"""Local learners: residual-fitting LightningModules, scikit-learn adapters, and ASCII's classifiers.
 
 ``build_learner`` turns a learner name from a config into a fresh learner for one organization and
 round. Names: ``linear``, ``mlp`` (LightningModules), ``gb`` (GradientBoostingRegressor), ``svm``
 (SVR), or ``sklearn:<module>.<Class>`` for any scikit-learn regressor with default arguments.
+ASCII's weighted classifiers are built by ``build_classifier`` (:mod:`models.classifier`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,14 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from models.classifier import (
+    CLASSIFIERS,
+    ClassifierSettings,
+    NetClassifier,
+    SklearnClassifier,
+    build_classifier,
+    check_classifier_name,
+)
 from models.concurrent import concurrency_key, fit_concurrently
 from models.residual import ResidualRegressor, build_mlp
 from models.sklearn import SklearnRegressor
@@ -18,7 +27,13 @@ from vcl.errors import VCLInputError
 LEARNERS = ("linear", "mlp", "gb", "svm")
 
 __all__ = [
+    "CLASSIFIERS",
     "LEARNERS",
+    "ClassifierSettings",
+    "NetClassifier",
+    "SklearnClassifier",
+    "build_classifier",
+    "check_classifier_name",
     "LearnerSettings",
     "ResidualRegressor",
     "SklearnRegressor",
