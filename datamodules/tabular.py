@@ -82,6 +82,8 @@ class TabularDataModule(pl.LightningDataModule):
         label_column: str = "label",
         task: str | None = None,
         batch_size: int = 1024,
+        synthetic_train: int = 1000,
+        synthetic_test: int = 100000,
     ):
         super().__init__()
         if not 0.0 < test_fraction < 1.0:
@@ -98,12 +100,22 @@ class TabularDataModule(pl.LightningDataModule):
         self.csv_files = list(csv_files or [])
         self.id_column, self.label_column, self.task = id_column, label_column, task
         self.batch_size = batch_size
+        self.synthetic_train, self.synthetic_test = synthetic_train, synthetic_test
         self.data: VerticalData | None = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.data is not None:
             return
-        table = load_table(self.dataset, self.csv_files, self.id_column, self.label_column, self.task)
+        table = load_table(
+            self.dataset,
+            self.csv_files,
+            self.id_column,
+            self.label_column,
+            self.task,
+            self.synthetic_train,
+            self.synthetic_test,
+            data_seed=self.split_seed,
+        )
         self.data = self.split(table)
 
     def column_groups(self, table: Table) -> tuple[list[list[int]], list[str]]:
@@ -114,9 +126,13 @@ class TabularDataModule(pl.LightningDataModule):
         groups = random_column_split(len(table.columns), self.organizations, self.feature_seed)
         return groups, ["alice"] + [f"org{m}" for m in range(1, len(groups))]
 
-    def row_splits(self, n: int) -> dict[str, np.ndarray]:
+    def row_splits(self, n: int, train_rows: int | None = None) -> dict[str, np.ndarray]:
+        """A seeded permutation cut by ``test_fraction``; or the dataset's own split (``train_rows`` first)."""
         perm = np.random.RandomState(self.split_seed).permutation(n)
         n_train = int(n * (1.0 - self.test_fraction))
+        if train_rows is not None:
+            first = np.random.RandomState(self.split_seed).permutation(train_rows)
+            perm, n_train = np.concatenate([first, np.arange(train_rows, n)]), train_rows
         n_val = int(round(n_train * self.val_fraction))
         if n_train - n_val < 2 or n - n_train < 1:
             raise VCLInputError(f"only {n} rows: too few for the train/test split; supply more data.")
@@ -129,7 +145,7 @@ class TabularDataModule(pl.LightningDataModule):
         if not np.isfinite(table.X).all():
             raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
         groups, names = self.column_groups(table)
-        rows = self.row_splits(table.X.shape[0])
+        rows = self.row_splits(table.X.shape[0], table.train_rows)
         train = table.X[rows["train"]]
         mean, std = train.mean(0), train.std(0)
         std[std == 0] = 1.0

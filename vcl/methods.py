@@ -1,18 +1,27 @@
-"""Build a method (GAL, its baselines) from a run config and the vertically split data."""
+"""Build a method (GAL, its baselines, ASCII and its variants) from a run config and the vertically split data."""
 
 from __future__ import annotations
 
 import torch
 
 from datamodules.tabular import VerticalData
-from models import LearnerSettings, check_learner_name
-from vcl.config import METHODS, RunConfig
+from models import ClassifierSettings, LearnerSettings, check_classifier_name, check_learner_name
+from vcl.config import ASCII_METHODS, METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.losses import check_local_loss
 from vcl.organization import FeatureView, Organization, seed_for
 from vcl.privacy import make_mechanism
-from vcl.protocols import GALOptions, GradientAssistedLearning, LateFusion, Protocol
+from vcl.protocols import (
+    ASCIIOptions,
+    AssistedClassification,
+    GALOptions,
+    GradientAssistedLearning,
+    IgnoranceAgent,
+    LateFusion,
+    Protocol,
+)
+from vcl.protocols.ascii import STOPS
 from vcl.tasks import Task
 
 REGRESSION_L1_DATASETS = ("diabetes", "boston")
@@ -56,9 +65,19 @@ def check_config(config: RunConfig) -> None:
             raise VCLInputError(f"compare lists unknown method {m!r}; use methods from {', '.join(METHODS)}.")
     if config.rounds < 1:
         raise VCLInputError(f"rounds={config.rounds}; use at least 1.")
+    ascii_run = config.method in ASCII_METHODS
+    for m in config.compare:
+        if (ascii_method(config, m) in ASCII_METHODS) != ascii_run:
+            raise VCLInputError(
+                f"compare lists {m!r} beside method={config.method!r}; compare ASCII methods "
+                f"({', '.join(ASCII_METHODS)}) only with each other, and the others likewise."
+            )
     for name in config.learner:
-        if name != "gb-svm":
+        if ascii_run:
+            check_classifier_name(name)
+        elif name != "gb-svm":
             check_learner_name(name)
+    check_ascii_options(config)
     for name in config.local_loss:
         if name != "auto":
             check_local_loss(name)
@@ -78,6 +97,31 @@ def check_config(config: RunConfig) -> None:
         for v in getattr(config, key):
             if v != "half" and not (isinstance(v, int) and v >= 0):
                 raise VCLInputError(f"{key} lists {v!r}; give organization indices (0 is Alice) or half.")
+
+
+def ascii_method(config: RunConfig, method: str) -> str:
+    """Beside an ASCII method, ``alone`` and ``joint`` mean its own references, ``single`` and ``oracle``."""
+    if config.method in ASCII_METHODS:
+        return {"alone": "single", "joint": "oracle"}.get(method, method)
+    return method
+
+
+def check_ascii_options(config: RunConfig) -> None:
+    if config.ascii_stop not in STOPS:
+        raise VCLInputError(f"ascii_stop={config.ascii_stop!r}; use alpha or cv.")
+    if config.ascii_stop == "cv" and config.val_fraction <= 0:
+        raise VCLInputError("ascii_stop=cv needs a validation split; set val_fraction (the paper holds out 0.5).")
+    if config.ascii_patience < 1:
+        raise VCLInputError(f"ascii_patience={config.ascii_patience}; use at least 1 round.")
+    if config.max_depth < 0:
+        raise VCLInputError(f"max_depth={config.max_depth}; use a depth ≥ 1, or 0 for unlimited.")
+    if config.n_trees < 1:
+        raise VCLInputError(f"n_trees={config.n_trees}; use at least 1 tree.")
+    if config.synthetic_train < 2 or config.synthetic_test < 1:
+        raise VCLInputError(
+            f"synthetic_train={config.synthetic_train}, synthetic_test={config.synthetic_test}; "
+            "use at least 2 training rows and 1 test row."
+        )
 
 
 def organization_set(values: list, count: int, key: str) -> set[int]:
@@ -102,9 +146,9 @@ def noninformative(view: FeatureView, seed: int) -> FeatureView:
 
 
 def views_for(method: str, views: list[FeatureView]) -> list[FeatureView]:
-    if method == "alone":
+    if method in ("alone", "single"):
         return views[:1]
-    if method == "joint":
+    if method in ("joint", "oracle"):
         cols = [c for v in views for c in v.columns]
         splits = {s: torch.cat([v.splits[s] for v in views], dim=1) for s in views[0].splits}
         return [FeatureView(views[0].name, cols, splits)]
@@ -112,7 +156,7 @@ def views_for(method: str, views: list[FeatureView]) -> list[FeatureView]:
 
 
 def build_protocol(config: RunConfig, data: VerticalData, method: str | None = None) -> Protocol:
-    method = method or config.method
+    method = ascii_method(config, method or config.method)
     device = resolve_device(config.device)
     task = make_task(config, data)
     m_all = len(data.views)
@@ -143,6 +187,8 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
     privacy = make_mechanism(config.privacy, config.privacy_alpha)
     federation = Federation(orgs, concurrent=config.concurrent, privacy=privacy)
     labels = {s: y.to(device) for s, y in data.labels.items()}
+    if method in ASCII_METHODS:
+        return build_ascii(config, method, task, views, learners, settings, labels, device)
     if method == "late":
         return LateFusion(task, federation, labels, seed=config.seed)
     options = GALOptions(
@@ -154,5 +200,28 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
             weights="last" if authors else "learned", eta="constant", eta_value=config.eta_value, sequential=not authors
         )
     protocol = GradientAssistedLearning(task, federation, labels, options, seed=config.seed)
+    protocol.name = method
+    return protocol
+
+
+ASCII_VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
+
+
+def build_ascii(config, method, task, views, learners, settings, labels, device) -> AssistedClassification:
+    """ASCII's agents (Alice first) and protocol; Single and Oracle are one-agent ASCII, i.e. SAMME."""
+    if task.kind != "classification":
+        raise VCLInputError(f"method={method} is for classification; dataset={config.dataset!r} is a regression task.")
+    if task.num_outputs < 2:
+        raise VCLInputError(f"method={method} needs at least 2 classes in dataset={config.dataset!r}.")
+    trees = ClassifierSettings(
+        max_depth=config.max_depth or None, n_trees=config.n_trees, resample=config.ascii_resample
+    )
+    agents = [
+        IgnoranceAgent(v, lr, settings, trees, task.num_outputs, device) for v, lr in zip(views, learners, strict=True)
+    ]
+    options = ASCIIOptions(
+        variant=ASCII_VARIANTS.get(method, "ascii"), stop=config.ascii_stop, patience=config.ascii_patience
+    )
+    protocol = AssistedClassification(task, Federation(agents, concurrent=False), labels, options, seed=config.seed)
     protocol.name = method
     return protocol

@@ -1,7 +1,16 @@
-"""Protocols run at Alice: GAL (and its AL / Alone / Joint configurations) and Late fusion."""
+"""Protocols run at Alice: GAL (and its AL / Alone / Joint configurations), Late fusion, and ASCII."""
 
+from vcl.protocols.ascii import ASCIIOptions, AssistedClassification, IgnoranceAgent
 from vcl.protocols.base import Protocol
 from vcl.protocols.gal import GALOptions, GradientAssistedLearning
 from vcl.protocols.late import LateFusion
 
-__all__ = ["GALOptions", "GradientAssistedLearning", "LateFusion", "Protocol"]
+__all__ = [
+    "ASCIIOptions",
+    "AssistedClassification",
+    "IgnoranceAgent",
+    "GALOptions",
+    "GradientAssistedLearning",
+    "LateFusion",
+    "Protocol",
+]
