@@ -18,6 +18,7 @@ from models.classifier import (
     SklearnClassifier,
     build_classifier,
     check_classifier_name,
+    check_weighted,
 )
 from models.concurrent import concurrency_key, fit_concurrently
 from models.residual import ResidualRegressor, build_mlp
@@ -34,6 +35,7 @@ __all__ = [
     "SklearnClassifier",
     "build_classifier",
     "check_classifier_name",
+    "check_weighted",
     "LearnerSettings",
     "ResidualRegressor",
     "SklearnRegressor",

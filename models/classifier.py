@@ -53,6 +53,18 @@ def check_classifier_name(name: str) -> str:
     )
 
 
+def check_weighted(name: str, resample: bool) -> None:
+    """Refuse, before any work, a scikit-learn classifier whose ``fit`` takes no sample_weight (unless resampling)."""
+    if name in ("linear", "mlp") or resample:
+        return
+    est = _estimator(name, ClassifierSettings())
+    if not takes_sample_weight(est):
+        raise VCLInputError(
+            f"learner={name!r}: {type(est).__name__}.fit takes no sample_weight, which ASCII's weighted training "
+            "needs; choose a classifier that does or set ascii_resample: true to fit on a weighted resample."
+        )
+
+
 def _estimator(name: str, settings: ClassifierSettings):
     if name == "tree":
         from sklearn.tree import DecisionTreeClassifier

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from datamodules.tabular import VerticalData
-from models import ClassifierSettings, LearnerSettings, check_classifier_name, check_learner_name
+from models import ClassifierSettings, LearnerSettings, check_classifier_name, check_learner_name, check_weighted
 from vcl.config import ASCII_METHODS, METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
@@ -74,7 +74,7 @@ def check_config(config: RunConfig) -> None:
             )
     for name in config.learner:
         if ascii_run:
-            check_classifier_name(name)
+            check_weighted(check_classifier_name(name), config.ascii_resample)
         elif name != "gb-svm":
             check_learner_name(name)
     check_ascii_options(config)
