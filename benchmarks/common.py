@@ -27,8 +27,11 @@ def parse_args(description: str) -> argparse.Namespace:
     return p.parse_args()
 
 
-def run_record(benchmark: str, cfg, method: str, model: str, **extra) -> dict:
-    """Run one config (no files written) and return its record; prints a one-line progress report."""
+def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
+    """Run one config (no files written) and return its record; prints a one-line progress report.
+
+    ``details(results)`` may add keys from the full results (e.g. a per-round curve) to the record.
+    """
     from vcl.runner import train
 
     start = time.perf_counter()
@@ -48,6 +51,7 @@ def run_record(benchmark: str, cfg, method: str, model: str, **extra) -> dict:
         "seconds_per_round": res["seconds"] / max(1, len(res["rounds"]) - 1),
         "stored_parameters": res["stored_parameters"],
         "bytes_sent": res["bytes_sent"],
+        **(details(res) if details else {}),
     }
     print(
         f"{cfg.dataset} M={cfg.organizations} {method} {model} {extra or ''} seed={cfg.seed}: {res['metric']} "

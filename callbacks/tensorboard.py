@@ -1,4 +1,5 @@
-"""TensorBoard logging per round: train loss, metric on every split, η, assistance weights, bytes."""
+"""TensorBoard logging per round: train loss, metric on every split, η, assistance weights, bytes, and
+ASCII's model weight α of every agent and its interchange bytes."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ class TensorBoardRounds(RoundCallback):
                 w.add_scalar("eta" if not isinstance(etas, list) else f"eta/step{i}", eta, t)
         for name, weight in zip(run.organization_names, record.get("weights", []), strict=False):
             w.add_scalar(f"assistance_weight/{name}", weight, t)
+        for name, alpha in zip(run.organization_names, record.get("alphas", []), strict=False):
+            w.add_scalar(f"alpha/{name}", alpha, t)
+        if "interchange_bytes" in record:
+            w.add_scalar("comm/interchange_bytes", record["interchange_bytes"], t)
         w.flush()
 
     def on_run_end(self, run, results: dict) -> None:

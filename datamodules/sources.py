@@ -1,7 +1,8 @@
-"""Tabular data sources: scikit-learn's datasets, GAL's blob, Boston housing, and CSV per organization.
+"""Tabular data sources: scikit-learn's datasets, GAL's blob, Boston housing, CSV per organization, and
+ASCII's synthetic blobs and digit halves.
 
 Each source gives a :class:`Table`: aligned rows ``X`` (n × d), labels ``y``, column names, the task
-kind, and — for CSV data — the column groups the files define (one organization per file).
+kind, and — for CSV data and image halves — the column groups that define the organizations.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ SKLEARN = {
     "diabetes": ("load_diabetes", "regression"),
     "digits": ("load_digits", "classification"),
 }
-DATASETS = (*SKLEARN, "blob", "boston", "csv")
+# ASCII Section VI: isotropic Gaussian blobs (make_blobs defaults: centers in [-10, 10]^d, std 1).
+SYNTHETIC = {
+    "ascii_blobs": {"classes": 10, "features": 8, "noise": 0},  # Fig. 3a: four agents with two columns each
+    "ascii_blobs20": {"classes": 20, "features": 20, "noise": 0},  # Fig. 6a: twenty one-feature agents
+    "ascii_blobs_redundant": {"classes": 10, "features": 5, "noise": 195},  # Fig. 4a: 5 + 195 features, two agents
+}
+DATASETS = (*SKLEARN, "blob", "boston", "csv", "digits_halves", *SYNTHETIC)
 
 
 @dataclass
@@ -35,9 +42,53 @@ class Table:
     groups: list[list[int]] | None = None  # column indices per organization (CSV files)
     group_names: list[str] | None = None
     ids: list[str] | None = None
+    train_rows: int | None = None  # the dataset's own split: the first train_rows rows train, the rest test
 
 
-def load_table(dataset: str, csv_files=(), id_column="id", label_column="label", task=None) -> Table:
+def synthetic_blobs(name: str, train: int, test: int, seed: int) -> Table:
+    """ASCII's blobs: ``train`` + ``test`` rows drawn at once (train 10³, test 10⁵ in the paper), seeded.
+
+    The 195 extra features of ``ascii_blobs_redundant`` carry no signal (N(0, 1) columns): the paper calls
+    them redundant; linear combinations of the five would hand either agent the whole signal.
+    """
+    from sklearn.datasets import make_blobs
+
+    spec = SYNTHETIC[name]
+    X, y = make_blobs(n_samples=train + test, n_features=spec["features"], centers=spec["classes"], random_state=seed)
+    if spec["noise"]:
+        X = np.hstack([X, np.random.RandomState(seed + 1).randn(X.shape[0], spec["noise"])])
+    names = [f"x{i}" for i in range(spec["features"])] + [f"noise{i}" for i in range(spec["noise"])]
+    table = _finish(X, y, names, "classification")
+    table.train_rows = train
+    return table
+
+
+def digits_halves() -> Table:
+    """scikit-learn's 8 × 8 digits cut into left and right halves (two organizations; ASCII Fig. 4b/5's setting)."""
+    import sklearn.datasets
+
+    bunch = sklearn.datasets.load_digits()
+    table = _finish(bunch.data, bunch.target, [str(c) for c in bunch.feature_names], "classification")
+    cols = np.arange(64) % 8
+    table.groups = [np.flatnonzero(cols < 4).tolist(), np.flatnonzero(cols >= 4).tolist()]
+    table.group_names = ["alice", "bob"]
+    return table
+
+
+def load_table(
+    dataset: str,
+    csv_files=(),
+    id_column="id",
+    label_column="label",
+    task=None,
+    synthetic_train: int = 1000,
+    synthetic_test: int = 100000,
+    data_seed: int = 0,
+) -> Table:
+    if dataset in SYNTHETIC:
+        return synthetic_blobs(dataset, synthetic_train, synthetic_test, data_seed)
+    if dataset == "digits_halves":
+        return digits_halves()
     if dataset in SKLEARN:
         import sklearn.datasets
 

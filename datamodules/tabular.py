@@ -64,11 +64,17 @@ def check_fractions(test_fraction: float, val_fraction: float) -> None:
         raise VCLInputError(f"val_fraction={val_fraction}; use a fraction in [0, 1).")
 
 
-def seeded_row_splits(n: int, split_seed: int, test_fraction: float, val_fraction: float) -> dict[str, np.ndarray]:
+def seeded_row_splits(
+    n: int, split_seed: int, test_fraction: float, val_fraction: float, train_rows: int | None = None
+) -> dict[str, np.ndarray]:
     """Row indices per split: a permutation seeded by ``split_seed``, the last ``test_fraction`` for test and
-    ``val_fraction`` of the rest for validation."""
+    ``val_fraction`` of the rest for validation; or, with ``train_rows``, the dataset's own split (its first
+    ``train_rows`` rows, shuffled, for training)."""
     perm = np.random.RandomState(split_seed).permutation(n)
     n_train = int(n * (1.0 - test_fraction))
+    if train_rows is not None:
+        first = np.random.RandomState(split_seed).permutation(train_rows)
+        perm, n_train = np.concatenate([first, np.arange(train_rows, n)]), train_rows
     n_val = int(round(n_train * val_fraction))
     if n_train - n_val < 2 or n - n_train < 1:
         raise VCLInputError(f"only {n} rows: too few for the train/test split; supply more data.")
@@ -115,6 +121,8 @@ class TabularDataModule(pl.LightningDataModule):
         label_column: str = "label",
         task: str | None = None,
         batch_size: int = 1024,
+        synthetic_train: int = 1000,
+        synthetic_test: int = 100000,
     ):
         super().__init__()
         check_fractions(test_fraction, val_fraction)
@@ -128,12 +136,22 @@ class TabularDataModule(pl.LightningDataModule):
         self.csv_files = list(csv_files or [])
         self.id_column, self.label_column, self.task = id_column, label_column, task
         self.batch_size = batch_size
+        self.synthetic_train, self.synthetic_test = synthetic_train, synthetic_test
         self.data: VerticalData | None = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.data is not None:
             return
-        table = load_table(self.dataset, self.csv_files, self.id_column, self.label_column, self.task)
+        table = load_table(
+            self.dataset,
+            self.csv_files,
+            self.id_column,
+            self.label_column,
+            self.task,
+            self.synthetic_train,
+            self.synthetic_test,
+            data_seed=self.split_seed,
+        )
         self.data = self.split(table)
 
     def column_groups(self, table: Table) -> tuple[list[list[int]], list[str]]:
@@ -144,14 +162,15 @@ class TabularDataModule(pl.LightningDataModule):
         groups = random_column_split(len(table.columns), self.organizations, self.feature_seed)
         return groups, ["alice"] + [f"org{m}" for m in range(1, len(groups))]
 
-    def row_splits(self, n: int) -> dict[str, np.ndarray]:
-        return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction)
+    def row_splits(self, n: int, train_rows: int | None = None) -> dict[str, np.ndarray]:
+        """A seeded permutation cut by ``test_fraction``; or the dataset's own split (``train_rows`` first)."""
+        return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, train_rows)
 
     def split(self, table: Table) -> VerticalData:
         if not np.isfinite(table.X).all():
             raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
         groups, names = self.column_groups(table)
-        rows = self.row_splits(table.X.shape[0])
+        rows = self.row_splits(table.X.shape[0], table.train_rows)
         train = table.X[rows["train"]]
         mean, std = train.mean(0), train.std(0)
         std[std == 0] = 1.0

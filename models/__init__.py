@@ -1,11 +1,12 @@
-"""Local learners: residual-fitting LightningModules and scikit-learn adapters.
+"""Local learners: residual-fitting LightningModules, scikit-learn adapters, and ASCII's classifiers.
 
 ``build_learner`` turns a learner name from a config into a fresh learner for one organization and
 round. Names: ``linear``, ``mlp``, ``cnn`` (GAL Table 8), ``lstm`` (LightningModules), ``gb``
 (GradientBoostingRegressor), ``svm`` (SVR), or ``sklearn:<module>.<Class>`` for any scikit-learn
 regressor with default arguments. Unset optimizer settings take the paper's value for the learner
 (GAL Table 9): Linear/MLP SGD lr 0.1, batch 1024, 100 epochs, ×0.1 at epoch 50; CNN SGD lr 0.1,
-batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8, 10 epochs.
+batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8, 10 epochs. ASCII's weighted classifiers are built
+by ``build_classifier`` (:mod:`models.classifier`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field, replace
 
+from models.classifier import (
+    CLASSIFIERS,
+    ClassifierSettings,
+    NetClassifier,
+    SklearnClassifier,
+    build_classifier,
+    check_classifier_name,
+    check_weighted,
+)
 from models.concurrent import concurrency_key, fit_concurrently
 from models.dms import RoundHead, SharedExtractorRegressor
 from models.networks import build_mlp, build_network
@@ -31,7 +41,14 @@ PAPER_DEFAULTS = {
 
 __all__ = [
     "DEEP",
+    "CLASSIFIERS",
     "LEARNERS",
+    "ClassifierSettings",
+    "NetClassifier",
+    "SklearnClassifier",
+    "build_classifier",
+    "check_classifier_name",
+    "check_weighted",
     "LearnerSettings",
     "ResidualRegressor",
     "RoundHead",

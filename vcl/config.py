@@ -15,7 +15,8 @@ import yaml
 
 from vcl.errors import VCLInputError
 
-METHODS = ("gal", "alone", "joint", "al", "late", "interm")
+ASCII_METHODS = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
+METHODS = ("gal", "alone", "joint", "al", "late", "interm", *ASCII_METHODS)
 
 
 def _f(default, help: str, **kw):
@@ -29,8 +30,9 @@ class RunConfig:
     method: str = _f("gal", f"protocol to run: {', '.join(METHODS)}")
     dataset: str = _f(
         "wine",
-        "tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv; images: mnist, fashion_mnist, "
-        "cifar10 (files under data_root), mnist_subset, digits_image; sequences: sequence_synthetic, npz",
+        "tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv, (ASCII) digits_halves, "
+        "ascii_blobs, ascii_blobs20, ascii_blobs_redundant; images: mnist, fashion_mnist, cifar10 (files under "
+        "data_root), mnist_subset, digits_image; sequences: sequence_synthetic, npz",
     )
     organizations: int = _f(8, "number of organizations M (Alice is organization 0); ignored for csv")
     data_root: str = _f("data", "torchvision image datasets: their root directory; dataset=npz: the .npz file")
@@ -51,8 +53,8 @@ class RunConfig:
     task_loss: str = _f("auto", "Alice's loss L1: ce (classification), l1 or mse (regression); auto: ce / l1")
     learner: list = _f(
         ["linear"],
-        "local model per organization: linear, mlp, cnn, lstm, gb, svm, sklearn:<path>, gb-svm; "
-        "one name for all or one per organization",
+        "local model per organization: linear, mlp, cnn, lstm, gb, svm, sklearn:<path>, gb-svm; for ASCII methods "
+        "a classifier: linear, mlp, tree, forest, logistic, gb, svm, sklearn:<path>; one for all or one each",
     )
     local_loss: list = _f(
         ["auto"],
@@ -103,6 +105,20 @@ class RunConfig:
     )
     compare: list = _f(["alone"], "methods also run for comparison; final metrics go beside the main one")
     early_stop_eta: float = _f(0.0, "stop when |eta| falls below this (0: off)")
+    # --- ASCII (ascii, ascii_simple, ascii_random, ensemble_adaboost, single, oracle) ---------------
+    ascii_stop: str = _f(
+        "alpha",
+        "ASCII stop criterion: alpha (an agent's model weight alpha <= 0, the paper's default) or cv "
+        "(validation accuracy stops improving; needs val_fraction > 0)",
+    )
+    ascii_patience: int = _f(1, "ascii_stop=cv: rounds without a better validation accuracy before stopping")
+    ascii_resample: bool = _f(
+        False, "ASCII: fit a classifier whose fit takes no sample_weight on a weighted resample instead of refusing it"
+    )
+    max_depth: int = _f(0, "ASCII tree, forest and gb classifiers: maximum depth (0: unlimited; gb: 3)")
+    n_trees: int = _f(100, "ASCII forest classifier: number of trees")
+    synthetic_train: int = _f(1000, "ascii_blobs* datasets: training rows (the paper: 1000)")
+    synthetic_test: int = _f(100000, "ascii_blobs* datasets: test rows (the paper: 100000)")
     out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>)")
 
     # --- loading ------------------------------------------------------------------------------

@@ -43,7 +43,11 @@ class PseudoResidual(Message):
 
 @dataclass(frozen=True)
 class Labels(Message):
-    """Alice → organization: the training targets themselves (only the centralized baselines use it)."""
+    """Alice → organization: the training labels themselves.
+
+    The centralized baselines (Late) send one-hot targets each round; ASCII sends the class indices
+    once, in the smallest integer type that holds K (the paper's "numerical labels").
+    """
 
     values: Tensor = field(repr=False, default=None)
 
@@ -69,6 +73,43 @@ class FittedValues(Message):
 
     def payload(self) -> dict[str, Tensor]:
         return dict(self.values)
+
+
+@dataclass(frozen=True)
+class IgnoranceScores(Message):
+    """ASCII, agent → next agent in the chain: the ignorance scores ``w`` (length N, sum one; eqs 10, 12) and
+    the model weights α of the agents before it in the round, the sender's included (ASCII-Simple sends none).
+
+    ``round_start`` (the scores the round began from) rides along only to an agent that cannot know it,
+    i.e. past the second hop of a chain of more than two agents: eq. 13's joint factor for the preceding
+    agents of the round is ``scores / round_start``, which two agents get from the scores alone.
+    """
+
+    scores: Tensor = field(repr=False, default=None)
+    alphas: Tensor = field(repr=False, default=None)
+    round_start: Tensor | None = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        out = {"scores": self.scores, "alphas": self.alphas}
+        if self.round_start is not None:
+            out["round_start"] = self.round_start
+        return out
+
+
+@dataclass(frozen=True)
+class ClassVotes(Message):
+    """ASCII, agent → Alice: predicted classes of its classifiers and their model weights α.
+
+    After a round: ``alphas`` (1,) and ``classes`` {split: N} on the agent's rows of every split. In the
+    prediction stage: ``alphas`` (T,) and ``classes`` {round: N} for each round model. Alice forms the
+    SAMME-coded vote ``Σ α g`` (Algorithm 1, line 12) from them; no feature leaves the agent.
+    """
+
+    alphas: Tensor = field(repr=False, default=None)
+    classes: dict[str, Tensor] = field(repr=False, default_factory=dict)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"alphas": self.alphas, **self.classes}
 
 
 def _nbytes(t: Tensor) -> int:
@@ -114,15 +155,16 @@ class Channel:
         )
         return self.transport(message)
 
-    def bytes_by_round(self) -> dict[int, int]:
+    def bytes_by_round(self, kinds: tuple[str, ...] | None = None) -> dict[int, int]:
+        """Bytes that crossed a boundary per round; ``kinds`` restricts to those message types."""
         out: dict[int, int] = defaultdict(int)
         for r in self.records:
-            if r.crosses_boundary:
+            if r.crosses_boundary and (kinds is None or r.kind in kinds):
                 out[r.round] += r.nbytes
         return dict(out)
 
-    def total_bytes(self) -> int:
-        return sum(self.bytes_by_round().values())
+    def total_bytes(self, kinds: tuple[str, ...] | None = None) -> int:
+        return sum(self.bytes_by_round(kinds).values())
 
     def state_dict(self) -> dict:
         return {"records": [vars(r).copy() for r in self.records]}
@@ -134,3 +176,8 @@ class Channel:
 def as_float(t: Tensor) -> Tensor:
     """Messages carry float32 tensors, detached from any autograd graph."""
     return t.detach().to(torch.float32)
+
+
+def as_classes(t: Tensor, num_classes: int) -> Tensor:
+    """Class indices in the smallest integer type that holds ``num_classes`` (uint8 up to 256)."""
+    return t.detach().to(torch.uint8 if num_classes <= 256 else torch.int32)

@@ -1,19 +1,36 @@
-"""Build a method (GAL, its baselines) from a run config and the vertically split data."""
+"""Build a method (GAL, its baselines, ASCII and its variants) from a run config and the vertically split data."""
 
 from __future__ import annotations
 
 import torch
 
 from datamodules.tabular import VerticalData
-from models import DEEP, LearnerSettings, check_learner_name
+from models import (
+    DEEP,
+    ClassifierSettings,
+    LearnerSettings,
+    check_classifier_name,
+    check_learner_name,
+    check_weighted,
+)
 from models.residual import PRECISIONS
-from vcl.config import METHODS, RunConfig
+from vcl.config import ASCII_METHODS, METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.losses import check_local_loss
 from vcl.organization import FeatureView, Organization, seed_for
 from vcl.privacy import make_mechanism
-from vcl.protocols import GALOptions, GradientAssistedLearning, IntermFusion, LateFusion, Protocol
+from vcl.protocols import (
+    ASCIIOptions,
+    AssistedClassification,
+    GALOptions,
+    GradientAssistedLearning,
+    IgnoranceAgent,
+    IntermFusion,
+    LateFusion,
+    Protocol,
+)
+from vcl.protocols.ascii import STOPS
 from vcl.tasks import Task
 
 REGRESSION_L1_DATASETS = ("diabetes", "boston")
@@ -57,9 +74,19 @@ def check_config(config: RunConfig) -> None:
             raise VCLInputError(f"compare lists unknown method {m!r}; use methods from {', '.join(METHODS)}.")
     if config.rounds < 1:
         raise VCLInputError(f"rounds={config.rounds}; use at least 1.")
+    ascii_run = config.method in ASCII_METHODS
+    for m in config.compare:
+        if (ascii_method(config, m) in ASCII_METHODS) != ascii_run:
+            raise VCLInputError(
+                f"compare lists {m!r} beside method={config.method!r}; compare ASCII methods "
+                f"({', '.join(ASCII_METHODS)}) only with each other, and the others likewise."
+            )
     for name in config.learner:
-        if name != "gb-svm":
+        if ascii_run:
+            check_weighted(check_classifier_name(name), config.ascii_resample)
+        elif name != "gb-svm":
             check_learner_name(name)
+    check_ascii_options(config)
     for name in config.local_loss:
         if name != "auto":
             check_local_loss(name)
@@ -98,6 +125,31 @@ def check_config(config: RunConfig) -> None:
                 raise VCLInputError(f"{key} lists {v!r}; give organization indices (0 is Alice) or half.")
 
 
+def ascii_method(config: RunConfig, method: str) -> str:
+    """Beside an ASCII method, ``alone`` and ``joint`` mean its own references, ``single`` and ``oracle``."""
+    if config.method in ASCII_METHODS:
+        return {"alone": "single", "joint": "oracle"}.get(method, method)
+    return method
+
+
+def check_ascii_options(config: RunConfig) -> None:
+    if config.ascii_stop not in STOPS:
+        raise VCLInputError(f"ascii_stop={config.ascii_stop!r}; use alpha or cv.")
+    if config.ascii_stop == "cv" and config.val_fraction <= 0:
+        raise VCLInputError("ascii_stop=cv needs a validation split; set val_fraction (the paper holds out 0.5).")
+    if config.ascii_patience < 1:
+        raise VCLInputError(f"ascii_patience={config.ascii_patience}; use at least 1 round.")
+    if config.max_depth < 0:
+        raise VCLInputError(f"max_depth={config.max_depth}; use a depth ≥ 1, or 0 for unlimited.")
+    if config.n_trees < 1:
+        raise VCLInputError(f"n_trees={config.n_trees}; use at least 1 tree.")
+    if config.synthetic_train < 2 or config.synthetic_test < 1:
+        raise VCLInputError(
+            f"synthetic_train={config.synthetic_train}, synthetic_test={config.synthetic_test}; "
+            "use at least 2 training rows and 1 test row."
+        )
+
+
 def organization_set(values: list, count: int, key: str) -> set[int]:
     """Indices from a config list; ``half`` = the second half, M//2 .. M−1 (REFERENCE.md)."""
     out: set[int] = set()
@@ -120,9 +172,9 @@ def noninformative(view: FeatureView, seed: int) -> FeatureView:
 
 
 def views_for(method: str, views: list[FeatureView], data: VerticalData) -> list[FeatureView]:
-    if method == "alone":
+    if method in ("alone", "single"):
         return views[:1]
-    if method == "joint":
+    if method in ("joint", "oracle"):
         return [VerticalData(views, data.labels, data.task, data.num_classes, data.joint).joint_view()]
     return views
 
@@ -164,7 +216,7 @@ def organization_devices(device: torch.device, count: int) -> list[torch.device]
 
 
 def build_protocol(config: RunConfig, data: VerticalData, method: str | None = None) -> Protocol:
-    method = method or config.method
+    method = ascii_method(config, method or config.method)
     device = resolve_device(config.device)
     task = make_task(config, data)
     m_all = len(data.views)
@@ -190,6 +242,8 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
     privacy = make_mechanism(config.privacy, config.privacy_alpha)
     federation = Federation(orgs, concurrent=config.concurrent, privacy=privacy)
     labels = {s: y.to(device) for s, y in data.labels.items()}
+    if method in ASCII_METHODS:
+        return build_ascii(config, method, task, views, learners, settings, labels, device)
     if method == "late":
         return LateFusion(task, federation, labels, seed=config.seed)
     if method == "interm":
@@ -203,5 +257,28 @@ def build_protocol(config: RunConfig, data: VerticalData, method: str | None = N
             weights="last" if authors else "learned", eta="constant", eta_value=config.eta_value, sequential=not authors
         )
     protocol = GradientAssistedLearning(task, federation, labels, options, seed=config.seed)
+    protocol.name = method
+    return protocol
+
+
+ASCII_VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
+
+
+def build_ascii(config, method, task, views, learners, settings, labels, device) -> AssistedClassification:
+    """ASCII's agents (Alice first) and protocol; Single and Oracle are one-agent ASCII, i.e. SAMME."""
+    if task.kind != "classification":
+        raise VCLInputError(f"method={method} is for classification; dataset={config.dataset!r} is a regression task.")
+    if task.num_outputs < 2:
+        raise VCLInputError(f"method={method} needs at least 2 classes in dataset={config.dataset!r}.")
+    trees = ClassifierSettings(
+        max_depth=config.max_depth or None, n_trees=config.n_trees, resample=config.ascii_resample
+    )
+    agents = [
+        IgnoranceAgent(v, lr, settings, trees, task.num_outputs, device) for v, lr in zip(views, learners, strict=True)
+    ]
+    options = ASCIIOptions(
+        variant=ASCII_VARIANTS.get(method, "ascii"), stop=config.ascii_stop, patience=config.ascii_patience
+    )
+    protocol = AssistedClassification(task, Federation(agents, concurrent=False), labels, options, seed=config.seed)
     protocol.name = method
     return protocol

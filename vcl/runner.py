@@ -63,6 +63,8 @@ def datamodule_for(config: RunConfig):
         label_column=config.label_column,
         task=config.task or None,
         batch_size=config.batch_size or 1024,
+        synthetic_train=config.synthetic_train,
+        synthetic_test=config.synthetic_test,
     )
 
 
@@ -161,13 +163,15 @@ def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Non
         for cb in callbacks:
             cb.on_round_end(run, record)
     limit = min(max_rounds, run.protocol.max_rounds or max_rounds)
-    while run.protocol.round < limit and not run.should_stop:
+    while run.protocol.round < limit and not run.should_stop and not run.protocol.stopped:
         start = time.perf_counter()
         record = run.protocol.run_round()
         run.seconds += time.perf_counter() - start
         record = run.record_round(record)
         for cb in callbacks:
             cb.on_round_end(run, record)
+        if run.protocol.stopped:
+            run.log(f"stopped at round {run.protocol.round}: {run.protocol.stopped}")
 
 
 def train(

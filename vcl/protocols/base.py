@@ -28,6 +28,7 @@ class Protocol:
         self.seed = seed
         self.round = 0
         self.history: list[dict] = []
+        self.stopped: str | None = None  # why the protocol ended before its last round (the runner stops)
         start = task.initial(labels["train"])
         self.F = {s: start.expand(y.shape[0], task.num_outputs).clone() for s, y in labels.items()}
 
@@ -65,6 +66,7 @@ class Protocol:
             "F": {s: f.detach().cpu() for s, f in self.F.items()},
             "history": list(self.history),
             "federation": self.federation.state_dict(),
+            "stopped": self.stopped,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -72,6 +74,7 @@ class Protocol:
         device = next(iter(self.F.values())).device
         self.F = {s: f.to(device) for s, f in state["F"].items()}
         self.history = list(state["history"])
+        self.stopped = state.get("stopped")
         self.federation.load_state_dict(state["federation"])
 
     def _record(self, **values) -> dict:

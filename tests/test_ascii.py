@@ -1,0 +1,305 @@
+"""ASCII: the updates of eqs 9–13 by hand and by brute force, SAMME for one agent, the boundary, stops, resume."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize_scalar
+from sklearn.ensemble import AdaBoostClassifier
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+from callbacks import RoundCheckpoint
+from datamodules import TabularDataModule
+from models import ClassifierSettings, LearnerSettings, NetClassifier, SklearnClassifier
+from vcl.errors import VCLInputError
+from vcl.federation import Federation
+from vcl.messages import ClassVotes, IgnoranceScores, Labels, PredictionRequest
+from vcl.methods import build_protocol, check_config
+from vcl.organization import FeatureView
+from vcl.protocols.ascii import (
+    ASCIIOptions,
+    AssistedClassification,
+    IgnoranceAgent,
+    joint_factor,
+    model_weight,
+    pass_on,
+    samme_code,
+)
+from vcl.runner import train
+from vcl.tasks import Task
+
+
+class Fixed:
+    """A stub classifier whose predictions are fixed per row (the single feature is the row index)."""
+
+    def __init__(self, classes):
+        self.classes = torch.as_tensor(classes)
+
+    def fit(self, features, targets, sample_weight=None):
+        return self
+
+    def predict(self, features):
+        return self.classes[features[:, 0].long()]
+
+
+def fixed_chain(predictions, labels, k, variant="ascii"):
+    n = len(labels)
+    rows = torch.arange(n, dtype=torch.float32)[:, None]
+    agents = []
+    for m, pred in enumerate(predictions):
+        agent = IgnoranceAgent(
+            FeatureView(f"a{m}", ["row"], {"train": rows}), "tree", LearnerSettings(), ClassifierSettings(), k
+        )
+        agent._new_learner = lambda out, seed, loss=None, p=pred: Fixed(p)
+        agents.append(agent)
+    task = Task("classification", k, "ce")
+    federation = Federation(agents, concurrent=False)
+    return AssistedClassification(task, federation, {"train": torch.tensor(labels)}, ASCIIOptions(variant))
+
+
+def test_two_agent_round_matches_hand_computed_eqs_9_to_12():
+    # K = 3; A is wrong on row 2, B on rows 1 and 3.
+    y = [0, 1, 2, 0]
+    protocol = fixed_chain([[0, 1, 0, 0], [0, 2, 2, 1]], y, k=3)
+    sent = []
+    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    record = protocol.run_round()
+    # eq. 9: r̄ = 3/4, α_A = log 3 + log 2; eq. 10: w_B = (1, 1, 6, 1)/9
+    # eq. 11 with β_A = (K−1)²/K α_A: α_B = log 2 + log(37/2) = log 37; eq. 12: w_A' = (1, 37, 6, 37)/81
+    assert record["alphas"] == pytest.approx([math.log(6), math.log(37)], rel=1e-6)
+    hops = [m for m in sent if isinstance(m, IgnoranceScores)]
+    assert [(m.sender, m.receiver) for m in hops] == [("a0", "a1"), ("a1", "a0")]
+    torch.testing.assert_close(hops[0].scores, torch.tensor([1.0, 1, 6, 1]) / 9)
+    torch.testing.assert_close(hops[1].scores, torch.tensor([1.0, 37, 6, 37]) / 81)
+    torch.testing.assert_close(hops[0].alphas, torch.tensor([math.log(6)]))
+    torch.testing.assert_close(hops[1].alphas, torch.tensor([math.log(6), math.log(37)]))
+    assert hops[0].round_start is None and hops[1].round_start is None  # two agents need no more
+    # Alice's votes: Σ α g, SAMME-coded
+    expected = math.log(6) * samme_code(torch.tensor([0, 1, 0, 0]), 3) + math.log(37) * samme_code(
+        torch.tensor([0, 2, 2, 1]), 3
+    )
+    torch.testing.assert_close(protocol.F["train"], expected)
+    # ASCII-Simple: B's α from its own loss only (eq. 9 on w_B): r̄ = 7/9 → α = log(7/2) + log 2 = log 7
+    simple = fixed_chain([[0, 1, 0, 0], [0, 2, 2, 1]], y, k=3, variant="simple").run_round()
+    assert simple["alphas"] == pytest.approx([math.log(6), math.log(7)], rel=1e-6)
+
+
+def _exp_loss(beta, w, fixed, g, y, k):
+    """Σ w exp(−yᵀ(fixed + β g)/K) with SAMME-coded y and g."""
+    return float((w * torch.exp(-((samme_code(y, k) * (fixed + beta * samme_code(g, k))).sum(1)) / k)).sum())
+
+
+@pytest.mark.parametrize("agents", [2, 3])
+def test_alpha_minimizes_the_exponential_loss_by_brute_force(agents):
+    """Each agent's α (eqs 9, 11, 13) is (K−1)²/K times argmin_β of its exponential loss (Appendix B)."""
+    k, n = 4, 60
+    gen = torch.Generator().manual_seed(agents)
+    y = torch.randint(0, k, (n,), generator=gen)
+    w_start = torch.rand(n, generator=gen, dtype=torch.float64) + 0.1
+    w, fixed, start = w_start / w_start.sum(), torch.zeros(n, k, dtype=torch.float64), w_start / w_start.sum()
+    for m in range(agents):
+        g = torch.where(torch.rand(n, generator=gen) < 0.6, y, torch.randint(0, k, (n,), generator=gen))
+        r = (g == y).double()
+        alpha = model_weight(w, r, k, None if m == 0 else joint_factor(w, start))
+        # the paper's objective for agent m: its scores w^(m) times the loss of this round's models so far
+        best = minimize_scalar(lambda b, w=w, fixed=fixed, g=g: _exp_loss(b, w, fixed, g, y, k), bounds=(-50, 50))
+        assert alpha == pytest.approx(best.x * k / (k - 1) ** 2, rel=1e-4)
+        fixed = fixed + (k - 1) ** 2 / k * alpha * samme_code(g, k).double()
+        w = pass_on(w, r, alpha)
+        assert (w > 0).all() and float(w.sum()) == pytest.approx(1.0)
+
+
+def test_one_agent_is_samme():
+    """One agent holding every feature: ASCII = SAMME, compared to scikit-learn's AdaBoostClassifier."""
+    rounds = 6
+    dm = TabularDataModule("wine", organizations=1)
+    dm.setup()
+    cfg = {"dataset": "wine", "organizations": 1, "learner": ["tree"], "max_depth": 1, "rounds": rounds}
+    from vcl.config import RunConfig
+
+    protocol = build_protocol(RunConfig.from_dict({**cfg, "method": "ascii", "compare": []}), dm.data)
+    records = [protocol.run_round() for _ in range(rounds)]
+    x = {s: v.numpy() for s, v in dm.data.views[0].splits.items()}
+    y = dm.data.labels["train"].numpy()
+    ada = AdaBoostClassifier(DecisionTreeClassifier(max_depth=1), n_estimators=rounds, random_state=0).fit(
+        x["train"], y
+    )
+    assert [r["alphas"][0] for r in records] == pytest.approx(list(ada.estimator_weights_), rel=1e-4)
+    ours = protocol.F["test"].argmax(1).numpy()
+    np.testing.assert_array_equal(ours, ada.predict(x["test"]))
+
+
+def test_ignorance_scores_are_positive_and_sum_to_one(tiny):
+    cfg = tiny(method="ascii_random", organizations=3, learner=["tree"], max_depth=2, rounds=3)
+    dm = TabularDataModule("wine", organizations=3)
+    dm.setup()
+    protocol = build_protocol(cfg, dm.data)
+    sent = []
+    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    for _ in range(3):
+        protocol.run_round()
+    hops = [m for m in sent if isinstance(m, IgnoranceScores)]
+    assert len(hops) == 9
+    for m in hops:
+        assert (m.scores > 0).all() and float(m.scores.sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny):
+    cfg = tiny(method="ascii", organizations=2, learner=["tree", "logistic"], max_depth=3, rounds=2)
+    dm = TabularDataModule("wine", organizations=2)
+    dm.setup()
+    protocol = build_protocol(cfg, dm.data)
+    sent = []
+    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    records = [protocol.run_round() for _ in range(2)]
+    for org, view in zip(protocol.federation.organizations, dm.data.views, strict=True):
+        org.add_rows("new", view.splits["test"])
+    protocol.predict("new")
+    assert {type(m) for m in sent} == {Labels, IgnoranceScores, ClassVotes, PredictionRequest}
+    raw = [col for v in dm.data.views for x in v.splits.values() for col in x.T]
+    for message in sent:
+        for tensor in message.payload().values():
+            for col in tensor.T.float():
+                assert not any(col.shape == r.shape and torch.allclose(col, r, atol=1e-4) for r in raw)
+    # labels once (uint8, to bob only: Alice's own copy does not cross), then per round one n-vector
+    # of float32 scores each way with the α's of the agents before: 1 from Alice, 2 from bob.
+    n = dm.data.labels["train"].shape[0]
+    assert [r["interchange_bytes"] for r in records] == [n + 2 * 4 * n + 4 * 3, 2 * 4 * n + 4 * 3]
+
+
+def test_longer_chains_send_the_round_start_where_eq_13_needs_it(tiny):
+    cfg = tiny(method="ascii", organizations=4, learner=["tree"], max_depth=2, rounds=2)
+    dm = TabularDataModule("wine", organizations=4)
+    dm.setup()
+    protocol = build_protocol(cfg, dm.data)
+    sent = []
+    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.run_round()
+    protocol.run_round()
+    carried = [(m.round, m.receiver) for m in sent if isinstance(m, IgnoranceScores) and m.round_start is not None]
+    # round 1 starts from the public w = 1; in round 2 org3 produced the start, org1 and org2 must be told
+    assert carried == [(2, "org1"), (2, "org2")]
+
+
+def test_alpha_stop_fires_and_discards_the_model():
+    # B is wrong on every row: α_B = −∞ ≤ 0, the run stops and A's model alone votes
+    protocol = fixed_chain([[0, 1, 0, 0], [1, 0, 1, 1]], [0, 1, 2, 0], k=3)
+    record = protocol.run_round()
+    assert protocol.stopped and "a1" in protocol.stopped and record["stopped"] == protocol.stopped
+    assert record["alphas"][1] == 0.0 and protocol.federation.organizations[1].rounds_fitted == 0
+    torch.testing.assert_close(protocol.F["train"], math.log(6) * samme_code(torch.tensor([0, 1, 0, 0]), 3))
+
+
+def test_runner_stops_at_alpha_below_zero(tiny):
+    results = train(tiny(method="ascii", organizations=6, learner=["tree"], max_depth=1, rounds=8), verbose=False)
+    assert results["rounds"][-1]["stopped"].startswith("alpha <= 0")
+    assert len(results["rounds"]) < 9
+
+
+def test_cv_stop_and_its_validation_choice(tiny):
+    cfg = tiny(method="ascii", organizations=2, learner=["tree"], max_depth=1, rounds=30, val_fraction=0.5)
+    cfg.ascii_stop = "cv"
+    results = train(cfg, verbose=False, write=False)
+    last = results["rounds"][-1]
+    assert last["stopped"].startswith("validation accuracy did not improve")
+    vals = [r["metrics"]["val"] for r in results["rounds"]]
+    assert vals[-1] <= max(vals[:-1]) and results["value_selection"] == "validation"
+    with pytest.raises(VCLInputError, match="ascii_stop=cv needs a validation split"):
+        check_config(tiny(method="ascii", ascii_stop="cv"))
+
+
+@pytest.mark.parametrize("method", ["ascii_random", "ensemble_adaboost"])
+def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at, method):
+    kw = dict(method=method, organizations=3, learner=["tree"], max_depth=2, rounds=4)
+    full = train(tiny(out=str(tmp_path / "full"), **kw), verbose=False)
+    cfg = tiny(out=str(tmp_path / "cut"), **kw)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(2)])
+    resumed = train(cfg, resume=True, verbose=False)
+    assert [r["metrics"] for r in resumed["rounds"]] == [r["metrics"] for r in full["rounds"]]
+    assert [r["alphas"] for r in resumed["rounds"][1:]] == [r["alphas"] for r in full["rounds"][1:]]
+    assert resumed["bytes_sent"] == full["bytes_sent"]
+
+
+@pytest.mark.parametrize("method", ["ascii", "ensemble_adaboost"])
+def test_prediction_stage_from_checkpointed_agents_matches_the_running_votes(tiny, method):
+    cfg = tiny(method=method, organizations=3, learner=["tree", "logistic", "linear"], max_depth=2, rounds=2)
+    dm = TabularDataModule("wine", organizations=3)
+    dm.setup()
+    trained = build_protocol(cfg, dm.data)
+    trained.run_round()
+    trained.run_round()
+    restored = build_protocol(cfg, dm.data)
+    restored.load_state_dict(trained.state_dict())
+    for org, view in zip(restored.federation.organizations, dm.data.views, strict=True):
+        org.add_rows("new", view.splits["test"])
+    torch.testing.assert_close(restored.predict("new"), trained.F["test"])
+
+
+def test_variants_and_references_on_four_agent_blobs(tiny):
+    """The paper's Fig. 3a setting, small: ASCII far above Single and near the Oracle within a few rounds."""
+    kw = dict(dataset="ascii_blobs", organizations=4, learner=["forest"], n_trees=10, max_depth=4, rounds=4)
+    res = {
+        m: train(tiny(method=m, synthetic_test=2000, **kw), verbose=False, write=False)["value"]
+        for m in ("ascii", "single", "oracle")
+    }
+    assert res["ascii"] > res["single"] + 0.05 and res["ascii"] >= res["oracle"] - 0.03
+
+
+def test_classifiers_need_sample_weights_or_resampling(tiny):
+    x, y = torch.randn(40, 3), torch.randint(0, 3, (40,))
+    with pytest.raises(VCLInputError, match="ascii_resample"):
+        SklearnClassifier(KNeighborsClassifier()).fit(x, y, torch.ones(40))
+    with pytest.raises(VCLInputError, match="takes no sample_weight"):
+        check_config(tiny(method="ascii", learner=["sklearn:sklearn.neighbors.KNeighborsClassifier"]))
+    cfg = tiny(method="ascii", organizations=2, rounds=2, ascii_resample=True)
+    cfg.learner = ["sklearn:sklearn.neighbors.KNeighborsClassifier"]
+    assert train(cfg, verbose=False, write=False)["value"] > 0.5
+    # the weighted resample follows the weights: rows with zero weight are never drawn
+    w = torch.zeros(40)
+    w[:10] = 1.0
+    est = SklearnClassifier(KNeighborsClassifier(n_neighbors=1), seed=0, resample=True).fit(x, y, w)
+    drawn = {tuple(r) for r in est.fitted_._fit_X.tolist()}
+    assert drawn <= {tuple(r) for r in x[:10].tolist()} and len(drawn) > 1
+
+
+def test_net_classifier_weighted_cross_entropy_follows_the_weights():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(60, 2, generator=gen)
+    y = (x[:, 0] > 0).long()
+    flipped = 1 - y
+    w = torch.ones(60)
+    w[:30] = 0.0  # the first half says "flipped", with no weight
+    labels = torch.cat([flipped[:30], y[30:]])
+    net = NetClassifier(2, 2, epochs=200, milestones=(150,), seed=0).fit(x, labels, w)
+    assert (net.predict(x[30:]) == y[30:]).float().mean() > 0.9
+
+
+def test_ascii_config_errors(tiny):
+    with pytest.raises(VCLInputError, match="is not a classifier"):
+        check_config(tiny(method="ascii", learner=["gb-svm"]))
+    with pytest.raises(VCLInputError, match="compare ASCII methods"):
+        check_config(tiny(method="ascii", compare=["gal"]))
+    with pytest.raises(VCLInputError, match="is for classification"):
+        train(tiny(method="ascii", dataset="diabetes", learner=["tree"]), verbose=False, write=False)
+    assert check_config(tiny(method="ascii", compare=["alone", "joint", "ascii_simple"])) is None
+
+
+def test_ascii_datasets():
+    blobs = TabularDataModule("ascii_blobs", organizations=4, synthetic_train=100, synthetic_test=300)
+    blobs.setup()
+    assert [v.num_features for v in blobs.data.views] == [2, 2, 2, 2]
+    assert {s: len(y) for s, y in blobs.data.labels.items()} == {"train": 100, "test": 300}
+    assert blobs.data.num_classes == 10
+    wide = TabularDataModule("ascii_blobs_redundant", organizations=2, synthetic_train=50, synthetic_test=50)
+    wide.setup()
+    assert [v.num_features for v in wide.data.views] == [100, 100]
+    halves = TabularDataModule("digits_halves")
+    halves.setup()
+    left, right = halves.data.views
+    assert left.num_features == right.num_features == 32
+    assert all(int(c.split("_")[-1]) < 4 for c in left.columns) and all(
+        int(c.split("_")[-1]) >= 4 for c in right.columns
+    )

@@ -1,0 +1,362 @@
+"""ASCII — assisted classification by ignorance interchange (Zhou, Xian, Li, Ding; Algorithms 1–2, eqs 1, 9–13).
+
+Agents sit in a chain 1 → 2 → … → M → 1, Alice first. Alice sends the labels once. In round t, agent
+m fits its own classifier with sample weights ``w^(m)`` (WST, Algorithm 2), scores its reward
+``r = 1[g(x) = y]`` on the training rows, computes its model weight α, and passes on
+``w' ∝ w · exp(α (1 − r))`` (eqs 10, 12) with the α's of the agents before it in the round. Alice
+predicts ``argmax_k Σ_t Σ_m α_t^(m) g_t^(m)(x)`` with SAMME-coded votes (eq. 1; Algorithm 1, line 12).
+
+α (the common factor the paper drops is dropped here too) is
+
+- eq. 9, for the first agent of a round: ``log(r̄ / (1 − r̄)) + log(K − 1)``, ``r̄ = Σ w r / Σ w``;
+- eqs 11 and 13, after it: the same with ``w`` replaced by ``w · φ``, where ``φ_i`` is the exponential
+  loss factor of the round's preceding models on row i (Appendix B). Up to a constant,
+  ``φ = w^(m) / w^(first)``, the ratio of the scores received to those the round started from; two
+  agents know both, longer chains send the round's start scores along (see :class:`IgnoranceScores`).
+  This is the exact minimizer of the exponential loss in α (a test checks it by brute force); the
+  paper's ``K/(K−1)²`` is Hastie et al.'s ``(K−1)²/K`` inverted, and the exponents of eq. 11 use the
+  loss's own coefficient ``β = (K−1)²/K · α``.
+
+Variants (Section V): ``simple`` (α from the agent's own loss only, eq. 9; no α's are sent),
+``random`` (a new random order every round, drawn from the run seed so every agent knows it),
+``ensemble`` (no interchange: every agent boosts on its own; Alice takes the majority vote of the
+agents' SAMME predictions). One agent (Single: Alice alone; Oracle: one agent with every feature)
+makes ASCII exactly SAMME. Stop: an agent's α ≤ 0 ends the run, that model discarded (Algorithm 1,
+lines 5 and 8), or — ``stop="cv"`` — validation accuracy that no longer improves (Section III-C).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from models import ClassifierSettings, build_classifier
+from vcl.messages import ClassVotes, IgnoranceScores, Labels, PredictionRequest, as_classes, as_float
+from vcl.organization import Organization, seed_for
+from vcl.protocols.base import Protocol
+
+VARIANTS = ("ascii", "simple", "random", "ensemble")
+STOPS = ("alpha", "cv")
+MIN_ERROR = 1e-10  # a perfect weighted fit has α = ∞; the error is clipped here (α ≈ 23 + log(K − 1))
+
+
+# --- the updates, as functions of what an agent holds ------------------------------------------------
+def samme_code(classes: Tensor, num_classes: int) -> Tensor:
+    """Eq. 1: 1 for the class, −1/(K−1) elsewhere (N × K)."""
+    code = torch.full((classes.shape[0], num_classes), -1.0 / (num_classes - 1), device=classes.device)
+    code[torch.arange(classes.shape[0], device=classes.device), classes.long()] = 1.0
+    return code
+
+
+def model_weight(w: Tensor, r: Tensor, num_classes: int, joint: Tensor | None = None) -> float:
+    """α = log(Σ wφ r / Σ wφ (1 − r)) + log(K − 1): eq. 9 with φ = 1, eqs 11 and 13 with φ = ``joint``."""
+    v = w.to(torch.float64) if joint is None else w.to(torch.float64) * joint.to(torch.float64)
+    r = r.to(torch.float64)
+    good, bad = float((v * r).sum()), float((v * (1.0 - r)).sum())
+    if good <= 0.0:
+        return -math.inf
+    error = max(bad / (good + bad), MIN_ERROR)
+    return math.log((1.0 - error) / error) + math.log(num_classes - 1)
+
+
+def pass_on(w: Tensor, r: Tensor, alpha: float) -> Tensor:
+    """Eqs 10 and 12: ``w' = w · exp(α (1 − r))``, normalized to sum to one."""
+    out = w.to(torch.float64) * torch.exp(alpha * (1.0 - r.to(torch.float64)))
+    return out / out.sum()
+
+
+def joint_factor(scores: Tensor, round_start: Tensor) -> Tensor:
+    """φ ∝ Π_{j<m} exp(α_j (1 − r_j)) = scores / round_start (0 where both are 0); scaled to max 1."""
+    scores, start = scores.to(torch.float64), round_start.to(torch.float64)
+    phi = torch.where(start > 0, scores / start.clamp_min(1e-300), torch.zeros_like(scores))
+    return phi / phi.max().clamp_min(1e-300)
+
+
+def exponential_loss(votes: Tensor, labels: Tensor) -> float:
+    """Mean of ``exp(−yᵀf / K)`` with f = Σ β g and β = (K−1)²/K · α (the loss ASCII minimizes)."""
+    k = votes.shape[1]
+    margin = (samme_code(labels, k) * votes).sum(1) * (k - 1) ** 2 / k**2
+    return float(torch.exp(-margin).mean())
+
+
+# --- an agent: what runs inside an organization ------------------------------------------------------
+@dataclass(frozen=True)
+class Hop:
+    """Public facts of one hop: the round, the agent's place in its order, and who gets the scores next."""
+
+    round: int
+    position: int  # 0: the agent starts the round with the scores it receives
+    receiver: str
+    receiver_in_round: bool  # False on the last hop: the scores start the next round
+    receiver_knows_start: bool  # the receiver produced this round's start scores (or they are the initial ones)
+    joint: bool  # ASCII: α by eqs 11/13 and the α's travel on; False: the agent's own loss only
+
+
+class IgnoranceAgent(Organization):
+    """An organization in the ASCII chain: its features, classifiers and α's, and its copy of the labels."""
+
+    def __init__(self, view, learner: str, settings, classifier: ClassifierSettings, num_classes: int, device="cpu"):
+        super().__init__(view, learner, "ce", settings, device)
+        self.classifier = classifier
+        self.num_classes = num_classes
+        self.labels: Tensor | None = None
+        self.alphas: list[float] = []
+        self._start: tuple[int, Tensor] | None = None  # (round, scores) it sent that started that round
+
+    def _new_learner(self, out_features: int, seed: int, loss: str | None = None):
+        return build_classifier(
+            self.learner_name, self.num_features, out_features, seed, self.settings, self.classifier
+        )
+
+    def receive_labels(self, message: Labels) -> None:
+        self.labels = message.values.to(self._view.splits["train"].device).long()
+
+    def _round_start(self, message: IgnoranceScores, hop: Hop) -> Tensor:
+        if message.round_start is not None:
+            return message.round_start
+        if self._start is not None and self._start[0] == hop.round:
+            return self._start[1]
+        if hop.round == 1:
+            return torch.ones_like(message.scores)
+        raise RuntimeError(
+            f"{self.name} cannot know the start scores of round {hop.round}; the sender must attach them."
+        )
+
+    def interchange(
+        self, message: IgnoranceScores | None, hop: Hop, alice: str, seed: int
+    ) -> tuple[IgnoranceScores | None, ClassVotes | None, float]:
+        """One hop (Algorithm 1, lines 3–10): WST, α, the scores passed on, and the votes for Alice.
+
+        Returns ``(None, None, α)`` when α ≤ 0: the model is discarded and the run stops.
+        """
+        y, x = self.labels, self._view.splits["train"]
+        w = torch.ones(y.shape[0], dtype=torch.float64, device=x.device) if message is None else message.scores
+        w = w.to(x.device, torch.float64)
+        start = joint = None
+        if hop.joint:
+            start = w if hop.position == 0 else self._round_start(message, hop).to(x.device)
+            joint = None if hop.position == 0 else joint_factor(w, start)
+        learner = self._new_learner(self.num_classes, seed)
+        learner.fit(x, y, w)
+        predicted = learner.predict(x)
+        r = (predicted == y).to(torch.float64)
+        alpha = model_weight(w, r, self.num_classes, joint)
+        if not alpha > 0:
+            return None, None, alpha
+        self._models.append((hop.round, seed, self.num_classes, learner))
+        self.alphas.append(alpha)
+        scores = as_float(pass_on(w, r, alpha))
+        before = message.alphas.tolist() if (message is not None and hop.position > 0 and hop.joint) else []
+        attach = hop.joint and hop.receiver_in_round and not hop.receiver_knows_start
+        if not hop.receiver_in_round:
+            self._start = (hop.round + 1, scores)
+        out = IgnoranceScores(
+            self.name,
+            hop.receiver,
+            hop.round,
+            scores=scores,
+            alphas=torch.tensor(before + [alpha] if hop.joint else [], dtype=torch.float32),
+            round_start=as_float(start) if attach else None,
+        )
+        classes = {
+            s: as_classes(predicted if s == "train" else learner.predict(v), self.num_classes)
+            for s, v in self._view.splits.items()
+        }
+        votes = ClassVotes(self.name, alice, hop.round, torch.tensor([alpha], dtype=torch.float32), classes)
+        return out, votes, alpha
+
+    def predict(self, message: PredictionRequest) -> ClassVotes:
+        """Prediction stage: every round classifier's classes on the agent's own rows, with its α's."""
+        x = self._view.splits[message.split]
+        classes = {str(r): as_classes(lr.predict(x), self.num_classes) for r, _, _, lr in self._models}
+        alphas = torch.tensor(self.alphas, dtype=torch.float32)
+        return ClassVotes(self.name, message.sender, message.round, alphas, classes)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "labels": self.labels, "alphas": list(self.alphas), "start": self._start}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.labels, self.alphas, self._start = state["labels"], list(state["alphas"]), state["start"]
+
+
+# --- the protocol: Alice's view of the chain ---------------------------------------------------------
+@dataclass
+class ASCIIOptions:
+    variant: str = "ascii"  # ascii | simple | random | ensemble
+    stop: str = "alpha"  # alpha (the paper's default) | cv (needs a validation split)
+    patience: int = 1  # stop="cv": rounds without a better validation accuracy
+
+
+class AssistedClassification(Protocol):
+    """ASCII and its variants over a federation of :class:`IgnoranceAgent` s (Alice first)."""
+
+    name = "ascii"
+    starts_from_prior = False  # g_{0:0} = 0
+
+    def __init__(self, task, federation, labels, options: ASCIIOptions | None = None, seed: int = 0):
+        super().__init__(task, federation, labels, seed)
+        self.options = options or ASCIIOptions()
+        k, m = task.num_outputs, len(federation)
+        self.F = {s: torch.zeros_like(f) for s, f in self.F.items()}
+        self.ensemble = self.options.variant == "ensemble"
+        self.agent_votes = (
+            {s: torch.zeros(m, *f.shape, device=f.device) for s, f in self.F.items()} if self.ensemble else None
+        )
+        self.carry: list[IgnoranceScores | None] = [None] * (m if self.ensemble else 1)
+        self.active = [True] * m
+        self.previous_last: int | None = None
+        self.best_val: float | None = None
+        self.since_best = 0
+        self.num_classes = k
+
+    @property
+    def agents(self) -> list[IgnoranceAgent]:
+        return self.federation.organizations
+
+    def order(self, t: int) -> list[int]:
+        """The chain of round t: 1 → … → M, or (``random``) a permutation every agent can draw from the seed."""
+        m = len(self.agents)
+        if self.options.variant == "random":
+            return np.random.RandomState(seed_for(self.seed, t, 0xA5C11)).permutation(m).tolist()
+        return list(range(m))
+
+    def _send_labels(self) -> None:
+        y = as_classes(self.labels["train"], self.num_classes)
+        for agent in self.agents:
+            agent.receive_labels(self.federation.channel.send(Labels(self.federation.alice, agent.name, 1, y)))
+
+    def _add_votes(self, m: int, votes: ClassVotes) -> None:
+        alpha = float(votes.alphas[0])
+        for s, f in self.F.items():
+            vote = alpha * samme_code(votes.classes[s].to(f.device), self.num_classes)
+            if self.ensemble:
+                self.agent_votes[s][m] += vote
+            else:
+                self.F[s] = f + vote
+
+    def _majority(self, votes: Tensor) -> Tensor:
+        """Ensemble-AdaBoost: one vote per agent with a model, for its own SAMME prediction."""
+        ballots = torch.nn.functional.one_hot(votes.argmax(-1), self.num_classes).to(votes.dtype)
+        has_model = (votes.abs().sum((1, 2)) > 0).to(votes.dtype)
+        return torch.einsum("m,mnk->nk", has_model, ballots)
+
+    def _hop(self, t: int, order: list[int], position: int, receiver: int, in_round: bool) -> Hop:
+        return Hop(
+            round=t,
+            position=position,
+            receiver=self.agents[receiver].name,
+            receiver_in_round=in_round,
+            receiver_knows_start=t == 1 or receiver == self.previous_last,
+            joint=self.options.variant != "simple" and not self.ensemble,
+        )
+
+    def _chain_round(self, t: int, alphas: list[float]) -> None:
+        channel, alice = self.federation.channel, self.federation.alice
+        order, following = self.order(t), self.order(t + 1)
+        message = self.carry[0]
+        for position, m in enumerate(order):
+            last = position == len(order) - 1
+            receiver = following[0] if last else order[position + 1]
+            hop = self._hop(t, order, position, receiver, not last)
+            out, votes, alpha = self.agents[m].interchange(message, hop, alice, seed_for(self.seed, t, m))
+            if out is None:
+                self.stopped = f"alpha <= 0 ({self.agents[m].name}, round {t}: {alpha:.3g})"
+                return
+            alphas[m] = alpha
+            self._add_votes(m, channel.send(votes))
+            message = channel.send(out)
+        self.carry[0], self.previous_last = message, order[-1]
+
+    def _ensemble_round(self, t: int, alphas: list[float]) -> None:
+        channel, alice = self.federation.channel, self.federation.alice
+        for m, agent in enumerate(self.agents):
+            if not self.active[m]:
+                continue
+            hop = self._hop(t, [m], 0, m, False)
+            out, votes, alpha = agent.interchange(self.carry[m], hop, alice, seed_for(self.seed, t, m))
+            if out is None:
+                self.active[m] = False
+                continue
+            alphas[m] = alpha
+            self._add_votes(m, channel.send(votes))
+            self.carry[m] = channel.send(out)  # to itself: nothing crosses
+        self.F = {s: self._majority(v) for s, v in self.agent_votes.items()}
+        if not any(self.active):
+            self.stopped = f"alpha <= 0 for every agent (round {t})"
+
+    def _check_validation(self) -> None:
+        """Section III-C: stop once validation accuracy has not improved for ``patience`` rounds."""
+        accuracy = self.task.metric(self.F["val"], self.labels["val"])
+        if self.best_val is None or accuracy > self.best_val:
+            self.best_val, self.since_best = accuracy, 0
+        else:
+            self.since_best += 1
+        if self.since_best >= self.options.patience:
+            self.stopped = f"validation accuracy did not improve for {self.since_best} round(s)"
+
+    def run_round(self) -> dict:
+        t = self.round + 1
+        if t == 1:
+            self._send_labels()
+        alphas = [0.0] * len(self.agents)
+        if self.ensemble:
+            self._ensemble_round(t, alphas)
+        else:
+            self._chain_round(t, alphas)
+        self.round = t
+        if self.options.stop == "cv" and not self.stopped:
+            self._check_validation()
+        kinds = ("Labels", "IgnoranceScores")
+        return self._record(
+            alphas=alphas,
+            order=self.order(t) if not self.ensemble else list(range(len(self.agents))),
+            interchange_bytes=self.federation.channel.bytes_by_round(kinds).get(t, 0),
+            stopped=self.stopped,
+        )
+
+    def train_loss(self) -> float:
+        if self.ensemble:  # majority votes are not an additive model; report the agents' mean loss
+            votes = self.agent_votes["train"]
+            return float(np.mean([exponential_loss(v, self.labels["train"]) for v in votes]))
+        return exponential_loss(self.F["train"], self.labels["train"])
+
+    def predict(self, split: str) -> Tensor:
+        """Algorithm 1, line 12, on rows of ``split`` every agent holds: Σ α g from each agent's round models."""
+        channel, alice = self.federation.channel, self.federation.alice
+        per_agent = []
+        for agent in self.agents:
+            request = channel.send(PredictionRequest(alice, agent.name, self.round, split))
+            reply = channel.send(agent.predict(request))
+            total = None
+            for alpha, classes in zip(reply.alphas.tolist(), reply.classes.values(), strict=True):
+                vote = alpha * samme_code(classes.long(), self.num_classes)
+                total = vote if total is None else total + vote
+            per_agent.append(total)
+        rows = next(v for v in per_agent if v is not None).shape[0]
+        stacked = torch.stack([v if v is not None else torch.zeros(rows, self.num_classes) for v in per_agent])
+        return self._majority(stacked) if self.ensemble else stacked.sum(0)
+
+    def state_dict(self) -> dict:
+        return {
+            **super().state_dict(),
+            "agent_votes": self.agent_votes,
+            "carry": self.carry,
+            "active": list(self.active),
+            "previous_last": self.previous_last,
+            "best_val": self.best_val,
+            "since_best": self.since_best,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.agent_votes, self.carry, self.active = state["agent_votes"], state["carry"], state["active"]
+        self.previous_last, self.best_val, self.since_best = (
+            state["previous_last"],
+            state["best_val"],
+            state["since_best"],
+        )
