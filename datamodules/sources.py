@@ -1,7 +1,9 @@
-"""Tabular data sources: scikit-learn's datasets, GAL's blob, Boston housing, and CSV per organization.
+"""Tabular data sources: scikit-learn's datasets, GAL's blob, Boston housing, the DC paper's artificial
+problem, and CSV per organization.
 
 Each source gives a :class:`Table`: aligned rows ``X`` (n × d), labels ``y``, column names, the task
-kind, and — for CSV data — the column groups the files define (one organization per file).
+kind, and — for CSV data — the column groups the files define (one organization per file). A generated
+source may fix its own test rows (``test_rows``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ SKLEARN = {
     "diabetes": ("load_diabetes", "regression"),
     "digits": ("load_digits", "classification"),
 }
-DATASETS = (*SKLEARN, "blob", "boston", "csv")
+DATASETS = (*SKLEARN, "blob", "boston", "dc_artificial", "csv")
 
 
 @dataclass
@@ -35,9 +37,11 @@ class Table:
     groups: list[list[int]] | None = None  # column indices per organization (CSV files)
     group_names: list[str] | None = None
     ids: list[str] | None = None
+    test_rows: np.ndarray | None = None  # row indices the source reserves for test (generated data)
 
 
-def load_table(dataset: str, csv_files=(), id_column="id", label_column="label", task=None) -> Table:
+def load_table(dataset: str, csv_files=(), id_column="id", label_column="label", task=None, seed: int = 0) -> Table:
+    """``seed`` draws the generated datasets (dc_artificial); the fixed ones ignore it."""
     if dataset in SKLEARN:
         import sklearn.datasets
 
@@ -56,9 +60,30 @@ def load_table(dataset: str, csv_files=(), id_column="id", label_column="label",
         X, y = boston_housing_data()
         names = ["CRIM", "ZN", "INDUS", "CHAS", "NOX", "RM", "AGE", "DIS", "RAD", "TAX", "PTRATIO", "B", "LSTAT"]
         return _finish(X, y, names, "regression")
+    if dataset == "dc_artificial":
+        return dc_artificial(seed)
     if dataset == "csv":
         return load_csv_organizations(csv_files, id_column, label_column, task)
     raise VCLInputError(f"dataset={dataset!r} is unknown; use one of {', '.join(DATASETS)}.")
+
+
+def dc_artificial(seed: int = 0, n_train: int = 1100, n_test: int = 1000, noise: float = 0.5) -> Table:
+    """The DC paper's 20-dimensional two-class problem (Section 4.2): features 1–3 essential, 17 noise.
+
+    Features 1–3 are the corners ``s ∈ {−1, 1}³`` of a cube plus N(0, 0.25²) jitter and the class is the
+    majority sign of ``s`` — separable by five axis-aligned splits, as the paper's 5-split tree needs;
+    a party that sees only features {1, 3} or {2} is right 3/4 of the time (the paper's Local 0.75).
+    Features 4–20 are N(0, ``noise``²). The last ``n_test`` rows are the test rows; the DC datamodule
+    takes the public rows X_pub from the first ``n_train`` (1,000 train + 100 public by default).
+    """
+    rng = np.random.RandomState(seed)
+    n = n_train + n_test
+    corners = rng.choice([-1.0, 1.0], size=(n, 3))
+    X = np.hstack([corners + 0.25 * rng.randn(n, 3), noise * rng.randn(n, 17)])
+    y = (corners.sum(1) > 0).astype(np.int64)
+    table = _finish(X, y, [f"x{i}" for i in range(1, 21)], "classification")
+    table.test_rows = np.arange(n_train, n)
+    return table
 
 
 def _finish(X, y, names, kind) -> Table:
