@@ -1,4 +1,5 @@
-"""TensorBoard logging per round: train loss, metric on every split, η, assistance weights, bytes."""
+"""TensorBoard logging per round: train loss, metric on every split, η, assistance weights, bytes, and a
+protocol's further scores (DC: NMI, Dice_t, AMD, EMD) under ``scores/``."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class TensorBoardRounds(RoundCallback):
                 w.add_scalar("eta" if not isinstance(etas, list) else f"eta/step{i}", eta, t)
         for name, weight in zip(run.organization_names, record.get("weights", []), strict=False):
             w.add_scalar(f"assistance_weight/{name}", weight, t)
+        for name, value in record.get("scores", {}).items():
+            w.add_scalar(f"scores/{name}", value, t)
         w.flush()
 
     def on_run_end(self, run, results: dict) -> None:

@@ -17,13 +17,27 @@ import torch
 
 from callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from datamodules import TabularDataModule
-from vcl.config import RunConfig
+from datamodules.grid import GridDataModule
+from vcl.config import DC_METHODS, RunConfig
 from vcl.errors import VCLInputError
-from vcl.methods import build_protocol, check_config
+from vcl.methods import build_protocol, check_config, compare_methods
 from vcl.protocols import Protocol
 
 
-def datamodule_for(config: RunConfig) -> TabularDataModule:
+def datamodule_for(config: RunConfig) -> TabularDataModule | GridDataModule:
+    if config.method in DC_METHODS:
+        return GridDataModule(
+            dataset=config.dataset,
+            row_groups=config.dc_row_groups,
+            column_groups=config.dc_column_groups,
+            feature_split=config.dc_feature_split,
+            public_rows=config.dc_public_rows,
+            seed=config.seed,
+            split_seed=config.split_seed,
+            test_fraction=config.test_fraction,
+            standardize=config.dc_standardize,
+            assignment=config.assignment or None,
+        )
     return TabularDataModule(
         dataset=config.dataset,
         organizations=config.organizations,
@@ -183,7 +197,7 @@ def train(
         callbacks = default_callbacks(config, verbose) if write else []
     run_rounds(run, callbacks, config.rounds)
     compare = {}
-    for method in config.compare:
+    for method in compare_methods(config):
         if method == config.method:
             continue
         other = Run(config, build_protocol(config, dm.data, method), out_dir, verbose=False)
