@@ -9,7 +9,7 @@ from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 from sklearn.metrics import normalized_mutual_info_score
 
-EMD_LP_LIMIT = 250_000  # n·r above which a non-square EMD (a linear program) is not attempted
+EMD_LP_LIMIT = 20_000  # n·r above which a non-square EMD (a linear program) is not attempted
 
 
 def accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
