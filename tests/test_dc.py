@@ -203,7 +203,8 @@ def test_dc_smote_on_the_artificial_problem_from_a_config(tmp_path):
     from pathlib import Path
 
     config = Path(__file__).resolve().parents[1] / "configs" / "dc_smote_artificial.yaml"
-    cfg = RunConfig.from_dict({**RunConfig.from_yaml(config).to_dict(), "out": str(tmp_path / "a"), "device": "cpu"})
+    values = {**RunConfig.from_yaml(config).to_dict(), "compare": ["centralized", "local"], "device": "cpu"}
+    cfg = RunConfig.from_dict({**values, "out": str(tmp_path / "a")})
     results = train(cfg, verbose=False)
     on_disk = json.loads((tmp_path / "a" / "results.json").read_text())
     assert on_disk["value"] == results["value"] and [r["round"] for r in on_disk["rounds"]] == [0, 1]
