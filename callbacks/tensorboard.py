@@ -1,5 +1,6 @@
-"""TensorBoard logging per round: train loss, metric on every split, η, assistance weights, bytes, and
-ASCII's model weight α of every agent and its interchange bytes."""
+"""TensorBoard logging per round: train loss, metric on every split, η, assistance weights, bytes,
+ASCII's model weight α of every agent and its interchange bytes, and a protocol's further scores (DC:
+NMI, Dice_t, AMD, EMD) under ``scores/``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ class TensorBoardRounds(RoundCallback):
             w.add_scalar(f"alpha/{name}", alpha, t)
         if "interchange_bytes" in record:
             w.add_scalar("comm/interchange_bytes", record["interchange_bytes"], t)
+        for name, value in record.get("scores", {}).items():
+            w.add_scalar(f"scores/{name}", value, t)
         w.flush()
 
     def on_run_end(self, run, results: dict) -> None:

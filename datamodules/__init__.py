@@ -1,6 +1,7 @@
 """LightningDataModules that split one dataset into per-organization views: table columns, image
-patches, sequence feature groups."""
+patches, sequence feature groups, or c × d parties (DC)."""
 
+from datamodules.grid import GridData, GridDataModule
 from datamodules.image import IMAGE_DATASETS, ImageDataModule, patch_boxes, patch_grid, split_image_views
 from datamodules.sequence import SEQUENCE_DATASETS, SequenceDataModule, synthetic_sequences
 from datamodules.sources import DATASETS, Table, load_table
@@ -8,6 +9,8 @@ from datamodules.tabular import TabularDataModule, VerticalData, named_column_sp
 
 __all__ = [
     "DATASETS",
+    "GridData",
+    "GridDataModule",
     "IMAGE_DATASETS",
     "SEQUENCE_DATASETS",
     "ImageDataModule",

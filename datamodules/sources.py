@@ -1,8 +1,9 @@
-"""Tabular data sources: scikit-learn's datasets, GAL's blob, Boston housing, CSV per organization, and
-ASCII's synthetic blobs and digit halves.
+"""Tabular data sources: scikit-learn's datasets, GAL's blob, Boston housing, CSV per organization,
+ASCII's synthetic blobs and digit halves, and the DC paper's artificial problem.
 
 Each source gives a :class:`Table`: aligned rows ``X`` (n × d), labels ``y``, column names, the task
-kind, and — for CSV data and image halves — the column groups that define the organizations.
+kind, and — for CSV data and image halves — the column groups that define the organizations. A
+generated source may fix its own split (``train_rows`` first, or explicit ``test_rows``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ SYNTHETIC = {
     "ascii_blobs20": {"classes": 20, "features": 20, "noise": 0},  # Fig. 6a: twenty one-feature agents
     "ascii_blobs_redundant": {"classes": 10, "features": 5, "noise": 195},  # Fig. 4a: 5 + 195 features, two agents
 }
-DATASETS = (*SKLEARN, "blob", "boston", "csv", "digits_halves", *SYNTHETIC)
+DATASETS = (*SKLEARN, "blob", "boston", "csv", "digits_halves", "dc_artificial", *SYNTHETIC)
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Table:
     group_names: list[str] | None = None
     ids: list[str] | None = None
     train_rows: int | None = None  # the dataset's own split: the first train_rows rows train, the rest test
+    test_rows: np.ndarray | None = None  # row indices the source reserves for test (generated data)
 
 
 def synthetic_blobs(name: str, train: int, test: int, seed: int) -> Table:
@@ -83,10 +85,11 @@ def load_table(
     task=None,
     synthetic_train: int = 1000,
     synthetic_test: int = 100000,
-    data_seed: int = 0,
+    seed: int = 0,
 ) -> Table:
+    """``seed`` draws the generated datasets (ASCII's blobs, dc_artificial); the fixed ones ignore it."""
     if dataset in SYNTHETIC:
-        return synthetic_blobs(dataset, synthetic_train, synthetic_test, data_seed)
+        return synthetic_blobs(dataset, synthetic_train, synthetic_test, seed)
     if dataset == "digits_halves":
         return digits_halves()
     if dataset in SKLEARN:
@@ -107,9 +110,30 @@ def load_table(
         X, y = boston_housing_data()
         names = ["CRIM", "ZN", "INDUS", "CHAS", "NOX", "RM", "AGE", "DIS", "RAD", "TAX", "PTRATIO", "B", "LSTAT"]
         return _finish(X, y, names, "regression")
+    if dataset == "dc_artificial":
+        return dc_artificial(seed)
     if dataset == "csv":
         return load_csv_organizations(csv_files, id_column, label_column, task)
     raise VCLInputError(f"dataset={dataset!r} is unknown; use one of {', '.join(DATASETS)}.")
+
+
+def dc_artificial(seed: int = 0, n_train: int = 1100, n_test: int = 1000, noise: float = 0.5) -> Table:
+    """The DC paper's 20-dimensional two-class problem (Section 4.2): features 1–3 essential, 17 noise.
+
+    Features 1–3 are the corners ``s ∈ {−1, 1}³`` of a cube plus N(0, 0.25²) jitter and the class is the
+    majority sign of ``s`` — separable by five axis-aligned splits, as the paper's 5-split tree needs;
+    a party that sees only features {1, 3} or {2} is right 3/4 of the time (the paper's Local 0.75).
+    Features 4–20 are N(0, ``noise``²). The last ``n_test`` rows are the test rows; the DC datamodule
+    takes the public rows X_pub from the first ``n_train`` (1,000 train + 100 public by default).
+    """
+    rng = np.random.RandomState(seed)
+    n = n_train + n_test
+    corners = rng.choice([-1.0, 1.0], size=(n, 3))
+    X = np.hstack([corners + 0.25 * rng.randn(n, 3), noise * rng.randn(n, 17)])
+    y = (corners.sum(1) > 0).astype(np.int64)
+    table = _finish(X, y, [f"x{i}" for i in range(1, 21)], "classification")
+    table.test_rows = np.arange(n_train, n)
+    return table
 
 
 def _finish(X, y, names, kind) -> Table:

@@ -150,7 +150,7 @@ class TabularDataModule(pl.LightningDataModule):
             self.task,
             self.synthetic_train,
             self.synthetic_test,
-            data_seed=self.split_seed,
+            seed=self.split_seed,
         )
         self.data = self.split(table)
 

@@ -16,7 +16,8 @@ import yaml
 from vcl.errors import VCLInputError
 
 ASCII_METHODS = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
-METHODS = ("gal", "alone", "joint", "al", "late", "interm", *ASCII_METHODS)
+DC_METHODS = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
+METHODS = ("gal", "alone", "joint", "al", "late", "interm", *ASCII_METHODS, *DC_METHODS)
 
 
 def _f(default, help: str, **kw):
@@ -31,8 +32,8 @@ class RunConfig:
     dataset: str = _f(
         "wine",
         "tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv, (ASCII) digits_halves, "
-        "ascii_blobs, ascii_blobs20, ascii_blobs_redundant; images: mnist, fashion_mnist, cifar10 (files under "
-        "data_root), mnist_subset, digits_image; sequences: sequence_synthetic, npz",
+        "ascii_blobs, ascii_blobs20, ascii_blobs_redundant, (DC) dc_artificial; images: mnist, fashion_mnist, "
+        "cifar10 (files under data_root), mnist_subset, digits_image; sequences: sequence_synthetic, npz",
     )
     organizations: int = _f(8, "number of organizations M (Alice is organization 0); ignored for csv")
     data_root: str = _f("data", "torchvision image datasets: their root directory; dataset=npz: the .npz file")
@@ -103,7 +104,11 @@ class RunConfig:
     device: str = _f(
         "auto", "cpu, cuda, cuda:N, or auto (cuda when available); cuda with several GPUs spreads organizations"
     )
-    compare: list = _f(["alone"], "methods also run for comparison; final metrics go beside the main one")
+    compare: list = _f(
+        ["alone"],
+        "methods also run for comparison; final metrics go beside the main one (ASCII: alone/joint mean "
+        "single/oracle; DC: alone means local)",
+    )
     early_stop_eta: float = _f(0.0, "stop when |eta| falls below this (0: off)")
     # --- ASCII (ascii, ascii_simple, ascii_random, ensemble_adaboost, single, oracle) ---------------
     ascii_stop: str = _f(
@@ -119,7 +124,29 @@ class RunConfig:
     n_trees: int = _f(100, "ASCII forest classifier: number of trees")
     synthetic_train: int = _f(1000, "ascii_blobs* datasets: training rows (the paper: 1000)")
     synthetic_test: int = _f(100000, "ascii_blobs* datasets: test rows (the paper: 100000)")
-    out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>)")
+    # --- Data Collaboration analysis (methods dc_smote, dc_tsvd, dc_rand, dc_raw, centralized, local) ----------
+    dc_row_groups: int = _f(2, "DC: c, groups of training rows (horizontal split)")
+    dc_column_groups: int = _f(2, "DC: d, groups of columns (vertical split); party (i, j) holds rows i, columns j")
+    dc_feature_split: str = _f(
+        "alternate",
+        "DC: columns to groups: alternate (k mod d: odd/even for d=2), random (seeded), "
+        "type (continuous, categorical), named (from assignment)",
+    )
+    dc_public_rows: int = _f(100, "DC: p, unlabeled public rows X_pub held out from the data (SMOTE anchors' source)")
+    dc_standardize: bool = _f(True, "DC: z-score features with training statistics (false: raw units)")
+    dc_anchor_rows: int = _f(1000, "DC: r, anchor rows (dc_raw uses the training rows)")
+    dc_reduction: str = _f("pca", "DC: worker-side reduction f_ij: pca, tsvd, identity, or sklearn:<module>.<Class>")
+    dc_dim: int = _f(5, "DC: reduced dimension per party; <= 0 means the party's columns + dc_dim (0: keep all)")
+    dc_collab_dim: int = _f(0, "DC: collaboration dimension m-hat; 0: the summed reduced dimensions of a row group")
+    dc_central: str = _f("ridge", "DC: master's analysis h: ridge (one-hot targets), gb, or sklearn:<module>.<Class>")
+    dc_interpretable: str = _f("tree", "DC: worker-side interpretable model t_i: tree, gb, or sklearn:<module>.<Class>")
+    dc_tree_splits: int = _f(5, "DC: maximum number of branch-node splits of the tree")
+    dc_smote_k: int = _f(25, "DC SMOTE: neighbours k (at most dc_public_rows - 1)")
+    dc_smote_alpha: float = _f(1.5, "DC SMOTE: coefficients c ~ U(0, alpha); 1.5 keeps the variance")
+    dc_tsvd_rank: int = _f(3, "DC TSVD: rank of each party's truncated SVD")
+    dc_tsvd_delta: float = _f(0.1, "DC TSVD: perturbation delta of the N(0, 1) noise added to it")
+    dc_top_t: int = _f(3, "DC: t of Dice_t, the top-t essential features compared with Centralized's")
+    out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>; DC: _<c>x<d>_)")
 
     # --- loading ------------------------------------------------------------------------------
     @classmethod
@@ -154,7 +181,11 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.out or f"runs/{self.method}_{self.dataset}_M{self.organizations}_seed{self.seed}")
+        if self.method in DC_METHODS:
+            parties = f"{self.dc_row_groups}x{self.dc_column_groups}"
+        else:
+            parties = f"M{self.organizations}"
+        return Path(self.out or f"runs/{self.method}_{self.dataset}_{parties}_seed{self.seed}")
 
     def identity(self) -> dict:
         """The settings a resumed run must share with its checkpoint (all but where/how long/how shown)."""

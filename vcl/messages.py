@@ -43,7 +43,8 @@ class PseudoResidual(Message):
 
 @dataclass(frozen=True)
 class Labels(Message):
-    """Alice → organization: the training labels themselves.
+    """The training targets themselves: Alice → organization in the centralized baselines, or a DC worker
+    → the master (its row group's Y_i, Algorithm 1 step 4).
 
     The centralized baselines (Late) send one-hot targets each round; ASCII sends the class indices
     once, in the smallest integer type that holds K (the paper's "numerical labels").
@@ -110,6 +111,49 @@ class ClassVotes(Message):
 
     def payload(self) -> dict[str, Tensor]:
         return {"alphas": self.alphas, **self.classes}
+
+
+@dataclass(frozen=True)
+class AnchorShare(Message):
+    """DC worker → worker: its contribution to the shared anchor data (column ranges for DC(rand), a
+    perturbed low-rank approximation for DC(TSVD), raw rows for DC(raw); DC(SMOTE) needs none)."""
+
+    values: dict[str, Tensor] = field(repr=False, default_factory=dict)
+
+    def payload(self) -> dict[str, Tensor]:
+        return dict(self.values)
+
+
+@dataclass(frozen=True)
+class ReducedRepresentation(Message):
+    """DC worker → master: dimensionality-reduced intermediate representations f_ij(·) of its private
+    rows ({"train", "test"}) and of the anchor data ("anchor") — Algorithm 1 step 4."""
+
+    values: dict[str, Tensor] = field(repr=False, default_factory=dict)
+
+    def payload(self) -> dict[str, Tensor]:
+        return dict(self.values)
+
+
+@dataclass(frozen=True)
+class AnchorPredictions(Message):
+    """DC master → worker: the central model's outputs on its row group's anchor representation,
+    Y_i^anc = h(X̃_i^anc G_i) (r × K) — Algorithm 1 step 11."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"anchor": self.values}
+
+
+@dataclass(frozen=True)
+class RawFeatures(Message):
+    """Worker → master: its private rows themselves. Only DC's Centralized reference sends them."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"train": self.values}
 
 
 def _nbytes(t: Tensor) -> int:

@@ -1,9 +1,11 @@
-"""Build a method (GAL, its baselines, ASCII and its variants) from a run config and the vertically split data."""
+"""Build a method (GAL and its baselines, ASCII and its variants, DC analysis and its references) from a run
+config and the split data."""
 
 from __future__ import annotations
 
 import torch
 
+from datamodules.grid import FEATURE_SPLITS, GridData
 from datamodules.tabular import VerticalData
 from models import (
     DEEP,
@@ -14,7 +16,8 @@ from models import (
     check_weighted,
 )
 from models.residual import PRECISIONS
-from vcl.config import ASCII_METHODS, METHODS, RunConfig
+from vcl.anchors import GridLayout, make_anchor_construction
+from vcl.config import ASCII_METHODS, DC_METHODS, METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.losses import check_local_loss
@@ -31,6 +34,17 @@ from vcl.protocols import (
     Protocol,
 )
 from vcl.protocols.ascii import STOPS
+from vcl.protocols.dc import (
+    Centralized,
+    DataCollaboration,
+    DCOptions,
+    DCWorker,
+    Evaluation,
+    Local,
+    make_central,
+    make_interpretable,
+    make_reduction,
+)
 from vcl.tasks import Task
 
 REGRESSION_L1_DATASETS = ("diabetes", "boston")
@@ -123,6 +137,45 @@ def check_config(config: RunConfig) -> None:
         for v in getattr(config, key):
             if v != "half" and not (isinstance(v, int) and v >= 0):
                 raise VCLInputError(f"{key} lists {v!r}; give organization indices (0 is Alice) or half.")
+    check_dc_config(config)
+
+
+def compare_methods(config: RunConfig) -> list[str]:
+    """The methods run beside the main one; for a DC method, ``alone`` is its Local reference."""
+    if config.method in DC_METHODS:
+        return list(dict.fromkeys("local" if m == "alone" else m for m in config.compare))
+    return list(config.compare)
+
+
+def check_dc_config(config: RunConfig) -> None:
+    """The DC options (checked for every method, so a shipped config never hides a bad value)."""
+    runs = [config.method, *compare_methods(config)]
+    if any(m in DC_METHODS for m in runs) and not all(m in DC_METHODS for m in runs):
+        raise VCLInputError(
+            f"method={config.method!r} with compare={config.compare} mixes DC methods ({', '.join(DC_METHODS)}) "
+            "with others; they split the data differently, so compare DC methods only with DC methods."
+        )
+    for key in ("dc_row_groups", "dc_column_groups", "dc_anchor_rows", "dc_tree_splits", "dc_tsvd_rank", "dc_top_t"):
+        if getattr(config, key) < 1:
+            raise VCLInputError(f"{key}={getattr(config, key)}; use at least 1.")
+    if config.dc_feature_split not in FEATURE_SPLITS:
+        raise VCLInputError(f"dc_feature_split={config.dc_feature_split!r}; use one of {', '.join(FEATURE_SPLITS)}.")
+    if config.dc_public_rows < 0:
+        raise VCLInputError(f"dc_public_rows={config.dc_public_rows}; use 0 or more rows.")
+    if config.dc_collab_dim < 0:
+        raise VCLInputError(f"dc_collab_dim={config.dc_collab_dim}; use 0 (automatic) or a positive dimension.")
+    if config.dc_smote_alpha <= 0:
+        raise VCLInputError(f"dc_smote_alpha={config.dc_smote_alpha}; use a positive alpha (1.5 keeps the variance).")
+    if config.dc_tsvd_delta < 0:
+        raise VCLInputError(f"dc_tsvd_delta={config.dc_tsvd_delta}; use a perturbation delta >= 0.")
+    if "dc_smote" in runs and not 1 <= config.dc_smote_k <= config.dc_public_rows - 1:
+        raise VCLInputError(
+            f"dc_smote_k={config.dc_smote_k} with dc_public_rows={config.dc_public_rows}; "
+            "use 1 <= dc_smote_k <= dc_public_rows - 1."
+        )
+    make_reduction(config.dc_reduction, 1, 0)
+    make_central(config.dc_central, 0)
+    make_interpretable(config.dc_interpretable, config.dc_tree_splits, 0)
 
 
 def ascii_method(config: RunConfig, method: str) -> str:
@@ -215,8 +268,64 @@ def organization_devices(device: torch.device, count: int) -> list[torch.device]
     return [device] * count
 
 
-def build_protocol(config: RunConfig, data: VerticalData, method: str | None = None) -> Protocol:
-    method = ascii_method(config, method or config.method)
+def build_collaboration(config: RunConfig, data: GridData, method: str) -> Protocol:
+    """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d parties."""
+    options = DCOptions(
+        anchor=method.removeprefix("dc_"),
+        reduction=config.dc_reduction,
+        dim=config.dc_dim,
+        collab_dim=config.dc_collab_dim,
+        central=config.dc_central,
+        interpretable=config.dc_interpretable,
+        tree_splits=config.dc_tree_splits,
+        top_t=config.dc_top_t,
+    )
+    workers = [
+        [
+            DCWorker(
+                view,
+                (i, j),
+                data.column_groups[j],
+                data.group_labels[i],
+                data.public,
+                data.num_classes,
+                options,
+                config.seed,
+            )
+            for j, view in enumerate(row)
+        ]
+        for i, row in enumerate(data.parties)
+    ]
+    for w in (w for row in workers for w in row):
+        _ = w.dim  # a party too small for dc_dim fails here, before any work
+    task = Task(data.task, data.num_classes, "ce")
+    federation = Federation([w for row in workers for w in row])
+    evaluation = Evaluation({s: data.full(s) for s in data.labels}, data.labels, options, config.seed)
+    args = (task, federation, data.labels, workers, evaluation, options)
+    if method == "centralized":
+        return Centralized(*args, seed=config.seed)
+    if method == "local":
+        return Local(*args, seed=config.seed)
+    construction = make_anchor_construction(
+        options.anchor,
+        config.dc_anchor_rows,
+        config.dc_smote_k,
+        config.dc_smote_alpha,
+        config.dc_tsvd_rank,
+        config.dc_tsvd_delta,
+    )
+    protocol = DataCollaboration(
+        *args, construction=construction, layout=GridLayout(len(workers), data.column_groups), seed=config.seed
+    )
+    protocol.name = method
+    return protocol
+
+
+def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str | None = None) -> Protocol:
+    method = method or config.method
+    if method in DC_METHODS:
+        return build_collaboration(config, data, method)
+    method = ascii_method(config, method)
     device = resolve_device(config.device)
     task = make_task(config, data)
     m_all = len(data.views)

@@ -16,15 +16,35 @@ from pathlib import Path
 import torch
 
 from callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
-from datamodules import IMAGE_DATASETS, SEQUENCE_DATASETS, ImageDataModule, SequenceDataModule, TabularDataModule
-from vcl.config import RunConfig
+from datamodules import (
+    IMAGE_DATASETS,
+    SEQUENCE_DATASETS,
+    GridDataModule,
+    ImageDataModule,
+    SequenceDataModule,
+    TabularDataModule,
+)
+from vcl.config import DC_METHODS, RunConfig
 from vcl.errors import VCLInputError
-from vcl.methods import build_protocol, check_config
+from vcl.methods import build_protocol, check_config, compare_methods
 from vcl.protocols import Protocol
 
 
 def datamodule_for(config: RunConfig):
-    """The data module the config's dataset needs: image patches, sequence feature groups, or table columns."""
+    """The data module the run needs: c × d parties (DC), image patches, sequence feature groups, or columns."""
+    if config.method in DC_METHODS:
+        return GridDataModule(
+            dataset=config.dataset,
+            row_groups=config.dc_row_groups,
+            column_groups=config.dc_column_groups,
+            feature_split=config.dc_feature_split,
+            public_rows=config.dc_public_rows,
+            seed=config.seed,
+            split_seed=config.split_seed,
+            test_fraction=config.test_fraction,
+            standardize=config.dc_standardize,
+            assignment=config.assignment or None,
+        )
     if config.dataset in IMAGE_DATASETS:
         return ImageDataModule(
             dataset=config.dataset,
@@ -140,7 +160,9 @@ class Run:
             "rounds": recs,
             "bytes_sent": self.protocol.federation.channel.total_bytes(),
             "seconds": self.seconds,
-            "stored_parameters": sum(o.stored_parameters() for o in self.protocol.federation.organizations),
+            "stored_parameters": sum(  # torch parameters kept for prediction (GAL organizations)
+                o.stored_parameters() for o in self.protocol.federation.organizations if hasattr(o, "stored_parameters")
+            ),
             "compare": compare,
             "config": self.config.to_dict(),
         }
@@ -214,7 +236,7 @@ def train(
         callbacks = default_callbacks(config, verbose) if write else []
     run_rounds(run, callbacks, config.rounds)
     compare = {}
-    for method in config.compare:
+    for method in compare_methods(config):
         if method == config.method:
             continue
         other = Run(config, build_protocol(config, dm.data, method), out_dir, verbose=False)

@@ -1,7 +1,9 @@
-"""Protocols run at Alice: GAL (and its AL / Alone / Joint configurations), Late and Interm fusion, ASCII."""
+"""Protocols: GAL (and its AL / Alone / Joint configurations), Late and Interm fusion and ASCII, run at
+Alice; DC analysis (and its Centralized / Local references), run at the DC master."""
 
 from vcl.protocols.ascii import ASCIIOptions, AssistedClassification, IgnoranceAgent
 from vcl.protocols.base import Protocol
+from vcl.protocols.dc import Centralized, DataCollaboration, Local
 from vcl.protocols.gal import GALOptions, GradientAssistedLearning
 from vcl.protocols.interm import IntermFusion
 from vcl.protocols.late import LateFusion
@@ -9,10 +11,13 @@ from vcl.protocols.late import LateFusion
 __all__ = [
     "ASCIIOptions",
     "AssistedClassification",
-    "IgnoranceAgent",
+    "Centralized",
+    "DataCollaboration",
     "GALOptions",
     "GradientAssistedLearning",
+    "IgnoranceAgent",
     "IntermFusion",
     "LateFusion",
+    "Local",
     "Protocol",
 ]
