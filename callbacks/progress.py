@@ -9,18 +9,19 @@ class ProgressTable(RoundCallback):
     def on_run_start(self, run) -> None:
         splits = list(run.protocol.labels)
         self.splits = splits
-        cols = ["round", "train loss", *[f"{s} {run.metric_name}" for s in splits], "eta", "bytes sent"]
+        self.extra = run.protocol.progress_header
+        extra = [self.extra] if self.extra else []
+        cols = ["round", "train loss", *[f"{s} {run.metric_name}" for s in splits], *extra, "bytes sent"]
         run.log(f"{run.protocol.name} on {run.config.dataset}: {len(run.organization_names)} organizations")
         run.log(" | ".join(f"{c:>12}" for c in cols))
 
     def on_round_end(self, run, record: dict) -> None:
-        eta = record.get("eta")
-        eta = "" if eta is None else (f"{eta:.4g}" if not isinstance(eta, list) else f"{eta[-1]:.4g}…")
+        extra = [run.protocol.progress_value(record)] if self.extra else []
         cells = [
             str(record["round"]),
             f"{record['train_loss']:.4f}",
             *[f"{record['metrics'][s]:.4f}" for s in self.splits],
-            eta,
+            *extra,
             str(record["bytes_sent"]),
         ]
         run.log(" | ".join(f"{c:>12}" for c in cells))

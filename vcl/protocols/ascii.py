@@ -196,7 +196,13 @@ class AssistedClassification(Protocol):
     """ASCII and its variants over a federation of :class:`IgnoranceAgent` s (Alice first)."""
 
     name = "ascii"
+    progress_header = "min alpha"
     starts_from_prior = False  # g_{0:0} = 0
+
+    def progress_value(self, record: dict) -> str:
+        """The smallest model weight α of the round (the paper stops at α ≤ 0)."""
+        alphas = record.get("alphas") or []
+        return f"{min(alphas):.4g}" if alphas else ""
 
     def __init__(self, task, federation, labels, options: ASCIIOptions | None = None, seed: int = 0):
         super().__init__(task, federation, labels, seed)

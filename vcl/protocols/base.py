@@ -20,6 +20,7 @@ class Protocol:
     name = "protocol"
     max_rounds: int | None = None  # a protocol with a fixed number of rounds (Late: 1)
     starts_from_prior = True  # F = F⁰ + Σ_t Σ_m c_m^t f_m^t; Late fusion has no F⁰ term
+    progress_header = "eta"  # the protocol's own column in the console's per-round table ("" for none)
 
     def __init__(self, task: Task, federation: Federation, labels: dict[str, Tensor], seed: int = 0):
         self.task = task
@@ -52,6 +53,11 @@ class Protocol:
                 if c:
                     F = F + c * outputs[m][str(record["round"])].to(F.device)
         return F
+
+    def progress_value(self, record: dict) -> str:
+        """The round's entry in the ``progress_header`` column: GAL's assisted learning rate η."""
+        eta = record.get("eta")
+        return "" if eta is None else (f"{eta:.4g}" if not isinstance(eta, list) else f"{eta[-1]:.4g}…")
 
     def train_loss(self) -> float:
         return float(self.task.loss_value(self.F["train"], self.labels["train"]))

@@ -333,6 +333,7 @@ class Evaluation:
 
 
 class CollaborationProtocol(Protocol):
+    progress_header = ""
     """One-shot protocols over c × d workers; ``F`` holds the analysis' class scores (N × K)."""
 
     name = "dc"
