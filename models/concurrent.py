@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 
-from models.residual import ResidualRegressor, build_optimizer
+from models.residual import ResidualRegressor, build_optimizer, step
 from vcl.losses import local_loss
 
 _SHARED = (
@@ -102,7 +102,9 @@ def fit_concurrently(
     opt, sched = build_optimizer(
         params.values(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer
     )
-    scaler = torch.amp.GradScaler(device.type, enabled=hp.precision == "16-mixed")
+    scaler = torch.amp.GradScaler(device.type) if hp.precision == "16-mixed" else None
+    stacked = list(params.values())
+    clip = (lambda: _clip_per_model(stacked, hp.grad_clip)) if hp.grad_clip else None
     n, m = targets.shape[0], len(learners)
     gens = [torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners]
     y_all = targets.expand(m, *targets.shape)
@@ -123,12 +125,7 @@ def fit_concurrently(
             opt.zero_grad(set_to_none=True)
             with learners[0]._autocast(device):
                 loss = local_loss(forward(params, buffers, xb).float(), yb, hp.loss, wb)
-            scaler.scale(loss).backward()
-            if hp.grad_clip:
-                scaler.unscale_(opt)
-                _clip_per_model(list(params.values()), hp.grad_clip)
-            scaler.step(opt)
-            scaler.update()
+            step(loss, opt, scaler, clip)
         sched.step()
     with torch.no_grad():
         for i, lr in enumerate(learners):

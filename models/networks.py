@@ -68,8 +68,10 @@ def build_network(
     if arch == "mlp":
         flat = math.prod(in_shape)
         width = hidden[-1] if hidden else flat
-        trunk = build_mlp(flat, 1, hidden)[:-1]  # the Linear-ReLU blocks
-        extractor = nn.Sequential(nn.Flatten(), *trunk) if len(in_shape) > 1 else nn.Sequential(*trunk)
+        trunk: list[nn.Module] = [nn.Flatten()] if len(in_shape) > 1 else []
+        for i, h in enumerate(hidden):  # the Linear-ReLU blocks
+            trunk += [nn.Linear(hidden[i - 1] if i else flat, h), nn.ReLU()]
+        extractor = nn.Sequential(*trunk)
     elif arch == "cnn":
         if len(in_shape) != 3:
             raise ValueError(f"the cnn learner needs images (C, H, W); this organization's rows have shape {in_shape}.")

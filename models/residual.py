@@ -14,6 +14,8 @@ With full batches both engines take the same optimizer steps (a test holds them 
 
 from __future__ import annotations
 
+import contextlib
+
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
@@ -34,6 +36,23 @@ def build_optimizer(
         opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
     return opt, sched
+
+
+def step(loss: Tensor, opt, scaler, clip) -> None:
+    """backward, optional gradient clipping (``clip`` is None or a callable), optimizer step; with a
+    GradScaler (fp16) the loss is scaled and the gradients unscaled before clipping."""
+    if scaler is None:
+        loss.backward()
+        if clip is not None:
+            clip()
+        opt.step()
+        return
+    scaler.scale(loss).backward()
+    if clip is not None:
+        scaler.unscale_(opt)
+        clip()
+    scaler.step(opt)
+    scaler.update()
 
 
 class ResidualRegressor(pl.LightningModule):
@@ -125,8 +144,9 @@ class ResidualRegressor(pl.LightningModule):
     def _autocast(self, device: torch.device):
         """Mixed precision for the fast engine: bf16 (``bf16-mixed``) or fp16 (``16-mixed``) autocast."""
         precision = self.hparams.precision
-        dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
-        return torch.autocast(device.type, dtype=dtype, enabled=precision != "32-true")
+        if precision == "32-true":
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16)
 
     def _fit_fast(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
         """Minibatch SGD with the data resident on its device: no DataLoader, no host round trips per step."""
@@ -134,7 +154,7 @@ class ResidualRegressor(pl.LightningModule):
         self.train()
         conf = self.configure_optimizers()
         opt, sched = conf["optimizer"], conf["lr_scheduler"]["scheduler"]
-        scaler = torch.amp.GradScaler(x.device.type, enabled=hp.precision == "16-mixed")
+        scaler = torch.amp.GradScaler(x.device.type) if hp.precision == "16-mixed" else None
         n = x.shape[0]
         gen = torch.Generator(device="cpu").manual_seed(hp.seed)
         params = list(self.parameters())
@@ -148,12 +168,12 @@ class ResidualRegressor(pl.LightningModule):
                 opt.zero_grad(set_to_none=True)
                 with self._autocast(x.device):
                     loss = self.loss_on(batch)
-                scaler.scale(loss).backward()
-                if hp.grad_clip:
-                    scaler.unscale_(opt)
-                    torch.nn.utils.clip_grad_norm_(params, hp.grad_clip)
-                scaler.step(opt)
-                scaler.update()
+                step(
+                    loss,
+                    opt,
+                    scaler,
+                    (lambda: torch.nn.utils.clip_grad_norm_(params, hp.grad_clip)) if hp.grad_clip else None,
+                )
             sched.step()
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
