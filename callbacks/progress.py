@@ -7,7 +7,7 @@ from callbacks.base import RoundCallback
 
 class ProgressTable(RoundCallback):
     def on_run_start(self, run) -> None:
-        splits = list(run.protocol.labels)
+        splits = list(run.protocol.evaluate())  # the splits the protocol scores
         self.splits = splits
         cols = ["round", "train loss", *[f"{s} {run.metric_name}" for s in splits], "eta", "bytes sent"]
         run.log(f"{run.protocol.name} on {run.config.dataset}: {len(run.organization_names)} organizations")
