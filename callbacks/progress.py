@@ -7,7 +7,7 @@ from callbacks.base import RoundCallback
 
 class ProgressTable(RoundCallback):
     def on_run_start(self, run) -> None:
-        splits = list(run.protocol.labels)
+        splits = list(run.protocol.evaluate())  # the splits the protocol scores
         self.splits = splits
         self.extra = run.protocol.progress_header
         extra = [self.extra] if self.extra else []

@@ -1,8 +1,9 @@
 """LightningDataModules that split one dataset into per-organization views: table columns, image
-patches, sequence feature groups, or c × d parties (DC)."""
+patches, sequence feature groups, c × d parties (DC), or two partly overlapping parties (MPDL)."""
 
 from datamodules.grid import GridData, GridDataModule
 from datamodules.image import IMAGE_DATASETS, ImageDataModule, patch_boxes, patch_grid, split_image_views
+from datamodules.overlap import OverlapData, OverlapDataModule
 from datamodules.sequence import SEQUENCE_DATASETS, SequenceDataModule, synthetic_sequences
 from datamodules.sources import DATASETS, Table, load_table
 from datamodules.tabular import TabularDataModule, VerticalData, named_column_split, random_column_split
@@ -14,6 +15,8 @@ __all__ = [
     "IMAGE_DATASETS",
     "SEQUENCE_DATASETS",
     "ImageDataModule",
+    "OverlapData",
+    "OverlapDataModule",
     "SequenceDataModule",
     "Table",
     "TabularDataModule",

@@ -17,7 +17,8 @@ from vcl.errors import VCLInputError
 
 ASCII_METHODS = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
 DC_METHODS = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
-METHODS = ("gal", "alone", "joint", "al", "late", "interm", *ASCII_METHODS, *DC_METHODS)
+MPDL_METHODS = ("mpdl", "ftl")
+METHODS = ("gal", "alone", "joint", "al", "late", "interm", *ASCII_METHODS, *DC_METHODS, *MPDL_METHODS)
 
 
 def _f(default, help: str, **kw):
@@ -107,7 +108,7 @@ class RunConfig:
     compare: list = _f(
         ["alone"],
         "methods also run for comparison; final metrics go beside the main one (ASCII: alone/joint mean "
-        "single/oracle; DC: alone means local)",
+        "single/oracle; DC: alone means local; MPDL: alone means ftl)",
     )
     early_stop_eta: float = _f(0.0, "stop when |eta| falls below this (0: off)")
     # --- ASCII (ascii, ascii_simple, ascii_random, ensemble_adaboost, single, oracle) ---------------
@@ -146,6 +147,23 @@ class RunConfig:
     dc_tsvd_rank: int = _f(3, "DC TSVD: rank of each party's truncated SVD")
     dc_tsvd_delta: float = _f(0.1, "DC TSVD: perturbation delta of the N(0, 1) noise added to it")
     dc_top_t: int = _f(3, "DC: t of Dice_t, the top-t essential features compared with Centralized's")
+    # --- MPDL, multi-party dual learning (methods mpdl, ftl) -------------------------------------------------
+    mpdl_gamma: float = _f(0.1, "MPDL: co-occurrence probability gamma (D_C = N[0, g], D_B = N(g, 0.5+g/2], D_A rest)")
+    mpdl_epsilon: float = _f(0.5, "MPDL: privacy budget epsilon of the DP layer h0 (0: no privacy, epsilon = inf)")
+    mpdl_lambda: float = _f(0.01, "MPDL: Lagrange weight lambda of the duality regularizer (eq. 11)")
+    mpdl_folds: int = _f(5, "MPDL: K, folds of the co-occurring rows for dual cross-validation (Algorithm 1)")
+    mpdl_threshold: float = _f(0.15, "MPDL: T, stop when V_D - V_C > T on the validation fold")
+    mpdl_max_iterations: int = _f(2, "MPDL: m, maximum iterations of Algorithm 1 (one round each; capped by rounds)")
+    mpdl_dual_epochs: int = _f(10, "MPDL: epochs of dual learning per iteration (FTL: autoencoder epochs)")
+    mpdl_central_epochs: int = _f(20, "MPDL: epochs of each central (split-network) model")
+    mpdl_lr: float = _f(0.1, "MPDL: SGD learning rate of the dual, central and FTL models")
+    mpdl_batch_size: int = _f(32, "MPDL: minibatch size of dual and central training")
+    mpdl_hidden: int = _f(0, "MPDL: hidden width of the dual MLPs (0: (in + out)/2)")
+    mpdl_paillier: bool = _f(False, "MPDL: encrypt the density differences with Paillier (slow; false: plaintext)")
+    mpdl_key_bits: int = _f(1024, "MPDL: Paillier modulus bits")
+    mpdl_psi_bits: int = _f(2048, "MPDL: MODP group of the private set intersection: 1024 or 2048 bits")
+    mpdl_max_rows: int = _f(0, "MPDL: use only the first N rows of a (shuffled) dataset (0: all)")
+    mpdl_ftl_dim: int = _f(0, "MPDL FTL reference: common code dimension (0: min(64, min(d_A, d_B)/2))")
     out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>; DC: _<c>x<d>_)")
 
     # --- loading ------------------------------------------------------------------------------

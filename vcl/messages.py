@@ -156,6 +156,131 @@ class RawFeatures(Message):
         return {"train": self.values}
 
 
+@dataclass(frozen=True)
+class BlindedIDs(Message):
+    """MPDL PSI (:mod:`vcl.psi`): row IDs hashed into a group and blinded by secret exponents, one
+    group element per row as big-endian bytes (N × bytes(p), uint8). No raw or merely hashed ID."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"blinded": self.values}
+
+
+@dataclass(frozen=True)
+class IntersectionIndices(Message):
+    """MPDL PSI, A → B: positions in B's shuffled blinded list of the rows both hold, in A's row order."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"positions": self.values}
+
+
+@dataclass(frozen=True)
+class FoldAssignment(Message):
+    """MPDL, B → A: the fold (0..K−1) of each aligned co-occurring row (Algorithm 1's K shares of D_C)."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"fold": self.values}
+
+
+@dataclass(frozen=True)
+class PublicKey(Message):
+    """MPDL, a party's Paillier public modulus n as big-endian bytes (uint8)."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"n": self.values}
+
+
+@dataclass(frozen=True)
+class PerturbedMeans(Message):
+    """MPDL: a party's column means of its h₀ outputs, (1/L)(Σ_i x_ij + Lap(Δ/ε)) — eq. 14's φ_j/L, the
+    quantity the DP proof covers. The other party's dual model generates around them (its output shift)."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"means": self.values}
+
+
+@dataclass(frozen=True)
+class GeneratedData(Message):
+    """MPDL: a dual model's output — the sender's estimate of the receiver's (perturbed) features of the
+    rows named by the protocol (co-occurring minibatch, B-only rows, A-only rows), N × d_receiver."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"generated": self.values}
+
+
+@dataclass(frozen=True)
+class OutputGradient(Message):
+    """MPDL Algorithm 2: the plaintext part of the gradient w.r.t. the generated data the receiver sent,
+    ∇ℓ_align + λ∇log P(x̂)·(log P(x̂) − log P(x)) (N × d_sender)."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"gradient": self.values}
+
+
+@dataclass(frozen=True)
+class DensityDifference(Message):
+    """MPDL Algorithm 2: the sender's log P(x̂) − log P(x) per row, under its own Paillier key
+    (``ciphertexts`` N × bytes, ``exponents`` N) or, with encryption off, in plaintext (``values``)."""
+
+    values: Tensor | None = field(repr=False, default=None)
+    ciphertexts: Tensor | None = field(repr=False, default=None)
+    exponents: Tensor | None = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        if self.ciphertexts is not None:
+            return {"ciphertexts": self.ciphertexts, "exponents": self.exponents}
+        return {"values": self.values}
+
+
+@dataclass(frozen=True)
+class CrossGradient(Message):
+    """MPDL Algorithm 2: λ∇log P(x̂)·[[log P(x) − log P(x̂)]] of the receiver's density difference, still
+    under the receiver's key (N·d ciphertexts), or in plaintext with encryption off (N × d)."""
+
+    values: Tensor | None = field(repr=False, default=None)
+    ciphertexts: Tensor | None = field(repr=False, default=None)
+    exponents: Tensor | None = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        if self.ciphertexts is not None:
+            return {"ciphertexts": self.ciphertexts, "exponents": self.exponents}
+        return {"values": self.values}
+
+
+@dataclass(frozen=True)
+class Activations(Message):
+    """Split network (MPDL Section III-C3, FTL): a party's bottom-layer outputs z = x·W (or its shared
+    representation) on a minibatch, party → collaborator."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"activations": self.values}
+
+
+@dataclass(frozen=True)
+class ActivationGradient(Message):
+    """Split network: the errors δ of the collaborator's first layer w.r.t. a party's activations (eq. 18)."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"gradient": self.values}
+
+
 def _nbytes(t: Tensor) -> int:
     return t.numel() * t.element_size()
 

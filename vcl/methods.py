@@ -17,20 +17,24 @@ from models import (
 )
 from models.residual import PRECISIONS
 from vcl.anchors import GridLayout, make_anchor_construction
-from vcl.config import ASCII_METHODS, DC_METHODS, METHODS, RunConfig
+from vcl.config import ASCII_METHODS, DC_METHODS, METHODS, MPDL_METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.losses import check_local_loss
 from vcl.organization import FeatureView, Organization, seed_for
+from vcl.paillier import check_key_bits
 from vcl.privacy import make_mechanism
 from vcl.protocols import (
     ASCIIOptions,
     AssistedClassification,
+    FederatedTransfer,
     GALOptions,
     GradientAssistedLearning,
     IgnoranceAgent,
     IntermFusion,
     LateFusion,
+    MPDLOptions,
+    MultiPartyDualLearning,
     Protocol,
 )
 from vcl.protocols.ascii import STOPS
@@ -45,6 +49,7 @@ from vcl.protocols.dc import (
     make_interpretable,
     make_reduction,
 )
+from vcl.psi import check_psi_bits
 from vcl.tasks import Task
 
 REGRESSION_L1_DATASETS = ("diabetes", "boston")
@@ -138,13 +143,66 @@ def check_config(config: RunConfig) -> None:
             if v != "half" and not (isinstance(v, int) and v >= 0):
                 raise VCLInputError(f"{key} lists {v!r}; give organization indices (0 is Alice) or half.")
     check_dc_config(config)
+    check_mpdl_config(config)
 
 
 def compare_methods(config: RunConfig) -> list[str]:
-    """The methods run beside the main one; for a DC method, ``alone`` is its Local reference."""
+    """The methods run beside the main one; ``alone`` is DC's Local reference and MPDL's FTL reference."""
     if config.method in DC_METHODS:
         return list(dict.fromkeys("local" if m == "alone" else m for m in config.compare))
+    if config.method in MPDL_METHODS:
+        return list(dict.fromkeys("ftl" if m == "alone" else m for m in config.compare))
     return list(config.compare)
+
+
+def check_mpdl_config(config: RunConfig) -> None:
+    """The MPDL options (checked for every method, so a shipped config never hides a bad value)."""
+    runs = [config.method, *compare_methods(config)]
+    if any(m in MPDL_METHODS for m in runs) and not all(m in MPDL_METHODS for m in runs):
+        raise VCLInputError(
+            f"method={config.method!r} with compare={config.compare} mixes MPDL methods ({', '.join(MPDL_METHODS)}) "
+            "with others; they split the rows differently, so compare MPDL methods only with each other."
+        )
+    if not 0.0 < config.mpdl_gamma < 1.0:
+        raise VCLInputError(
+            f"mpdl_gamma={config.mpdl_gamma}; use a co-occurrence probability strictly between 0 and 1."
+        )
+    if config.mpdl_epsilon < 0:
+        raise VCLInputError(f"mpdl_epsilon={config.mpdl_epsilon}; use a privacy budget > 0, or 0 for no privacy.")
+    if config.mpdl_lambda < 0:
+        raise VCLInputError(f"mpdl_lambda={config.mpdl_lambda}; use a weight >= 0 (0 turns the duality term off).")
+    if config.mpdl_folds < 2:
+        raise VCLInputError(f"mpdl_folds={config.mpdl_folds}; use at least 2 folds (the paper: 5).")
+    for key in ("mpdl_max_iterations", "mpdl_dual_epochs", "mpdl_central_epochs", "mpdl_batch_size"):
+        if getattr(config, key) < 1:
+            raise VCLInputError(f"{key}={getattr(config, key)}; use at least 1.")
+    if config.mpdl_lr <= 0:
+        raise VCLInputError(f"mpdl_lr={config.mpdl_lr}; use a positive learning rate (the paper: 0.1).")
+    for key in ("mpdl_hidden", "mpdl_max_rows", "mpdl_ftl_dim"):
+        if getattr(config, key) < 0:
+            raise VCLInputError(f"{key}={getattr(config, key)}; use a positive number, or 0 for the default.")
+    check_key_bits(config.mpdl_key_bits)
+    check_psi_bits(config.mpdl_psi_bits)
+
+
+def mpdl_options(config: RunConfig) -> MPDLOptions:
+    return MPDLOptions(
+        gamma=config.mpdl_gamma,
+        epsilon=config.mpdl_epsilon,
+        lam=config.mpdl_lambda,
+        folds=config.mpdl_folds,
+        threshold=config.mpdl_threshold,
+        iterations=min(config.mpdl_max_iterations, config.rounds),
+        dual_epochs=config.mpdl_dual_epochs,
+        central_epochs=config.mpdl_central_epochs,
+        lr=config.mpdl_lr,
+        batch_size=config.mpdl_batch_size,
+        paillier=config.mpdl_paillier,
+        key_bits=config.mpdl_key_bits,
+        psi_bits=config.mpdl_psi_bits,
+        hidden=config.mpdl_hidden,
+        ftl_dim=config.mpdl_ftl_dim,
+    )
 
 
 def check_dc_config(config: RunConfig) -> None:
@@ -325,6 +383,10 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
     method = method or config.method
     if method in DC_METHODS:
         return build_collaboration(config, data, method)
+    if method in MPDL_METHODS:
+        task = Task(data.task, data.num_classes, "ce")
+        cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
+        return cls(task, data, mpdl_options(config), seed=config.seed)
     method = ascii_method(config, method)
     device = resolve_device(config.device)
     task = make_task(config, data)

@@ -26,6 +26,12 @@ def _bounds(values: Tensor, quantiles: tuple[float, float]) -> tuple[Tensor, Ten
     return a, b
 
 
+def laplace(shape, scale, generator: torch.Generator, device=None, dtype=torch.float32) -> Tensor:
+    """Laplace(0, ``scale``) draws by inverse transform of one seeded uniform per entry."""
+    u = torch.rand(shape, generator=generator, device=device, dtype=dtype) - 0.5
+    return -scale * torch.sign(u) * torch.log1p(-2.0 * u.abs())
+
+
 class LaplaceMechanism:
     def __init__(self, alpha: float = 1.0, quantiles: tuple[float, float] = (0.025, 0.975)):
         if alpha <= 0:
@@ -38,8 +44,7 @@ class LaplaceMechanism:
 
     def __call__(self, values: Tensor, generator: torch.Generator) -> Tensor:
         a, b = _bounds(values, self.quantiles)
-        u = torch.rand(values.shape, generator=generator, device=values.device, dtype=values.dtype) - 0.5
-        noise = -((b - a) / self.alpha) * torch.sign(u) * torch.log1p(-2.0 * u.abs())
+        noise = laplace(values.shape, (b - a) / self.alpha, generator, values.device, values.dtype)
         return values.clamp(a, b) + noise
 
 
@@ -62,3 +67,35 @@ def make_mechanism(name: str, alpha: float = 1.0):
     if name not in MECHANISMS:
         raise VCLInputError(f"privacy={name!r} is unknown; use one of {', '.join(MECHANISMS)}.")
     return None if name == "none" else LaplaceMechanism(alpha) if name == "dp" else IntervalPrivacy()
+
+
+class FeatureDPLayer:
+    """MPDL's feature-oriented differentially private affine layer h₀ (Section III-C1, eqs 12–16).
+
+    Inputs are min–max normalized to [0, 1] with the party's own training rows (clipped), then perturbed
+    by ``(1/L)·Lap(Δ/ε)`` per input feature, the same draw for all L rows (eq. 14: summed over the L rows
+    it is one ``Lap(Δ/ε)`` on each feature's sum), with the sensitivity ``Δ = 2·|h₀|·L`` (eq. 13). The
+    affine map is the identity (|h₀| = d neurons, W = I, b = 0), so h₀'s output lives in the data's own
+    space, which the paper's inference MAE between raw and inferred data presupposes (Section IV-F).
+    ``epsilon = 0`` means no privacy (ε = ∞). The layer is drawn once: everything downstream of the
+    party — its dual model, what it sends, the split network's bottom layer — sees only its output.
+    """
+
+    def __init__(self, train: Tensor, epsilon: float, generator: torch.Generator):
+        if epsilon < 0:
+            raise VCLInputError(f"mpdl_epsilon={epsilon}; use a privacy budget > 0, or 0 for no privacy (ε = ∞).")
+        self.low = train.min(0).values
+        span = train.max(0).values - self.low
+        self.span = torch.where(span > 0, span, torch.ones_like(span))
+        self.rows, self.width = train.shape[0], train.shape[1]  # L and |h₀|
+        self.epsilon = epsilon
+        self.sensitivity = 2.0 * self.width * self.rows  # Δ = 2·|h₀|·L
+        self.scale = self.sensitivity / epsilon if epsilon > 0 else 0.0  # Δ/ε
+        draw = laplace((self.width,), self.scale, generator) if epsilon > 0 else torch.zeros(self.width)
+        self.offset = draw / self.rows  # (1/L)·Lap(Δ/ε), identical for every row
+
+    def normalize(self, x: Tensor) -> Tensor:
+        return ((x - self.low) / self.span).clamp(0.0, 1.0)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.normalize(x) + self.offset

@@ -21,17 +21,30 @@ from datamodules import (
     SEQUENCE_DATASETS,
     GridDataModule,
     ImageDataModule,
+    OverlapDataModule,
     SequenceDataModule,
     TabularDataModule,
 )
-from vcl.config import DC_METHODS, RunConfig
+from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.methods import build_protocol, check_config, compare_methods
 from vcl.protocols import Protocol
 
 
 def datamodule_for(config: RunConfig):
-    """The data module the run needs: c × d parties (DC), image patches, sequence feature groups, or columns."""
+    """The data module the run needs: c × d parties (DC), two partly overlapping parties (MPDL), image
+    patches, sequence feature groups, or columns."""
+    if config.method in MPDL_METHODS:
+        return OverlapDataModule(
+            dataset=config.dataset,
+            gamma=config.mpdl_gamma,
+            seed=config.seed,
+            split_seed=config.split_seed,
+            test_fraction=config.test_fraction,
+            assignment=config.assignment or None,
+            root=config.data_root,
+            max_rows=config.mpdl_max_rows,
+        )
     if config.method in DC_METHODS:
         return GridDataModule(
             dataset=config.dataset,

@@ -1,0 +1,331 @@
+"""MPDL: the overlap split, PSI, the DP layer h₀, the KDE and the duality gradient (eqs 9, 10, 17), Paillier
+against plaintext, the boundary (only named messages, no raw rows), resume, and bad input."""
+
+import hashlib
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import gaussian_kde, norm
+
+from callbacks import RoundCheckpoint
+from datamodules.overlap import OverlapDataModule, PartyData, image_masks, overlap_counts
+from vcl.config import RunConfig
+from vcl.dual import DualParty, duality_loss
+from vcl.errors import VCLInputError
+from vcl.kde import GaussianKDE, bandwidth
+from vcl.messages import Channel
+from vcl.methods import check_config
+from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
+from vcl.privacy import FeatureDPLayer
+from vcl.psi import PSIParty, decode, hash_to_group, private_set_intersection
+from vcl.runner import train
+
+MPDL_KINDS = {
+    "BlindedIDs",
+    "IntersectionIndices",
+    "FoldAssignment",
+    "PerturbedMeans",
+    "PublicKey",
+    "GeneratedData",
+    "OutputGradient",
+    "DensityDifference",
+    "CrossGradient",
+    "Activations",
+    "ActivationGradient",
+    "Labels",
+}
+
+
+def mpdl_config(tmp_path, **overrides) -> RunConfig:
+    values = {
+        "method": "mpdl",
+        "dataset": "breast_cancer",
+        "test_fraction": 0.1,
+        "mpdl_gamma": 0.2,
+        "mpdl_max_rows": 240,
+        "mpdl_dual_epochs": 2,
+        "mpdl_central_epochs": 3,
+        "mpdl_psi_bits": 1024,
+        "compare": [],
+        "device": "cpu",
+        "out": str(tmp_path / "mpdl"),
+    }
+    return RunConfig.from_dict({**values, **overrides})
+
+
+# --- the split ------------------------------------------------------------------------------------------
+def test_overlap_split_row_counts_and_who_holds_what():
+    dm = OverlapDataModule("breast_cancer", gamma=0.2, seed=1, test_fraction=0.1)
+    dm.setup()
+    d = dm.data
+    n = 569 - d.counts["test"]
+    assert d.counts["test"] == 57
+    assert d.counts == {**overlap_counts(n, 0.2), "test": 57}
+    assert (d.counts["overlap"], d.counts["b_only"]) == (round(n * 0.2), round(n * 0.6) - round(n * 0.2))
+    shared = set(d.a.ids) & set(d.b.ids)
+    assert len(shared) == d.counts["overlap"]
+    assert len(d.a.ids) == d.counts["overlap"] + d.counts["a_only"]
+    assert len(d.b.ids) == d.counts["overlap"] + d.counts["b_only"]
+    assert d.a.labels is None and len(d.b.labels) == len(d.b.ids)
+    assert d.a.num_features + d.b.num_features == 30 and not set(d.a.columns) & set(d.b.columns)
+    assert d.a.test.shape == (57, d.a.num_features) and d.b.test.shape == (57, d.b.num_features)
+    assert d.a.ids != sorted(d.a.ids)  # each party lists its rows in its own order
+
+
+def test_image_masks_are_the_papers():
+    a, b = image_masks(1, 28, 28)
+    assert a.sum() == 18 * 28 and b.sum() == 28 * 28 - 14 * 16
+    img_a, img_b = a.reshape(28, 28), b.reshape(28, 28)
+    assert img_a[10:].all() and not img_a[:10].any()  # A: the bottom 18 rows
+    assert not img_b[14:, 12:].any() and img_b[:14].all()  # B: stained lower-right 14 × 16 corner
+    a, b = image_masks(3, 32, 32)
+    assert a.sum() == 3 * 20 * 32 and b.sum() == 3 * (32 * 32 - 16 * 18)
+    dm = OverlapDataModule("digits_image", gamma=0.2, test_fraction=0.1)
+    dm.setup()
+    assert dm.data.a.num_features == 5 * 8 and dm.data.b.num_features == 64 - 4 * 5
+
+
+# --- PSI --------------------------------------------------------------------------------------------------
+def test_psi_finds_exactly_the_intersection_and_no_raw_id_crosses():
+    rng = np.random.default_rng(0)
+    ids_a = [f"user{i}" for i in rng.permutation(60)]
+    ids_b = [f"user{i}" for i in rng.permutation(np.arange(40, 120))]
+    sent = []
+    channel = Channel(transport=lambda m: sent.append(m) or m)
+    a_rows, b_rows, fold = private_set_intersection(
+        PSIParty("a", ids_a, 1024), PSIParty("b", ids_b, 1024, shuffle_seed=3), channel, 1, 5, 0
+    )
+    assert sorted(ids_a[i] for i in a_rows) == sorted(set(ids_a) & set(ids_b))
+    assert [ids_a[i] for i in a_rows] == [ids_b[j] for j in b_rows]  # one agreed order
+    assert sorted(np.bincount(fold)) == [4, 4, 4, 4, 4]
+    assert {r.kind for r in channel.records} == {"BlindedIDs", "IntersectionIndices", "FoldAssignment"}
+    p = PSIParty("x", ["z"], 1024).p
+    leaks = set()
+    for i in ids_a + ids_b:
+        digest = hashlib.sha256(i.encode()).digest()
+        leaks |= {int.from_bytes(digest, "big") % p, hash_to_group(i, p)}
+    blinded = [m for m in sent if m.kind == "BlindedIDs"]
+    assert len(blinded) == 3 and sum(len(m.values) for m in blinded) == 2 * len(ids_a) + len(ids_b)
+    for m in blinded:  # no payload is an ID's bytes, its hash, or its hash in the group
+        assert not leaks & set(decode(m.values))
+    raw = {i.encode() for i in ids_a + ids_b}
+    for m in sent:
+        for t in m.payload().values():
+            assert not any(r in t.numpy().tobytes() for r in raw)
+
+
+def test_psi_refuses_duplicate_ids_and_a_tiny_intersection():
+    with pytest.raises(VCLInputError, match="not unique"):
+        PSIParty("a", ["x", "x"], 1024)
+    with pytest.raises(VCLInputError, match="mpdl_folds"):
+        private_set_intersection(
+            PSIParty("a", list("abcdef"), 1024), PSIParty("b", list("defg"), 1024), Channel(), 1, 5, 0
+        )
+
+
+# --- h₀ ---------------------------------------------------------------------------------------------------
+def test_dp_layer_noise_matches_sensitivity_and_budget():
+    L, d, eps = 50, 4000, 0.5
+    x = torch.rand(L, d) * 7 - 3
+    layer = FeatureDPLayer(x, eps, torch.Generator().manual_seed(0))
+    assert layer.sensitivity == 2 * d * L and math.isclose(layer.scale, 2 * d * L / eps)
+    eta = layer.offset * L  # the Lap(Δ/ε) draw on each feature's sum (eq. 14)
+    assert abs(float(eta.abs().mean()) / layer.scale - 1) < 0.08  # E|Lap(b)| = b
+    assert abs(float(eta.median())) < 0.1 * layer.scale
+    out = layer(x)
+    assert torch.allclose(out - layer.normalize(x), layer.offset.expand(L, d))  # same perturbation on every row
+    clean = layer.normalize(x)
+    assert clean.min() == 0 and clean.max() == 1
+    assert math.isclose(float(clean.sum(0)[0] + eta[0]), float(out.sum(0)[0]), rel_tol=1e-4)
+    stronger = FeatureDPLayer(x, 0.05, torch.Generator().manual_seed(0))
+    assert torch.allclose(stronger.offset, layer.offset * 10, rtol=1e-4)  # scale ∝ 1/ε
+    assert not FeatureDPLayer(x, 0.0, torch.Generator()).offset.any()  # ε = 0: no privacy
+    with pytest.raises(VCLInputError, match="mpdl_epsilon"):
+        FeatureDPLayer(x, -1.0, torch.Generator())
+
+
+# --- KDE and the duality gradient ------------------------------------------------------------------------
+def test_kde_bandwidth_and_log_density_against_scipy_and_by_hand():
+    assert math.isclose(bandwidth(100), 1.05 * 100 ** (-0.2))
+    rng = np.random.default_rng(0)
+    sample = rng.normal(size=80)
+    kde = GaussianKDE(torch.from_numpy(sample)[:, None])
+    ref = gaussian_kde(sample, bw_method=kde.h / sample.std(ddof=1))
+    points = np.linspace(-3, 3, 13)
+    ours = kde.log_density(torch.from_numpy(points)[:, None]).numpy()
+    assert np.allclose(ours, ref.logpdf(points), atol=1e-10)
+    sample3 = rng.random((40, 3))
+    kde3 = GaussianKDE(torch.from_numpy(sample3))
+    x = rng.random((5, 3))
+    by_hand = np.log(np.mean(np.prod(norm.pdf((x[:, None] - sample3[None]) / kde3.h) / kde3.h, axis=2), axis=1))
+    assert np.allclose(kde3.log_density(torch.from_numpy(x)).numpy(), by_hand, atol=1e-10)
+    xt = torch.from_numpy(x).requires_grad_(True)
+    kde3.log_density(xt).sum().backward()
+    assert torch.allclose(kde3.grad_log_density(torch.from_numpy(x)), xt.grad, atol=1e-10)
+
+
+def parties(lam=0.5, paillier=False, seed=0):
+    rng = np.random.default_rng(seed)
+    n, da, db = 30, 3, 2
+    xa = torch.from_numpy(rng.random((n, da)).astype(np.float32))
+    xb = torch.from_numpy((xa[:, :2].numpy() * 0.8 + 0.1 * rng.random((n, db))).astype(np.float32))
+    ids = [f"id{i}" for i in range(n)]
+    a = PartyData("a", ["a1", "a2", "a3"], ids, xa, xa[:4])
+    b = PartyData("b", ["b1", "b2"], ids, xb, xb[:4], torch.zeros(n, dtype=torch.long))
+    kw = dict(epsilon=0.0, lam=lam, lr=0.1, hidden=0, paillier=paillier, key_bits=512)
+    pa, pb = DualParty(a, db, seed=1, **kw), DualParty(b, da, seed=2, **kw)
+    if paillier:
+        channel = Channel()
+        pb.receive_public_key(channel.send(pa.public_key_message("b", 1)))
+        pa.receive_public_key(channel.send(pb.public_key_message("a", 1)))
+    pa.receive_means(pb.means_message("a", 1))
+    pb.receive_means(pa.means_message("b", 1))
+    return pa, pb
+
+
+def one_step(pa, pb, rows):
+    """Algorithm 2 up to the gradients on both generations (no update): (∇ on f's output, ∇ on g's output)."""
+    x_b_hat, x_a_hat = pa.generate(rows, "b", 1), pb.generate(rows, "a", 1)
+    plain_for_a, diff_b = pb.assess(x_b_hat, rows)
+    plain_for_b, diff_a = pa.assess(x_a_hat, rows)
+    cross_for_b, cross_for_a = pa.cross(diff_b), pb.cross(diff_a)
+    return (
+        pa.output_gradient(plain_for_a, cross_for_a),
+        pb.output_gradient(plain_for_b, cross_for_b),
+        (
+            x_a_hat,
+            x_b_hat,
+            diff_a,
+        ),
+    )
+
+
+def test_duality_gradient_eq17_matches_autograd():
+    lam = 0.5
+    pa, pb = parties(lam)
+    rows = np.arange(6)
+    grad_f, grad_g, (x_a_hat, x_b_hat, _) = one_step(pa, pb, rows)
+    xa, xb = pa.x[rows].double(), pb.x[rows].double()
+    xa_hat = x_a_hat.values.double().requires_grad_(True)
+    xb_hat = x_b_hat.values.double().requires_grad_(True)
+    dual = duality_loss(
+        pa.kde.log_density(xa), pa.kde.log_density(xa_hat), pb.kde.log_density(xb_hat), pb.kde.log_density(xb)
+    )
+    total = (xa_hat - xa).pow(2).sum() + (xb_hat - xb).pow(2).sum() + 0.5 * lam * dual.sum()  # eq. 17 drops the 2
+    total.backward()
+    assert torch.allclose(grad_f, xb_hat.grad, atol=1e-9)
+    assert torch.allclose(grad_g, xa_hat.grad, atol=1e-9)
+    assert (
+        float(dual.detach().abs().sum()) > 1e-3 and float((grad_f - 2 * (xb_hat.detach() - xb)).abs().max()) > 1e-4
+    )  # not vacuous
+
+
+# --- Paillier ---------------------------------------------------------------------------------------------
+def test_paillier_round_trips_floats_and_scales_under_encryption():
+    key = PaillierKeyPair(512)
+    values = np.array([-3.25, 0.0, 1e-6, 12345.678, -7.5e-4])
+    public = public_key_from_bytes(key.public_bytes())
+    cts, exps = pack(key.encrypt(values), public)
+    assert cts.dtype == torch.uint8 and cts.shape == (5, 128)
+    numbers = unpack(cts, exps, public)
+    assert np.allclose(key.decrypt(numbers), values, rtol=1e-12, atol=1e-15)
+    factors = np.array([[2.0, -0.5]] * 5)
+    assert np.allclose(key.decrypt(scale_rows(numbers, factors)), (values[:, None] * factors).ravel(), atol=1e-12)
+
+
+def test_encrypted_and_plaintext_exchange_give_the_same_gradients():
+    rows = np.arange(4)
+    plain = one_step(*parties(paillier=False), rows)
+    encrypted = one_step(*parties(paillier=True), rows)
+    assert encrypted[2][2].ciphertexts is not None and plain[2][2].ciphertexts is None
+    assert torch.allclose(plain[0], encrypted[0], atol=1e-6)
+    assert torch.allclose(plain[1], encrypted[1], atol=1e-6)
+
+
+# --- the protocol -----------------------------------------------------------------------------------------
+def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
+    from vcl.methods import build_protocol
+    from vcl.runner import datamodule_for
+
+    cfg = mpdl_config(tmp_path, mpdl_epsilon=0.0)  # no DP noise: the hardest case for the raw-row check
+    dm = datamodule_for(cfg)
+    dm.setup()
+    protocol = build_protocol(cfg, dm.data)
+    sent = []
+    protocol.channel.transport = lambda m: sent.append(m) or m
+    while protocol.round < protocol.max_rounds and not protocol.stopped:
+        record = protocol.run_round()
+    assert {"dual_t", "joint_t", "mpdl_a", "inference_mae"} <= set(record["scores"])
+    assert set(protocol.evaluate()) == {"test", "a_only"}
+    kinds = {m.kind for m in sent}
+    assert kinds <= MPDL_KINDS and {"GeneratedData", "DensityDifference", "Activations"} <= kinds
+    crossing = [m for m in sent if m.sender != m.receiver]
+    assert {m.kind for m in crossing if m.receiver == "collaborator"} == {"Activations", "Labels"}
+    checked = 0
+    for party, dp in ((dm.data.a, protocol.a.h0), (dm.data.b, protocol.b.h0)):
+        private = torch.cat([party.train, dp.normalize(party.train), party.test, dp.normalize(party.test)])
+        for m in crossing:
+            for t in m.payload().values():
+                if t.is_floating_point() and t.ndim == 2 and t.shape[1] == private.shape[1]:
+                    checked += 1
+                    assert float(torch.cdist(t.float(), private.float()).min()) > 1e-4, m.kind
+    assert checked > 20
+
+
+def test_mpdl_end_to_end_scores_and_resume(tmp_path, crash_at):
+    cfg = mpdl_config(tmp_path, mpdl_threshold=1.0, compare=["ftl"])
+    full = train(cfg, verbose=False)
+    assert full["method"] == "mpdl" and len(full["rounds"]) == 3  # round 0, then m = 2 iterations
+    scores = full["rounds"][-1]["scores"]
+    assert 0 <= scores["dual_t"] <= 1 and full["final"]["a_only"] == pytest.approx(scores["mpdl_a"])
+    assert full["compare"]["ftl"]["final"]["a_only"] == pytest.approx(
+        full["compare"]["ftl"]["rounds"][-1]["scores"]["ftl_a"]
+    )
+    assert (tmp_path / "mpdl" / "tensorboard").is_dir()
+    other = mpdl_config(tmp_path, mpdl_threshold=1.0, out=str(tmp_path / "resumed"))
+    with pytest.raises(KeyboardInterrupt):
+        train(other, verbose=False, callbacks=[RoundCheckpoint(), crash_at(1)])
+    assert not (tmp_path / "resumed" / "results.json").exists()
+    resumed = train(other, resume=True, verbose=False)
+    assert resumed["final"] == pytest.approx(full["final"])
+    assert resumed["rounds"][-1]["scores"]["dual_t"] == pytest.approx(scores["dual_t"])
+    saved = json.loads((tmp_path / "resumed" / "results.json").read_text())
+    assert saved["value"] == pytest.approx(full["value"])
+
+
+def test_inference_error_rises_as_epsilon_falls(tmp_path):
+    mae = []
+    for eps in (0.0, 5.0, 0.5):
+        res = train(mpdl_config(tmp_path, mpdl_epsilon=eps, mpdl_max_iterations=1), verbose=False, write=False)
+        mae.append(res["rounds"][-1]["scores"]["inference_mae"])
+    assert mae[0] < mae[1] < mae[2]
+
+
+# --- bad input ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        ({"mpdl_gamma": 1.2}, "mpdl_gamma"),
+        ({"mpdl_folds": 1}, "mpdl_folds"),
+        ({"mpdl_epsilon": -1}, "mpdl_epsilon"),
+        ({"mpdl_key_bits": 100}, "mpdl_key_bits"),
+        ({"mpdl_psi_bits": 512}, "mpdl_psi_bits"),
+        ({"mpdl_dual_epochs": 0}, "mpdl_dual_epochs"),
+        ({"compare": ["gal"]}, "mixes MPDL methods"),
+    ],
+)
+def test_bad_mpdl_config_is_refused_before_work(tmp_path, overrides, message):
+    with pytest.raises(VCLInputError, match=message):
+        check_config(mpdl_config(tmp_path, **overrides))
+
+
+def test_bad_mpdl_data_is_refused(tmp_path):
+    with pytest.raises(VCLInputError, match="at least 10 rows"):
+        train(mpdl_config(tmp_path, mpdl_gamma=0.02), verbose=False, write=False)
+    with pytest.raises(VCLInputError, match="classification"):
+        train(mpdl_config(tmp_path, dataset="diabetes"), verbose=False, write=False)
+    with pytest.raises(VCLInputError, match="two parties"):
+        train(mpdl_config(tmp_path, assignment={"alice": ["mean radius"]}), verbose=False, write=False)

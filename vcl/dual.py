@@ -1,0 +1,165 @@
+"""A party of multi-party dual learning (MPDL): its DP layer h₀, its density estimate, its dual model,
+and its side of the privacy-preserving exchange of Algorithm 2.
+
+Party A's dual model is f: A → B, party B's is g: B → A (an MLP with one hidden layer of
+(d_in + d_out)/2 ReLU units). On a minibatch of co-occurring rows each party sends its generation of the
+other's features; the receiver, who holds the truth and its own density estimate, answers with
+
+- the plaintext gradient ∇_x̂ ℓ_align + λ ∇log P(x̂)·(log P(x̂) − log P(x)) (:class:`OutputGradient`),
+- its density difference d = log P(x̂) − log P(x) under its own Paillier key (:class:`DensityDifference`),
+
+and, once it has the other's encrypted difference, the cross term −λ ∇log P(x̂) ⊙ [[d_other]] still under
+the other's key (:class:`CrossGradient`), which only the other can decrypt. The sum of both parts is
+eq. 17: the gradient of ½λ·ℓ_dual (eq. 9; eq. 17 drops the factor 2) plus the alignment loss's.
+With ``paillier=False`` the same messages carry plaintext.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from datamodules.overlap import PartyData
+from models.networks import build_mlp
+from vcl.kde import GaussianKDE
+from vcl.messages import (
+    CrossGradient,
+    DensityDifference,
+    GeneratedData,
+    OutputGradient,
+    PerturbedMeans,
+    PublicKey,
+    as_float,
+)
+from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
+from vcl.privacy import FeatureDPLayer
+
+
+def duality_loss(log_p_a: Tensor, log_p_a_hat: Tensor, log_p_b_hat: Tensor, log_p_b: Tensor) -> Tensor:
+    """Equation 9 per row: (log P(x^A) − log P(x̂^A) + log P(x̂^B) − log P(x^B))²."""
+    return (log_p_a - log_p_a_hat + log_p_b_hat - log_p_b).pow(2)
+
+
+def seeded_mlp(d_in: int, d_out: int, hidden: int, seed: int) -> torch.nn.Sequential:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build_mlp(d_in, d_out, (hidden,))
+
+
+class DualParty:
+    """One party (A or B). Its raw rows enter h₀ once; only h₀'s output is used from then on."""
+
+    def __init__(
+        self,
+        data: PartyData,
+        other_dim: int,
+        epsilon: float,
+        lam: float,
+        lr: float,
+        hidden: int,
+        seed: int,
+        paillier: bool = False,
+        key_bits: int = 1024,
+    ):
+        self.name = data.name
+        self.ids = list(data.ids)
+        self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed))
+        self.x = self.h0(data.train)  # perturbed training rows, in the party's own order
+        self.test = self.h0(data.test)
+        self.means = self.x.mean(0)  # φ_j / L: released to the other party (PerturbedMeans)
+        self.other_means = torch.zeros(other_dim)
+        self.labels = data.labels  # party B only
+        self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B)
+        self.dim, self.other_dim, self.lam, self.lr = self.x.shape[1], other_dim, lam, lr
+        self.hidden = hidden or (self.dim + other_dim) // 2
+        self.model = seeded_mlp(self.dim, other_dim, self.hidden, seed + 1)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+        self.key = PaillierKeyPair(key_bits) if paillier else None
+        self.other_public = None
+        self._out: Tensor | None = None  # this party's generation of the current step (with its graph)
+        self._grad_log_p: Tensor | None = None  # ∇log P at the other's generation (kept for the cross term)
+        self.last = {}  # this party's own step figures (alignment loss, density difference), for logs
+
+    def local(self, x: Tensor) -> Tensor:
+        """A model's input: h₀-space rows of this party's columns, centred on its own column means (local)."""
+        return x - self.means
+
+    def means_message(self, receiver: str, round_: int) -> PerturbedMeans:
+        return PerturbedMeans(self.name, receiver, round_, as_float(self.means))
+
+    def receive_means(self, message: PerturbedMeans) -> None:
+        self.other_means = message.values.clone()
+
+    def _generate(self, x: Tensor) -> Tensor:
+        """The other party's h₀-space features: the network models the deviation from its released means."""
+        return self.model(self.local(x)) + self.other_means
+
+    # --- keys -------------------------------------------------------------------------------------
+    def public_key_message(self, receiver: str, round_: int) -> PublicKey:
+        return PublicKey(self.name, receiver, round_, self.key.public_bytes())
+
+    def receive_public_key(self, message: PublicKey) -> None:
+        self.other_public = public_key_from_bytes(message.values)
+
+    # --- Algorithm 2 --------------------------------------------------------------------------------
+    def generate(self, rows: np.ndarray, receiver: str, round_: int) -> GeneratedData:
+        """x̂ = model(h₀(x)) on this party's ``rows``; the graph is kept for :meth:`update`."""
+        self._out = self._generate(self.x[rows])
+        return GeneratedData(self.name, receiver, round_, as_float(self._out))
+
+    def assess(self, message: GeneratedData, rows: np.ndarray) -> tuple[OutputGradient, DensityDifference]:
+        """The other's generation of this party's ``rows``: plaintext gradient and own density difference."""
+        x_hat, x = message.values.to(torch.float64), self.x[rows].to(torch.float64)
+        grad_align = 2.0 * (x_hat - x)  # ∇ of the per-row squared error Σ_k (x̂_k − x_k)²
+        self._grad_log_p = self.kde.grad_log_density(x_hat)
+        diff = self.kde.log_density(x_hat) - self.kde.log_density(x)  # log P(x̂) − log P(x)
+        self.last = {"align": float((x_hat - x).pow(2).sum(1).mean()), "difference": diff.detach()}
+        plain = grad_align + self.lam * self._grad_log_p * diff[:, None]
+        out = OutputGradient(self.name, message.sender, message.round, as_float(plain))
+        if self.key is None:
+            return out, DensityDifference(self.name, message.sender, message.round, values=as_float(diff))
+        cts, exps = pack(self.key.encrypt(diff.numpy()), self.key.public)
+        return out, DensityDifference(self.name, message.sender, message.round, ciphertexts=cts, exponents=exps)
+
+    def cross(self, message: DensityDifference) -> CrossGradient:
+        """−λ ∇log P(x̂) ⊙ [[d_other]]: the other's half of the duality gradient on the generation it sent."""
+        factors = -self.lam * self._grad_log_p
+        if message.ciphertexts is None:
+            values = factors * message.values.to(torch.float64)[:, None]
+            return CrossGradient(self.name, message.sender, message.round, values=as_float(values))
+        numbers = scale_rows(unpack(message.ciphertexts, message.exponents, self.other_public), factors.numpy())
+        cts, exps = pack(numbers, self.other_public)
+        return CrossGradient(self.name, message.sender, message.round, ciphertexts=cts, exponents=exps)
+
+    def output_gradient(self, plain: OutputGradient, cross: CrossGradient) -> Tensor:
+        """The full gradient on this party's last generation (N × d_other), decrypting the cross term."""
+        if cross.ciphertexts is None:
+            extra = cross.values.to(torch.float64)
+        else:
+            numbers = unpack(cross.ciphertexts, cross.exponents, self.key.public)
+            extra = torch.from_numpy(self.key.decrypt(numbers)).reshape(plain.values.shape)
+        return plain.values.to(torch.float64) + extra
+
+    def update(self, plain: OutputGradient, cross: CrossGradient) -> Tensor:
+        """Back-propagate the batch-mean gradient through the dual model and take an SGD step."""
+        grad = self.output_gradient(plain, cross)
+        self.optimizer.zero_grad()
+        self._out.backward((grad / grad.shape[0]).to(self._out.dtype))
+        self.optimizer.step()
+        self._out = None
+        return grad
+
+    # --- inference ------------------------------------------------------------------------------------
+    def infer(self, x: Tensor, receiver: str, round_: int) -> GeneratedData:
+        """Generate the other party's features of rows only this party holds (already through h₀)."""
+        with torch.no_grad():
+            return GeneratedData(self.name, receiver, round_, as_float(self._generate(x)))
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "other_means": self.other_means}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.other_means = state["other_means"]
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr)
