@@ -57,6 +57,38 @@ def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
     torch.testing.assert_close(torch.tensor(record["weights"]), assistance_weights(fitted, clean, "l2"))
 
 
+@pytest.mark.parametrize("privacy", ["dp", "ip"])
+def test_privacy_scope_all_gives_alice_the_perturbed_broadcast_but_keeps_her_weights_clean(tiny, privacy):
+    cfg = tiny(organizations=3, privacy=privacy, privacy_scope="all", rounds=1)
+    dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.seed)
+    dm.setup()
+    p = build_protocol(cfg, dm.data)
+    clean = p.task.pseudo_residual(p.F["train"], p.labels["train"])
+    sent = []
+    p.federation.channel.transport = lambda m: sent.append(m) or m
+    record = p.run_round()
+    residuals = {m.receiver: m.values for m in sent if isinstance(m, PseudoResidual)}
+    assert torch.equal(residuals["alice"], residuals["org1"]) and torch.equal(residuals["org1"], residuals["org2"])
+    assert not torch.allclose(residuals["alice"], clean, atol=1e-3)  # the authors' code: Alice fits it too
+    fitted = torch.stack([m.values["train"] for m in sent if isinstance(m, FittedValues)])
+    torch.testing.assert_close(torch.tensor(record["weights"]), assistance_weights(fitted, clean, "l2"))
+    # the same broadcast as with scope "others": only Alice's own target differs
+    other = build_protocol(tiny(organizations=3, privacy=privacy, rounds=1), dm.data)
+    sent_others = []
+    other.federation.channel.transport = lambda m: sent_others.append(m) or m
+    other.run_round()
+    broadcast = {m.receiver: m.values for m in sent_others if isinstance(m, PseudoResidual)}
+    assert torch.equal(broadcast["org1"], residuals["org1"]) and torch.equal(broadcast["alice"], clean)
+
+
+def test_privacy_scope_is_checked(tiny):
+    from vcl.errors import VCLInputError
+    from vcl.methods import check_config
+
+    with pytest.raises(VCLInputError, match="privacy_scope"):
+        check_config(tiny(privacy="dp", privacy_scope="alice"))
+
+
 def test_noisy_organizations_get_smaller_assistance_weights(tiny):
     cfg = tiny(organizations=4, noise_sigma=5.0, noisy_organizations=["half"], rounds=3)
     dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)

@@ -94,6 +94,11 @@ class RunConfig:
     )
     privacy: str = _f("none", "privacy on the residuals Alice sends: none, dp (Laplace), ip (interval privacy)")
     privacy_alpha: float = _f(1.0, "Laplace mechanism's alpha: noise scale (b - a)/alpha")
+    privacy_scope: str = _f(
+        "others",
+        "who fits the perturbed residual: others (Alice fits her own model on the clean one) or all (Alice's "
+        "own fit uses the same perturbed broadcast, as in the authors' code); weights and line search stay clean",
+    )
     noise_sigma: float = _f(0.0, "Gaussian noise sigma on the outputs of noisy_organizations (training and prediction)")
     noisy_organizations: list = _f(
         ["half"], "organizations whose outputs get noise_sigma noise: indices, or half (M//2 .. M-1)"

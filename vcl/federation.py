@@ -17,12 +17,19 @@ class Federation:
     """
 
     def __init__(
-        self, organizations: list[Organization], channel: Channel | None = None, concurrent=True, privacy=None
+        self,
+        organizations: list[Organization],
+        channel: Channel | None = None,
+        concurrent=True,
+        privacy=None,
+        privacy_scope: str = "others",
     ):
         self.organizations = organizations
         self.channel = channel or Channel()
         self.concurrent = concurrent
         self.privacy = privacy  # a vcl.privacy mechanism applied to what Alice sends to the others
+        # "others": Alice fits her own model on the clean residual; "all": on the same perturbed broadcast
+        self.privacy_scope = privacy_scope
 
     @property
     def alice(self) -> str:
@@ -48,7 +55,9 @@ class Federation:
 
         Returns {split: (len(participants), N, K)}. ``labels=True`` sends the labels themselves
         (centralized baselines) instead of a pseudo-residual. With a privacy mechanism, the others get
-        one perturbed broadcast (seeded per round); Alice's own fit uses the clean values.
+        one perturbed broadcast (seeded per round); Alice's own fit uses the clean values, or with
+        ``privacy_scope="all"`` the same perturbed broadcast (the authors' code). Either way the
+        returned outputs are weighed by Alice against the clean residual.
         """
         kind = Labels if labels else PseudoResidual
         clean = as_float(targets)
@@ -59,7 +68,7 @@ class Federation:
         jobs = []
         for m in participants:
             org = self.organizations[m]
-            values = clean if m == 0 else public
+            values = clean if m == 0 and self.privacy_scope == "others" else public
             message = self.channel.send(kind(self.alice, org.name, round_, values))
             jobs.append(org.begin_fit(message, seed_for(seed, round_, m), loss))
         run_jobs(jobs, self.concurrent)

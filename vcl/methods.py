@@ -136,6 +136,8 @@ def check_config(config: RunConfig) -> None:
         )
     resolve_device(config.device)
     make_mechanism(config.privacy, config.privacy_alpha)
+    if config.privacy_scope not in ("others", "all"):
+        raise VCLInputError(f"privacy_scope={config.privacy_scope!r}; use others or all.")
     if config.noise_sigma < 0:
         raise VCLInputError(f"noise_sigma={config.noise_sigma}; use a standard deviation ≥ 0.")
     for key in ("noisy_organizations", "noninformative_organizations"):
@@ -411,7 +413,7 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
         for m, (v, lr, q) in enumerate(zip(views, learners, losses, strict=False))
     ]
     privacy = make_mechanism(config.privacy, config.privacy_alpha)
-    federation = Federation(orgs, concurrent=config.concurrent, privacy=privacy)
+    federation = Federation(orgs, concurrent=config.concurrent, privacy=privacy, privacy_scope=config.privacy_scope)
     labels = {s: y.to(device) for s, y in data.labels.items()}
     if method in ASCII_METHODS:
         return build_ascii(config, method, task, views, learners, settings, labels, device)
