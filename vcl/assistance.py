@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -39,18 +41,23 @@ def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int 
     eta = torch.tensor([init], device=F.device, requires_grad=True)
     opt = torch.optim.LBFGS([eta], lr=1.0)
 
+    tried: list[tuple[float, float]] = []  # (loss, η) at every point L-BFGS evaluated
+
     def closure():
         opt.zero_grad(set_to_none=True)
         loss = task.loss_value(F + eta * direction, y)
         loss.backward()
+        tried.append((float(loss), float(eta.detach())))
         return loss
 
     for _ in range(steps):
         opt.step(closure)
     found = float(eta.detach())
     with torch.no_grad():
-        no_step = task.loss_value(F, y)
-        stepped = task.loss_value(F + found * direction, y)
-    if not torch.isfinite(stepped) or stepped > no_step:
-        return 0.0
-    return found
+        no_step = float(task.loss_value(F, y))
+        stepped = float(task.loss_value(F + found * direction, y))
+    # L-BFGS can overshoot on a non-smooth loss (L1) and end worse than where it passed: keep the best
+    # point it evaluated, and never one worse than no step at all.
+    candidates = [(loss, e) for loss, e in [*tried, (stepped, found)] if math.isfinite(loss)]
+    best_loss, best = min(candidates, default=(math.inf, 0.0))
+    return best if best_loss <= no_step else 0.0
