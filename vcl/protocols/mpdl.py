@@ -55,6 +55,9 @@ class MPDLOptions:
     psi_bits: int = 2048
     hidden: int = 0
     ftl_dim: int = 0
+    central: str = "mlp"
+    dual_arch: str = "mlp"
+    dp_noise: str = "shared"
 
 
 class PartialOverlapProtocol(Protocol):
@@ -64,10 +67,12 @@ class PartialOverlapProtocol(Protocol):
 
     def __init__(self, task: Task, data: OverlapData, options: MPDLOptions, seed: int = 0):
         self.options = options
+        arch = options.dual_arch if self.uses_dual else "mlp"
         common = dict(epsilon=options.epsilon, lam=options.lam, lr=options.lr, hidden=options.hidden)
+        common.update(arch=arch, dp_noise=options.dp_noise)
         keys = dict(paillier=options.paillier and self.uses_dual, key_bits=options.key_bits)
-        self.a = DualParty(data.a, data.b.num_features, seed=seed_for(seed, 0xA), **common, **keys)
-        self.b = DualParty(data.b, data.a.num_features, seed=seed_for(seed, 0xB), **common, **keys)
+        self.a = DualParty(data.a, data.b, seed=seed_for(seed, 0xA), **common, **keys)
+        self.b = DualParty(data.b, data.a, seed=seed_for(seed, 0xB), **common, **keys)
         self.truth = data.truth
         super().__init__(task, Federation([self.b, self.a]), data.labels, seed)
         self.alignment: dict[str, np.ndarray] | None = None
@@ -105,7 +110,11 @@ class PartialOverlapProtocol(Protocol):
 
     def central(self, which: int) -> SplitNetwork:
         dims = {"a": self.a.dim, "b": self.b.dim}
-        return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed_for(self.seed, self.round, which))
+        seed = seed_for(self.seed, self.round, which)
+        if self.options.central == "cnn":
+            images = {p.name: (p.image_shape, p.pixels) for p in (self.a, self.b)}
+            return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed, "cnn", images)
+        return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed)
 
     def fit_central(self, net: SplitNetwork, inputs: dict[str, Tensor], labels: Tensor, which: int) -> float:
         gen = torch.Generator().manual_seed(seed_for(self.seed, self.round, which, 0xCE))
@@ -216,7 +225,9 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
             "inference_mae_a": float(err_a.mean()),
             "inference_mae_b": float(err_b.mean()),
             "inference_mae": float(torch.cat([err_a.flatten(), err_b.flatten()]).mean()),
-            "perturbation_mae": float(torch.cat([self.a.h0.offset.abs(), self.b.h0.offset.abs()]).mean()),
+            "perturbation_mae": float(
+                (self.a.noise_mae * self.a.dim + self.b.noise_mae * self.b.dim) / (self.a.dim + self.b.dim)
+            ),
         }
 
 
