@@ -189,7 +189,7 @@ def test_kde_bandwidth_and_log_density_against_scipy_and_by_hand():
     assert torch.allclose(kde3.grad_log_density(torch.from_numpy(x)), xt.grad, atol=1e-10)
 
 
-def parties(lam=0.5, paillier=False, seed=0):
+def parties(lam=0.5, paillier=False, seed=0, clip=0.0):
     rng = np.random.default_rng(seed)
     n, da, db = 30, 3, 2
     xa = torch.from_numpy(rng.random((n, da)).astype(np.float32))
@@ -197,7 +197,7 @@ def parties(lam=0.5, paillier=False, seed=0):
     ids = [f"id{i}" for i in range(n)]
     a = PartyData("a", ["a1", "a2", "a3"], ids, xa, xa[:4])
     b = PartyData("b", ["b1", "b2"], ids, xb, xb[:4], torch.zeros(n, dtype=torch.long))
-    kw = dict(epsilon=0.0, lam=lam, lr=0.1, hidden=0, paillier=paillier, key_bits=512)
+    kw = dict(epsilon=0.0, lam=lam, lr=0.1, hidden=0, paillier=paillier, key_bits=512, clip=clip)
     pa, pb = DualParty(a, b, seed=1, **kw), DualParty(b, a, seed=2, **kw)
     if paillier:
         channel = Channel()
@@ -243,6 +243,29 @@ def test_duality_gradient_eq17_matches_autograd():
     assert (
         float(dual.detach().abs().sum()) > 1e-3 and float((grad_f - 2 * (xb_hat.detach() - xb)).abs().max()) > 1e-4
     )  # not vacuous
+
+
+def test_dual_clip_bounds_the_step_and_leaves_the_messages_alone():
+    rows = np.arange(8)
+    steps, messages = [], []
+    for clip in (0.0, 0.01):
+        pa, pb = parties(clip=clip)
+        before = torch.cat([p.detach().flatten().clone() for p in pa.model.parameters()])
+        plain, cross = _plain_and_cross(pa, pb, rows)
+        messages.append((plain.values, cross.values))
+        pa.update(plain, cross)
+        after = torch.cat([p.detach().flatten() for p in pa.model.parameters()])
+        steps.append(float((after - before).norm()))
+    assert steps[1] <= 0.1 * 0.01 + 1e-7 < steps[0]  # lr × clip bounds the step; unclipped it is larger
+    assert all(torch.equal(x, y) for x, y in zip(*messages, strict=True))  # a local choice: nothing sent changes
+
+
+def _plain_and_cross(pa, pb, rows):
+    """What reaches A for its last generation: B's plaintext gradient and the cross term under A's encryption."""
+    x_b_hat, x_a_hat = pa.generate(rows, "b", 1), pb.generate(rows, "a", 1)
+    plain_for_a, diff_b = pb.assess(x_b_hat, rows)
+    _, diff_a = pa.assess(x_a_hat, rows)
+    return plain_for_a, pb.cross(diff_a)
 
 
 # --- Paillier ---------------------------------------------------------------------------------------------

@@ -168,6 +168,7 @@ class RunConfig:
         "mlp", "MPDL: central model at C: mlp, or cnn (images: the paper's MNIST CNN split at conv1)"
     )
     mpdl_dual_arch: str = _f("mlp", "MPDL: dual models f, g: mlp (the paper), or cnn (images: conv trunk + linear)")
+    mpdl_dual_clip: float = _f(0.0, "MPDL: clip each dual model's gradient norm to this before its SGD step (0: off)")
     mpdl_dp_noise: str = _f(
         "shared", "MPDL: h0 noise: shared (a draw per feature, eq. 14) or per_row (a draw per entry)"
     )

@@ -76,11 +76,13 @@ class DualParty:
         key_bits: int = 1024,
         arch: str = "mlp",
         dp_noise: str = "shared",
+        clip: float = 0.0,
     ):
         """``other`` tells the party only the other's feature count (and, for images, the other's pixel
         positions: the paper's parties know each other's damaged regions); none of its rows are read."""
         self.name = data.name
         self.ids = list(data.ids)
+        self.clip = clip  # > 0: clip the dual model's gradient norm before each SGD step
         self.image_shape, self.pixels = data.image_shape, data.pixels
         other_dim = other.num_features
         self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed), dp_noise)
@@ -171,6 +173,8 @@ class DualParty:
         grad = self.output_gradient(plain, cross)
         self.optimizer.zero_grad()
         self._out.backward((grad / grad.shape[0]).to(self._out.dtype))
+        if self.clip > 0:  # the party's own optimizer choice (Section III-B3): nothing it sends changes
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
         self.optimizer.step()
         self._out = None
         return grad

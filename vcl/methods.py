@@ -189,6 +189,8 @@ def check_mpdl_config(config: RunConfig) -> None:
             raise VCLInputError(
                 f"{key}=cnn needs an image dataset ({', '.join(IMAGE_DATASETS)}), not {config.dataset!r}."
             )
+    if config.mpdl_dual_clip < 0:
+        raise VCLInputError(f"mpdl_dual_clip={config.mpdl_dual_clip}; use a gradient-norm bound > 0, or 0 for none.")
     if config.mpdl_dp_noise not in DP_NOISE:
         raise VCLInputError(f"mpdl_dp_noise={config.mpdl_dp_noise!r}; use one of {', '.join(DP_NOISE)}.")
     check_key_bits(config.mpdl_key_bits)
@@ -215,6 +217,7 @@ def mpdl_options(config: RunConfig) -> MPDLOptions:
         central=config.mpdl_central,
         dual_arch=config.mpdl_dual_arch,
         dp_noise=config.mpdl_dp_noise,
+        dual_clip=config.mpdl_dual_clip,
     )
 
 

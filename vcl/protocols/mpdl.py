@@ -58,6 +58,7 @@ class MPDLOptions:
     central: str = "mlp"
     dual_arch: str = "mlp"
     dp_noise: str = "shared"
+    dual_clip: float = 0.0
 
 
 class PartialOverlapProtocol(Protocol):
@@ -69,7 +70,7 @@ class PartialOverlapProtocol(Protocol):
         self.options = options
         arch = options.dual_arch if self.uses_dual else "mlp"
         common = dict(epsilon=options.epsilon, lam=options.lam, lr=options.lr, hidden=options.hidden)
-        common.update(arch=arch, dp_noise=options.dp_noise)
+        common.update(arch=arch, dp_noise=options.dp_noise, clip=options.dual_clip)
         keys = dict(paillier=options.paillier and self.uses_dual, key_bits=options.key_bits)
         self.a = DualParty(data.a, data.b, seed=seed_for(seed, 0xA), **common, **keys)
         self.b = DualParty(data.b, data.a, seed=seed_for(seed, 0xB), **common, **keys)
@@ -265,6 +266,8 @@ class FederatedTransfer(PartialOverlapProtocol):
                     loss = (dec(u) - x).pow(2).sum(1).mean() + (u - other).pow(2).sum(1).mean()
                     opt.zero_grad()
                     loss.backward()
+                    if o.dual_clip > 0:  # the same local optimizer choice as the dual models'
+                        torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], o.dual_clip)
                     opt.step()
         with torch.no_grad():
             labeled = np.concatenate([al["b_rows"], al["b_only"]])
