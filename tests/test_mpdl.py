@@ -381,6 +381,8 @@ def test_mpdl_end_to_end_scores_and_resume(tmp_path, crash_at):
     assert full["compare"]["ftl"]["final"]["a_only"] == pytest.approx(
         full["compare"]["ftl"]["rounds"][-1]["scores"]["ftl_a"]
     )
+    ftl = full["compare"]["ftl"]["rounds"][-1]["scores"]
+    assert 0 <= ftl["ftl_b_test"] <= 1 and ftl["code_std_a"] > 0 and ftl["code_std_b"] > 0 and ftl["code_gap"] >= 0
     assert (tmp_path / "mpdl" / "tensorboard").is_dir()
     other = mpdl_config(tmp_path, mpdl_threshold=1.0, out=str(tmp_path / "resumed"))
     with pytest.raises(KeyboardInterrupt):

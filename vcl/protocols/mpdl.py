@@ -274,10 +274,19 @@ class FederatedTransfer(PartialOverlapProtocol):
             codes_b = ch.send(Activations("b", COLLABORATOR, r, enc_b(xb[labeled]))).values
             test_codes = ch.send(Activations("a", COLLABORATOR, r, enc_a(a.local(a.test)))).values
             a_only_codes = ch.send(Activations("a", COLLABORATOR, r, enc_a(xa[al["a_only"]]))).values
+            b_test_codes = enc_b(b.local(b.test))  # diagnostics only (never sent): does B's code carry the label?
+            a_test_codes = enc_a(a.local(a.test))
         # C's classifier on the common space: a split network whose one "party" is C itself
         net = SplitNetwork({COLLABORATOR: code}, self.task.num_outputs, 0, o.lr, seed_for(self.seed, 0xC1))
         self._loss = self.fit_central(net, {COLLABORATOR: codes_b}, b.labels[labeled], 1)
         self.F["test"] = net.predict({COLLABORATOR: test_codes}, ch, r)
         self.F["a_only"] = net.predict({COLLABORATOR: a_only_codes}, ch, r)
-        self.scores.update(ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]), code_dim=code)
+        self.scores.update(
+            ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]),
+            code_dim=code,
+            ftl_b_test=self.task.metric(net.predict({COLLABORATOR: b_test_codes}, ch, r), self.labels["test"]),
+            code_std_a=float(a_test_codes.std(0).mean()),
+            code_std_b=float(b_test_codes.std(0).mean()),
+            code_gap=float((a_test_codes - b_test_codes).norm(dim=1).mean()),
+        )
         return self._record(scores=dict(self.scores))
