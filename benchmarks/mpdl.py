@@ -2,8 +2,17 @@
 """MPDL Tables IV (breast_cancer) and I (MNIST, on the 5,000-image subset), Figure 13's epsilon sweep, and the
 seconds per dual epoch with and without Paillier.
 
-    python benchmarks/mpdl.py --quick --out runs/bench/mpdl_quick.json   # ~1-2 min on 2 CPU cores
+    python benchmarks/mpdl.py --quick --out runs/bench/mpdl_quick.json   # ~1-2 min on 2 CPU cores (tabular)
     python benchmarks/mpdl.py --out runs/bench/mpdl.json                 # 10 seeds, every gamma, MNIST too
+    python benchmarks/mpdl.py --images --gammas 0.05 0.2 --seeds 0 --out runs/bench/mpdl_images.json
+    python benchmarks/mpdl.py --dp-sweep --seeds 0 1 --out runs/bench/mpdl_dp.json
+    python benchmarks/mpdl.py --table4 --gammas 0.05 0.1 0.2 0.4 0.6 --seeds 0 1 2 --out runs/bench/mpdl_t4.json
+
+``--images``: Table I on the MNIST subset only, central MLP (with FTL beside) and central CNN (the paper's
+MNIST CNN split at its first convolution), MLP dual models, the paper's lambda = 0.01 with each dual model's
+(and FTL's) gradient norm clipped to 5 (``mpdl_dual_clip``; unclipped, SGD at 0.1 diverges on ~500-pixel
+parties, README). ``--dp-sweep``: Figure 13 (breast_cancer, gamma = 0.1) under both readings of h0's noise,
+``mpdl_dp_noise`` shared and per_row. ``--table4``: Table IV only, at ``--gammas`` and ``--seeds``.
 
 Each mpdl run gives joint_T (central model on the co-occurring rows only), dual_T (plus the rows B
 completes with its dual model) on the test rows, and MPDL_A on the rows only A holds; the ftl run beside it
@@ -14,9 +23,10 @@ sweep is saved as a PNG (accuracy and inference MAE against epsilon, Figure 13 r
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from common import parse_args, summarize, write_records
+from common import summarize, write_records
 
 from vcl.config import RunConfig
 
@@ -36,12 +46,23 @@ _TABLE = {
         "mpdl_a": [(74.11, 3.23), (74.54, 2.61), (75.03, 2.79), (80.17, 3.49), (83.01, 3.37), (84.26, 3.63)],
     },
 }
+# Table I, central CNN (MNIST)
+_CNN = {
+    "joint_t": [(82.82, 2.83), (84.66, 3.10), (85.91, 2.65), (91.68, 2.10), (92.16, 2.53), (94.96, 1.62)],
+    "dual_t": [(91.15, 3.72), (92.53, 2.64), (94.49, 2.98), (95.52, 2.99), (96.89, 2.17), (97.04, 1.47)],
+    "mpdl_a": [(86.22, 2.87), (88.95, 3.43), (90.03, 2.89), (91.25, 2.78), (91.73, 2.83), (93.23, 2.13)],
+}
 PAPER = {
     (ds, 2, method, "mlp", g): fig
     for ds, rows in _TABLE.items()
     for method, figs in rows.items()
     for g, fig in zip(GAMMAS, figs, strict=True)
+} | {
+    ("mnist_subset", 2, method, "cnn", g): fig
+    for method, figs in _CNN.items()
+    for g, fig in zip(GAMMAS, figs, strict=True)
 }
+IMAGE = {"mpdl_lambda": 0.01, "mpdl_dual_clip": 5.0}  # the paper's lambda; see the README on the clip
 BASE = {"method": "mpdl", "test_fraction": 0.1, "mpdl_psi_bits": 1024, "compare": ["ftl"], "device": "cpu"}
 
 
@@ -63,7 +84,7 @@ def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
     common = {
         "benchmark": benchmark,
         "dataset": dataset,
-        "model": "mlp",
+        "model": cfg.mpdl_central,
         "organizations": 2,
         "seed": seed,
         "metric": "accuracy",
@@ -75,10 +96,11 @@ def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
         "perturbation_mae": scores["perturbation_mae"],
         "dual_seconds_per_epoch": scores["dual_seconds_per_epoch"],
         "paillier": cfg.mpdl_paillier,
+        "dp_noise": cfg.mpdl_dp_noise,
     }
     records = [{**common, "method": m, "value": v, "best_value": v} for m, v in values.items()]
     print(
-        f"{dataset} gamma={cfg.mpdl_gamma} eps={cfg.mpdl_epsilon} seed={seed}: "
+        f"{dataset} {cfg.mpdl_central} gamma={cfg.mpdl_gamma} eps={cfg.mpdl_epsilon} {cfg.mpdl_dp_noise} seed={seed}: "
         + " ".join(f"{m} {v:.3f}" for m, v in values.items())
         + f" | inference MAE {scores['inference_mae']:.3f} | {res['seconds']:.1f}s",
         flush=True,
@@ -113,32 +135,126 @@ def plot_epsilon(records: list[dict], path: Path) -> None:
     eps = sorted({r["epsilon"] for r in records}, key=lambda e: e if e > 0 else float("inf"))
     labels = ["inf" if e == 0 else f"{e:g}" for e in eps]
 
-    def mean(method, key):
-        return [
-            sum(r[key] for r in records if r["epsilon"] == e and r["method"] == method)
-            / max(1, sum(1 for r in records if r["epsilon"] == e and r["method"] == method))
+    def mean(method, key, noise):
+        rs = [
+            [r[key] for r in records if r["epsilon"] == e and r["method"] == method and r["dp_noise"] == noise]
             for e in eps
         ]
+        return [sum(v) / len(v) if v else float("nan") for v in rs]
 
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(labels, mean("dual_t", "value"), "o-", label="dual_T accuracy")
-    ax.plot(labels, mean("mpdl_a", "value"), "s-", label="MPDL_A accuracy")
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax2 = ax.twinx()
+    for noise, style in (("shared", "-"), ("per_row", ":")):
+        if not any(r["dp_noise"] == noise for r in records):
+            continue
+        ax.plot(labels, mean("dual_t", "value", noise), "o" + style, label=f"dual_T accuracy ({noise})")
+        ax.plot(labels, mean("mpdl_a", "value", noise), "s" + style, label=f"MPDL_A accuracy ({noise})")
+        ax2.plot(
+            labels,
+            mean("dual_t", "inference_mae", noise),
+            "^" + style,
+            color="tab:red",
+            label=f"inference MAE ({noise})",
+        )
     ax.set_xlabel("privacy budget epsilon")
     ax.set_ylabel("accuracy")
-    ax2 = ax.twinx()
-    ax2.plot(labels, mean("dual_t", "inference_mae"), "^--", color="tab:red", label="inference MAE")
     ax2.set_ylabel("inference MAE (normalized units)")
     ax2.set_yscale("log")
-    fig.legend(loc="lower center", fontsize=8, ncol=3)
+    fig.legend(loc="lower center", fontsize=7, ncol=2)
     ax.set_title("MPDL Figure 13 (breast_cancer, gamma = 0.1)")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     print(f"saved {path}")
 
 
+def print_sweep(sweep: list[dict]) -> None:
+    print("\nFigure 13 (breast_cancer, gamma = 0.1): mean over seeds")
+    print(
+        "| h0 noise | epsilon | dual_T accuracy | MPDL_A accuracy | inference MAE | raw-vs-perturbed MAE | seeds |\n"
+        "|---|---|---|---|---|---|---|"
+    )
+    for noise in ("shared", "per_row"):
+        for eps in sorted({r["epsilon"] for r in sweep}, key=lambda e: e if e > 0 else float("inf")):
+            rs = [r for r in sweep if r["epsilon"] == eps and r["dp_noise"] == noise]
+            if not rs:
+                continue
+            dual = [r["value"] for r in rs if r["method"] == "dual_t"]
+            mpdl_a = [r["value"] for r in rs if r["method"] == "mpdl_a"]
+            mae = [r["inference_mae"] for r in rs if r["method"] == "dual_t"]
+            pert = [r["perturbation_mae"] for r in rs if r["method"] == "dual_t"]
+            print(
+                f"| {noise} | {'inf' if eps == 0 else eps} | {100 * sum(dual) / len(dual):.1f} "
+                f"| {100 * sum(mpdl_a) / len(mpdl_a):.1f} | {sum(mae) / len(mae):.3f} | {sum(pert) / len(pert):.3f} "
+                f"| {len(dual)} |"
+            )
+
+
+def parse_args() -> argparse.Namespace:
+    """``benchmarks/common.py``'s --quick / --out / --seeds contract, plus this benchmark's own modes."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="reduced run of about two minutes on a 2-core CPU (tabular)")
+    p.add_argument("--out", default=None, help="write the records to this JSON file")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="run seeds")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--images", action="store_true", help="Table I on the MNIST subset (central MLP and CNN) only")
+    mode.add_argument("--dp-sweep", action="store_true", help="Figure 13 under both readings of h0's noise only")
+    mode.add_argument("--table4", action="store_true", help="Table IV (breast_cancer) only")
+    p.add_argument("--gammas", type=float, nargs="+", default=None, help="gammas of --images / --table4")
+    return p.parse_args()
+
+
+def images(gammas: list[float], seeds: list[int]) -> list[dict]:
+    out = []
+    for g in gammas:
+        for seed in seeds:
+            for central in ("mlp", "cnn"):
+                out += run(
+                    "mnist_subset", seed, "mpdl_table1", mpdl_gamma=g, mpdl_central=central,
+                    compare=["ftl"] if central == "mlp" else [], **IMAGE,
+                )  # fmt: skip
+    return out
+
+
+def dp_sweep(seeds: list[int], epsilons: list[float]) -> list[dict]:
+    out = []
+    for noise in ("shared", "per_row"):
+        for eps in epsilons:
+            for seed in seeds:
+                out += run(
+                    "breast_cancer",
+                    seed,
+                    "mpdl_fig13",
+                    mpdl_gamma=0.1,
+                    mpdl_epsilon=eps,
+                    mpdl_dp_noise=noise,
+                    compare=[],
+                )
+    return out
+
+
 def main() -> None:
-    args = parse_args(__doc__)
+    args = parse_args()
+    out = Path(args.out or "runs/bench/mpdl.json")
+    if args.images:
+        records = images(args.gammas or [0.05, 0.2], args.seeds)
+        write_records(records, args.out)
+        print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
+        return
+    if args.dp_sweep:
+        sweep = dp_sweep(args.seeds, [0.0, 1000.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
+        write_records(sweep, args.out)
+        print_sweep(sweep)
+        plot_epsilon(sweep, out.with_name(out.stem + "_fig13.png"))
+        return
+    if args.table4:
+        records = []
+        for g in args.gammas or GAMMAS:
+            for seed in args.seeds:
+                records += run("breast_cancer", seed, "mpdl_table4", mpdl_gamma=g)
+        write_records(records, args.out)
+        print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
+        return
     seeds = args.seeds[:2] if args.quick else list(range(10))
     records = []
     gammas = [0.05, 0.2, 0.6] if args.quick else GAMMAS
@@ -146,31 +262,20 @@ def main() -> None:
         for seed in seeds:
             records += run("breast_cancer", seed, "mpdl_table4", mpdl_gamma=g)
     if not args.quick:
-        for g in GAMMAS:
-            for seed in range(3):
-                records += run("mnist_subset", seed, "mpdl_table1", mpdl_gamma=g)
+        records += images(GAMMAS, range(3))
     sweep = []
     for eps in [0.0, 2.0, 0.5] if args.quick else [0.0, 8.0, 2.0, 0.5, 0.1]:
         for seed in seeds[:1] if args.quick else seeds:
             sweep += run("breast_cancer", seed, "mpdl_fig13", mpdl_gamma=0.1, mpdl_epsilon=eps, compare=[])
+    if not args.quick:
+        sweep += [
+            r for r in dp_sweep(seeds, [0.0, 1000.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1]) if r["dp_noise"] == "per_row"
+        ]
     cost = paillier_cost(args.quick)
     write_records(records + sweep + cost, args.out)
     print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
-    print("\nFigure 13 (breast_cancer, gamma = 0.1): mean over seeds")
-    print(
-        "| epsilon | dual_T accuracy | MPDL_A accuracy | inference MAE | raw-vs-perturbed MAE |\n|---|---|---|---|---|"
-    )
-    for eps in sorted({r["epsilon"] for r in sweep}, key=lambda e: e if e > 0 else float("inf")):
-        rs = [r for r in sweep if r["epsilon"] == eps]
-        dual = [r["value"] for r in rs if r["method"] == "dual_t"]
-        mpdl_a = [r["value"] for r in rs if r["method"] == "mpdl_a"]
-        mae = [r["inference_mae"] for r in rs if r["method"] == "dual_t"]
-        pert = [r["perturbation_mae"] for r in rs if r["method"] == "dual_t"]
-        print(
-            f"| {'inf' if eps == 0 else eps} | {100 * sum(dual) / len(dual):.1f} "
-            f"| {100 * sum(mpdl_a) / len(mpdl_a):.1f} | {sum(mae) / len(mae):.3f} | {sum(pert) / len(pert):.3f} |"
-        )
-    plot_epsilon(sweep, Path(args.out or "runs/bench/mpdl.json").with_name("mpdl_fig13.png"))
+    print_sweep(sweep)
+    plot_epsilon(sweep, out.with_name("mpdl_fig13.png"))
     print("\nSeconds per dual epoch (Algorithm 2 over D_C; breast_cancer, gamma = 0.1, 1024-bit Paillier key)")
     print("| Paillier | seconds per dual epoch | bytes sent (whole run) |\n|---|---|---|")
     for r in cost:

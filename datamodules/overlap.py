@@ -45,6 +45,8 @@ class PartyData:
     train: Tensor
     test: Tensor
     labels: Tensor | None = None
+    image_shape: tuple[int, int, int] | None = None  # images: (C, H, W) of the whole image
+    pixels: np.ndarray | None = None  # images: the flat C·H·W position of each of the party's columns
 
     @property
     def num_features(self) -> int:
@@ -117,6 +119,7 @@ class OverlapDataModule(pl.LightningDataModule):
         self.dataset, self.gamma, self.seed, self.split_seed = dataset, gamma, seed, split_seed
         self.test_fraction, self.assignment, self.root, self.max_rows = test_fraction, assignment, root, max_rows
         self.data: OverlapData | None = None
+        self.image_shape: tuple[int, int, int] | None = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.data is None:
@@ -133,6 +136,7 @@ class OverlapDataModule(pl.LightningDataModule):
             mask_a, mask_b = image_masks(c, h, w)
             names = [f"c{ch}r{i}c{j}" for ch in range(c) for i in range(h) for j in range(w)]
             X = x.reshape(len(x), -1)
+            self.image_shape = (c, h, w)
             return X, y, names, list(np.flatnonzero(mask_a)), list(np.flatnonzero(mask_b)), "classification", 10
         table = load_table(self.dataset, seed=self.split_seed)
         if table.task != "classification":
@@ -181,10 +185,16 @@ class OverlapDataModule(pl.LightningDataModule):
         def block(rows, cols):
             return torch.from_numpy(X[np.ix_(rows, cols)])
 
-        a = PartyData("a", [columns[i] for i in cols_a], ids(rows_a), block(rows_a, cols_a), block(test, cols_a))
+        shape = self.image_shape
+
+        def geometry(cols):
+            return {"image_shape": shape, "pixels": np.asarray(cols) if shape else None}
+
+        a_cols, b_cols = [columns[i] for i in cols_a], [columns[i] for i in cols_b]
+        a = PartyData("a", a_cols, ids(rows_a), block(rows_a, cols_a), block(test, cols_a), **geometry(cols_a))
         labels_b = torch.from_numpy(y[rows_b].astype(np.int64))
         b = PartyData(
-            "b", [columns[i] for i in cols_b], ids(rows_b), block(rows_b, cols_b), block(test, cols_b), labels_b
+            "b", b_cols, ids(rows_b), block(rows_b, cols_b), block(test, cols_b), labels_b, **geometry(cols_b)
         )
         a_only = rows_a[np.isin(rows_a, d_a)]
         b_only = rows_b[np.isin(rows_b, d_b)]

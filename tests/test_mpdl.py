@@ -147,6 +147,28 @@ def test_dp_layer_noise_matches_sensitivity_and_budget():
         FeatureDPLayer(x, -1.0, torch.Generator())
 
 
+def test_dp_layer_per_row_draws_each_entry_from_the_same_distribution():
+    L, d, eps = 400, 60, 2.0
+    x = torch.rand(L, d)
+    layer = FeatureDPLayer(x, eps, torch.Generator().manual_seed(0), noise="per_row")
+    assert math.isclose(layer.entry_scale, 2 * d / eps)  # (1/L)·Δ/ε with Δ = 2·|h₀|·L
+    noise = layer(x) - layer.normalize(x)
+    assert abs(float(noise.abs().mean()) / layer.entry_scale - 1) < 0.03  # E|Lap(b)| = b over 24,000 entries
+    assert abs(float(noise.median())) < 0.05 * layer.entry_scale
+    assert float(noise.pow(2).mean()) / (2 * layer.entry_scale**2) == pytest.approx(1, abs=0.1)  # Var = 2b²
+    assert (noise[1:] != noise[:1]).all()  # no row repeats another's draw
+    corr = torch.corrcoef(noise[:, :2].T)[0, 1]  # independent across features and rows
+    assert abs(float(corr)) < 0.15
+    again = layer(x) - layer.normalize(x)
+    assert not torch.allclose(again, noise)  # test rows get their own draws too
+    shared = FeatureDPLayer(x, eps, torch.Generator().manual_seed(0))
+    spread = shared(x) - shared.normalize(x)
+    assert torch.allclose(spread, spread[:1].expand(L, d))  # the default reading is unchanged
+    assert not FeatureDPLayer(x, 0.0, torch.Generator(), noise="per_row")(x).sub(layer.normalize(x)).any()
+    with pytest.raises(VCLInputError, match="mpdl_dp_noise"):
+        FeatureDPLayer(x, eps, torch.Generator(), noise="rows")
+
+
 # --- KDE and the duality gradient ------------------------------------------------------------------------
 def test_kde_bandwidth_and_log_density_against_scipy_and_by_hand():
     assert math.isclose(bandwidth(100), 1.05 * 100 ** (-0.2))
@@ -167,7 +189,7 @@ def test_kde_bandwidth_and_log_density_against_scipy_and_by_hand():
     assert torch.allclose(kde3.grad_log_density(torch.from_numpy(x)), xt.grad, atol=1e-10)
 
 
-def parties(lam=0.5, paillier=False, seed=0):
+def parties(lam=0.5, paillier=False, seed=0, clip=0.0):
     rng = np.random.default_rng(seed)
     n, da, db = 30, 3, 2
     xa = torch.from_numpy(rng.random((n, da)).astype(np.float32))
@@ -175,8 +197,8 @@ def parties(lam=0.5, paillier=False, seed=0):
     ids = [f"id{i}" for i in range(n)]
     a = PartyData("a", ["a1", "a2", "a3"], ids, xa, xa[:4])
     b = PartyData("b", ["b1", "b2"], ids, xb, xb[:4], torch.zeros(n, dtype=torch.long))
-    kw = dict(epsilon=0.0, lam=lam, lr=0.1, hidden=0, paillier=paillier, key_bits=512)
-    pa, pb = DualParty(a, db, seed=1, **kw), DualParty(b, da, seed=2, **kw)
+    kw = dict(epsilon=0.0, lam=lam, lr=0.1, hidden=0, paillier=paillier, key_bits=512, clip=clip)
+    pa, pb = DualParty(a, b, seed=1, **kw), DualParty(b, a, seed=2, **kw)
     if paillier:
         channel = Channel()
         pb.receive_public_key(channel.send(pa.public_key_message("b", 1)))
@@ -221,6 +243,29 @@ def test_duality_gradient_eq17_matches_autograd():
     assert (
         float(dual.detach().abs().sum()) > 1e-3 and float((grad_f - 2 * (xb_hat.detach() - xb)).abs().max()) > 1e-4
     )  # not vacuous
+
+
+def test_dual_clip_bounds_the_step_and_leaves_the_messages_alone():
+    rows = np.arange(8)
+    steps, messages = [], []
+    for clip in (0.0, 0.01):
+        pa, pb = parties(clip=clip)
+        before = torch.cat([p.detach().flatten().clone() for p in pa.model.parameters()])
+        plain, cross = _plain_and_cross(pa, pb, rows)
+        messages.append((plain.values, cross.values))
+        pa.update(plain, cross)
+        after = torch.cat([p.detach().flatten() for p in pa.model.parameters()])
+        steps.append(float((after - before).norm()))
+    assert steps[1] <= 0.1 * 0.01 + 1e-7 < steps[0]  # lr × clip bounds the step; unclipped it is larger
+    assert all(torch.equal(x, y) for x, y in zip(*messages, strict=True))  # a local choice: nothing sent changes
+
+
+def _plain_and_cross(pa, pb, rows):
+    """What reaches A for its last generation: B's plaintext gradient and the cross term under A's encryption."""
+    x_b_hat, x_a_hat = pa.generate(rows, "b", 1), pb.generate(rows, "a", 1)
+    plain_for_a, diff_b = pb.assess(x_b_hat, rows)
+    _, diff_a = pa.assess(x_a_hat, rows)
+    return plain_for_a, pb.cross(diff_a)
 
 
 # --- Paillier ---------------------------------------------------------------------------------------------
@@ -275,6 +320,58 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
     assert checked > 20
 
 
+def test_canvas_conv_is_one_convolution_of_the_stacked_canvases():
+    from vcl.split_network import CanvasConv
+
+    mask_a, mask_b = image_masks(1, 8, 8)
+    pa, pb = np.flatnonzero(mask_a), np.flatnonzero(mask_b)
+    torch.manual_seed(0)
+    ca, cb = CanvasConv((1, 8, 8), pa), CanvasConv((1, 8, 8), pb)
+    img = torch.rand(3, 64)
+    za, zb = ca(img[:, pa]), cb(img[:, pb])
+    assert za.shape == (3, 16, 8, 8)
+    canvas_a, canvas_b = torch.zeros(3, 64), torch.zeros(3, 64)
+    canvas_a[:, pa], canvas_b[:, pb] = img[:, pa], img[:, pb]
+    stacked = torch.stack([canvas_a, canvas_b], 1).view(3, 2, 8, 8)
+    weight = torch.cat([ca.conv.weight, cb.conv.weight], 1)  # (16, 2, 5, 5)
+    assert torch.allclose(za + zb, torch.nn.functional.conv2d(stacked, weight, padding=2), atol=1e-5)
+    changed = img.clone()
+    changed[:, ~mask_a] += 1.0  # pixels A does not hold do not reach A's bottom layer
+    assert torch.allclose(ca(changed[:, pa]), za)
+
+
+def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
+    from vcl.methods import build_protocol
+    from vcl.runner import datamodule_for
+
+    cfg = mpdl_config(
+        tmp_path, dataset="digits_image", mpdl_max_rows=300, mpdl_central="cnn", mpdl_dual_arch="cnn", mpdl_lambda=1e-4
+    )
+    dm = datamodule_for(cfg)
+    dm.setup()
+    protocol = build_protocol(cfg, dm.data)
+    assert isinstance(protocol.a.model[0], type(protocol.central(1).bottoms["a"]))  # CNN dual models
+    sent = []
+    protocol.channel.transport = lambda m: sent.append(m) or m
+    while protocol.round < protocol.max_rounds and not protocol.stopped:
+        record = protocol.run_round()
+    scores = record["scores"]
+    assert all(0 <= scores[k] <= 1 for k in ("dual_t", "joint_t", "mpdl_a")) and math.isfinite(scores["inference_mae"])
+    assert {m.kind for m in sent} <= MPDL_KINDS
+    to_c = [m for m in sent if m.receiver == "collaborator"]
+    assert {m.kind for m in to_c} == {"Activations", "Labels"}
+    shapes = {tuple(m.values.shape[1:]) for m in to_c if m.kind == "Activations"}
+    assert shapes == {(16, 8, 8)}  # the parties' first-convolution maps, never pixels
+    generated = [m for m in sent if m.kind == "GeneratedData"]
+    widths = {m.values.shape[1] for m in generated}
+    assert widths == {dm.data.a.num_features, dm.data.b.num_features}  # generations of the other's pixels
+    for party, dp in ((dm.data.a, protocol.a.h0), (dm.data.b, protocol.b.h0)):
+        private = torch.cat([party.train, dp.normalize(party.train), party.test, dp.normalize(party.test)])
+        for m in generated:
+            if m.values.shape[1] == private.shape[1]:
+                assert float(torch.cdist(m.values, private.float()).min()) > 1e-4
+
+
 def test_mpdl_end_to_end_scores_and_resume(tmp_path, crash_at):
     cfg = mpdl_config(tmp_path, mpdl_threshold=1.0, compare=["ftl"])
     full = train(cfg, verbose=False)
@@ -284,6 +381,8 @@ def test_mpdl_end_to_end_scores_and_resume(tmp_path, crash_at):
     assert full["compare"]["ftl"]["final"]["a_only"] == pytest.approx(
         full["compare"]["ftl"]["rounds"][-1]["scores"]["ftl_a"]
     )
+    ftl = full["compare"]["ftl"]["rounds"][-1]["scores"]
+    assert 0 <= ftl["ftl_b_test"] <= 1 and ftl["code_std_a"] > 0 and ftl["code_std_b"] > 0 and ftl["code_gap"] >= 0
     assert (tmp_path / "mpdl" / "tensorboard").is_dir()
     other = mpdl_config(tmp_path, mpdl_threshold=1.0, out=str(tmp_path / "resumed"))
     with pytest.raises(KeyboardInterrupt):
@@ -315,6 +414,9 @@ def test_inference_error_rises_as_epsilon_falls(tmp_path):
         ({"mpdl_psi_bits": 512}, "mpdl_psi_bits"),
         ({"mpdl_dual_epochs": 0}, "mpdl_dual_epochs"),
         ({"compare": ["gal"]}, "mixes MPDL methods"),
+        ({"mpdl_central": "cnn"}, "needs an image dataset"),
+        ({"mpdl_dual_arch": "rnn"}, "mpdl_dual_arch"),
+        ({"mpdl_dp_noise": "rows"}, "mpdl_dp_noise"),
     ],
 )
 def test_bad_mpdl_config_is_refused_before_work(tmp_path, overrides, message):

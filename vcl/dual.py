@@ -22,6 +22,7 @@ from torch import Tensor
 
 from datamodules.overlap import PartyData
 from models.networks import build_mlp
+from vcl.errors import VCLInputError
 from vcl.kde import GaussianKDE
 from vcl.messages import (
     CrossGradient,
@@ -34,6 +35,7 @@ from vcl.messages import (
 )
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer
+from vcl.split_network import CanvasConv, cnn_top
 
 
 def duality_loss(log_p_a: Tensor, log_p_a_hat: Tensor, log_p_b_hat: Tensor, log_p_b: Tensor) -> Tensor:
@@ -47,13 +49,24 @@ def seeded_mlp(d_in: int, d_out: int, hidden: int, seed: int) -> torch.nn.Sequen
         return build_mlp(d_in, d_out, (hidden,))
 
 
+def seeded_cnn_generator(shape: tuple[int, int, int], pixels, d_out: int, seed: int) -> torch.nn.Sequential:
+    """A CNN dual model for images: the party's pixels on its canvas, the paper's MNIST CNN trunk (conv 5×5
+    16, ReLU, pool, conv 5×5 32, ReLU, pool), and a linear output layer onto the other party's pixels."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        first = CanvasConv(shape, pixels, bias=True)
+        trunk = cnn_top(shape, d_out)[:-3]  # ReLU, pool, conv 32, ReLU, pool, flatten
+        flat = trunk(first(torch.zeros(1, len(first.pixels)))).shape[1]
+        return torch.nn.Sequential(first, trunk, torch.nn.Linear(flat, d_out))
+
+
 class DualParty:
     """One party (A or B). Its raw rows enter h₀ once; only h₀'s output is used from then on."""
 
     def __init__(
         self,
         data: PartyData,
-        other_dim: int,
+        other: PartyData,
         epsilon: float,
         lam: float,
         lr: float,
@@ -61,19 +74,33 @@ class DualParty:
         seed: int,
         paillier: bool = False,
         key_bits: int = 1024,
+        arch: str = "mlp",
+        dp_noise: str = "shared",
+        clip: float = 0.0,
     ):
+        """``other`` tells the party only the other's feature count (and, for images, the other's pixel
+        positions: the paper's parties know each other's damaged regions); none of its rows are read."""
         self.name = data.name
         self.ids = list(data.ids)
-        self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed))
+        self.clip = clip  # > 0: clip the dual model's gradient norm before each SGD step
+        self.image_shape, self.pixels = data.image_shape, data.pixels
+        other_dim = other.num_features
+        self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed), dp_noise)
         self.x = self.h0(data.train)  # perturbed training rows, in the party's own order
         self.test = self.h0(data.test)
+        self.noise_mae = float((self.x - self.h0.normalize(data.train)).abs().mean())  # log only (Section IV-F)
         self.means = self.x.mean(0)  # φ_j / L: released to the other party (PerturbedMeans)
         self.other_means = torch.zeros(other_dim)
         self.labels = data.labels  # party B only
         self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B)
         self.dim, self.other_dim, self.lam, self.lr = self.x.shape[1], other_dim, lam, lr
         self.hidden = hidden or (self.dim + other_dim) // 2
-        self.model = seeded_mlp(self.dim, other_dim, self.hidden, seed + 1)
+        if arch == "cnn":
+            if self.image_shape is None:
+                raise VCLInputError("mpdl_dual_arch=cnn needs image parties (an image dataset).")
+            self.model = seeded_cnn_generator(self.image_shape, self.pixels, other_dim, seed + 1)
+        else:
+            self.model = seeded_mlp(self.dim, other_dim, self.hidden, seed + 1)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
         self.key = PaillierKeyPair(key_bits) if paillier else None
         self.other_public = None
@@ -146,6 +173,8 @@ class DualParty:
         grad = self.output_gradient(plain, cross)
         self.optimizer.zero_grad()
         self._out.backward((grad / grad.shape[0]).to(self._out.dtype))
+        if self.clip > 0:  # the party's own optimizer choice (Section III-B3): nothing it sends changes
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
         self.optimizer.step()
         self._out = None
         return grad

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from datamodules.grid import FEATURE_SPLITS, GridData
+from datamodules.image import IMAGE_DATASETS
 from datamodules.tabular import VerticalData
 from models import (
     DEEP,
@@ -23,7 +24,7 @@ from vcl.federation import Federation
 from vcl.losses import check_local_loss
 from vcl.organization import FeatureView, Organization, seed_for
 from vcl.paillier import check_key_bits
-from vcl.privacy import make_mechanism
+from vcl.privacy import DP_NOISE, make_mechanism
 from vcl.protocols import (
     ASCIIOptions,
     AssistedClassification,
@@ -183,6 +184,17 @@ def check_mpdl_config(config: RunConfig) -> None:
     for key in ("mpdl_hidden", "mpdl_max_rows", "mpdl_ftl_dim"):
         if getattr(config, key) < 0:
             raise VCLInputError(f"{key}={getattr(config, key)}; use a positive number, or 0 for the default.")
+    for key, allowed in (("mpdl_central", ("mlp", "cnn")), ("mpdl_dual_arch", ("mlp", "cnn"))):
+        if getattr(config, key) not in allowed:
+            raise VCLInputError(f"{key}={getattr(config, key)!r}; use one of {', '.join(allowed)}.")
+        if getattr(config, key) == "cnn" and config.dataset not in IMAGE_DATASETS and config.method in MPDL_METHODS:
+            raise VCLInputError(
+                f"{key}=cnn needs an image dataset ({', '.join(IMAGE_DATASETS)}), not {config.dataset!r}."
+            )
+    if config.mpdl_dual_clip < 0:
+        raise VCLInputError(f"mpdl_dual_clip={config.mpdl_dual_clip}; use a gradient-norm bound > 0, or 0 for none.")
+    if config.mpdl_dp_noise not in DP_NOISE:
+        raise VCLInputError(f"mpdl_dp_noise={config.mpdl_dp_noise!r}; use one of {', '.join(DP_NOISE)}.")
     check_key_bits(config.mpdl_key_bits)
     check_psi_bits(config.mpdl_psi_bits)
 
@@ -204,6 +216,10 @@ def mpdl_options(config: RunConfig) -> MPDLOptions:
         psi_bits=config.mpdl_psi_bits,
         hidden=config.mpdl_hidden,
         ftl_dim=config.mpdl_ftl_dim,
+        central=config.mpdl_central,
+        dual_arch=config.mpdl_dual_arch,
+        dp_noise=config.mpdl_dp_noise,
+        dual_clip=config.mpdl_dual_clip,
     )
 
 

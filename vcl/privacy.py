@@ -69,33 +69,53 @@ def make_mechanism(name: str, alpha: float = 1.0):
     return None if name == "none" else LaplaceMechanism(alpha) if name == "dp" else IntervalPrivacy()
 
 
+DP_NOISE = ("shared", "per_row")
+
+
 class FeatureDPLayer:
     """MPDL's feature-oriented differentially private affine layer h₀ (Section III-C1, eqs 12–16).
 
     Inputs are min–max normalized to [0, 1] with the party's own training rows (clipped), then perturbed
-    by ``(1/L)·Lap(Δ/ε)`` per input feature, the same draw for all L rows (eq. 14: summed over the L rows
-    it is one ``Lap(Δ/ε)`` on each feature's sum), with the sensitivity ``Δ = 2·|h₀|·L`` (eq. 13). The
-    affine map is the identity (|h₀| = d neurons, W = I, b = 0), so h₀'s output lives in the data's own
+    by ``(1/L)·Lap(Δ/ε)`` per input feature with the sensitivity ``Δ = 2·|h₀|·L`` (eq. 13). Two readings of
+    "identical noise distribution ... to all input features" (``noise``):
+
+    - ``shared`` (default): one draw per feature, the same for all L rows — the only reading under which
+      eq. 14's ``Σ_i (x_ij + (1/L)·Lap(Δ/ε)) = Σ_i x_ij + Lap(Δ/ε)`` holds;
+    - ``per_row``: every entry (row and feature, training and test rows alike) gets its own draw of the same
+      distribution ``(1/L)·Lap(Δ/ε)`` — noise a model cannot learn around, so accuracy falls with ε.
+
+    The affine map is the identity (|h₀| = d neurons, W = I, b = 0), so h₀'s output lives in the data's own
     space, which the paper's inference MAE between raw and inferred data presupposes (Section IV-F).
-    ``epsilon = 0`` means no privacy (ε = ∞). The layer is drawn once: everything downstream of the
-    party — its dual model, what it sends, the split network's bottom layer — sees only its output.
+    ``epsilon = 0`` means no privacy (ε = ∞). Everything downstream of the party — its dual model, what it
+    sends, the split network's bottom layer — sees only h₀'s output.
     """
 
-    def __init__(self, train: Tensor, epsilon: float, generator: torch.Generator):
+    def __init__(self, train: Tensor, epsilon: float, generator: torch.Generator, noise: str = "shared"):
         if epsilon < 0:
             raise VCLInputError(f"mpdl_epsilon={epsilon}; use a privacy budget > 0, or 0 for no privacy (ε = ∞).")
+        if noise not in DP_NOISE:
+            raise VCLInputError(f"mpdl_dp_noise={noise!r}; use one of {', '.join(DP_NOISE)}.")
         self.low = train.min(0).values
         span = train.max(0).values - self.low
         self.span = torch.where(span > 0, span, torch.ones_like(span))
         self.rows, self.width = train.shape[0], train.shape[1]  # L and |h₀|
-        self.epsilon = epsilon
+        self.epsilon, self.noise, self.generator = epsilon, noise, generator
         self.sensitivity = 2.0 * self.width * self.rows  # Δ = 2·|h₀|·L
         self.scale = self.sensitivity / epsilon if epsilon > 0 else 0.0  # Δ/ε
         draw = laplace((self.width,), self.scale, generator) if epsilon > 0 else torch.zeros(self.width)
-        self.offset = draw / self.rows  # (1/L)·Lap(Δ/ε), identical for every row
+        self.offset = draw / self.rows  # shared: (1/L)·Lap(Δ/ε), identical for every row
+        if noise == "per_row":
+            self.offset = torch.zeros(self.width)
+
+    @property
+    def entry_scale(self) -> float:
+        """The Laplace scale of the noise on one entry: Δ/(ε·L) = 2·|h₀|/ε."""
+        return self.scale / self.rows
 
     def normalize(self, x: Tensor) -> Tensor:
         return ((x - self.low) / self.span).clamp(0.0, 1.0)
 
     def __call__(self, x: Tensor) -> Tensor:
+        if self.noise == "per_row" and self.epsilon > 0:  # a fresh draw per entry, from the layer's own generator
+            return self.normalize(x) + laplace(x.shape, self.entry_scale, self.generator)
         return self.normalize(x) + self.offset

@@ -5,10 +5,21 @@ layer h₀, or a generation of it); C holds everything above: ``softmax(V·ReLU(
 training, the parties send C their activations z_p (:class:`Activations`) and B sends the labels once;
 C sends each party the errors δ of its first layer (:class:`ActivationGradient`, eq. 18), from which the
 party updates W_p. One hidden layer of (d_in + K)/2 units, SGD at the paper's rate.
+
+``arch="cnn"`` (images): the paper's MNIST CNN (Section IV-B: two 5×5 convolutions of 16 and 32 channels,
+two fully connected layers, softmax), split at its first convolution. Each party's bottom layer places its
+own pixels on the image canvas (zeros where it has none) and convolves them (16 channels, no bias,
+:class:`CanvasConv`); since a convolution is linear, the sum of the parties' maps is one convolution of the
+parties' stacked canvases, exactly as Σ_p x_p W_p is for the MLP. C adds the bias and holds the rest:
+ReLU, 2×2 max-pool, conv 5×5 (32), ReLU, 2×2 max-pool, FC (128), ReLU, FC (K). Pooling and the FC width are
+not in the paper (ours). Only the bottom maps (N × 16 × H × W) and their gradients cross, as for the MLP.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -23,16 +34,66 @@ def _seeded(seed: int, make):
         return make()
 
 
+class CanvasConv(nn.Module):
+    """A party's bottom layer of the central (or dual) CNN: its pixels (flat positions ``pixels`` of a
+    C × H × W image) placed on a zero canvas, then a ``kernel`` × ``kernel`` convolution (same padding)."""
+
+    def __init__(self, shape: tuple[int, int, int], pixels, channels: int = 16, kernel: int = 5, bias: bool = False):
+        super().__init__()
+        self.shape = tuple(int(v) for v in shape)
+        self.register_buffer("pixels", torch.as_tensor(np.asarray(pixels), dtype=torch.long))
+        self.conv = nn.Conv2d(self.shape[0], channels, kernel, padding=kernel // 2, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        canvas = x.new_zeros(x.shape[0], math.prod(self.shape))
+        canvas[:, self.pixels] = x
+        return self.conv(canvas.view(-1, *self.shape))
+
+
+def cnn_top(shape: tuple[int, int, int], classes: int, hidden: int = 128, channels: int = 16) -> nn.Sequential:
+    """C's part of the paper's MNIST CNN above the parties' first convolution (bias added before it)."""
+    trunk = nn.Sequential(
+        nn.ReLU(),
+        nn.MaxPool2d(2, ceil_mode=True),
+        nn.Conv2d(channels, 32, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2, ceil_mode=True),
+        nn.Flatten(),
+    )
+    with torch.no_grad():
+        flat = trunk(torch.zeros(1, channels, *shape[1:])).shape[1]
+    return nn.Sequential(*trunk, nn.Linear(flat, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+
 class SplitNetwork:
-    def __init__(self, dims: dict[str, int], classes: int, hidden: int, lr: float, seed: int):
+    """``dims`` {party: its number of columns}; for ``arch="cnn"``, ``images`` {party: (C, H, W), its pixel
+    positions} (every party of a CNN must hold image pixels)."""
+
+    def __init__(
+        self,
+        dims: dict[str, int],
+        classes: int,
+        hidden: int,
+        lr: float,
+        seed: int,
+        arch: str = "mlp",
+        images: dict[str, tuple] | None = None,
+    ):
         self.classes = classes
-        self.hidden = hidden or (sum(dims.values()) + classes) // 2
-        self.bottoms = {
-            p: _seeded(seed + i, lambda d=d: nn.Linear(d, self.hidden, bias=False))
-            for i, (p, d) in enumerate(dims.items())
-        }
-        self.top = _seeded(seed + 97, lambda: nn.Sequential(nn.ReLU(), nn.Linear(self.hidden, classes)))
-        self.bias = nn.Parameter(torch.zeros(self.hidden))
+        if arch == "cnn":
+            self.hidden = hidden or 128
+            shape = next(iter(images.values()))[0]
+            self.bottoms = {p: _seeded(seed + i, lambda p=p: CanvasConv(*images[p])) for i, p in enumerate(dims)}
+            self.top = _seeded(seed + 97, lambda: cnn_top(shape, classes, self.hidden))
+            self.bias = nn.Parameter(torch.zeros(16, 1, 1))
+        else:
+            self.hidden = hidden or (sum(dims.values()) + classes) // 2
+            self.bottoms = {
+                p: _seeded(seed + i, lambda d=d: nn.Linear(d, self.hidden, bias=False))
+                for i, (p, d) in enumerate(dims.items())
+            }
+            self.top = _seeded(seed + 97, lambda: nn.Sequential(nn.ReLU(), nn.Linear(self.hidden, classes)))
+            self.bias = nn.Parameter(torch.zeros(self.hidden))
         self.optimizers = {p: torch.optim.SGD(m.parameters(), lr=lr) for p, m in self.bottoms.items()}
         self.optimizers[COLLABORATOR] = torch.optim.SGD([*self.top.parameters(), self.bias], lr=lr)
 

@@ -55,6 +55,10 @@ class MPDLOptions:
     psi_bits: int = 2048
     hidden: int = 0
     ftl_dim: int = 0
+    central: str = "mlp"
+    dual_arch: str = "mlp"
+    dp_noise: str = "shared"
+    dual_clip: float = 0.0
 
 
 class PartialOverlapProtocol(Protocol):
@@ -64,10 +68,12 @@ class PartialOverlapProtocol(Protocol):
 
     def __init__(self, task: Task, data: OverlapData, options: MPDLOptions, seed: int = 0):
         self.options = options
+        arch = options.dual_arch if self.uses_dual else "mlp"
         common = dict(epsilon=options.epsilon, lam=options.lam, lr=options.lr, hidden=options.hidden)
+        common.update(arch=arch, dp_noise=options.dp_noise, clip=options.dual_clip)
         keys = dict(paillier=options.paillier and self.uses_dual, key_bits=options.key_bits)
-        self.a = DualParty(data.a, data.b.num_features, seed=seed_for(seed, 0xA), **common, **keys)
-        self.b = DualParty(data.b, data.a.num_features, seed=seed_for(seed, 0xB), **common, **keys)
+        self.a = DualParty(data.a, data.b, seed=seed_for(seed, 0xA), **common, **keys)
+        self.b = DualParty(data.b, data.a, seed=seed_for(seed, 0xB), **common, **keys)
         self.truth = data.truth
         super().__init__(task, Federation([self.b, self.a]), data.labels, seed)
         self.alignment: dict[str, np.ndarray] | None = None
@@ -105,7 +111,11 @@ class PartialOverlapProtocol(Protocol):
 
     def central(self, which: int) -> SplitNetwork:
         dims = {"a": self.a.dim, "b": self.b.dim}
-        return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed_for(self.seed, self.round, which))
+        seed = seed_for(self.seed, self.round, which)
+        if self.options.central == "cnn":
+            images = {p.name: (p.image_shape, p.pixels) for p in (self.a, self.b)}
+            return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed, "cnn", images)
+        return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed)
 
     def fit_central(self, net: SplitNetwork, inputs: dict[str, Tensor], labels: Tensor, which: int) -> float:
         gen = torch.Generator().manual_seed(seed_for(self.seed, self.round, which, 0xCE))
@@ -216,7 +226,9 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
             "inference_mae_a": float(err_a.mean()),
             "inference_mae_b": float(err_b.mean()),
             "inference_mae": float(torch.cat([err_a.flatten(), err_b.flatten()]).mean()),
-            "perturbation_mae": float(torch.cat([self.a.h0.offset.abs(), self.b.h0.offset.abs()]).mean()),
+            "perturbation_mae": float(
+                (self.a.noise_mae * self.a.dim + self.b.noise_mae * self.b.dim) / (self.a.dim + self.b.dim)
+            ),
         }
 
 
@@ -254,16 +266,27 @@ class FederatedTransfer(PartialOverlapProtocol):
                     loss = (dec(u) - x).pow(2).sum(1).mean() + (u - other).pow(2).sum(1).mean()
                     opt.zero_grad()
                     loss.backward()
+                    if o.dual_clip > 0:  # the same local optimizer choice as the dual models'
+                        torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], o.dual_clip)
                     opt.step()
         with torch.no_grad():
             labeled = np.concatenate([al["b_rows"], al["b_only"]])
             codes_b = ch.send(Activations("b", COLLABORATOR, r, enc_b(xb[labeled]))).values
             test_codes = ch.send(Activations("a", COLLABORATOR, r, enc_a(a.local(a.test)))).values
             a_only_codes = ch.send(Activations("a", COLLABORATOR, r, enc_a(xa[al["a_only"]]))).values
+            b_test_codes = enc_b(b.local(b.test))  # diagnostics only (never sent): does B's code carry the label?
+            a_test_codes = enc_a(a.local(a.test))
         # C's classifier on the common space: a split network whose one "party" is C itself
         net = SplitNetwork({COLLABORATOR: code}, self.task.num_outputs, 0, o.lr, seed_for(self.seed, 0xC1))
         self._loss = self.fit_central(net, {COLLABORATOR: codes_b}, b.labels[labeled], 1)
         self.F["test"] = net.predict({COLLABORATOR: test_codes}, ch, r)
         self.F["a_only"] = net.predict({COLLABORATOR: a_only_codes}, ch, r)
-        self.scores.update(ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]), code_dim=code)
+        self.scores.update(
+            ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]),
+            code_dim=code,
+            ftl_b_test=self.task.metric(net.predict({COLLABORATOR: b_test_codes}, ch, r), self.labels["test"]),
+            code_std_a=float(a_test_codes.std(0).mean()),
+            code_std_b=float(b_test_codes.std(0).mean()),
+            code_gap=float((a_test_codes - b_test_codes).norm(dim=1).mean()),
+        )
         return self._record(scores=dict(self.scores))
