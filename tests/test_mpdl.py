@@ -198,7 +198,7 @@ def parties(lam=0.5, paillier=False, seed=0, clip=0.0):
     a = PartyData("a", ["a1", "a2", "a3"], ids, xa, xa[:4])
     b = PartyData("b", ["b1", "b2"], ids, xb, xb[:4], torch.zeros(n, dtype=torch.long))
     kw = dict(epsilon=0.0, lam=lam, lr=0.1, hidden=0, paillier=paillier, key_bits=512, clip=clip)
-    pa, pb = DualParty(a, b, seed=1, **kw), DualParty(b, a, seed=2, **kw)
+    pa, pb = DualParty(a, db, seed=1, **kw), DualParty(b, da, seed=2, **kw)
     if paillier:
         channel = Channel()
         pb.receive_public_key(channel.send(pa.public_key_message("b", 1)))

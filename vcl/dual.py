@@ -66,7 +66,7 @@ class DualParty:
     def __init__(
         self,
         data: PartyData,
-        other: PartyData,
+        other_dim: int,
         epsilon: float,
         lam: float,
         lr: float,
@@ -78,13 +78,10 @@ class DualParty:
         dp_noise: str = "shared",
         clip: float = 0.0,
     ):
-        """``other`` tells the party only the other's feature count (and, for images, the other's pixel
-        positions: the paper's parties know each other's damaged regions); none of its rows are read."""
         self.name = data.name
         self.ids = list(data.ids)
         self.clip = clip  # > 0: clip the dual model's gradient norm before each SGD step
         self.image_shape, self.pixels = data.image_shape, data.pixels
-        other_dim = other.num_features
         self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed), dp_noise)
         self.x = self.h0(data.train)  # perturbed training rows, in the party's own order
         self.test = self.h0(data.test)

@@ -72,8 +72,8 @@ class PartialOverlapProtocol(Protocol):
         common = dict(epsilon=options.epsilon, lam=options.lam, lr=options.lr, hidden=options.hidden)
         common.update(arch=arch, dp_noise=options.dp_noise, clip=options.dual_clip)
         keys = dict(paillier=options.paillier and self.uses_dual, key_bits=options.key_bits)
-        self.a = DualParty(data.a, data.b, seed=seed_for(seed, 0xA), **common, **keys)
-        self.b = DualParty(data.b, data.a, seed=seed_for(seed, 0xB), **common, **keys)
+        self.a = DualParty(data.a, data.b.num_features, seed=seed_for(seed, 0xA), **common, **keys)
+        self.b = DualParty(data.b, data.a.num_features, seed=seed_for(seed, 0xB), **common, **keys)
         self.truth = data.truth
         super().__init__(task, Federation([self.b, self.a]), data.labels, seed)
         self.alignment: dict[str, np.ndarray] | None = None
