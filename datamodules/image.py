@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
-from datamodules.tabular import VerticalData, check_fractions, seeded_row_splits
+from datamodules.tabular import VerticalData, VerticalDataModule, check_fractions, seeded_row_splits
 from vcl.errors import VCLInputError
 from vcl.organization import FeatureView
 
@@ -167,7 +165,7 @@ def split_image_views(
     return views
 
 
-class ImageDataModule(pl.LightningDataModule):
+class ImageDataModule(VerticalDataModule):
     """Per-organization image patches of one image dataset, Alice (organization 0) holding the labels."""
 
     def __init__(
@@ -232,20 +230,3 @@ class ImageDataModule(pl.LightningDataModule):
         joint = FeatureView(views[0].name, pixel_names((0, height, 0, width)), full)
         y = {s: torch.from_numpy(v) for s, v in labels.items()}
         return VerticalData(views, y, "classification", source.num_classes, joint=joint)
-
-    # --- Lightning loaders: one organization's patches (or whole images, for centralized models) ------
-    def dataloader(self, split: str, organization: int | None = None, shuffle: bool = False) -> DataLoader:
-        self.setup()
-        view = self.data.joint if organization is None else self.data.views[organization]
-        return DataLoader(
-            TensorDataset(view.splits[split], self.data.labels[split]), batch_size=self.batch_size, shuffle=shuffle
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self.dataloader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self.dataloader("val" if "val" in self.data.labels else "test")
-
-    def test_dataloader(self) -> DataLoader:
-        return self.dataloader("test")

@@ -11,11 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
-from datamodules.tabular import VerticalData, check_fractions, random_column_split, seeded_row_splits
+from datamodules.tabular import (
+    VerticalData,
+    VerticalDataModule,
+    check_fractions,
+    random_column_split,
+    seeded_row_splits,
+)
 from vcl.errors import VCLInputError
 from vcl.organization import FeatureView
 
@@ -66,7 +70,7 @@ def load_npz(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | Non
     return x.astype(np.float32), y, groups, task
 
 
-class SequenceDataModule(pl.LightningDataModule):
+class SequenceDataModule(VerticalDataModule):
     def __init__(
         self,
         dataset: str = "sequence_synthetic",
@@ -123,19 +127,3 @@ class SequenceDataModule(pl.LightningDataModule):
             labels = {s: torch.from_numpy(y[r].astype(np.float32)) for s, r in rows.items()}
             num_classes = 1
         return VerticalData(views, labels, task, num_classes)
-
-    def dataloader(self, split: str, organization: int | None = None, shuffle: bool = False) -> DataLoader:
-        self.setup()
-        view = self.data.joint_view() if organization is None else self.data.views[organization]
-        return DataLoader(
-            TensorDataset(view.splits[split], self.data.labels[split]), batch_size=self.batch_size, shuffle=shuffle
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self.dataloader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self.dataloader("val" if "val" in self.data.labels else "test")
-
-    def test_dataloader(self) -> DataLoader:
-        return self.dataloader("test")

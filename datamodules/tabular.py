@@ -106,7 +106,31 @@ class VerticalData:
         return FeatureView(self.views[0].name, cols, splits)
 
 
-class TabularDataModule(pl.LightningDataModule):
+class VerticalDataModule(pl.LightningDataModule):
+    """Lightning loaders shared by every vertical split: one organization's view, or every feature
+    (``organization=None``, for centralized models). Subclasses set ``self.data`` in ``setup``."""
+
+    batch_size: int
+    data: VerticalData | None
+
+    def dataloader(self, split: str, organization: int | None = None, shuffle: bool = False) -> DataLoader:
+        self.setup()
+        view = self.data.joint_view() if organization is None else self.data.views[organization]
+        return DataLoader(
+            TensorDataset(view.splits[split], self.data.labels[split]), batch_size=self.batch_size, shuffle=shuffle
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self.dataloader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.dataloader("val" if "val" in self.data.labels else "test")
+
+    def test_dataloader(self) -> DataLoader:
+        return self.dataloader("test")
+
+
+class TabularDataModule(VerticalDataModule):
     def __init__(
         self,
         dataset: str = "wine",
@@ -185,19 +209,3 @@ class TabularDataModule(pl.LightningDataModule):
         if table.task == "regression":
             labels = {s: y.to(torch.float32) for s, y in labels.items()}
         return VerticalData(views, labels, table.task, table.num_classes)
-
-    # --- Lightning loaders: one organization's columns (or all, for centralized models) -------
-    def dataloader(self, split: str, organization: int | None = None, shuffle: bool = False) -> DataLoader:
-        self.setup()
-        views = self.data.views if organization is None else [self.data.views[organization]]
-        x = torch.cat([v.splits[split] for v in views], dim=1)
-        return DataLoader(TensorDataset(x, self.data.labels[split]), batch_size=self.batch_size, shuffle=shuffle)
-
-    def train_dataloader(self) -> DataLoader:
-        return self.dataloader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self.dataloader("val" if "val" in self.data.labels else "test")
-
-    def test_dataloader(self) -> DataLoader:
-        return self.dataloader("test")
