@@ -320,6 +320,26 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
     assert checked > 20
 
 
+def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
+    """FTL_A (Liu et al.'s objective): B's codes learn the label through C's classifier, A's codes are pulled
+    onto B's on D_C, so C's classifier works on A's codes of the A-only rows; only B and C see labels."""
+    from vcl.methods import build_protocol
+    from vcl.runner import datamodule_for
+
+    cfg = mpdl_config(tmp_path, method="ftl", mpdl_central_epochs=40)
+    dm = datamodule_for(cfg)
+    dm.setup()
+    protocol = build_protocol(cfg, dm.data)
+    sent = []
+    protocol.channel.transport = lambda m: sent.append(m) or m
+    scores = protocol.run_round()["scores"]
+    majority = max(float((dm.data.labels[s] == c).float().mean()) for s in ("test", "a_only") for c in (0, 1))
+    assert scores["ftl_b_test"] > max(0.85, majority) and scores["ftl_a"] > max(0.8, majority)
+    assert scores["code_std_a"] > 0.05 and scores["code_std_b"] > 0.05  # no collapse onto one point
+    assert {(m.sender, m.receiver) for m in sent if m.kind == "Labels"} == {("b", "collaborator")}
+    assert {(m.sender, m.receiver) for m in sent if m.kind == "ActivationGradient"} == {("collaborator", "b")}
+
+
 def test_canvas_conv_is_one_convolution_of_the_stacked_canvases():
     from vcl.split_network import CanvasConv
 

@@ -14,8 +14,9 @@ Evaluation (the experimenter's): dual_T and joint_T on the test rows (all featur
 its own h₀); MPDL_A on the rows only A holds, B's side completed by A's f (x̂^B sent A → B); the
 inference MAE of Section IV-F between the raw (normalized) features and the other party's inference.
 
-FTL_A (:class:`FederatedTransfer`): each party trains an autoencoder whose code is pulled towards the
-other's code on D_C; C's classifier learns B's codes of its labeled rows and is applied to A's codes.
+FTL_A (:class:`FederatedTransfer`): each party trains an autoencoder; B's code learns the label through C's
+classifier on B's labeled rows and both codes are pulled together on D_C (Liu et al.'s supervised and
+alignment losses); C's classifier is then applied to A's codes.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from torch import Tensor, nn
 from datamodules.overlap import OverlapData
 from vcl.dual import DualParty, seeded_mlp
 from vcl.federation import Federation
-from vcl.messages import Activations
+from vcl.messages import ActivationGradient, Activations, Labels, as_classes, as_float
 from vcl.organization import seed_for
 from vcl.protocols.base import Protocol
 from vcl.psi import PSIParty, private_set_intersection
@@ -233,8 +234,11 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
 
 
 class FederatedTransfer(PartialOverlapProtocol):
-    """FTL_A (Section IV-B): per-party stacked autoencoders mapped to a common space on D_C; C's MLP
-    learns B's codes of its labeled rows and classifies A's codes (the A-only rows and the test rows)."""
+    """FTL_A (Section IV-B, after Liu et al. [11]): per-party stacked autoencoders mapped to a common space.
+    B's code learns to carry the label through C's classifier on B's labeled rows (FTL's supervised loss:
+    codes to C, gradients back, as in the split network); on D_C both codes are pulled together (FTL's
+    alignment loss); each party also reconstructs its rows. C's classifier then scores A's codes of the
+    A-only rows (FTL_A) and of the test rows."""
 
     name = "ftl"
     max_rounds = 1
@@ -245,48 +249,64 @@ class FederatedTransfer(PartialOverlapProtocol):
         mid = (party.dim + code) // 2
         return seeded_mlp(party.dim, code, mid, seed), seeded_mlp(code, party.dim, mid, seed + 1)
 
+    def _step(self, optimizer: torch.optim.Optimizer, loss: Tensor) -> None:
+        optimizer.zero_grad()
+        loss.backward()
+        if self.options.dual_clip > 0:  # the same local optimizer choice as the dual models'
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(params, self.options.dual_clip)
+        optimizer.step()
+
     def run_round(self) -> dict:
         self.round = r = 1
         self.align(r)
-        o, al, ch, a, b = self.options, self.alignment, self.channel, self.a, self.b
+        o, al, ch, a, b, k = self.options, self.alignment, self.channel, self.a, self.b, self.task.num_outputs
         code = o.ftl_dim or min(64, max(2, min(a.dim, b.dim) // 2))
         enc_a, dec_a = self.autoencoder(a, code, seed_for(self.seed, 0xEA))
         enc_b, dec_b = self.autoencoder(b, code, seed_for(self.seed, 0xEB))
+        # C's classifier: the MLP of MPDL's central model (one hidden layer of (d_A + d_B + K)/2) on the codes
+        clf = seeded_mlp(code, k, o.hidden or (a.dim + b.dim + k) // 2, seed_for(self.seed, 0xC1))
         opt_a = torch.optim.SGD([*enc_a.parameters(), *dec_a.parameters()], lr=o.lr)
         opt_b = torch.optim.SGD([*enc_b.parameters(), *dec_b.parameters()], lr=o.lr)
+        opt_c = torch.optim.SGD(clf.parameters(), lr=o.lr)
         xa, xb = a.local(a.x), b.local(b.x)
+        labeled = np.concatenate([al["b_rows"], al["b_only"]])
+        y = ch.send(Labels("b", COLLABORATOR, r, as_classes(b.labels[labeled], k))).values.long()
         gen = torch.Generator().manual_seed(seed_for(self.seed, 0xF7))
-        for _ in range(o.dual_epochs):
+        losses = []
+        for _ in range(max(o.dual_epochs, o.central_epochs)):
+            losses = []
+            # supervised: B's codes of its labeled rows to C, C's gradients back to B
+            for batch in torch.randperm(len(labeled), generator=gen).split(o.batch_size):
+                x = xb[labeled[batch.numpy()]]
+                u = enc_b(x)
+                leaf = ch.send(Activations("b", COLLABORATOR, r, u.detach())).values.clone().requires_grad_(True)
+                loss = nn.functional.cross_entropy(clf(leaf), y[batch])
+                self._step(opt_c, loss)
+                delta = ch.send(ActivationGradient(COLLABORATOR, "b", r, as_float(leaf.grad))).values
+                self._step(opt_b, (dec_b(u) - x).pow(2).sum(1).mean() + (u * delta).sum())
+                losses.append(float(loss.detach()))
+            # alignment on D_C: each party's code pulled towards the other's, with reconstruction
             for batch in torch.randperm(len(al["a_rows"]), generator=gen).split(o.batch_size):
                 ia, ib = al["a_rows"][batch.numpy()], al["b_rows"][batch.numpy()]
                 u_a, u_b = enc_a(xa[ia]), enc_b(xb[ib])
                 code_b = ch.send(Activations("b", "a", r, u_b.detach())).values
                 code_a = ch.send(Activations("a", "b", r, u_a.detach())).values
                 for u, x, dec, other, opt in ((u_a, xa[ia], dec_a, code_b, opt_a), (u_b, xb[ib], dec_b, code_a, opt_b)):
-                    loss = (dec(u) - x).pow(2).sum(1).mean() + (u - other).pow(2).sum(1).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    if o.dual_clip > 0:  # the same local optimizer choice as the dual models'
-                        torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], o.dual_clip)
-                    opt.step()
+                    self._step(opt, (dec(u) - x).pow(2).sum(1).mean() + (u - other).pow(2).sum(1).mean())
+        self._loss = float(np.mean(losses))
         with torch.no_grad():
-            labeled = np.concatenate([al["b_rows"], al["b_only"]])
-            codes_b = ch.send(Activations("b", COLLABORATOR, r, enc_b(xb[labeled]))).values
             test_codes = ch.send(Activations("a", COLLABORATOR, r, enc_a(a.local(a.test)))).values
             a_only_codes = ch.send(Activations("a", COLLABORATOR, r, enc_a(xa[al["a_only"]]))).values
             b_test_codes = enc_b(b.local(b.test))  # diagnostics only (never sent): does B's code carry the label?
-            a_test_codes = enc_a(a.local(a.test))
-        # C's classifier on the common space: a split network whose one "party" is C itself
-        net = SplitNetwork({COLLABORATOR: code}, self.task.num_outputs, 0, o.lr, seed_for(self.seed, 0xC1))
-        self._loss = self.fit_central(net, {COLLABORATOR: codes_b}, b.labels[labeled], 1)
-        self.F["test"] = net.predict({COLLABORATOR: test_codes}, ch, r)
-        self.F["a_only"] = net.predict({COLLABORATOR: a_only_codes}, ch, r)
-        self.scores.update(
-            ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]),
-            code_dim=code,
-            ftl_b_test=self.task.metric(net.predict({COLLABORATOR: b_test_codes}, ch, r), self.labels["test"]),
-            code_std_a=float(a_test_codes.std(0).mean()),
-            code_std_b=float(b_test_codes.std(0).mean()),
-            code_gap=float((a_test_codes - b_test_codes).norm(dim=1).mean()),
-        )
+            self.F["test"] = clf(test_codes)
+            self.F["a_only"] = clf(a_only_codes)
+            self.scores.update(
+                ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]),
+                code_dim=code,
+                ftl_b_test=self.task.metric(clf(b_test_codes), self.labels["test"]),
+                code_std_a=float(test_codes.std(0).mean()),
+                code_std_b=float(b_test_codes.std(0).mean()),
+                code_gap=float((test_codes - b_test_codes).norm(dim=1).mean()),
+            )
         return self._record(scores=dict(self.scores))
