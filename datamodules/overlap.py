@@ -138,7 +138,7 @@ class OverlapDataModule(pl.LightningDataModule):
             X = x.reshape(len(x), -1)
             self.image_shape = (c, h, w)
             return X, y, names, list(np.flatnonzero(mask_a)), list(np.flatnonzero(mask_b)), "classification", 10
-        table = load_table(self.dataset, seed=self.split_seed)
+        table = load_table(self.dataset, seed=self.split_seed, root=self.root)
         if table.task != "classification":
             raise VCLInputError(
                 f"dataset {self.dataset!r} is a {table.task} task; MPDL needs a classification dataset."
@@ -152,7 +152,7 @@ class OverlapDataModule(pl.LightningDataModule):
                 table.columns, {"a": self.assignment["a"], "b": self.assignment["b"]}
             )
         else:
-            cols_a, cols_b = random_column_split(len(table.columns), 2, self.seed)
+            cols_a, cols_b = random_column_split(len(table.columns), 2, self.seed, table.attributes)
         return table.X, table.y, list(table.columns), cols_a, cols_b, table.task, table.num_classes
 
     def split(self, X, y, columns, cols_a, cols_b, task, num_classes) -> OverlapData:

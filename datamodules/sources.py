@@ -1,9 +1,12 @@
 """Tabular data sources: scikit-learn's datasets, GAL's blob, Boston housing, CSV per organization,
-ASCII's synthetic blobs and digit halves, and the DC paper's artificial problem.
+ASCII's synthetic blobs and digit halves, the DC paper's artificial problem, and UCI Bank Marketing
+(MPDL Table III; read from ``bank-full.csv`` under the data root).
 
 Each source gives a :class:`Table`: aligned rows ``X`` (n × d), labels ``y``, column names, the task
 kind, and — for CSV data and image halves — the column groups that define the organizations. A
-generated source may fix its own split (``train_rows`` first, or explicit ``test_rows``).
+generated source may fix its own split (``train_rows`` first, or explicit ``test_rows``). A source with
+one-hot encoded attributes names each column's attribute (``attributes``) so that random splits keep an
+attribute's columns together.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ SYNTHETIC = {
     "ascii_blobs20": {"classes": 20, "features": 20, "noise": 0},  # Fig. 6a: twenty one-feature agents
     "ascii_blobs_redundant": {"classes": 10, "features": 5, "noise": 195},  # Fig. 4a: 5 + 195 features, two agents
 }
-DATASETS = (*SKLEARN, "blob", "boston", "csv", "digits_halves", "dc_artificial", *SYNTHETIC)
+DATASETS = (*SKLEARN, "blob", "boston", "csv", "digits_halves", "dc_artificial", "bank_marketing", *SYNTHETIC)
+BANK_FILES = ("bank-full.csv", "bank/bank-full.csv")  # UCI's bank.zip unpacked into the data root
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Table:
     ids: list[str] | None = None
     train_rows: int | None = None  # the dataset's own split: the first train_rows rows train, the rest test
     test_rows: np.ndarray | None = None  # row indices the source reserves for test (generated data)
+    attributes: list[str] | None = None  # each column's source attribute (one-hot columns share theirs)
 
 
 def synthetic_blobs(name: str, train: int, test: int, seed: int) -> Table:
@@ -86,8 +91,10 @@ def load_table(
     synthetic_train: int = 1000,
     synthetic_test: int = 100000,
     seed: int = 0,
+    root: str = "data",
 ) -> Table:
-    """``seed`` draws the generated datasets (ASCII's blobs, dc_artificial); the fixed ones ignore it."""
+    """``seed`` draws the generated datasets (ASCII's blobs, dc_artificial); the fixed ones ignore it.
+    ``root``: where files a user downloads live (``bank_marketing``)."""
     if dataset in SYNTHETIC:
         return synthetic_blobs(dataset, synthetic_train, synthetic_test, seed)
     if dataset == "digits_halves":
@@ -114,7 +121,55 @@ def load_table(
         return dc_artificial(seed)
     if dataset == "csv":
         return load_csv_organizations(csv_files, id_column, label_column, task)
+    if dataset == "bank_marketing":
+        return bank_marketing(root)
     raise VCLInputError(f"dataset={dataset!r} is unknown; use one of {', '.join(DATASETS)}.")
+
+
+def bank_marketing(root: str = "data") -> Table:
+    """UCI Bank Marketing (Moro et al. 2014; MPDL Table III): ``bank-full.csv``, 45,211 clients, 16
+    attributes and the label ``y`` (did the client subscribe a term deposit: no/yes), ``;``-separated
+    with quoted strings. Numeric attributes stay numeric; two-level ones become one 0/1 column; the
+    others are one-hot encoded (levels sorted) — 48 columns, the paper's count. ``attributes`` keeps
+    each column's attribute, so parties get whole attributes, as the paper assigns them."""
+    base = Path(root)
+    path = next((base / f for f in BANK_FILES if (base / f).is_file()), None)
+    if path is None:
+        raise VCLInputError(
+            f"dataset=bank_marketing needs bank-full.csv under data_root={root!r} (looked for "
+            f"{', '.join(BANK_FILES)}); download bank.zip from https://archive.ics.uci.edu/dataset/222/bank+marketing "
+            "and unpack it there."
+        )
+    with path.open(newline="") as fh:
+        rows = list(csv.reader(fh, delimiter=";"))
+    header, body = rows[0], [r for r in rows[1:] if r]
+    if "y" not in header or any(len(r) != len(header) for r in body):
+        raise VCLInputError(
+            f"{path} is not UCI's bank-full.csv: it needs a 'y' column and {len(header)} fields on every row."
+        )
+    label = header.index("y")
+    columns, names, attributes = [], [], []
+    for j, attribute in enumerate(header):
+        if j == label:
+            continue
+        values = [r[j] for r in body]
+        try:
+            columns.append(np.array([float(v) for v in values]))
+            names.append(attribute)
+            attributes.append(attribute)
+            continue
+        except ValueError:
+            pass
+        levels = sorted(set(values))
+        if len(levels) == 2:  # no/yes: one column, 1 for the second level
+            levels = levels[1:]
+        for level in levels:
+            columns.append(np.array([v == level for v in values], dtype=np.float64))
+            names.append(f"{attribute}={level}")
+            attributes.append(attribute)
+    table = _finish(np.column_stack(columns), [r[label] for r in body], names, "classification")
+    table.attributes = attributes
+    return table
 
 
 def dc_artificial(seed: int = 0, n_train: int = 1100, n_test: int = 1000, noise: float = 0.5) -> Table:

@@ -22,8 +22,16 @@ from vcl.errors import VCLInputError
 from vcl.organization import FeatureView
 
 
-def random_column_split(num_features: int, organizations: int, seed: int) -> list[list[int]]:
-    """Seeded permutation of the columns cut into ``d // M`` chunks; the last takes the remainder."""
+def random_column_split(
+    num_features: int, organizations: int, seed: int, attributes: list[str] | None = None
+) -> list[list[int]]:
+    """Seeded permutation of the columns cut into ``d // M`` chunks; the last takes the remainder.
+    With ``attributes`` (each column's attribute), whole attributes are split that way instead."""
+    if attributes is not None:
+        units = list(dict.fromkeys(attributes))
+        chunks = random_column_split(len(units), organizations, seed)
+        owner = {units[u]: m for m, chunk in enumerate(chunks) for u in chunk}
+        return [[j for j, a in enumerate(attributes) if owner[a] == m] for m in range(len(chunks))]
     if organizations < 1:
         raise VCLInputError(f"organizations={organizations}; use at least 1.")
     if organizations > num_features:
@@ -147,9 +155,11 @@ class TabularDataModule(VerticalDataModule):
         batch_size: int = 1024,
         synthetic_train: int = 1000,
         synthetic_test: int = 100000,
+        root: str = "data",
     ):
         super().__init__()
         check_fractions(test_fraction, val_fraction)
+        self.root = root
         self.dataset = dataset
         self.organizations = organizations
         self.feature_seed = feature_seed
@@ -175,6 +185,7 @@ class TabularDataModule(VerticalDataModule):
             self.synthetic_train,
             self.synthetic_test,
             seed=self.split_seed,
+            root=self.root,
         )
         self.data = self.split(table)
 
@@ -183,7 +194,7 @@ class TabularDataModule(VerticalDataModule):
             return table.groups, table.group_names
         if self.assignment:
             return named_column_split(table.columns, self.assignment)
-        groups = random_column_split(len(table.columns), self.organizations, self.feature_seed)
+        groups = random_column_split(len(table.columns), self.organizations, self.feature_seed, table.attributes)
         return groups, ["alice"] + [f"org{m}" for m in range(1, len(groups))]
 
     def row_splits(self, n: int, train_rows: int | None = None) -> dict[str, np.ndarray]:

@@ -115,3 +115,65 @@ def test_lightning_dataloaders_serve_one_organization_or_all():
     assert x.shape[1] == 2 and y.dtype == torch.int64
     x, _ = next(iter(dm.train_dataloader()))
     assert x.shape[1] == 4
+
+
+BANK_LEVELS = {
+    "job": ["admin.", "blue-collar", "entrepreneur", "housemaid", "management", "retired", "self-employed",
+            "services", "student", "technician", "unemployed", "unknown"],
+    "marital": ["divorced", "married", "single"],
+    "education": ["primary", "secondary", "tertiary", "unknown"],
+    "default": ["no", "yes"],
+    "housing": ["no", "yes"],
+    "loan": ["no", "yes"],
+    "contact": ["cellular", "telephone", "unknown"],
+    "month": ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
+    "poutcome": ["failure", "other", "success", "unknown"],
+}  # fmt: skip
+BANK_HEADER = ["age", "job", "marital", "education", "default", "balance", "housing", "loan", "contact", "day",
+               "month", "duration", "campaign", "pdays", "previous", "poutcome", "y"]  # fmt: skip
+
+
+def write_bank_full(path, n=60, seed=0):
+    """A small file in UCI's bank-full.csv format: ';'-separated, quoted header and strings."""
+    rng = np.random.RandomState(seed)
+    lines = [";".join(f'"{h}"' for h in BANK_HEADER)]
+    for i in range(n):
+        row = []
+        for h in BANK_HEADER:
+            if h in BANK_LEVELS:
+                row.append(f'"{BANK_LEVELS[h][i % len(BANK_LEVELS[h])]}"')
+            elif h == "y":
+                row.append('"yes"' if i % 7 == 0 else '"no"')
+            else:
+                row.append(str(int(rng.randint(-5, 3000))))
+        lines.append(";".join(row))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_bank_marketing_reads_uci_format_one_hot_and_splits_whole_attributes(tmp_path):
+    from datamodules import OverlapDataModule
+    from datamodules.sources import load_table
+
+    with pytest.raises(VCLInputError, match="bank-full.csv under data_root"):
+        load_table("bank_marketing", root=str(tmp_path))
+    write_bank_full(tmp_path / "bank-full.csv")
+    table = load_table("bank_marketing", root=str(tmp_path))
+    assert table.X.shape == (60, 48) and len(set(table.attributes)) == 16  # the paper's 48 features
+    assert table.num_classes == 2 and table.y.sum() == 9  # 'yes' (every 7th row) is class 1
+    for attribute, levels in BANK_LEVELS.items():
+        cols = [j for j, a in enumerate(table.attributes) if a == attribute]
+        expected = table.X[:, cols].sum(1) if len(levels) > 2 else np.ones(60)
+        assert len(cols) == (len(levels) if len(levels) > 2 else 1) and (expected == 1).all()
+    assert "housing=yes" in table.columns and "job=admin." in table.columns
+
+    def owners(columns):
+        return [{table.attributes[table.columns.index(c)] for c in cols} for cols in columns]
+
+    dm = TabularDataModule("bank_marketing", organizations=4, root=str(tmp_path))
+    dm.setup()
+    held = owners([v.columns for v in dm.data.views])
+    assert sum(len(h) for h in held) == 16 and len(set().union(*held)) == 16  # each attribute at one organization
+    overlap = OverlapDataModule("bank_marketing", gamma=0.4, test_fraction=0.1, root=str(tmp_path))
+    overlap.setup()
+    a, b = owners([overlap.data.a.columns, overlap.data.b.columns])
+    assert not a & b and len(a | b) == 16 and overlap.data.a.num_features + overlap.data.b.num_features == 48

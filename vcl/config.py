@@ -33,11 +33,12 @@ class RunConfig:
     dataset: str = _f(
         "wine",
         "tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv, (ASCII) digits_halves, "
-        "ascii_blobs, ascii_blobs20, ascii_blobs_redundant, (DC) dc_artificial; images: mnist, fashion_mnist, "
+        "ascii_blobs, ascii_blobs20, ascii_blobs_redundant, (DC) dc_artificial, bank_marketing (UCI bank-full.csv "
+        "under data_root); images: mnist, fashion_mnist, "
         "cifar10 (files under data_root), mnist_subset, digits_image; sequences: sequence_synthetic, npz",
     )
     organizations: int = _f(8, "number of organizations M (Alice is organization 0); ignored for csv")
-    data_root: str = _f("data", "torchvision image datasets: their root directory; dataset=npz: the .npz file")
+    data_root: str = _f("data", "image datasets and bank_marketing: their root directory; dataset=npz: the .npz file")
     download: bool = _f(False, "download a torchvision dataset into data_root first (needs internet)")
     image_view: str = _f("patch", "what an organization holds of an image: patch (its patch only) or masked")
     max_train: int = _f(0, "image datasets: use only the first N (shuffled) training images (0: all)")

@@ -98,6 +98,7 @@ def datamodule_for(config: RunConfig):
         batch_size=config.batch_size or 1024,
         synthetic_train=config.synthetic_train,
         synthetic_test=config.synthetic_test,
+        root=config.data_root,
     )
 
 
