@@ -47,7 +47,7 @@ def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int 
         opt.zero_grad(set_to_none=True)
         loss = task.loss_value(F + eta * direction, y)
         loss.backward()
-        tried.append((float(loss), float(eta.detach())))
+        tried.append((float(loss.detach()), float(eta.detach())))
         return loss
 
     for _ in range(steps):
