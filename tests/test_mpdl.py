@@ -207,6 +207,8 @@ def test_kde_bandwidth_and_log_density_against_scipy_and_by_hand():
     xt = torch.from_numpy(x).requires_grad_(True)
     kde3.log_density(xt).sum().backward()
     assert torch.allclose(kde3.grad_log_density(torch.from_numpy(x)), xt.grad, atol=1e-10)
+    log_p, grad = kde3.log_density_and_grad(torch.from_numpy(x))  # the one-pass form the parties use
+    assert np.allclose(log_p.numpy(), by_hand, atol=1e-10) and torch.allclose(grad, xt.grad, atol=1e-10)
 
 
 def parties(lam=0.5, paillier=False, seed=0, clip=0.0):

@@ -90,6 +90,7 @@ class DualParty:
         self.other_means = torch.zeros(other_dim)
         self.labels = data.labels  # party B only
         self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B)
+        self._log_p = torch.full((self.x.shape[0],), float("nan"), dtype=torch.float64)  # log P(x) per own row
         self.dim, self.other_dim, self.lam, self.lr = self.x.shape[1], other_dim, lam, lr
         self.hidden = hidden or (self.dim + other_dim) // 2
         if arch == "cnn":
@@ -136,8 +137,8 @@ class DualParty:
         """The other's generation of this party's ``rows``: plaintext gradient and own density difference."""
         x_hat, x = message.values.to(torch.float64), self.x[rows].to(torch.float64)
         grad_align = 2.0 * (x_hat - x)  # ∇ of the per-row squared error Σ_k (x̂_k − x_k)²
-        self._grad_log_p = self.kde.grad_log_density(x_hat)
-        diff = self.kde.log_density(x_hat) - self.kde.log_density(x)  # log P(x̂) − log P(x)
+        log_p_hat, self._grad_log_p = self.kde.log_density_and_grad(x_hat)
+        diff = log_p_hat - self.own_log_density(rows)  # log P(x̂) − log P(x)
         self.last = {"align": float((x_hat - x).pow(2).sum(1).mean()), "difference": diff.detach()}
         plain = grad_align + self.lam * self._grad_log_p * diff[:, None]
         out = OutputGradient(self.name, message.sender, message.round, as_float(plain))
@@ -145,6 +146,15 @@ class DualParty:
             return out, DensityDifference(self.name, message.sender, message.round, values=as_float(diff))
         cts, exps = pack(self.key.encrypt(diff.numpy()), self.key.public)
         return out, DensityDifference(self.name, message.sender, message.round, ciphertexts=cts, exponents=exps)
+
+    def own_log_density(self, rows: np.ndarray) -> Tensor:
+        """log P(x) of own rows: fixed over training, so each row's is computed once, when first needed."""
+        rows = torch.as_tensor(np.asarray(rows), dtype=torch.long)
+        todo = rows[torch.isnan(self._log_p[rows])]
+        if len(todo):
+            with torch.no_grad():
+                self._log_p[todo] = self.kde.log_density(self.x[todo])
+        return self._log_p[rows]
 
     def cross(self, message: DensityDifference) -> CrossGradient:
         """−λ ∇log P(x̂) ⊙ [[d_other]]: the other's half of the duality gradient on the generation it sent."""

@@ -38,6 +38,13 @@ class GaussianKDE:
         """log P(x) per row (differentiable in x)."""
         return torch.logsumexp(self._exponents(x), dim=1) - self._norm
 
+    def log_density_and_grad(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """(log P(x), ∇_x log P(x)) from one pass over the sample (no graph)."""
+        with torch.no_grad():
+            e = self._exponents(x)
+            w = torch.softmax(e, dim=1)
+            return torch.logsumexp(e, dim=1) - self._norm, (w @ self.sample - x.to(torch.float64)) / self.h**2
+
     def grad_log_density(self, x: Tensor) -> Tensor:
         """∇_x log P(x) = (Σ_i w_i x_i − x)/h² with w = softmax of the kernel exponents (n × d)."""
         with torch.no_grad():
