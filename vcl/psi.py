@@ -22,6 +22,7 @@ import secrets
 
 import numpy as np
 import torch
+from gmpy2 import powmod
 
 from vcl.errors import VCLInputError
 from vcl.messages import BlindedIDs, Channel, FoldAssignment, IntersectionIndices
@@ -83,10 +84,11 @@ class PSIParty:
 
     def blind_own(self, shuffled: bool = False) -> list[int]:
         order = self._order if shuffled else range(len(self.ids))
-        return [pow(hash_to_group(self.ids[i], self.p), self._secret, self.p) for i in order]
+        return self.blind([hash_to_group(self.ids[i], self.p) for i in order])
 
     def blind(self, values: list[int]) -> list[int]:
-        return [pow(v, self._secret, self.p) for v in values]
+        """``v^secret mod p`` (GMP's modular exponentiation, ~8× Python's ``pow`` at 1024 bits)."""
+        return [int(powmod(v, self._secret, self.p)) for v in values]
 
 
 def private_set_intersection(
