@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""MPDL Tables IV (breast_cancer), I (MNIST, on the 5,000-image subset) and III (Bank Marketing, from UCI's
-bank-full.csv under --data-root), Figure 13's epsilon sweep, and the seconds per dual epoch with and without
-Paillier.
+"""MPDL Tables IV (breast_cancer), I (MNIST: the 5,000-image subset offline, or torchvision's files), II (CIFAR-10)
+and III (Bank Marketing, UCI's bank-full.csv) from files under --data-root, Figure 13's epsilon sweep, and the
+seconds per dual epoch with and without Paillier.
 
     python benchmarks/mpdl.py --quick --out runs/bench/mpdl_quick.json   # ~1-2 min on 2 CPU cores (tabular)
     python benchmarks/mpdl.py --out runs/bench/mpdl.json                 # 10 seeds, every gamma, MNIST too
@@ -9,13 +9,15 @@ Paillier.
     python benchmarks/mpdl.py --dp-sweep --seeds 0 1 --out runs/bench/mpdl_dp.json
     python benchmarks/mpdl.py --table4 --gammas 0.05 0.1 0.2 0.4 0.6 --seeds 0 1 2 --out runs/bench/mpdl_t4.json
     python benchmarks/mpdl.py --bank --data-root data --seeds 0 1 2 --out runs/bench/mpdl_t3.json
+    python benchmarks/mpdl.py --images --image-dataset cifar10 --data-root data --seeds 0 --out runs/bench/mpdl_t2.json
 
-``--images``: Table I on the MNIST subset only, central MLP (with FTL beside) and central CNN (the paper's
-MNIST CNN split at its first convolution), MLP dual models, the paper's lambda = 0.01 with each dual model's
-(and FTL's) gradient norm clipped to 5 (``mpdl_dual_clip``; unclipped, SGD at 0.1 diverges on ~500-pixel
-parties, README). ``--dp-sweep``: Figure 13 (breast_cancer, gamma = 0.1) under both readings of h0's noise,
-``mpdl_dp_noise`` shared and per_row. ``--table4``: Table IV only, at ``--gammas`` and ``--seeds``. ``--bank``:
-Table III the same way (attributes assigned to the parties whole, then one-hot: 48 columns).
+``--images``: Table I (``--image-dataset mnist_subset``, the default, or ``mnist``) or Table II (``cifar10``)
+only: central MLP (with FTL beside) and central CNN (the paper's MNIST CNN split at its first convolution), MLP
+dual models, the paper's lambda = 0.01 with each dual model's (and FTL's) gradient norm clipped to 5
+(``mpdl_dual_clip``; unclipped, SGD at 0.1 diverges on ~500-pixel parties, README). ``--dp-sweep``: Figure 13
+(breast_cancer, gamma = 0.1) under both readings of h0's noise, ``mpdl_dp_noise`` shared and per_row.
+``--table4``: Table IV only, at ``--gammas`` and ``--seeds``. ``--bank``: Table III the same way (attributes
+assigned to the parties whole, then one-hot: 48 columns).
 
 Each mpdl run gives joint_T (central model on the co-occurring rows only), dual_T (plus the rows B
 completes with its dual model) on the test rows, and MPDL_A on the rows only A holds; the ftl run beside it
@@ -36,43 +38,51 @@ from datamodules.sources import BANK_FILES
 from vcl.config import RunConfig
 
 GAMMAS = [0.05, 0.1, 0.2, 0.4, 0.6, 0.8]
-# Table IV (breast_cancer, MLP) and Table I (MNIST, MLP): mean (std) accuracy in %, per gamma
+# The paper's mean (std) accuracy in %, per gamma: Tables III and IV (MLP), I and II (MLP and CNN central models)
 _TABLE = {
-    "bank_marketing": {
+    ("bank_marketing", "mlp"): {
         "joint_t": [(79.23, 1.28), (80.36, 1.34), (81.77, 2.04), (87.11, 7.54), (93.76, 4.02), (96.63, 2.09)],
         "dual_t": [(88.03, 5.53), (89.61, 3.27), (92.76, 3.53), (94.44, 3.11), (94.86, 3.11), (95.95, 2.96)],
         "ftl_a": [(80.48, 1.37), (79.14, 1.10), (79.76, 1.73), (80.05, 1.35), (79.82, 1.38), (79.63, 0.86)],
         "mpdl_a": [(82.86, 4.54), (84.46, 3.92), (86.01, 3.69), (88.35, 4.10), (91.52, 3.85), (92.28, 2.95)],
     },
-    "breast_cancer": {
+    ("breast_cancer", "mlp"): {
         "joint_t": [(78.26, 3.18), (82.61, 3.13), (84.35, 3.90), (89.53, 3.61), (91.30, 2.51), (93.04, 2.42)],
         "dual_t": [(85.81, 3.04), (86.64, 2.11), (89.41, 2.71), (90.11, 2.14), (91.38, 2.80), (94.02, 1.54)],
         "ftl_a": [(66.99, 6.03), (65.74, 7.04), (68.47, 4.35), (81.88, 4.22), (85.91, 3.12), (87.23, 3.23)],
         "mpdl_a": [(81.02, 4.69), (84.07, 3.59), (85.83, 3.42), (88.34, 3.18), (90.86, 2.90), (91.46, 2.53)],
     },
-    "mnist_subset": {
+    ("mnist", "mlp"): {
         "joint_t": [(66.43, 2.40), (67.45, 2.31), (67.76, 2.17), (76.92, 1.98), (85.15, 1.54), (88.12, 1.45)],
         "dual_t": [(74.85, 2.06), (75.98, 2.30), (78.55, 2.60), (83.98, 2.25), (85.74, 2.39), (87.36, 2.15)],
         "ftl_a": [(46.29, 4.62), (52.56, 5.74), (59.62, 5.70), (64.98, 4.48), (72.79, 4.32), (83.35, 4.14)],
         "mpdl_a": [(74.11, 3.23), (74.54, 2.61), (75.03, 2.79), (80.17, 3.49), (83.01, 3.37), (84.26, 3.63)],
     },
+    ("mnist", "cnn"): {
+        "joint_t": [(82.82, 2.83), (84.66, 3.10), (85.91, 2.65), (91.68, 2.10), (92.16, 2.53), (94.96, 1.62)],
+        "dual_t": [(91.15, 3.72), (92.53, 2.64), (94.49, 2.98), (95.52, 2.99), (96.89, 2.17), (97.04, 1.47)],
+        "mpdl_a": [(86.22, 2.87), (88.95, 3.43), (90.03, 2.89), (91.25, 2.78), (91.73, 2.83), (93.23, 2.13)],
+    },
+    ("cifar10", "mlp"): {
+        "joint_t": [(26.07, 2.26), (29.01, 2.39), (34.96, 1.82), (35.14, 1.53), (37.07, 2.26), (44.88, 1.97)],
+        "dual_t": [(30.76, 2.56), (36.33, 2.55), (41.25, 2.96), (41.25, 2.53), (42.21, 2.87), (46.61, 2.50)],
+        "ftl_a": [(16.10, 1.46), (22.62, 3.72), (32.78, 4.12), (33.42, 2.69), (35.10, 3.44), (38.86, 2.16)],
+        "mpdl_a": [(26.83, 2.63), (30.10, 3.79), (35.36, 2.75), (38.55, 3.47), (40.53, 2.94), (43.52, 2.70)],
+    },
+    ("cifar10", "cnn"): {
+        "joint_t": [(44.07, 2.51), (47.76, 3.10), (54.19, 3.75), (60.88, 2.01), (64.73, 2.76), (65.45, 2.51)],
+        "dual_t": [(57.09, 2.60), (57.74, 3.40), (58.91, 3.23), (60.37, 3.13), (63.92, 3.71), (68.66, 2.92)],
+        "mpdl_a": [(50.32, 3.51), (52.62, 3.09), (55.74, 3.71), (57.66, 3.84), (59.26, 3.13), (62.84, 3.26)],
+    },
 }
-# Table I, central CNN (MNIST)
-_CNN = {
-    "joint_t": [(82.82, 2.83), (84.66, 3.10), (85.91, 2.65), (91.68, 2.10), (92.16, 2.53), (94.96, 1.62)],
-    "dual_t": [(91.15, 3.72), (92.53, 2.64), (94.49, 2.98), (95.52, 2.99), (96.89, 2.17), (97.04, 1.47)],
-    "mpdl_a": [(86.22, 2.87), (88.95, 3.43), (90.03, 2.89), (91.25, 2.78), (91.73, 2.83), (93.23, 2.13)],
-}
+_TABLE |= {("mnist_subset", c): rows for (ds, c), rows in list(_TABLE.items()) if ds == "mnist"}  # Table I beside it
 PAPER = {
-    (ds, 2, method, "mlp", g): fig
-    for ds, rows in _TABLE.items()
+    (ds, 2, method, central, g): fig
+    for (ds, central), rows in _TABLE.items()
     for method, figs in rows.items()
     for g, fig in zip(GAMMAS, figs, strict=True)
-} | {
-    ("mnist_subset", 2, method, "cnn", g): fig
-    for method, figs in _CNN.items()
-    for g, fig in zip(GAMMAS, figs, strict=True)
 }
+IMAGE_DATASETS = ("mnist_subset", "mnist", "cifar10")
 IMAGE = {"mpdl_lambda": 0.01, "mpdl_dual_clip": 5.0}  # the paper's lambda; see the README on the clip
 BASE = {"method": "mpdl", "test_fraction": 0.1, "mpdl_psi_bits": 1024, "compare": ["ftl"], "device": "cpu"}
 
@@ -208,22 +218,28 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="run seeds")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--images", action="store_true", help="Table I on the MNIST subset (central MLP and CNN) only")
+    mode.add_argument("--images", action="store_true", help="Table I / II (central MLP and CNN) only")
     mode.add_argument("--dp-sweep", action="store_true", help="Figure 13 under both readings of h0's noise only")
     mode.add_argument("--table4", action="store_true", help="Table IV (breast_cancer) only")
     mode.add_argument("--bank", action="store_true", help="Table III (Bank Marketing, bank-full.csv) only")
     p.add_argument("--gammas", type=float, nargs="+", default=None, help="gammas of --images / --table4 / --bank")
-    p.add_argument("--data-root", default="data", help="--bank: the folder holding UCI's bank-full.csv")
+    p.add_argument(
+        "--image-dataset", default="mnist_subset", choices=IMAGE_DATASETS,
+        help="--images: mnist_subset (offline; Table I beside it), mnist (Table I) or cifar10 (Table II)",
+    )  # fmt: skip
+    p.add_argument("--data-root", default="data", help="--bank: UCI's bank-full.csv; --images: torchvision's files")
     return p.parse_args()
 
 
-def images(gammas: list[float], seeds: list[int]) -> list[dict]:
+def images(gammas: list[float], seeds: list[int], dataset: str = "mnist_subset", data_root: str = "data") -> list[dict]:
+    """Table I (MNIST) or II (CIFAR-10): central MLP with FTL beside it, and the central CNN."""
+    table = "mpdl_table2" if dataset == "cifar10" else "mpdl_table1"
     out = []
     for g in gammas:
         for seed in seeds:
             for central in ("mlp", "cnn"):
                 out += run(
-                    "mnist_subset", seed, "mpdl_table1", mpdl_gamma=g, mpdl_central=central,
+                    dataset, seed, table, mpdl_gamma=g, mpdl_central=central, data_root=data_root,
                     compare=["ftl"] if central == "mlp" else [], **IMAGE,
                 )  # fmt: skip
     return out
@@ -250,7 +266,7 @@ def main() -> None:
     args = parse_args()
     out = Path(args.out or "runs/bench/mpdl.json")
     if args.images:
-        records = images(args.gammas or [0.05, 0.2], args.seeds)
+        records = images(args.gammas or [0.05, 0.2], args.seeds, args.image_dataset, args.data_root)
         write_records(records, args.out)
         print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
         return

@@ -43,6 +43,19 @@ def tiny(tmp_path):
     return make
 
 
+def write_cifar_batches(root, per_batch=4, classes=4, seed=0):
+    """CIFAR-10's python batches (data_batch_1..5, test_batch) with random images under ``root``."""
+    import pickle
+
+    base = root / "cifar-10-batches-py"
+    base.mkdir(parents=True, exist_ok=True)
+    rng = np.random.RandomState(seed)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        labels = [i % classes for i in range(per_batch)]
+        entry = {"data": rng.randint(0, 256, size=(per_batch, 3072)).astype(np.uint8), "labels": labels}
+        (base / name).write_bytes(pickle.dumps(entry))
+
+
 def write_csv(path, header, rows):
     path.write_text("\n".join([",".join(header)] + [",".join(str(v) for v in r) for r in rows]) + "\n")
     return path

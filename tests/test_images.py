@@ -1,6 +1,5 @@
 """Image patches and sequence feature groups: geometry, views, loaders on generated files in the real formats."""
 
-import pickle
 import struct
 import urllib.error
 import urllib.request
@@ -17,6 +16,7 @@ from datamodules import (
     split_image_views,
     synthetic_sequences,
 )
+from tests.conftest import write_cifar_batches
 from vcl.errors import VCLInputError
 
 
@@ -94,12 +94,7 @@ def test_torchvision_mnist_reader_reads_generated_idx_files(tmp_path):
 
 
 def test_cifar10_reader_reads_generated_python_batches(tmp_path):
-    base = tmp_path / "cifar-10-batches-py"
-    base.mkdir()
-    rng = np.random.RandomState(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        entry = {"data": rng.randint(0, 256, size=(4, 3072)).astype(np.uint8), "labels": [0, 1, 2, 3]}
-        (base / name).write_bytes(pickle.dumps(entry))
+    write_cifar_batches(tmp_path)
     dm = ImageDataModule("cifar10", organizations=4, root=str(tmp_path))
     dm.setup()
     assert len(dm.data.labels["train"]) == 20 and dm.data.num_classes == 4

@@ -12,6 +12,7 @@ from scipy.stats import gaussian_kde, norm
 
 from callbacks import RoundCheckpoint
 from datamodules.overlap import OverlapDataModule, PartyData, image_masks, overlap_counts
+from tests.conftest import write_cifar_batches
 from vcl.config import RunConfig
 from vcl.dual import DualParty, duality_loss
 from vcl.errors import VCLInputError
@@ -89,15 +90,9 @@ def test_image_masks_are_the_papers():
 
 
 def test_cifar10_overlap_split_reads_the_real_batches_with_the_papers_masks(tmp_path):
-    """Table II's path: CIFAR-10 python batches (generated here, 20 images each) split by the paper's masks."""
-    import pickle
-
-    base = tmp_path / "cifar-10-batches-py"
-    base.mkdir()
-    rng = np.random.RandomState(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        entry = {"data": rng.randint(0, 256, size=(20, 3072)).astype(np.uint8), "labels": list(range(10)) * 2}
-        (base / name).write_bytes(pickle.dumps(entry))
+    """Table II's path: CIFAR-10 python batches (generated here, 20 images each) split by the paper's masks, then
+    the benchmark's Table II runs (central CNN, and MLP with FTL) end to end."""
+    write_cifar_batches(tmp_path, per_batch=20, classes=10)
     dm = OverlapDataModule("cifar10", gamma=0.2, test_fraction=0.1, root=str(tmp_path))
     dm.setup()
     a, b = dm.data.a, dm.data.b
@@ -106,6 +101,12 @@ def test_cifar10_overlap_split_reads_the_real_batches_with_the_papers_masks(tmp_
     rows_a = {int(p) % 1024 // 32 for p in a.pixels}
     assert rows_a == set(range(12, 32))  # A: the bottom 20 rows of every channel
     assert len(dm.data.labels["test"]) == 12 and dm.data.labels["test"].max() < 10
+    bench = benchmark_module()
+    short = dict(mpdl_dual_epochs=1, mpdl_central_epochs=1, mpdl_max_iterations=1, data_root=str(tmp_path))
+    for central, compare in (("cnn", []), ("mlp", ["ftl"])):
+        records = bench.run("cifar10", 0, "mpdl_table2", mpdl_gamma=0.2, mpdl_central=central, compare=compare, **short)
+        assert all(0 <= r["value"] <= 1 for r in records)
+        assert all(("cifar10", 2, r["method"], central, 0.2) in bench.PAPER for r in records)
 
 
 # --- PSI --------------------------------------------------------------------------------------------------
@@ -478,14 +479,9 @@ def test_bad_mpdl_data_is_refused(tmp_path):
 def test_table3_benchmark_runs_mpdl_on_a_bank_full_file(tmp_path):
     """Table III's path end to end: UCI's bank-full.csv format (generated), whole attributes per party,
     the benchmark's records beside the paper's figures."""
-    import sys
-    from pathlib import Path
-
     from tests.test_datamodules import write_bank_full
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import mpdl as bench
-
+    bench = benchmark_module()
     write_bank_full(tmp_path / "bank-full.csv", n=80)
     records = bench.run(
         "bank_marketing", 0, "mpdl_table3", mpdl_gamma=0.4, data_root=str(tmp_path),
@@ -494,3 +490,13 @@ def test_table3_benchmark_runs_mpdl_on_a_bank_full_file(tmp_path):
     assert {r["method"] for r in records} == {"joint_t", "dual_t", "mpdl_a", "ftl_a"}
     assert all(0 <= r["value"] <= 1 and r["gamma"] == 0.4 for r in records)
     assert all(("bank_marketing", 2, r["method"], "mlp", 0.4) in bench.PAPER for r in records)
+
+
+def benchmark_module():
+    """``benchmarks/mpdl.py`` imported as a module (its ``run`` and ``PAPER``)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    return importlib.import_module("mpdl")
