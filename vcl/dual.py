@@ -77,20 +77,23 @@ class DualParty:
         arch: str = "mlp",
         dp_noise: str = "shared",
         clip: float = 0.0,
+        device: str = "cpu",
     ):
         self.name = data.name
         self.ids = list(data.ids)
         self.clip = clip  # > 0: clip the dual model's gradient norm before each SGD step
         self.image_shape, self.pixels = data.image_shape, data.pixels
+        self.device = torch.device(device)  # where the party computes (h₀ and the noise draw stay on the CPU)
         self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed), dp_noise)
-        self.x = self.h0(data.train)  # perturbed training rows, in the party's own order
-        self.test = self.h0(data.test)
-        self.noise_mae = float((self.x - self.h0.normalize(data.train)).abs().mean())  # log only (Section IV-F)
+        x = self.h0(data.train)
+        self.noise_mae = float((x - self.h0.normalize(data.train)).abs().mean())  # log only (Section IV-F)
+        self.x = x.to(self.device)  # perturbed training rows, in the party's own order
+        self.test = self.h0(data.test).to(self.device)
         self.means = self.x.mean(0)  # φ_j / L: released to the other party (PerturbedMeans)
-        self.other_means = torch.zeros(other_dim)
-        self.labels = data.labels  # party B only
+        self.other_means = torch.zeros(other_dim, device=self.device)
+        self.labels = None if data.labels is None else data.labels.to(self.device)  # party B only
         self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B)
-        self._log_p = torch.full((self.x.shape[0],), float("nan"), dtype=torch.float64)  # log P(x) per own row
+        self._log_p = torch.full((self.x.shape[0],), float("nan"), dtype=torch.float64, device=self.device)
         self.dim, self.other_dim, self.lam, self.lr = self.x.shape[1], other_dim, lam, lr
         self.hidden = hidden or (self.dim + other_dim) // 2
         if arch == "cnn":
@@ -99,6 +102,7 @@ class DualParty:
             self.model = seeded_cnn_generator(self.image_shape, self.pixels, other_dim, seed + 1)
         else:
             self.model = seeded_mlp(self.dim, other_dim, self.hidden, seed + 1)
+        self.model.to(self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
         self.key = PaillierKeyPair(key_bits) if paillier else None
         self.other_public = None
@@ -108,13 +112,13 @@ class DualParty:
 
     def local(self, x: Tensor) -> Tensor:
         """A model's input: h₀-space rows of this party's columns, centred on its own column means (local)."""
-        return x - self.means
+        return x.to(self.device) - self.means
 
     def means_message(self, receiver: str, round_: int) -> PerturbedMeans:
         return PerturbedMeans(self.name, receiver, round_, as_float(self.means))
 
     def receive_means(self, message: PerturbedMeans) -> None:
-        self.other_means = message.values.clone()
+        self.other_means = message.values.to(self.device, copy=True)
 
     def _generate(self, x: Tensor) -> Tensor:
         """The other party's h₀-space features: the network models the deviation from its released means."""
@@ -135,7 +139,7 @@ class DualParty:
 
     def assess(self, message: GeneratedData, rows: np.ndarray) -> tuple[OutputGradient, DensityDifference]:
         """The other's generation of this party's ``rows``: plaintext gradient and own density difference."""
-        x_hat, x = message.values.to(torch.float64), self.x[rows].to(torch.float64)
+        x_hat, x = message.values.to(self.device, torch.float64), self.x[rows].to(torch.float64)
         grad_align = 2.0 * (x_hat - x)  # ∇ of the per-row squared error Σ_k (x̂_k − x_k)²
         log_p_hat, self._grad_log_p = self.kde.log_density_and_grad(x_hat)
         diff = log_p_hat - self.own_log_density(rows)  # log P(x̂) − log P(x)
@@ -144,12 +148,12 @@ class DualParty:
         out = OutputGradient(self.name, message.sender, message.round, as_float(plain))
         if self.key is None:
             return out, DensityDifference(self.name, message.sender, message.round, values=as_float(diff))
-        cts, exps = pack(self.key.encrypt(diff.numpy()), self.key.public)
+        cts, exps = pack(self.key.encrypt(diff.cpu().numpy()), self.key.public)
         return out, DensityDifference(self.name, message.sender, message.round, ciphertexts=cts, exponents=exps)
 
     def own_log_density(self, rows: np.ndarray) -> Tensor:
         """log P(x) of own rows: fixed over training, so each row's is computed once, when first needed."""
-        rows = torch.as_tensor(np.asarray(rows), dtype=torch.long)
+        rows = torch.as_tensor(np.asarray(rows), dtype=torch.long, device=self.device)
         todo = rows[torch.isnan(self._log_p[rows])]
         if len(todo):
             with torch.no_grad():
@@ -160,20 +164,20 @@ class DualParty:
         """−λ ∇log P(x̂) ⊙ [[d_other]]: the other's half of the duality gradient on the generation it sent."""
         factors = -self.lam * self._grad_log_p
         if message.ciphertexts is None:
-            values = factors * message.values.to(torch.float64)[:, None]
+            values = factors * message.values.to(factors.device, torch.float64)[:, None]
             return CrossGradient(self.name, message.sender, message.round, values=as_float(values))
-        numbers = scale_rows(unpack(message.ciphertexts, message.exponents, self.other_public), factors.numpy())
+        numbers = scale_rows(unpack(message.ciphertexts, message.exponents, self.other_public), factors.cpu().numpy())
         cts, exps = pack(numbers, self.other_public)
         return CrossGradient(self.name, message.sender, message.round, ciphertexts=cts, exponents=exps)
 
     def output_gradient(self, plain: OutputGradient, cross: CrossGradient) -> Tensor:
         """The full gradient on this party's last generation (N × d_other), decrypting the cross term."""
         if cross.ciphertexts is None:
-            extra = cross.values.to(torch.float64)
+            extra = cross.values.to(self.device, torch.float64)
         else:
             numbers = unpack(cross.ciphertexts, cross.exponents, self.key.public)
-            extra = torch.from_numpy(self.key.decrypt(numbers)).reshape(plain.values.shape)
-        return plain.values.to(torch.float64) + extra
+            extra = torch.from_numpy(self.key.decrypt(numbers)).reshape(plain.values.shape).to(self.device)
+        return plain.values.to(self.device, torch.float64) + extra
 
     def update(self, plain: OutputGradient, cross: CrossGradient) -> Tensor:
         """Back-propagate the batch-mean gradient through the dual model and take an SGD step."""
@@ -197,5 +201,5 @@ class DualParty:
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
-        self.other_means = state["other_means"]
+        self.other_means = state["other_means"].to(self.device)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr)

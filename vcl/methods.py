@@ -220,6 +220,7 @@ def mpdl_options(config: RunConfig) -> MPDLOptions:
         dual_arch=config.mpdl_dual_arch,
         dp_noise=config.mpdl_dp_noise,
         dual_clip=config.mpdl_dual_clip,
+        device=str(resolve_device(config.device)),
     )
 
 

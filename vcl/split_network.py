@@ -78,14 +78,15 @@ class SplitNetwork:
         seed: int,
         arch: str = "mlp",
         images: dict[str, tuple] | None = None,
+        device: str = "cpu",
     ):
-        self.classes = classes
+        self.classes, self.device = classes, torch.device(device)
         if arch == "cnn":
             self.hidden = hidden or 128
             shape = next(iter(images.values()))[0]
             self.bottoms = {p: _seeded(seed + i, lambda p=p: CanvasConv(*images[p])) for i, p in enumerate(dims)}
             self.top = _seeded(seed + 97, lambda: cnn_top(shape, classes, self.hidden))
-            self.bias = nn.Parameter(torch.zeros(16, 1, 1))
+            self.bias = nn.Parameter(torch.zeros(16, 1, 1, device=self.device))
         else:
             self.hidden = hidden or (sum(dims.values()) + classes) // 2
             self.bottoms = {
@@ -93,7 +94,9 @@ class SplitNetwork:
                 for i, (p, d) in enumerate(dims.items())
             }
             self.top = _seeded(seed + 97, lambda: nn.Sequential(nn.ReLU(), nn.Linear(self.hidden, classes)))
-            self.bias = nn.Parameter(torch.zeros(self.hidden))
+            self.bias = nn.Parameter(torch.zeros(self.hidden, device=self.device))
+        for module in (*self.bottoms.values(), self.top):
+            module.to(self.device)
         self.optimizers = {p: torch.optim.SGD(m.parameters(), lr=lr) for p, m in self.bottoms.items()}
         self.optimizers[COLLABORATOR] = torch.optim.SGD([*self.top.parameters(), self.bias], lr=lr)
 
@@ -101,9 +104,9 @@ class SplitNetwork:
         """Each party's activations on ``rows`` reach C; returns (C's logits, party outputs, C's leaves)."""
         outs, leaves = {}, {}
         for p, x in inputs.items():
-            outs[p] = self.bottoms[p](x[rows])
+            outs[p] = self.bottoms[p](x[rows].to(self.device))
             msg = channel.send(Activations(p, COLLABORATOR, round_, as_float(outs[p])))
-            leaves[p] = msg.values.clone().requires_grad_(True)
+            leaves[p] = msg.values.to(self.device, copy=True).requires_grad_(True)
         logits = self.top(sum(leaves.values()) + self.bias)
         return logits, outs, leaves
 
@@ -119,7 +122,8 @@ class SplitNetwork:
         round_: int,
     ) -> float:
         """Train on aligned rows (every party's ``inputs`` row i is the same individual); mean last-epoch loss."""
-        y = channel.send(Labels(label_holder, COLLABORATOR, round_, as_classes(labels, self.classes))).values.long()
+        message = channel.send(Labels(label_holder, COLLABORATOR, round_, as_classes(labels, self.classes)))
+        y = message.values.to(self.device).long()
         n, loss_sum = y.shape[0], 0.0
         for _ in range(epochs):
             loss_sum = 0.0
@@ -132,13 +136,13 @@ class SplitNetwork:
                 self.optimizers[COLLABORATOR].step()
                 for p, out in outs.items():
                     delta = channel.send(ActivationGradient(COLLABORATOR, p, round_, as_float(leaves[p].grad))).values
-                    out.backward(delta)
+                    out.backward(delta.to(out.device))
                     self.optimizers[p].step()
                 loss_sum += float(loss.detach()) * len(rows)
         return loss_sum / max(n, 1)
 
     def predict(self, inputs: dict[str, Tensor], channel: Channel, round_: int) -> Tensor:
-        """C's class scores (logits) on aligned rows."""
+        """C's class scores (logits) on aligned rows, on the CPU (where runs are scored)."""
         n = next(iter(inputs.values())).shape[0]
         with torch.no_grad():
-            return self._forward(inputs, torch.arange(n), channel, round_)[0]
+            return self._forward(inputs, torch.arange(n), channel, round_)[0].cpu()

@@ -60,6 +60,7 @@ class MPDLOptions:
     dual_arch: str = "mlp"
     dp_noise: str = "shared"
     dual_clip: float = 0.0
+    device: str = "cpu"  # where the parties and C compute (PSI, Paillier and scoring stay on the CPU)
 
 
 class PartialOverlapProtocol(Protocol):
@@ -71,7 +72,7 @@ class PartialOverlapProtocol(Protocol):
         self.options = options
         arch = options.dual_arch if self.uses_dual else "mlp"
         common = dict(epsilon=options.epsilon, lam=options.lam, lr=options.lr, hidden=options.hidden)
-        common.update(arch=arch, dp_noise=options.dp_noise, clip=options.dual_clip)
+        common.update(arch=arch, dp_noise=options.dp_noise, clip=options.dual_clip, device=options.device)
         keys = dict(paillier=options.paillier and self.uses_dual, key_bits=options.key_bits)
         self.a = DualParty(data.a, data.b.num_features, seed=seed_for(seed, 0xA), **common, **keys)
         self.b = DualParty(data.b, data.a.num_features, seed=seed_for(seed, 0xB), **common, **keys)
@@ -115,8 +116,10 @@ class PartialOverlapProtocol(Protocol):
         seed = seed_for(self.seed, self.round, which)
         if self.options.central == "cnn":
             images = {p.name: (p.image_shape, p.pixels) for p in (self.a, self.b)}
-            return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed, "cnn", images)
-        return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed)
+            return SplitNetwork(
+                dims, self.task.num_outputs, 0, self.options.lr, seed, "cnn", images, device=self.options.device
+            )
+        return SplitNetwork(dims, self.task.num_outputs, 0, self.options.lr, seed, device=self.options.device)
 
     def fit_central(self, net: SplitNetwork, inputs: dict[str, Tensor], labels: Tensor, which: int) -> float:
         gen = torch.Generator().manual_seed(seed_for(self.seed, self.round, which, 0xCE))
@@ -189,8 +192,8 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
         both = {"a": torch.cat([xa_c[train], xa_p]), "b": torch.cat([xb_c[train], xb_p])}
         self._loss = self.fit_central(m_d, both, torch.cat([y_c[train], y_p]), 2)
         val_inputs = {"a": xa_c[val], "b": xb_c[val]}
-        v_c = self.task.metric(m_c.predict(val_inputs, ch, r), y_c[val])
-        v_d = self.task.metric(m_d.predict(val_inputs, ch, r), y_c[val])
+        v_c = self.task.metric(m_c.predict(val_inputs, ch, r), y_c[val].cpu())  # scored on the CPU
+        v_d = self.task.metric(m_d.predict(val_inputs, ch, r), y_c[val].cpu())
         final = v_d - v_c > o.threshold or r >= o.iterations
         if final:  # Algorithm 1 returns: refit M_C on D_C and M_D on D_C ∪ D_P
             if v_d - v_c > o.threshold:
@@ -221,8 +224,8 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
     def inference_error(self, x_a_hat: Tensor, x_b_hat: Tensor) -> dict[str, float]:
         """Section IV-F: MAE of each party's inference of the other's rows against the raw (normalized)
         features, and of the DP perturbation itself (raw vs h₀'s output)."""
-        err_a = (x_a_hat - self.a.h0.normalize(self.truth["a_features_of_b_only"])).abs()
-        err_b = (x_b_hat - self.b.h0.normalize(self.truth["b_features_of_a_only"])).abs()
+        err_a = (x_a_hat.cpu() - self.a.h0.normalize(self.truth["a_features_of_b_only"])).abs()
+        err_b = (x_b_hat.cpu() - self.b.h0.normalize(self.truth["b_features_of_a_only"])).abs()
         return {
             "inference_mae_a": float(err_a.mean()),
             "inference_mae_b": float(err_b.mean()),
@@ -266,12 +269,14 @@ class FederatedTransfer(PartialOverlapProtocol):
         enc_b, dec_b = self.autoencoder(b, code, seed_for(self.seed, 0xEB))
         # C's classifier: the MLP of MPDL's central model (one hidden layer of (d_A + d_B + K)/2) on the codes
         clf = seeded_mlp(code, k, o.hidden or (a.dim + b.dim + k) // 2, seed_for(self.seed, 0xC1))
+        for module in (enc_a, dec_a, enc_b, dec_b, clf):  # the parties' and C's device (one for all here)
+            module.to(o.device)
         opt_a = torch.optim.SGD([*enc_a.parameters(), *dec_a.parameters()], lr=o.lr)
         opt_b = torch.optim.SGD([*enc_b.parameters(), *dec_b.parameters()], lr=o.lr)
         opt_c = torch.optim.SGD(clf.parameters(), lr=o.lr)
         xa, xb = a.local(a.x), b.local(b.x)
         labeled = np.concatenate([al["b_rows"], al["b_only"]])
-        y = ch.send(Labels("b", COLLABORATOR, r, as_classes(b.labels[labeled], k))).values.long()
+        y = ch.send(Labels("b", COLLABORATOR, r, as_classes(b.labels[labeled], k))).values.to(o.device).long()
         gen = torch.Generator().manual_seed(seed_for(self.seed, 0xF7))
         losses = []
         for _ in range(max(o.dual_epochs, o.central_epochs)):
@@ -299,12 +304,12 @@ class FederatedTransfer(PartialOverlapProtocol):
             test_codes = ch.send(Activations("a", COLLABORATOR, r, enc_a(a.local(a.test)))).values
             a_only_codes = ch.send(Activations("a", COLLABORATOR, r, enc_a(xa[al["a_only"]]))).values
             b_test_codes = enc_b(b.local(b.test))  # diagnostics only (never sent): does B's code carry the label?
-            self.F["test"] = clf(test_codes)
-            self.F["a_only"] = clf(a_only_codes)
+            self.F["test"] = clf(test_codes).cpu()
+            self.F["a_only"] = clf(a_only_codes).cpu()
             self.scores.update(
                 ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]),
                 code_dim=code,
-                ftl_b_test=self.task.metric(clf(b_test_codes), self.labels["test"]),
+                ftl_b_test=self.task.metric(clf(b_test_codes).cpu(), self.labels["test"]),
                 code_std_a=float(test_codes.std(0).mean()),
                 code_std_b=float(b_test_codes.std(0).mean()),
                 code_gap=float((test_codes - b_test_codes).norm(dim=1).mean()),
