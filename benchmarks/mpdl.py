@@ -228,6 +228,7 @@ def parse_args() -> argparse.Namespace:
         help="--images: mnist_subset (offline; Table I beside it), mnist (Table I) or cifar10 (Table II)",
     )  # fmt: skip
     p.add_argument("--data-root", default="data", help="--bank: UCI's bank-full.csv; --images: torchvision's files")
+    p.add_argument("--device", default="cpu", help="where the parties and C compute: cpu, cuda, cuda:N or auto")
     return p.parse_args()
 
 
@@ -264,6 +265,7 @@ def dp_sweep(seeds: list[int], epsilons: list[float]) -> list[dict]:
 
 def main() -> None:
     args = parse_args()
+    BASE["device"] = args.device
     out = Path(args.out or "runs/bench/mpdl.json")
     if args.images:
         records = images(args.gammas or [0.05, 0.2], args.seeds, args.image_dataset, args.data_root)
