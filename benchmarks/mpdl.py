@@ -9,6 +9,7 @@ seconds per dual epoch with and without Paillier.
     python benchmarks/mpdl.py --dp-sweep --seeds 0 1 --out runs/bench/mpdl_dp.json
     python benchmarks/mpdl.py --table4 --gammas 0.05 0.1 0.2 0.4 0.6 --seeds 0 1 2 --out runs/bench/mpdl_t4.json
     python benchmarks/mpdl.py --bank --data-root data --seeds 0 1 2 --out runs/bench/mpdl_t3.json
+    python benchmarks/mpdl.py --m-sweep --seeds 0 1 2 3 4 --out runs/bench/mpdl_fig7.json
     python benchmarks/mpdl.py --images --image-dataset cifar10 --data-root data --seeds 0 --out runs/bench/mpdl_t2.json
 
 ``--images``: Table I (``--image-dataset mnist_subset``, the default, or ``mnist``) or Table II (``cifar10``)
@@ -17,7 +18,9 @@ dual models, the paper's lambda = 0.01 with each dual model's (and FTL's) gradie
 (``mpdl_dual_clip``; unclipped, SGD at 0.1 diverges on ~500-pixel parties, README). ``--dp-sweep``: Figure 13
 (breast_cancer, gamma = 0.1) under both readings of h0's noise, ``mpdl_dp_noise`` shared and per_row.
 ``--table4``: Table IV only, at ``--gammas`` and ``--seeds``. ``--bank``: Table III the same way (attributes
-assigned to the parties whole, then one-hot: 48 columns).
+assigned to the parties whole, then one-hot: 48 columns). ``--m-sweep``: Figure 7, the max iterations m of
+Algorithm 1 from 1 to 5 at gamma = 0.4 (on Bank Marketing when bank-full.csv is under --data-root, as the paper;
+else on breast_cancer).
 
 Each mpdl run gives joint_T (central model on the co-occurring rows only), dual_T (plus the rows B
 completes with its dual model) on the test rows, and MPDL_A on the rows only A holds; the ftl run beside it
@@ -118,6 +121,7 @@ def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
         "dual_seconds_per_epoch": scores["dual_seconds_per_epoch"],
         "paillier": cfg.mpdl_paillier,
         "dp_noise": cfg.mpdl_dp_noise,
+        "iterations": cfg.mpdl_max_iterations,
     }
     records = [{**common, "method": m, "value": v, "best_value": v} for m, v in values.items()]
     print(
@@ -222,6 +226,10 @@ def parse_args() -> argparse.Namespace:
     mode.add_argument("--dp-sweep", action="store_true", help="Figure 13 under both readings of h0's noise only")
     mode.add_argument("--table4", action="store_true", help="Table IV (breast_cancer) only")
     mode.add_argument("--bank", action="store_true", help="Table III (Bank Marketing, bank-full.csv) only")
+    mode.add_argument(
+        "--m-sweep", action="store_true",
+        help="Figure 7: m = 1..5 at gamma = 0.4 (bank_marketing if its file is there, else breast_cancer)",
+    )  # fmt: skip
     p.add_argument("--gammas", type=float, nargs="+", default=None, help="gammas of --images / --table4 / --bank")
     p.add_argument(
         "--image-dataset", default="mnist_subset", choices=IMAGE_DATASETS,
@@ -244,6 +252,29 @@ def images(gammas: list[float], seeds: list[int], dataset: str = "mnist_subset",
                     compare=["ftl"] if central == "mlp" else [], **IMAGE,
                 )  # fmt: skip
     return out
+
+
+def m_sweep(seeds: list[int], data_root: str) -> list[dict]:
+    """Figure 7: Algorithm 1 run for exactly m iterations (T = 1 never stops it early), gamma = 0.4, K = 5."""
+    bank = any((Path(data_root) / f).is_file() for f in BANK_FILES)
+    dataset, extra = ("bank_marketing", {"data_root": data_root}) if bank else ("breast_cancer", {})
+    out = []
+    for m in range(1, 6):
+        for seed in seeds:
+            out += run(dataset, seed, "mpdl_fig7", mpdl_gamma=0.4, mpdl_max_iterations=m, mpdl_threshold=1.0, **extra)
+    return out
+
+
+def print_m_sweep(records: list[dict]) -> None:
+    print(f"\nFigure 7 ({records[0]['dataset']}, gamma = 0.4): mean test accuracy % over seeds, per max iterations m")
+    print("| m | joint_T | dual_T | MPDL_A | FTL_A | seeds |\n|---|---|---|---|---|---|")
+    for m in sorted({r["iterations"] for r in records}):
+        cells = []
+        for method in ("joint_t", "dual_t", "mpdl_a", "ftl_a"):
+            values = [r["value"] for r in records if r["iterations"] == m and r["method"] == method]
+            cells.append(f"{100 * sum(values) / len(values):.1f}")
+        seeds = len({r["seed"] for r in records if r["iterations"] == m})
+        print(f"| {m} | {' | '.join(cells)} | {seeds} |")
 
 
 def dp_sweep(seeds: list[int], epsilons: list[float]) -> list[dict]:
@@ -271,6 +302,11 @@ def main() -> None:
         records = images(args.gammas or [0.05, 0.2], args.seeds, args.image_dataset, args.data_root)
         write_records(records, args.out)
         print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
+        return
+    if args.m_sweep:
+        records = m_sweep(args.seeds, args.data_root)
+        write_records(records, args.out)
+        print_m_sweep(records)
         return
     if args.dp_sweep:
         sweep = dp_sweep(args.seeds, [0.0, 1000.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
