@@ -38,9 +38,8 @@ def test_interval_privacy_is_unbiased_inside_the_interval():
     torch.testing.assert_close(out.mean(0), grid.clamp(a, b), atol=0.06, rtol=0)
 
 
-@pytest.mark.parametrize("privacy", ["dp", "ip"])
-def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
-    cfg = tiny(organizations=3, privacy=privacy, rounds=1)
+def one_private_round(cfg):
+    """One GAL round on wine with 3 organizations: (clean residual, residual each receiver got, messages, record)."""
     dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.seed)
     dm.setup()
     p = build_protocol(cfg, dm.data)
@@ -49,6 +48,12 @@ def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
     p.federation.channel.transport = lambda m: sent.append(m) or m
     record = p.run_round()
     residuals = {m.receiver: m.values for m in sent if isinstance(m, PseudoResidual)}
+    return clean, residuals, sent, record
+
+
+@pytest.mark.parametrize("privacy", ["dp", "ip"])
+def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
+    clean, residuals, sent, record = one_private_round(tiny(organizations=3, privacy=privacy, rounds=1))
     assert torch.equal(residuals["alice"], clean)  # Alice fits her own model on the clean residual
     assert torch.equal(residuals["org1"], residuals["org2"])  # one perturbed broadcast
     assert not torch.allclose(residuals["org1"], clean, atol=1e-3)
@@ -60,24 +65,13 @@ def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
 @pytest.mark.parametrize("privacy", ["dp", "ip"])
 def test_privacy_scope_all_gives_alice_the_perturbed_broadcast_but_keeps_her_weights_clean(tiny, privacy):
     cfg = tiny(organizations=3, privacy=privacy, privacy_scope="all", rounds=1)
-    dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.seed)
-    dm.setup()
-    p = build_protocol(cfg, dm.data)
-    clean = p.task.pseudo_residual(p.F["train"], p.labels["train"])
-    sent = []
-    p.federation.channel.transport = lambda m: sent.append(m) or m
-    record = p.run_round()
-    residuals = {m.receiver: m.values for m in sent if isinstance(m, PseudoResidual)}
+    clean, residuals, sent, record = one_private_round(cfg)
     assert torch.equal(residuals["alice"], residuals["org1"]) and torch.equal(residuals["org1"], residuals["org2"])
     assert not torch.allclose(residuals["alice"], clean, atol=1e-3)  # the authors' code: Alice fits it too
     fitted = torch.stack([m.values["train"] for m in sent if isinstance(m, FittedValues)])
     torch.testing.assert_close(torch.tensor(record["weights"]), assistance_weights(fitted, clean, "l2"))
     # the same broadcast as with scope "others": only Alice's own target differs
-    other = build_protocol(tiny(organizations=3, privacy=privacy, rounds=1), dm.data)
-    sent_others = []
-    other.federation.channel.transport = lambda m: sent_others.append(m) or m
-    other.run_round()
-    broadcast = {m.receiver: m.values for m in sent_others if isinstance(m, PseudoResidual)}
+    _, broadcast, _, _ = one_private_round(tiny(organizations=3, privacy=privacy, rounds=1))
     assert torch.equal(broadcast["org1"], residuals["org1"]) and torch.equal(broadcast["alice"], clean)
 
 
