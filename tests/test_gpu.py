@@ -1,0 +1,83 @@
+"""CUDA: every protocol's tiny run on ``cuda``, concurrent CNNs equal sequential ones there, and the
+mixed precisions. Marked ``gpu``; skipped on a machine without CUDA (``pytest -m gpu`` selects them)."""
+
+import math
+
+import pytest
+import torch
+
+from vcl.config import RunConfig
+from vcl.runner import train
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+IMAGES = dict(
+    dataset="digits_image", organizations=4, learner=["cnn"], cnn_widths=[4, 8], epochs=3, batch_size=32, max_train=300
+)
+DC = dict(method="dc_smote", dc_public_rows=30, dc_anchor_rows=200, dc_dim=3, dc_smote_k=10)
+MPDL = dict(
+    dataset="breast_cancer",
+    test_fraction=0.1,
+    mpdl_gamma=0.2,
+    mpdl_max_rows=240,
+    mpdl_dual_epochs=2,
+    mpdl_central_epochs=3,
+    mpdl_psi_bits=1024,
+)
+RUNS = {
+    "gal": {},
+    "gal_dms_cnn": dict(IMAGES, dms=True),
+    "gal_mlp_lstm": dict(dataset="sequence_synthetic", sequence_size=200, learner=["lstm"], lstm_hidden=8, epochs=2),
+    "alone": dict(method="alone"),
+    "joint": dict(method="joint"),
+    "al": dict(method="al"),
+    "late_cnn": dict(IMAGES, method="late"),
+    "interm_cnn": dict(IMAGES, method="interm"),
+    "ascii": dict(method="ascii", organizations=2, learner=["mlp"]),
+    "dc_smote": DC,
+    "mpdl": dict(MPDL, method="mpdl"),
+    "ftl": dict(MPDL, method="ftl"),
+}
+
+
+def config(tmp_path, device: str, **overrides) -> RunConfig:
+    values = dict(dataset="wine", organizations=4, rounds=2, epochs=20, milestones=[10], compare=[], device=device)
+    return RunConfig.from_dict({**values, "out": str(tmp_path / device.replace(":", "")), **overrides})
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_protocol_runs_on_cuda(tmp_path, name):
+    results = train(config(tmp_path, "cuda", **RUNS[name]), verbose=False, write=False)
+    assert all(math.isfinite(r["metrics"]["test"]) for r in results["rounds"])
+    assert results["rounds"][-1]["round"] >= 1
+
+
+def test_gal_on_cuda_matches_cpu(tmp_path):
+    """Linear organizations on wine: the same run on both devices ends at the same accuracy (float tolerance)."""
+    cpu = train(config(tmp_path, "cpu", rounds=3), verbose=False, write=False)
+    gpu = train(config(tmp_path, "cuda", rounds=3), verbose=False, write=False)
+    for a, b in zip(cpu["rounds"], gpu["rounds"], strict=True):
+        assert abs(a["metrics"]["test"] - b["metrics"]["test"]) <= 0.06
+        assert a["bytes_sent"] == b["bytes_sent"]
+
+
+def test_concurrent_cnns_equal_sequential_on_cuda(tmp_path):
+    a = train(config(tmp_path, "cuda", **IMAGES, concurrent=True), verbose=False, write=False)
+    b = train(config(tmp_path, "cuda", **IMAGES, concurrent=False), verbose=False, write=False)
+    for ra, rb in zip(a["rounds"], b["rounds"], strict=True):
+        assert abs(ra["metrics"]["test"] - rb["metrics"]["test"]) <= 0.02
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
+@pytest.mark.parametrize("engine", ["fast", "trainer"])
+def test_mixed_precision_cnns_learn_on_cuda(tmp_path, precision, engine):
+    results = train(
+        config(tmp_path, "cuda", **{**IMAGES, "epochs": 4}, precision=precision, engine=engine),
+        verbose=False,
+        write=False,
+    )
+    tests = [r["metrics"]["test"] for r in results["rounds"]]
+    assert all(math.isfinite(t) for t in tests) and tests[-1] > tests[0] + 0.2  # round 0 is the prior
