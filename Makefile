@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) train.py
+	$(PY) train.py --overwrite
 
 test: $(STAMP)
 	$(PY) -m pytest

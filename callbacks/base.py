@@ -1,4 +1,5 @@
-"""Round-level callbacks: the runner calls them at the start, after every round, and at the end."""
+"""Round-level callbacks: the runner calls them at the start, after every round, at the end,
+and ``teardown`` whether the rounds finished or failed."""
 
 from __future__ import annotations
 
@@ -11,4 +12,8 @@ class RoundCallback:
         pass
 
     def on_run_end(self, run, results: dict) -> None:
+        pass
+
+    def teardown(self, run) -> None:
+        """After the rounds, whether they finished or failed: release files and writers."""
         pass

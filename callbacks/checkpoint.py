@@ -1,13 +1,24 @@
-"""A checkpoint after every round, written atomically (temporary file + rename)."""
+"""A checkpoint after every round, written atomically (temporary file + rename), and its safe loading.
+
+A checkpoint holds data only (tensors, numbers, strings, lists, dicts, numeric numpy arrays; fitted
+scikit-learn estimators as skops bytes), so it loads with ``torch.load(weights_only=True)``: opening one
+never runs code from it. A damaged, empty, foreign or crafted file is refused with one sentence.
+"""
 
 from __future__ import annotations
 
 import os
+import pickle
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from callbacks.base import RoundCallback
+from vcl.errors import VCLInputError
+
+KEYS = ("identity", "protocol", "records", "seconds")
 
 
 def atomic_torch_save(obj, path: Path) -> None:
@@ -17,8 +28,36 @@ def atomic_torch_save(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _numpy_globals() -> list:
+    """What a numeric numpy array needs to be rebuilt: its reconstructor, ndarray, dtype and the dtype classes."""
+    try:
+        from numpy._core.multiarray import _reconstruct as reconstruct
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct as reconstruct
+    dtypes = [type(np.dtype(t)) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64")]
+    return [reconstruct, np.ndarray, np.dtype, *dtypes]
+
+
+def load_checkpoint(path: Path) -> dict:
+    """The run state in ``path``, loaded without executing anything from the file; refused if it is not one."""
+    fix = "start the run afresh (--overwrite) or point --out at another run."
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()):
+            state = torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as err:
+        what = str(err).split("WeightsUnpickler error:")[-1].strip().splitlines()[0][:160]
+        raise VCLInputError(f"checkpoint {path} holds something other than data ({what}); refusing it: {fix}") from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
+        reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
+        raise VCLInputError(f"checkpoint {path} cannot be read ({reason}); it is damaged or not vcl's: {fix}") from None
+    if not isinstance(state, dict) or any(k not in state for k in KEYS) or not isinstance(state["identity"], dict):
+        raise VCLInputError(f"checkpoint {path} is not a vcl run checkpoint: {fix}")
+    return state
+
+
 class RoundCheckpoint(RoundCallback):
     filename = "last.ckpt"
 
     def on_round_end(self, run, record: dict) -> None:
         atomic_torch_save(run.checkpoint(), run.out_dir / "checkpoints" / self.filename)
+        run.saved_round = record["round"]

@@ -38,6 +38,7 @@ class TensorBoardRounds(RoundCallback):
             w.add_scalar(f"scores/{name}", value, t)
         w.flush()
 
-    def on_run_end(self, run, results: dict) -> None:
+    def teardown(self, run) -> None:
         if self.writer is not None:
             self.writer.close()
+            self.writer = None

@@ -12,6 +12,7 @@ attribute's columns together.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,19 +192,33 @@ def dc_artificial(seed: int = 0, n_train: int = 1100, n_test: int = 1000, noise:
     return table
 
 
-def _finish(X, y, names, kind) -> Table:
+def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
     y = np.asarray(y)
     if kind == "classification":
         classes, y = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise VCLInputError(
+                f"{what} holds a single class ({classes[0]!r}); classification needs at least two classes, "
+                "or use task=regression."
+            )
         return Table(np.asarray(X, dtype=np.float64), y.astype(np.int64), names, kind, len(classes))
     return Table(np.asarray(X, dtype=np.float64), y.astype(np.float64).reshape(-1, 1), names, kind, 1)
 
 
 def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """A CSV file's header and its rows by ID: UTF-8 text (a byte-order mark is allowed), one row per ID."""
     if not path.is_file():
         raise VCLInputError(f"csv file {path} does not exist; check the path in csv_files.")
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise VCLInputError(f"csv file {path} is not UTF-8 text; save it as UTF-8 CSV.") from None
+    if not text.strip():
+        raise VCLInputError(f"csv file {path} is empty; it needs a header row and one row per ID.")
+    if "\0" in text:
+        raise VCLInputError(f"csv file {path} holds NUL bytes, so it is not a text CSV; export it as UTF-8 CSV.")
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         header = list(reader.fieldnames or [])
         if id_column not in header:
             raise VCLInputError(f"csv file {path} has no ID column {id_column!r}; add it or set id_column to its name.")
@@ -215,6 +230,10 @@ def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str
             if key in rows:
                 raise VCLInputError(f"csv file {path} repeats ID {key!r}; each ID must appear once per file.")
             rows[key] = row
+    except csv.Error as err:
+        raise VCLInputError(f"csv file {path} is not valid CSV ({err}); export it as UTF-8 CSV.") from None
+    if not rows:
+        raise VCLInputError(f"csv file {path} has a header but no rows; add one row per ID.")
     return [c for c in header if c != id_column], rows
 
 
@@ -277,7 +296,9 @@ def load_csv_organizations(files, id_column="id", label_column="label", task=Non
                 f"label column {label_column!r} holds non-integer numbers but task=classification; "
                 "use task=regression or class labels."
             )
-        table = _finish(np.hstack(blocks), np.array(raw_labels), columns, task)
+        table = _finish(
+            np.hstack(blocks), np.array(raw_labels), columns, task, f"label column {label_column!r} in {paths[0]}"
+        )
     table.groups, table.group_names, table.ids = groups, [p.stem for p in paths], ids
     return table
 

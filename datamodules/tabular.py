@@ -84,8 +84,13 @@ def seeded_row_splits(
         first = np.random.RandomState(split_seed).permutation(train_rows)
         perm, n_train = np.concatenate([first, np.arange(train_rows, n)]), train_rows
     n_val = int(round(n_train * val_fraction))
-    if n_train - n_val < 2 or n - n_train < 1:
+    if n - n_train < 1 or n_train < 2:
         raise VCLInputError(f"only {n} rows: too few for the train/test split; supply more data.")
+    if n_train - n_val < 2:
+        raise VCLInputError(
+            f"val_fraction={val_fraction} leaves {n_train - n_val} of {n_train} training rows for training; "
+            "use a smaller val_fraction."
+        )
     splits = {"train": perm[: n_train - n_val], "test": perm[n_train:]}
     if n_val:
         splits["val"] = perm[n_train - n_val : n_train]

@@ -2,7 +2,7 @@
 
 ``build_learner`` turns a learner name from a config into a fresh learner for one organization and
 round. Names: ``linear``, ``mlp``, ``cnn`` (GAL Table 8), ``lstm`` (LightningModules), ``gb``
-(GradientBoostingRegressor), ``svm`` (SVR), or ``sklearn:<module>.<Class>`` for any scikit-learn
+(GradientBoostingRegressor), ``svm`` (SVR), or ``sklearn:sklearn.<module>.<Class>`` for any scikit-learn
 regressor with default arguments. Unset optimizer settings take the paper's value for the learner
 (GAL Table 9): Linear/MLP SGD lr 0.1, batch 1024, 100 epochs, ×0.1 at epoch 50; CNN SGD lr 0.1,
 batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8, 10 epochs. ASCII's weighted classifiers are built
@@ -11,7 +11,6 @@ by ``build_classifier`` (:mod:`models.classifier`).
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field, replace
 
 from models.classifier import (
@@ -27,7 +26,7 @@ from models.concurrent import concurrency_key, fit_concurrently
 from models.dms import RoundHead, SharedExtractorRegressor
 from models.networks import build_mlp, build_network
 from models.residual import ResidualRegressor
-from models.sklearn import SklearnRegressor
+from models.sklearn import SklearnRegressor, estimator_class
 from vcl.errors import VCLInputError
 
 LEARNERS = ("linear", "mlp", "cnn", "lstm", "gb", "svm")
@@ -97,18 +96,11 @@ def check_learner_name(name: str) -> str:
     if name in LEARNERS:
         return name
     if name.startswith("sklearn:"):
-        _import_estimator(name)
+        estimator_class(name, "learner")
         return name
-    raise VCLInputError(f"learner={name!r} is unknown; use one of {', '.join(LEARNERS)} or sklearn:<module>.<Class>.")
-
-
-def _import_estimator(name: str):
-    path = name.split(":", 1)[1]
-    module, _, cls = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), cls)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise VCLInputError(f"learner={name!r}: cannot import {path} ({err}); give a full class path.") from None
+    raise VCLInputError(
+        f"learner={name!r} is unknown; use one of {', '.join(LEARNERS)} or sklearn:sklearn.<module>.<Class>."
+    )
 
 
 def build_learner(
@@ -165,4 +157,4 @@ def build_learner(
         from sklearn.svm import SVR
 
         return SklearnRegressor(SVR(), seed=seed)
-    return SklearnRegressor(_import_estimator(check_learner_name(name))(), seed=seed)
+    return SklearnRegressor(estimator_class(check_learner_name(name), "learner")(), seed=seed)

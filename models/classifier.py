@@ -15,7 +15,6 @@ fitted trees do not depend on that scale.
 from __future__ import annotations
 
 import inspect
-import pickle
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,13 +42,13 @@ def check_classifier_name(name: str) -> str:
     if name in CLASSIFIERS:
         return name
     if name.startswith("sklearn:"):
-        from models import _import_estimator
+        from models.sklearn import estimator_class
 
-        _import_estimator(name)
+        estimator_class(name, "learner")
         return name
     raise VCLInputError(
         f"learner={name!r} is not a classifier; for ASCII use one of {', '.join(CLASSIFIERS)} "
-        "or sklearn:<module>.<Class>."
+        "or sklearn:sklearn.<module>.<Class>."
     )
 
 
@@ -86,9 +85,9 @@ def _estimator(name: str, settings: ClassifierSettings):
         from sklearn.svm import SVC
 
         return SVC()
-    from models import _import_estimator
+    from models.sklearn import estimator_class
 
-    return _import_estimator(check_classifier_name(name))()
+    return estimator_class(check_classifier_name(name), "learner")()
 
 
 def build_classifier(name: str, in_features: int, num_classes: int, seed: int, settings, tree: ClassifierSettings):
@@ -169,10 +168,14 @@ class SklearnClassifier:
         return torch.from_numpy(out).to(features.device)
 
     def state_dict(self) -> dict:
-        return {"pickle": pickle.dumps(self.fitted_)}
+        from models.sklearn import dump_estimator
+
+        return {"estimator": dump_estimator(self.fitted_)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.fitted_ = pickle.loads(state["pickle"])
+        from models.sklearn import load_estimator
+
+        self.fitted_ = load_estimator(state["estimator"])
 
 
 class NetClassifier(ResidualRegressor):

@@ -3,20 +3,75 @@
 Multi-output targets go through scikit-learn's own ``MultiOutputRegressor`` when the estimator cannot
 fit several outputs itself. Sample weights are passed to ``fit``; an estimator whose ``fit`` takes
 none is refused with a clear error.
+
+Also the two safety rules for estimators: a config may name only scikit-learn classes
+(``sklearn:sklearn.<module>.<Class>``), and a fitted estimator is stored with ``skops.io``, which loads
+without running code; a stored estimator holding a type outside scikit-learn is refused on load.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
-import pickle
 
 import numpy as np
 import torch
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.multioutput import MultiOutputRegressor
 from torch import Tensor
 
 from vcl.errors import VCLInputError
+
+TRUSTED_PREFIX = "sklearn."  # the only package whose classes a config may name or a stored estimator may hold
+
+
+def estimator_class(spec: str, option: str) -> type:
+    """The class named by ``sklearn:sklearn.<module>.<Class>``; anything outside scikit-learn is refused
+    before it is imported (importing a module runs its code)."""
+    path = spec.split(":", 1)[1]
+    module, _, name = path.rpartition(".")
+    if not module.startswith(TRUSTED_PREFIX):
+        raise VCLInputError(
+            f"{option}={spec!r}: only scikit-learn classes may be named (sklearn:sklearn.<module>.<Class>); "
+            "use one from scikit-learn."
+        )
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise VCLInputError(f"{option}={spec!r}: cannot import {path} ({err}); give a full class path.") from None
+    if not (isinstance(cls, type) and issubclass(cls, BaseEstimator)):
+        raise VCLInputError(f"{option}={spec!r}: {path} is not a scikit-learn estimator class; name one.")
+    return cls
+
+
+def dump_estimator(obj) -> Tensor:
+    """Fitted estimators (or tuples, lists and dicts of them and of arrays) as skops bytes in a uint8 tensor:
+    data a checkpoint can hold and load with ``torch.load(weights_only=True)``."""
+    import skops.io
+
+    return torch.frombuffer(bytearray(skops.io.dumps(obj, compression=8)), dtype=torch.uint8)
+
+
+def load_estimator(blob: Tensor):
+    """The inverse of :func:`dump_estimator`. skops builds objects without running code; every type it does
+    not trust by default must come from scikit-learn, or the blob is refused."""
+    import skops.io
+
+    if not isinstance(blob, Tensor) or blob.dtype != torch.uint8:
+        raise VCLInputError("a stored estimator is not skops bytes; the checkpoint is damaged or foreign.")
+    data = blob.numpy().tobytes()
+    try:
+        untrusted = skops.io.get_untrusted_types(data=data)
+    except Exception as err:  # a damaged or foreign archive
+        raise VCLInputError(
+            f"a stored estimator cannot be read ({type(err).__name__}); the checkpoint is damaged."
+        ) from None
+    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX)]
+    if foreign:
+        raise VCLInputError(
+            f"a stored estimator holds types outside scikit-learn ({', '.join(foreign)}); refusing to load it."
+        )
+    return skops.io.loads(data, trusted=untrusted)
 
 
 def _supports_multi_output(estimator) -> bool:
@@ -36,6 +91,7 @@ class SklearnRegressor:
         self.seed = seed
         self.fitted_ = None
         self.out_features_ = None
+        self._stored = None  # the fitted estimator's skops bytes, made once (a fitted model never changes)
 
     def fit(self, features: Tensor, targets: Tensor, sample_weight: Tensor | None = None):
         est = clone(self.estimator)
@@ -57,7 +113,7 @@ class SklearnRegressor:
                 )
             kwargs["sample_weight"] = sample_weight.detach().cpu().numpy()
         est.fit(x, y, **kwargs)
-        self.fitted_ = est
+        self.fitted_, self._stored = est, None
         return self
 
     def predict(self, features: Tensor) -> Tensor:
@@ -65,7 +121,10 @@ class SklearnRegressor:
         return torch.from_numpy(out.reshape(out.shape[0], self.out_features_)).to(features.device)
 
     def state_dict(self) -> dict:
-        return {"pickle": pickle.dumps((self.fitted_, self.out_features_))}
+        if self._stored is None:
+            self._stored = dump_estimator(self.fitted_)
+        return {"estimator": self._stored, "out_features": self.out_features_}
 
     def load_state_dict(self, state: dict) -> None:
-        self.fitted_, self.out_features_ = pickle.loads(state["pickle"])
+        self.fitted_, self.out_features_ = load_estimator(state["estimator"]), state["out_features"]
+        self._stored = state["estimator"]

@@ -48,7 +48,7 @@ def _fails(args, capsys, message):
         (["--learner", "forest"], "learner='forest' is unknown"),
         (["--local-loss", "l3"], "local_loss='l3' is not a local loss"),
         (["--task-loss", "mse"], "does not fit a classification task"),
-        (["--rounds", "2.5"], "rounds=2.5 is not a valid int"),
+        (["--rounds", "2.5"], "--rounds '2.5' is not a valid int; give a whole number"),
     ],
 )
 def test_bad_flags(tmp_path, capsys, args, message):

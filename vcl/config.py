@@ -69,11 +69,15 @@ class RunConfig:
     optimizer: str = _f("auto", "local optimizer: sgd, adam, or auto (adam for lstm, sgd otherwise)")
     momentum: float = _f(0.9, "local SGD momentum")
     weight_decay: float = _f(5e-4, "local weight decay")
-    milestones: list = _f(["auto"], "epochs at which the local rate is multiplied by gamma (auto: [50] linear/mlp)")
+    milestones: list = _f(
+        ["auto"], "epochs at which the local rate is multiplied by gamma (auto: [50] linear/mlp)", item="int|str"
+    )
     gamma: float = _f(0.1, "local learning-rate decay factor")
     batch_size: int = _f(0, "local batch size (0: the paper's, 1024 linear/mlp, 512 cnn, 8 lstm; ≥ N: full batch)")
-    hidden: list = _f([64], "hidden widths of the mlp learner")
-    cnn_widths: list = _f([64, 128, 256, 512], "channel widths of the cnn learner's conv blocks (GAL Table 8)")
+    hidden: list = _f([64], "hidden widths of the mlp learner", item="int")
+    cnn_widths: list = _f(
+        [64, 128, 256, 512], "channel widths of the cnn learner's conv blocks (GAL Table 8)", item="int"
+    )
     lstm_hidden: int = _f(128, "hidden size of the lstm learner")
     dropout: float = _f(0.3, "dropout after the lstm learner's last step")
     grad_clip: float = _f(1.0, "local gradient-norm clip (0: off)")
@@ -102,10 +106,10 @@ class RunConfig:
     )
     noise_sigma: float = _f(0.0, "Gaussian noise sigma on the outputs of noisy_organizations (training and prediction)")
     noisy_organizations: list = _f(
-        ["half"], "organizations whose outputs get noise_sigma noise: indices, or half (M//2 .. M-1)"
+        ["half"], "organizations whose outputs get noise_sigma noise: indices, or half (M//2 .. M-1)", item="int|str"
     )
     noninformative_organizations: list = _f(
-        [], "organizations whose inputs are replaced by N(0, 1) noise: indices, or half (M//2 .. M-1)"
+        [], "organizations whose inputs are replaced by N(0, 1) noise: indices, or half (M//2 .. M-1)", item="int|str"
     )
     concurrent: bool = _f(True, "fit same-architecture organizations in one pass (false: sequential)")
     device: str = _f(
@@ -142,11 +146,17 @@ class RunConfig:
     dc_public_rows: int = _f(100, "DC: p, unlabeled public rows X_pub held out from the data (SMOTE anchors' source)")
     dc_standardize: bool = _f(True, "DC: z-score features with training statistics (false: raw units)")
     dc_anchor_rows: int = _f(1000, "DC: r, anchor rows (dc_raw uses the training rows)")
-    dc_reduction: str = _f("pca", "DC: worker-side reduction f_ij: pca, tsvd, identity, or sklearn:<module>.<Class>")
+    dc_reduction: str = _f(
+        "pca", "DC: worker-side reduction f_ij: pca, tsvd, identity, or sklearn:sklearn.<module>.<Class>"
+    )
     dc_dim: int = _f(5, "DC: reduced dimension per party; <= 0 means the party's columns + dc_dim (0: keep all)")
     dc_collab_dim: int = _f(0, "DC: collaboration dimension m-hat; 0: the summed reduced dimensions of a row group")
-    dc_central: str = _f("ridge", "DC: master's analysis h: ridge (one-hot targets), gb, or sklearn:<module>.<Class>")
-    dc_interpretable: str = _f("tree", "DC: worker-side interpretable model t_i: tree, gb, or sklearn:<module>.<Class>")
+    dc_central: str = _f(
+        "ridge", "DC: master's analysis h: ridge (one-hot targets), gb, or sklearn:sklearn.<module>.<Class>"
+    )
+    dc_interpretable: str = _f(
+        "tree", "DC: worker-side interpretable model t_i: tree, gb, or sklearn:sklearn.<module>.<Class>"
+    )
     dc_tree_splits: int = _f(5, "DC: maximum number of branch-node splits of the tree")
     dc_smote_k: int = _f(25, "DC SMOTE: neighbours k (at most dc_public_rows - 1)")
     dc_smote_alpha: float = _f(1.5, "DC SMOTE: coefficients c ~ U(0, alpha); 1.5 keeps the variance")
@@ -201,9 +211,16 @@ class RunConfig:
     @classmethod
     def from_yaml(cls, path: str | Path) -> RunConfig:
         p = Path(path)
+        if p.is_dir():
+            raise VCLInputError(f"config file {p} is a directory; pass a YAML file, e.g. one from configs/.")
         if not p.is_file():
             raise VCLInputError(f"config file {p} does not exist; pass a YAML file from configs/.")
-        values = yaml.safe_load(p.read_text()) or {}
+        try:
+            values = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError:
+            raise VCLInputError(f"config file {p} is not UTF-8 text; pass a YAML file.") from None
+        except yaml.YAMLError as err:
+            raise VCLInputError(f"config file {p} is not valid YAML ({_yaml_problem(err)}); fix its syntax.") from None
         if not isinstance(values, dict):
             raise VCLInputError(f"config file {p} must hold a mapping of option: value.")
         return cls.from_dict(values, source=str(p))
@@ -227,9 +244,66 @@ class RunConfig:
         return d
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or type(err).__name__
+    return f"line {mark.line + 1}: {problem}" if mark is not None else problem
+
+
+def _kind(f: dataclasses.Field) -> type:
+    return type(f.default) if f.default is not dataclasses.MISSING else type(f.default_factory())
+
+
+def parse_flag(name: str, text: str):
+    """A command-line value as its option declares: the text itself for strings, never YAML's guesses
+    (``--out 'runs/trial #2'`` is that path, ``--label-column yes`` the string ``yes``)."""
+    f = RunConfig.fields()[name]
+    kind, flag = _kind(f), f"--{name.replace('_', '-')}"
+    if kind is dict:
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise VCLInputError(f"{flag} {text!r} is not a valid mapping ({_yaml_problem(err)}).") from None
+        if not isinstance(value, dict):
+            raise VCLInputError(f"{flag} {text!r} is not a mapping; write it as {{name: [columns], ...}}.")
+        return value
+    item = f.metadata.get("item", "str") if kind is list else kind.__name__
+    try:
+        if item in ("int", "int|str"):
+            try:
+                return int(text)
+            except ValueError:
+                if item == "int" or _looks_numeric(text):
+                    raise
+                return text
+        if item == "float":
+            return float(text)
+        if item == "bool":
+            if text.lower() not in _BOOLS:
+                raise ValueError
+            return _BOOLS[text.lower()]
+        return text
+    except ValueError:
+        want = {"int": "a whole number", "int|str": "a whole number", "float": "a number", "bool": "true or false"}
+        raise VCLInputError(f"{flag} {text!r} is not a valid {item.split('|')[0]}; give {want[item]}.") from None
+
+
+_BOOLS = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def coerce(name: str, value, f: dataclasses.Field, source: str = "config"):
     """Convert a YAML/CLI value to the field's type, or say which key is wrong and what it takes."""
-    kind = type(f.default) if f.default is not dataclasses.MISSING else type(f.default_factory())
+    kind = _kind(f)
+    if kind is str and (value is None or isinstance(value, bool)):
+        raise VCLInputError(f"{source}: {name}={value!r} is not a string; quote it (YAML reads yes/no/null otherwise).")
     try:
         if kind is bool:
             if isinstance(value, str):

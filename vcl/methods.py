@@ -135,6 +135,11 @@ def check_config(config: RunConfig) -> None:
         raise VCLInputError(
             f"dms=true shares a deep feature extractor; use learner cnn, lstm, mlp or linear, not {config.learner}."
         )
+    if "interm" in (config.method, *config.compare) and any(n not in ("mlp", "cnn", "lstm") for n in config.learner):
+        raise VCLInputError(
+            f"interm averages the organizations' hidden layers, which learner={config.learner} has not; "
+            "use learner mlp (cnn for images, lstm for sequences)."
+        )
     resolve_device(config.device)
     make_mechanism(config.privacy, config.privacy_alpha)
     if config.privacy_scope not in ("others", "all"):

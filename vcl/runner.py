@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
-import torch
-
 from callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
+from callbacks.checkpoint import load_checkpoint
 from datamodules import (
     IMAGE_DATASETS,
     SEQUENCE_DATASETS,
@@ -29,6 +28,7 @@ from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.methods import build_protocol, check_config, compare_methods
 from vcl.protocols import Protocol
+from vcl.rundir import RunDirectory
 
 
 def datamodule_for(config: RunConfig):
@@ -120,6 +120,7 @@ class Run:
         self.should_stop = False
         self.seconds = 0.0
         self.verbose = verbose
+        self.saved_round: int | None = None  # the last round whose checkpoint is on disk
 
     @property
     def metric_name(self) -> str:
@@ -210,61 +211,91 @@ def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Non
             run.log(f"stopped at round {run.protocol.round}: {run.protocol.stopped}")
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during the rounds; ``saved_round`` is the last round whose checkpoint is on disk."""
+
+    def __init__(self, saved_round: int | None, out_dir: Path):
+        super().__init__(f"interrupted after round {saved_round}")
+        self.saved_round, self.out_dir = saved_round, out_dir
+
+
 def train(
     config: RunConfig,
     resume: bool = False,
     verbose: bool = True,
     callbacks: list[RoundCallback] | None = None,
     write: bool = True,
+    overwrite: bool = False,
 ) -> dict:
-    """Run ``config`` (and its ``compare`` methods) and return the results written to results.json."""
+    """Run ``config`` (and its ``compare`` methods) and return the results written to results.json.
+
+    Every input is checked before work starts; ``--out`` is locked for the run (:mod:`vcl.rundir`), and a
+    directory that already holds files needs ``resume`` or ``overwrite``. ``write=False`` touches no file.
+    """
     check_config(config)
     out_dir = config.run_dir
-    ckpt_path = out_dir / "checkpoints" / RoundCheckpoint.filename
-    state = None
-    if resume:
-        if not ckpt_path.is_file():
-            raise VCLInputError(
-                f"--resume: no checkpoint at {ckpt_path}; start the run without --resume or point --out at it."
-            )
-        state = torch.load(ckpt_path, weights_only=False)
-        if state["identity"] != config.identity():
-            diff = sorted(k for k in config.identity() if state["identity"].get(k) != config.identity()[k])
-            raise VCLInputError(
-                f"--resume: the checkpoint in {out_dir} was made with other settings ({', '.join(diff)}); "
-                "resume with the same config or use another --out."
-            )
-    dm = datamodule_for(config)
-    dm.setup()  # every data error is raised here, before training
-    protocol = build_protocol(config, dm.data)
-    if write and not resume:
-        for stale in ("results.json", "checkpoints", "tensorboard"):
-            p = out_dir / stale
-            shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-    run = Run(config, protocol, out_dir, verbose)
-    if state is not None:
-        protocol.load_state_dict(state["protocol"])
-        run.records, run.seconds = state["records"], state["seconds"]
-        run.log(f"resumed {out_dir} at round {protocol.round}")
-    if callbacks is None:
-        callbacks = default_callbacks(config, verbose) if write else []
-    run_rounds(run, callbacks, config.rounds)
-    compare = {}
-    for method in compare_methods(config):
-        if method == config.method:
-            continue
-        other = Run(config, build_protocol(config, dm.data, method), out_dir, verbose=False)
-        run_rounds(other, [], config.rounds)
-        compare[method] = other.results({})
-        compare[method].pop("config")
-    results = run.results(compare)
-    for cb in callbacks:
-        cb.on_run_end(run, results)
-    if write:
-        atomic_write_json(results, out_dir / "results.json")
+    rundir = RunDirectory(out_dir, resume=resume, overwrite=overwrite) if write else None
+    if rundir is not None:
+        rundir.check()
+    with rundir if rundir is not None else nullcontext():
+        state = _resume_state(config, out_dir) if resume else None
+        dm = datamodule_for(config)
+        dm.setup()  # every data error is raised here, before training
+        protocol = build_protocol(config, dm.data)
+        run = Run(config, protocol, out_dir, verbose)
+        if state is not None:
+            protocol.load_state_dict(state["protocol"])
+            run.records, run.seconds = state["records"], state["seconds"]
+            run.saved_round = protocol.round
+            run.log(f"resumed {out_dir} at round {protocol.round}")
+        if callbacks is None:
+            callbacks = default_callbacks(config, verbose) if write else []
+        try:
+            run_rounds(run, callbacks, config.rounds)
+        except KeyboardInterrupt:
+            raise RunInterrupted(run.saved_round, out_dir) from None
+        finally:
+            for cb in callbacks:
+                cb.teardown(run)
+        compare = {}
+        for method in compare_methods(config):
+            if method == config.method:
+                continue
+            other = Run(config, build_protocol(config, dm.data, method), out_dir, verbose=False)
+            run_rounds(other, [], config.rounds)
+            compare[method] = other.results({})
+            compare[method].pop("config")
+        results = run.results(compare)
+        for cb in callbacks:
+            cb.on_run_end(run, results)
+        if write:
+            atomic_write_json(results, out_dir / "results.json")
     if verbose or write:
         summary(results)
     return results
+
+
+def _resume_state(config: RunConfig, out_dir: Path) -> dict:
+    """The checkpoint to continue from, after checking it belongs to this config and stops no later than it."""
+    ckpt_path = out_dir / "checkpoints" / RoundCheckpoint.filename
+    if not ckpt_path.is_file():
+        raise VCLInputError(
+            f"--resume: no checkpoint at {ckpt_path}; start the run without --resume or point --out at it."
+        )
+    state = load_checkpoint(ckpt_path)
+    if state["identity"] != config.identity():
+        diff = sorted(k for k in config.identity() if state["identity"].get(k) != config.identity()[k])
+        raise VCLInputError(
+            f"--resume: the checkpoint in {out_dir} was made with other settings ({', '.join(diff) or 'unknown'}); "
+            "resume with the same config or use another --out."
+        )
+    done = state["records"][-1]["round"] if state["records"] else 0
+    if config.rounds < done:
+        raise VCLInputError(
+            f"--resume: rounds={config.rounds} is below the {done} rounds already run in {out_dir}; "
+            f"resume with rounds >= {done}."
+        )
+    return state
 
 
 def summary(results: dict) -> None:

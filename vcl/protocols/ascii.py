@@ -28,7 +28,7 @@ lines 5 and 8), or — ``stop="cv"`` — validation accuracy that no longer impr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -351,7 +351,7 @@ class AssistedClassification(Protocol):
         return {
             **super().state_dict(),
             "agent_votes": self.agent_votes,
-            "carry": self.carry,
+            "carry": [None if c is None else {f.name: getattr(c, f.name) for f in fields(c)} for c in self.carry],
             "active": list(self.active),
             "previous_last": self.previous_last,
             "best_val": self.best_val,
@@ -360,7 +360,8 @@ class AssistedClassification(Protocol):
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.agent_votes, self.carry, self.active = state["agent_votes"], state["carry"], state["active"]
+        self.agent_votes, self.active = state["agent_votes"], state["active"]
+        self.carry = [None if c is None else IgnoranceScores(**c) for c in state["carry"]]
         self.previous_last, self.best_val, self.since_best = (
             state["previous_last"],
             state["best_val"],

@@ -20,7 +20,6 @@ Local fits it on each party's own (X_{i,j}, Y_i). Evaluation uses an experimente
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +27,7 @@ import torch
 from sklearn.base import is_classifier
 from torch import Tensor
 
+from models.sklearn import dump_estimator, load_estimator
 from vcl.anchors import AnchorConstruction, GridLayout
 from vcl.dc_metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.errors import VCLInputError
@@ -43,14 +43,9 @@ MASTER = "master"
 
 # --- the scikit-learn pieces, by config name ---------------------------------------------------------
 def _import(name: str, key: str):
-    import importlib
+    from models.sklearn import estimator_class
 
-    path = name.split(":", 1)[1]
-    module, _, cls = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), cls)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise VCLInputError(f"{key}={name!r}: cannot import {path} ({err}); give a full class path.") from None
+    return estimator_class(name, key)
 
 
 def make_reduction(name: str, dim: int, seed: int):
@@ -78,7 +73,7 @@ def make_reduction(name: str, dim: int, seed: int):
             raise VCLInputError(f"dc_reduction={name!r} has no transform(); use a scikit-learn transformer.")
         return est
     raise VCLInputError(
-        f"dc_reduction={name!r} is unknown; use one of {', '.join(REDUCTIONS)} or sklearn:<module>.<Class>."
+        f"dc_reduction={name!r} is unknown; use one of {', '.join(REDUCTIONS)} or sklearn:sklearn.<module>.<Class>."
     )
 
 
@@ -98,7 +93,7 @@ def make_central(name: str, seed: int):
             est.set_params(random_state=seed)
         return est
     raise VCLInputError(
-        f"dc_central={name!r} is unknown; use one of {', '.join(CENTRAL_MODELS)} or sklearn:<module>.<Class>."
+        f"dc_central={name!r} is unknown; use one of {', '.join(CENTRAL_MODELS)} or sklearn:sklearn.<module>.<Class>."
     )
 
 
@@ -130,7 +125,7 @@ def make_interpretable(name: str, splits: int, seed: int):
         return est
     raise VCLInputError(
         f"dc_interpretable={name!r} is unknown; use one of {', '.join(INTERPRETABLE_MODELS)} "
-        "or sklearn:<module>.<Class>."
+        "or sklearn:sklearn.<module>.<Class>."
     )
 
 
@@ -278,10 +273,10 @@ class DCWorker:
         return class_scores(self.model, self._x["train"], self.num_classes)
 
     def state_dict(self) -> dict:
-        return {"pickle": pickle.dumps((self.anchor, self.reduction, self.model))}
+        return {"estimators": dump_estimator((self.anchor, self.reduction, self.model))}
 
     def load_state_dict(self, state: dict) -> None:
-        self.anchor, self.reduction, self.model = pickle.loads(state["pickle"])
+        self.anchor, self.reduction, self.model = load_estimator(state["estimators"])
 
 
 class Evaluation:
@@ -426,11 +421,11 @@ class DataCollaboration(CollaborationProtocol):
         return self._finish(models, class_scores(h, X_hat, K), collab_accuracy=collab, **confidentiality)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "master": pickle.dumps(self.master)}
+        return {**super().state_dict(), "master": dump_estimator(self.master)}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.master = pickle.loads(state["master"])
+        self.master = load_estimator(state["master"])
 
 
 class Centralized(CollaborationProtocol):
