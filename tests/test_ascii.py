@@ -44,7 +44,8 @@ class Fixed:
         return self.classes[features[:, 0].long()]
 
 
-def fixed_chain(predictions, labels, k, variant="ascii"):
+def fixed_chain(predictions, labels, k, variant="ascii", alpha="paper"):
+    """Agents whose classifiers predict ``predictions[m]`` (one vector), or ``predictions[m][t - 1]`` in round t."""
     n = len(labels)
     rows = torch.arange(n, dtype=torch.float32)[:, None]
     agents = []
@@ -52,17 +53,19 @@ def fixed_chain(predictions, labels, k, variant="ascii"):
         agent = IgnoranceAgent(
             FeatureView(f"a{m}", ["row"], {"train": rows}), "tree", LearnerSettings(), ClassifierSettings(), k
         )
-        agent._new_learner = lambda out, seed, loss=None, p=pred: Fixed(p)
+        script = iter(pred) if isinstance(pred[0], (list, tuple, np.ndarray)) else None
+        agent._new_learner = lambda out, seed, loss=None, p=pred, s=script: Fixed(p if s is None else next(s))
         agents.append(agent)
     task = Task("classification", k, "ce")
     federation = Federation(agents, concurrent=False)
-    return AssistedClassification(task, federation, {"train": torch.tensor(labels)}, ASCIIOptions(variant))
+    options = ASCIIOptions(variant, alpha=alpha)
+    return AssistedClassification(task, federation, {"train": torch.tensor(labels)}, options)
 
 
 def test_two_agent_round_matches_hand_computed_eqs_9_to_12():
     # K = 3; A is wrong on row 2, B on rows 1 and 3.
     y = [0, 1, 2, 0]
-    protocol = fixed_chain([[0, 1, 0, 0], [0, 2, 2, 1]], y, k=3)
+    protocol = fixed_chain([[0, 1, 0, 0], [0, 2, 2, 1]], y, k=3, alpha="paper")
     sent = []
     protocol.federation.channel.transport = lambda m: sent.append(m) or m
     record = protocol.run_round()
@@ -84,6 +87,14 @@ def test_two_agent_round_matches_hand_computed_eqs_9_to_12():
     # ASCII-Simple: B's α from its own loss only (eq. 9 on w_B): r̄ = 7/9 → α = log(7/2) + log 2 = log 7
     simple = fixed_chain([[0, 1, 0, 0], [0, 2, 2, 1]], y, k=3, variant="simple").run_round()
     assert simple["alphas"] == pytest.approx([math.log(6), math.log(7)], rel=1e-6)
+    # the exact α (eq. 6's minimizer): w_B already holds A's loss, so it is eq. 9 on w_B too, and no α's travel
+    exact = fixed_chain([[0, 1, 0, 0], [0, 2, 2, 1]], y, k=3, alpha="exact")
+    sent = []
+    exact.federation.channel.transport = lambda m: sent.append(m) or m
+    assert exact.run_round()["alphas"] == pytest.approx([math.log(6), math.log(7)], rel=1e-6)
+    hops = [m for m in sent if isinstance(m, IgnoranceScores)]
+    torch.testing.assert_close(hops[0].scores, torch.tensor([1.0, 1, 6, 1]) / 9)
+    assert all(m.alphas.numel() == 0 and m.round_start is None for m in hops)
 
 
 def _exp_loss(beta, w, fixed, g, y, k):
@@ -92,8 +103,9 @@ def _exp_loss(beta, w, fixed, g, y, k):
 
 
 @pytest.mark.parametrize("agents", [2, 3])
-def test_alpha_minimizes_the_exponential_loss_by_brute_force(agents):
-    """Each agent's α (eqs 9, 11, 13) is (K−1)²/K times argmin_β of its exponential loss (Appendix B)."""
+def test_paper_alpha_minimizes_eq_8_as_printed_by_brute_force(agents):
+    """ascii_alpha=paper: each α (eqs 9, 11, 13) is (K−1)²/K times argmin_β of eq. 8 as printed (Appendix B):
+    the received scores w^(m) times the exponential loss of the round's preceding models (counted twice)."""
     k, n = 4, 60
     gen = torch.Generator().manual_seed(agents)
     y = torch.randint(0, k, (n,), generator=gen)
@@ -109,6 +121,81 @@ def test_alpha_minimizes_the_exponential_loss_by_brute_force(agents):
         fixed = fixed + (k - 1) ** 2 / k * alpha * samme_code(g, k).double()
         w = pass_on(w, r, alpha)
         assert (w > 0).all() and float(w.sum()) == pytest.approx(1.0)
+
+
+def _joint_loss_argmin(labels, k, before, g):
+    """argmin_β Σ_i exp(−yᵢᵀ(Σ_j β_j g_j(x_i) + β g(x_i)) / K) (eq. 6, from w = 1), written out from scratch:
+    ``before`` holds (β_j, predicted classes) of every model fitted before, rounds and agents alike."""
+    n = len(labels)
+
+    def code(classes):  # SAMME: 1 for the class, −1/(K−1) elsewhere
+        c = np.full((n, k), -1.0 / (k - 1))
+        c[np.arange(n), classes] = 1.0
+        return c
+
+    y = code(labels)
+    f = sum((b * code(p) for b, p in before), np.zeros((n, k)))
+    margin_f, margin_g = (y * f).sum(1), (y * code(g)).sum(1)
+    res = minimize_scalar(
+        lambda b: np.exp(-(margin_f + b * margin_g) / k).sum(),
+        bounds=(-60, 60),
+        method="bounded",
+        options={"xatol": 1e-11},
+    )
+    return res.x
+
+
+@pytest.mark.parametrize("k", [2, 3, 10])
+@pytest.mark.parametrize("agents", [2, 3])
+def test_exact_alpha_is_the_numerical_minimizer_of_the_joint_loss(agents, k):
+    """ascii_alpha=exact: every α of a 3-round chain is (K−1)²/K times the numerical argmin of the joint
+    forward-stagewise loss (eq. 6) given the models before it; the paper's eqs 11/13 miss it."""
+    n, rounds = 300, 3
+    rng = np.random.RandomState(10 * agents + k)
+    y = rng.randint(0, k, n)
+    # per agent and round: right on a random 70 % of the rows, a wrong class elsewhere
+    preds = [
+        [np.where(rng.rand(n) < 0.7, y, (y + rng.randint(1, k, n)) % k) for _ in range(rounds)] for _ in range(agents)
+    ]
+    c = (k - 1) ** 2 / k  # the loss's coefficient: β = (K−1)²/K · α
+    for alpha in ("exact", "paper"):
+        protocol = fixed_chain(preds, y.tolist(), k, alpha=alpha)
+        before, gaps = [], []
+        for t in range(rounds):
+            record = protocol.run_round()
+            fitted = record["alphas"] if not protocol.stopped else record["alphas"][: record["alphas"].index(0.0)]
+            for m, a in enumerate(fitted):
+                best = _joint_loss_argmin(y, k, before, preds[m][t]) / c
+                if alpha == "exact" or m == 0:  # the first of a round: eq. 9 under both
+                    assert a == pytest.approx(best, rel=1e-5, abs=1e-6), (alpha, t, m)
+                else:
+                    gaps.append(abs(a - best))
+                before.append((c * a, preds[m][t]))
+            if protocol.stopped:  # the paper's α may reach α ≤ 0 sooner; the exact one runs all rounds here
+                assert alpha == "paper"
+                break
+        if alpha == "paper":
+            assert gaps and min(gaps) > 1e-3  # eqs 11/13 count the preceding agents twice: not eq. 6's minimizer
+
+
+def test_exact_ascii_is_ascii_simple(tiny):
+    """With the exact α, ASCII fits the models ASCII-Simple fits and sends the same messages."""
+    out = {}
+    for method in ("ascii", "ascii_simple"):
+        cfg = tiny(method=method, organizations=3, learner=["tree"], max_depth=2, rounds=3, ascii_alpha="exact")
+        dm = TabularDataModule("wine", organizations=3)
+        dm.setup()
+        protocol = build_protocol(cfg, dm.data)
+        records = [protocol.run_round() for _ in range(3)]
+        out[method] = ([r["alphas"] for r in records], protocol.F["test"], [r["interchange_bytes"] for r in records])
+    assert out["ascii"][0] == out["ascii_simple"][0] and out["ascii"][2] == out["ascii_simple"][2]
+    torch.testing.assert_close(out["ascii"][1], out["ascii_simple"][1])
+    # the paper's α is another rule: the second agent's α of round 1 differs
+    cfg = tiny(method="ascii", organizations=3, learner=["tree"], max_depth=2, rounds=1, ascii_alpha="paper")
+    dm = TabularDataModule("wine", organizations=3)
+    dm.setup()
+    paper = build_protocol(cfg, dm.data).run_round()["alphas"]
+    assert paper[0] == pytest.approx(out["ascii"][0][0][0]) and abs(paper[1] - out["ascii"][0][0][1]) > 1e-3
 
 
 def test_one_agent_is_samme():
@@ -146,8 +233,9 @@ def test_ignorance_scores_are_positive_and_sum_to_one(tiny):
         assert (m.scores > 0).all() and float(m.scores.sum()) == pytest.approx(1.0, abs=1e-5)
 
 
-def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny):
-    cfg = tiny(method="ascii", organizations=2, learner=["tree", "logistic"], max_depth=3, rounds=2)
+@pytest.mark.parametrize("alpha", ["paper", "exact"])
+def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny, alpha):
+    cfg = tiny(method="ascii", organizations=2, learner=["tree", "logistic"], max_depth=3, rounds=2, ascii_alpha=alpha)
     dm = TabularDataModule("wine", organizations=2)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
@@ -164,13 +252,14 @@ def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny):
             for col in tensor.T.float():
                 assert not any(col.shape == r.shape and torch.allclose(col, r, atol=1e-4) for r in raw)
     # labels once (uint8, to bob only: Alice's own copy does not cross), then per round one n-vector
-    # of float32 scores each way with the α's of the agents before: 1 from Alice, 2 from bob.
-    n = dm.data.labels["train"].shape[0]
-    assert [r["interchange_bytes"] for r in records] == [n + 2 * 4 * n + 4 * 3, 2 * 4 * n + 4 * 3]
+    # of float32 scores each way; with the paper's α, the α's of the agents before: 1 from Alice, 2 from bob.
+    n, extra = dm.data.labels["train"].shape[0], 4 * 3 if alpha == "paper" else 0
+    assert [r["interchange_bytes"] for r in records] == [n + 2 * 4 * n + extra, 2 * 4 * n + extra]
 
 
-def test_longer_chains_send_the_round_start_where_eq_13_needs_it(tiny):
-    cfg = tiny(method="ascii", organizations=4, learner=["tree"], max_depth=2, rounds=2)
+@pytest.mark.parametrize("alpha", ["paper", "exact"])
+def test_longer_chains_send_the_round_start_where_eq_13_needs_it(tiny, alpha):
+    cfg = tiny(method="ascii", organizations=4, learner=["tree"], max_depth=2, rounds=2, ascii_alpha=alpha)
     dm = TabularDataModule("wine", organizations=4)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
@@ -179,13 +268,15 @@ def test_longer_chains_send_the_round_start_where_eq_13_needs_it(tiny):
     protocol.run_round()
     protocol.run_round()
     carried = [(m.round, m.receiver) for m in sent if isinstance(m, IgnoranceScores) and m.round_start is not None]
-    # round 1 starts from the public w = 1; in round 2 org3 produced the start, org1 and org2 must be told
-    assert carried == [(2, "org1"), (2, "org2")]
+    # round 1 starts from the public w = 1; in round 2 org3 produced the start, org1 and org2 must be told.
+    # The exact α needs the received scores only: nothing rides along.
+    assert carried == ([(2, "org1"), (2, "org2")] if alpha == "paper" else [])
 
 
-def test_alpha_stop_fires_and_discards_the_model():
+@pytest.mark.parametrize("alpha", ["paper", "exact"])
+def test_alpha_stop_fires_and_discards_the_model(alpha):
     # B is wrong on every row: α_B = −∞ ≤ 0, the run stops and A's model alone votes
-    protocol = fixed_chain([[0, 1, 0, 0], [1, 0, 1, 1]], [0, 1, 2, 0], k=3)
+    protocol = fixed_chain([[0, 1, 0, 0], [1, 0, 1, 1]], [0, 1, 2, 0], k=3, alpha=alpha)
     record = protocol.run_round()
     assert protocol.stopped and "a1" in protocol.stopped and record["stopped"] == protocol.stopped
     assert record["alphas"][1] == 0.0 and protocol.federation.organizations[1].rounds_fitted == 0
@@ -193,7 +284,9 @@ def test_alpha_stop_fires_and_discards_the_model():
 
 
 def test_runner_stops_at_alpha_below_zero(tiny):
-    results = train(tiny(method="ascii", organizations=6, learner=["tree"], max_depth=1, rounds=8), verbose=False)
+    # the paper's α stops this run in round 1; the exact one (SAMME's stop, r̄ ≤ 1/K) runs all 8 rounds
+    cfg = tiny(method="ascii", organizations=6, learner=["tree"], max_depth=1, rounds=8, ascii_alpha="paper")
+    results = train(cfg, verbose=False)
     assert results["rounds"][-1]["stopped"].startswith("alpha <= 0")
     assert len(results["rounds"]) < 9
 
@@ -210,9 +303,11 @@ def test_cv_stop_and_its_validation_choice(tiny):
         check_config(tiny(method="ascii", ascii_stop="cv"))
 
 
-@pytest.mark.parametrize("method", ["ascii_random", "ensemble_adaboost"])
-def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at, method):
-    kw = dict(method=method, organizations=3, learner=["tree"], max_depth=2, rounds=4)
+@pytest.mark.parametrize(
+    "method, alpha", [("ascii_random", "paper"), ("ascii_random", "exact"), ("ensemble_adaboost", "exact")]
+)
+def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at, method, alpha):
+    kw = dict(method=method, organizations=3, learner=["tree"], max_depth=2, rounds=4, ascii_alpha=alpha)
     full = train(tiny(out=str(tmp_path / "full"), **kw), verbose=False)
     cfg = tiny(out=str(tmp_path / "cut"), **kw)
     with pytest.raises(KeyboardInterrupt):
@@ -285,6 +380,8 @@ def test_ascii_config_errors(tiny):
     with pytest.raises(VCLInputError, match="is for classification"):
         train(tiny(method="ascii", dataset="diabetes", learner=["tree"]), verbose=False, write=False)
     assert check_config(tiny(method="ascii", compare=["alone", "joint", "ascii_simple"])) is None
+    with pytest.raises(VCLInputError, match="ascii_alpha='literal'; use exact or paper"):
+        check_config(tiny(method="ascii", ascii_alpha="literal"))
 
 
 def test_ascii_datasets():

@@ -127,6 +127,12 @@ class RunConfig:
         "ASCII stop criterion: alpha (an agent's model weight alpha <= 0, the paper's default) or cv "
         "(validation accuracy stops improving; needs val_fraction > 0)",
     )
+    ascii_alpha: str = _f(
+        "exact",
+        "ASCII model weight of the agents after the first of a round: exact (the minimizer of the round's joint "
+        "exponential loss, eq. 6, given the scores received; the same as ASCII-Simple's, and no alphas are sent) "
+        "or paper (eqs 11/13 as printed, which count the earlier agents' loss twice)",
+    )
     ascii_patience: int = _f(1, "ascii_stop=cv: rounds without a better validation accuracy before stopping")
     ascii_resample: bool = _f(
         False, "ASCII: fit a classifier whose fit takes no sample_weight on a weighted resample instead of refusing it"

@@ -79,11 +79,13 @@ class FittedValues(Message):
 @dataclass(frozen=True)
 class IgnoranceScores(Message):
     """ASCII, agent → next agent in the chain: the ignorance scores ``w`` (length N, sum one; eqs 10, 12) and
-    the model weights α of the agents before it in the round, the sender's included (ASCII-Simple sends none).
+    the model weights α of the agents before it in the round, the sender's included (with ``ascii_alpha=paper``
+    only: ASCII-Simple and the exact α send none).
 
-    ``round_start`` (the scores the round began from) rides along only to an agent that cannot know it,
-    i.e. past the second hop of a chain of more than two agents: eq. 13's joint factor for the preceding
-    agents of the round is ``scores / round_start``, which two agents get from the scores alone.
+    ``round_start`` (the scores the round began from) rides along, with ``ascii_alpha=paper``, only to an
+    agent that cannot know it, i.e. past the second hop of a chain of more than two agents: eq. 13's joint
+    factor for the preceding agents of the round is ``scores / round_start``, which two agents get from the
+    scores alone.
     """
 
     scores: Tensor = field(repr=False, default=None)

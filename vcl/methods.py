@@ -38,7 +38,7 @@ from vcl.protocols import (
     MultiPartyDualLearning,
     Protocol,
 )
-from vcl.protocols.ascii import STOPS
+from vcl.protocols.ascii import ALPHAS, STOPS
 from vcl.protocols.dc import (
     Centralized,
     DataCollaboration,
@@ -270,6 +270,8 @@ def ascii_method(config: RunConfig, method: str) -> str:
 def check_ascii_options(config: RunConfig) -> None:
     if config.ascii_stop not in STOPS:
         raise VCLInputError(f"ascii_stop={config.ascii_stop!r}; use alpha or cv.")
+    if config.ascii_alpha not in ALPHAS:
+        raise VCLInputError(f"ascii_alpha={config.ascii_alpha!r}; use exact or paper.")
     if config.ascii_stop == "cv" and config.val_fraction <= 0:
         raise VCLInputError("ascii_stop=cv needs a validation split; set val_fraction (the paper holds out 0.5).")
     if config.ascii_patience < 1:
@@ -472,7 +474,10 @@ def build_ascii(config, method, task, views, learners, settings, labels, device)
         IgnoranceAgent(v, lr, settings, trees, task.num_outputs, device) for v, lr in zip(views, learners, strict=True)
     ]
     options = ASCIIOptions(
-        variant=ASCII_VARIANTS.get(method, "ascii"), stop=config.ascii_stop, patience=config.ascii_patience
+        variant=ASCII_VARIANTS.get(method, "ascii"),
+        stop=config.ascii_stop,
+        patience=config.ascii_patience,
+        alpha=config.ascii_alpha,
     )
     protocol = AssistedClassification(task, Federation(agents, concurrent=False), labels, options, seed=config.seed)
     protocol.name = method

@@ -6,16 +6,24 @@ m fits its own classifier with sample weights ``w^(m)`` (WST, Algorithm 2), scor
 ``w' ∝ w · exp(α (1 − r))`` (eqs 10, 12) with the α's of the agents before it in the round. Alice
 predicts ``argmax_k Σ_t Σ_m α_t^(m) g_t^(m)(x)`` with SAMME-coded votes (eq. 1; Algorithm 1, line 12).
 
-α (the common factor the paper drops is dropped here too) is
+α (the common factor the paper drops is dropped here too) is, for the first agent of a round, eq. 9:
+``log(r̄ / (1 − r̄)) + log(K − 1)``, ``r̄ = Σ w r / Σ w``. For the agents after it, ``alpha`` chooses:
 
-- eq. 9, for the first agent of a round: ``log(r̄ / (1 − r̄)) + log(K − 1)``, ``r̄ = Σ w r / Σ w``;
-- eqs 11 and 13, after it: the same with ``w`` replaced by ``w · φ``, where ``φ_i`` is the exponential
-  loss factor of the round's preceding models on row i (Appendix B). Up to a constant,
+- ``exact`` (default): eq. 9 on the scores the agent receives. The round's objective (eq. 6; Section
+  IV for M agents) is ``Σ_i w_i^(first) exp(−yᵢᵀ(Σ_{j<m} β_j g_j + β g_m)/K)``, and the scores agent m
+  receives are, up to a constant, ``w^(first) · exp(−yᵀ Σ_{j<m} β_j g_j / K)`` already (eqs 10, 12), so
+  the objective is ``Σ_i w_i^(m) exp(−yᵢᵀ β g_m / K)`` and its minimizer is eq. 9 on ``w^(m)``: the α
+  ASCII-Simple uses. Nothing but the scores is needed, so no α's travel; ASCII and ASCII-Simple then
+  fit the same models (tested) and ``random`` differs from them in its order only.
+- ``paper``: eqs 11 and 13 as printed: eq. 9 with ``w`` replaced by ``w · φ``, where ``φ_i`` is the
+  exponential-loss factor of the round's preceding models on row i (Appendix B). Eq. 8 multiplies that
+  factor onto scores that already contain it, so the preceding agents count twice; this is the exact
+  minimizer of eq. 8 as printed (a test checks it by brute force), not of eq. 6. Up to a constant,
   ``φ = w^(m) / w^(first)``, the ratio of the scores received to those the round started from; two
-  agents know both, longer chains send the round's start scores along (see :class:`IgnoranceScores`).
-  This is the exact minimizer of the exponential loss in α (a test checks it by brute force); the
-  paper's ``K/(K−1)²`` is Hastie et al.'s ``(K−1)²/K`` inverted, and the exponents of eq. 11 use the
-  loss's own coefficient ``β = (K−1)²/K · α``.
+  agents know both, longer chains send the round's start scores along (see :class:`IgnoranceScores`),
+  and the α's of the round travel with the scores as in Algorithm 1. The paper's ``K/(K−1)²`` is Hastie
+  et al.'s ``(K−1)²/K`` inverted, and the exponents of eq. 11 use the loss's own coefficient
+  ``β = (K−1)²/K · α``.
 
 Variants (Section V): ``simple`` (α from the agent's own loss only, eq. 9; no α's are sent),
 ``random`` (a new random order every round, drawn from the run seed so every agent knows it),
@@ -41,6 +49,7 @@ from vcl.protocols.base import Protocol
 
 VARIANTS = ("ascii", "simple", "random", "ensemble")
 STOPS = ("alpha", "cv")
+ALPHAS = ("exact", "paper")
 MIN_ERROR = 1e-10  # a perfect weighted fit has α = ∞; the error is clipped here (α ≈ 23 + log(K − 1))
 
 
@@ -53,7 +62,8 @@ def samme_code(classes: Tensor, num_classes: int) -> Tensor:
 
 
 def model_weight(w: Tensor, r: Tensor, num_classes: int, joint: Tensor | None = None) -> float:
-    """α = log(Σ wφ r / Σ wφ (1 − r)) + log(K − 1): eq. 9 with φ = 1, eqs 11 and 13 with φ = ``joint``."""
+    """α = log(Σ wφ r / Σ wφ (1 − r)) + log(K − 1): eq. 9 (and ``exact``) with φ = 1, eqs 11 and 13 as
+    printed (``paper``) with φ = ``joint``."""
     v = w.to(torch.float64) if joint is None else w.to(torch.float64) * joint.to(torch.float64)
     r = r.to(torch.float64)
     good, bad = float((v * r).sum()), float((v * (1.0 - r)).sum())
@@ -93,7 +103,7 @@ class Hop:
     receiver: str
     receiver_in_round: bool  # False on the last hop: the scores start the next round
     receiver_knows_start: bool  # the receiver produced this round's start scores (or they are the initial ones)
-    joint: bool  # ASCII: α by eqs 11/13 and the α's travel on; False: the agent's own loss only
+    joint: bool  # ASCII with alpha="paper": α by eqs 11/13 and the α's travel on; False: eq. 9 on the scores
 
 
 class IgnoranceAgent(Organization):
@@ -190,6 +200,7 @@ class ASCIIOptions:
     variant: str = "ascii"  # ascii | simple | random | ensemble
     stop: str = "alpha"  # alpha (the paper's default) | cv (needs a validation split)
     patience: int = 1  # stop="cv": rounds without a better validation accuracy
+    alpha: str = "exact"  # exact (minimizer of eq. 6 given the scores) | paper (eqs 11/13 as printed)
 
 
 class AssistedClassification(Protocol):
@@ -258,7 +269,7 @@ class AssistedClassification(Protocol):
             receiver=self.agents[receiver].name,
             receiver_in_round=in_round,
             receiver_knows_start=t == 1 or receiver == self.previous_last,
-            joint=self.options.variant != "simple" and not self.ensemble,
+            joint=self.options.alpha == "paper" and self.options.variant != "simple" and not self.ensemble,
         )
 
     def _chain_round(self, t: int, alphas: list[float]) -> None:
