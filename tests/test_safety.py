@@ -1,0 +1,338 @@
+"""Safe runs: loading a checkpoint never runs code, a run never deletes what it did not write, two runs
+cannot share a run directory, and a failed run leaves the directory as it found it."""
+
+import json
+
+import pytest
+import torch
+
+import train as cli
+from callbacks import RoundCallback, TensorBoardRounds
+from callbacks.checkpoint import load_checkpoint
+from models.sklearn import dump_estimator, estimator_class, load_estimator
+from tests.conftest import write_csv
+from vcl.errors import VCLInputError
+from vcl.methods import build_protocol, check_config
+from vcl.rundir import LOCK
+from vcl.runner import datamodule_for, train
+
+QUICK = ["--rounds", "2", "--epochs", "5", "--organizations", "3", "--compare", "--quiet"]
+
+
+class Touch:
+    """Unpickling this creates ``path``: what a crafted checkpoint would do."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        import pathlib
+
+        return (pathlib.Path.touch, (pathlib.Path(self.path),))
+
+
+def _one_error_line(capsys, text):
+    err = capsys.readouterr().err
+    assert text in err and err.count("\n") == 1, err
+
+
+def _run(out, *extra):
+    return cli.main(["--out", str(out), *QUICK, *extra])
+
+
+# --- checkpoints hold data only --------------------------------------------------------------------------
+def test_a_crafted_checkpoint_runs_nothing_and_is_refused(tmp_path, capsys):
+    out, marker = tmp_path / "run", tmp_path / "pwned"
+    assert _run(out) == 0
+    ckpt = out / "checkpoints" / "last.ckpt"
+    state = torch.load(ckpt, weights_only=False)  # our own file: trusted here, to build the crafted one
+    state["seconds"] = Touch(marker)
+    torch.save(state, ckpt)
+    capsys.readouterr()
+    assert _run(out, "--resume") == 2
+    _one_error_line(capsys, "holds something other than data")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("content", ["empty", "truncated", "foreign", "text"])
+def test_damaged_or_foreign_checkpoints_are_refused_with_one_sentence(tmp_path, capsys, content):
+    out = tmp_path / "run"
+    assert _run(out) == 0
+    ckpt = out / "checkpoints" / "last.ckpt"
+    data = ckpt.read_bytes()
+    if content == "empty":
+        ckpt.write_bytes(b"")
+    elif content == "truncated":
+        ckpt.write_bytes(data[: len(data) // 2])
+    elif content == "foreign":
+        torch.save({"model": torch.zeros(3)}, ckpt)
+    else:
+        ckpt.write_text("not a checkpoint")
+    capsys.readouterr()
+    assert _run(out, "--resume") == 2
+    _one_error_line(capsys, f"checkpoint {ckpt}")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(learner=["gb", "svm", "sklearn:sklearn.linear_model.Ridge"]),
+        dict(method="ascii", organizations=2, learner=["tree", "logistic"], max_depth=2),
+        dict(method="dc_smote", dc_public_rows=30, dc_anchor_rows=200, dc_dim=3, dc_smote_k=10, rounds=1),
+    ],
+    ids=["gal-sklearn", "ascii", "dc"],
+)
+def test_every_checkpoint_loads_as_data_and_restores_the_protocol(tiny, overrides):
+    cfg = tiny(**{"organizations": 3, "rounds": 2, **overrides})
+    results = train(cfg, verbose=False)
+    state = load_checkpoint(cfg.run_dir / "checkpoints" / "last.ckpt")  # weights_only=True inside
+    dm = datamodule_for(cfg)
+    dm.setup()
+    fresh = build_protocol(cfg, dm.data)
+    fresh.load_state_dict(state["protocol"])
+    assert fresh.evaluate()["test"] == pytest.approx(results["final"]["test"])
+
+
+def test_a_stored_estimator_with_a_foreign_type_is_refused():
+    from fractions import Fraction
+
+    assert load_estimator(dump_estimator({"w": [1.0, 2.0]})) == {"w": [1.0, 2.0]}
+    with pytest.raises(VCLInputError, match="outside scikit-learn"):
+        load_estimator(dump_estimator({"w": Fraction(1, 3)}))
+
+
+def test_only_scikit_learn_estimator_classes_may_be_named(tmp_path, monkeypatch):
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_module.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Thing: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec in ("sklearn:evil_module.Thing", "sklearn:os.system"):
+        with pytest.raises(VCLInputError, match="only scikit-learn classes"):
+            estimator_class(spec, "learner")
+    assert not marker.exists()  # refused before import
+    with pytest.raises(VCLInputError, match="not a scikit-learn estimator"):
+        estimator_class("sklearn:sklearn.utils.Bunch", "learner")
+    assert estimator_class("sklearn:sklearn.svm.SVR", "learner").__name__ == "SVR"
+
+
+# --- the run directory -----------------------------------------------------------------------------------
+def test_a_directory_with_foreign_files_is_refused_and_overwrite_keeps_them(tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "tensorboard").mkdir()
+    mine = [out / "checkpoints" / "my_model.pt", out / "tensorboard" / "notes.txt"]
+    for f in mine:
+        f.write_text("keep me")
+    assert _run(out) == 2
+    _one_error_line(capsys, "already holds files")
+    assert _run(out, "--overwrite") == 0
+    first = sorted((out / "tensorboard").glob("events.out.tfevents.*"))
+    assert _run(out, "--overwrite") == 0  # replaces its own outputs, again
+    assert all(f.read_text() == "keep me" for f in mine)
+    events = sorted((out / "tensorboard").glob("events.out.tfevents.*"))
+    assert len(first) == len(events) == 1 and first != events
+    assert json.loads((out / "results.json").read_text())["value"] > 0
+
+
+def test_out_is_taken_literally(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["--out", "runs/trial #2", *QUICK]) == 0
+    assert (tmp_path / "runs" / "trial #2" / "results.json").is_file()
+    assert cli.main(["--out", "runs/a: b", *QUICK]) == 0
+    assert (tmp_path / "runs" / "a: b" / "results.json").is_file()
+
+
+def test_a_second_run_on_a_locked_directory_is_refused(tmp_path, capsys):
+    from filelock import FileLock
+
+    out = tmp_path / "run"
+    out.mkdir()
+    with FileLock(str(out / LOCK)):  # another run holds it
+        assert _run(out) == 2
+    _one_error_line(capsys, "in use by another run")
+    assert not (out / "results.json").exists()
+
+
+class Boom(RoundCallback):
+    def on_round_end(self, run, record):
+        raise RuntimeError("a fault in round 0")
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_failed_run_leaves_the_directory_as_it_found_it(tiny, tmp_path, existed):
+    cfg = tiny()
+    out = cfg.run_dir
+    if existed:
+        out.mkdir(parents=True)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(RuntimeError, match="a fault"):
+        train(cfg, verbose=False, callbacks=[TensorBoardRounds(), Boom()])  # events written, then it fails
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+# --- one sentence instead of a traceback -----------------------------------------------------------------
+def test_flag_values_are_parsed_by_their_declared_type(tmp_path, capsys):
+    from vcl.config import parse_flag
+
+    assert parse_flag("label_column", "yes") == "yes" and parse_flag("id_column", "0123") == "0123"
+    assert parse_flag("label_column", "null") == "null" and parse_flag("out", "runs/trial #2") == "runs/trial #2"
+    assert parse_flag("concurrent", "false") is False and parse_flag("rounds", "0123") == 123
+    assert parse_flag("milestones", "auto") == "auto" and parse_flag("milestones", "50") == 50
+    with pytest.raises(VCLInputError, match="--epochs 'ten' is not a valid int"):
+        parse_flag("epochs", "ten")
+    with pytest.raises(VCLInputError, match="--concurrent 'maybe' is not a valid bool"):
+        parse_flag("concurrent", "maybe")
+
+
+@pytest.mark.parametrize(
+    "kind,message",
+    [
+        ("config", "is not valid YAML (line 3: expected"),
+        ("flag", "--assignment '{a: [b' is not a valid mapping"),
+        ("yes", "label_column=True is not a string; quote it"),
+    ],
+)
+def test_malformed_yaml_is_one_sentence(tmp_path, capsys, kind, message):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text({"config": "dataset: wine\nrounds: [3\n", "yes": "label_column: yes\n"}.get(kind, "rounds: 2\n"))
+    extra = ["--assignment", "{a: [b"] if kind == "flag" else []
+    assert cli.main(["--config", str(cfg), *extra, "--out", str(tmp_path / "o")]) == 2
+    _one_error_line(capsys, message)
+
+
+def test_a_directory_given_as_config(tmp_path, capsys):
+    assert cli.main(["--config", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    _one_error_line(capsys, "is a directory; pass a YAML file")
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("latin1", "is not UTF-8 text"),
+        ("binary", "is not UTF-8 text"),
+        ("empty", "is empty"),
+        ("header", "has a header but no rows"),
+    ],
+)
+def test_unreadable_csv_files(tmp_path, capsys, signal_csvs, content, message):
+    bad = tmp_path / "bob2.csv"
+    data = {
+        "latin1": "id,b1\nJosé,1.0\n".encode("latin-1"),
+        "binary": bytes(range(256)) * 4,
+        "empty": b"",
+        "header": b"id,b1\n",
+    }[content]
+    bad.write_bytes(data)
+    args = ["--dataset", "csv", "--csv-files", signal_csvs[0], str(bad), "--task", "classification"]
+    assert cli.main([*args, "--out", str(tmp_path / "o")]) == 2
+    _one_error_line(capsys, f"csv file {bad} {message}")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_byte_order_mark_does_not_hide_the_id_column(tmp_path, signal_csvs):
+    bob = tmp_path / "bob_bom.csv"
+    bob.write_bytes(b"\xef\xbb\xbf" + open(signal_csvs[1], "rb").read())
+    args = ["--dataset", "csv", "--csv-files", signal_csvs[0], str(bob), "--task", "classification"]
+    assert cli.main([*args, "--out", str(tmp_path / "o"), "--rounds", "1", "--compare", "--quiet"]) == 0
+
+
+def test_a_single_class_label_is_refused_before_anything_is_written(tmp_path, capsys):
+    a = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(i, i, 1) for i in range(20)])
+    b = write_csv(tmp_path / "b.csv", ["id", "z"], [(i, -i) for i in range(20)])
+    out = tmp_path / "o"
+    assert (
+        cli.main(["--dataset", "csv", "--csv-files", str(a), str(b), "--task", "classification", "--out", str(out)])
+        == 2
+    )
+    _one_error_line(capsys, "holds a single class")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["file", "under_file", "not_writable"])
+def test_an_out_that_cannot_hold_a_run(tmp_path, capsys, monkeypatch, where):
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    out = {"file": f, "under_file": f / "run", "not_writable": tmp_path / "ro" / "run"}[where]
+    if where == "not_writable":  # root ignores permission bits: stand in for a read-only filesystem
+        (tmp_path / "ro").mkdir()
+        import os
+
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(tmp_path / "ro") else real(p, m))
+    assert _run(out) == 2
+    _one_error_line(
+        capsys, {"file": "is a file", "under_file": "is under the file", "not_writable": "not writable"}[where]
+    )
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--method", "interm"], "interm averages the organizations' hidden layers"),
+        (["--val-fraction", "0.99"], "val_fraction=0.99 leaves"),
+    ],
+)
+def test_settings_refused_up_front(tmp_path, capsys, args, message):
+    out = tmp_path / "o"
+    assert cli.main([*args, "--out", str(out)]) == 2
+    _one_error_line(capsys, message)
+    assert not out.exists()
+
+
+def test_resume_with_fewer_rounds_than_already_run_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli.main(["--out", str(out), "--rounds", "3", "--epochs", "5", "--compare", "--quiet"]) == 0
+    capsys.readouterr()
+    assert cli.main(["--out", str(out), "--rounds", "2", "--epochs", "5", "--compare", "--quiet", "--resume"]) == 2
+    _one_error_line(capsys, "rounds=2 is below the 3 rounds already run")
+    assert len(json.loads((out / "results.json").read_text())["rounds"]) == 4
+
+
+def test_an_unknown_flag_prints_one_line_and_a_hint(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--roundz", "3"])
+    assert exit_.value.code == 2
+    _one_error_line(capsys, "unrecognized arguments: --roundz 3; see `python train.py --help`")
+
+
+def test_ctrl_c_says_where_to_resume_and_resume_finishes_the_run(tmp_path, capsys, monkeypatch, crash_at):
+    import vcl.runner
+
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    args = ["--rounds", "4", "--epochs", "5", "--compare", "--quiet"]
+    assert cli.main(["--out", str(full), *args]) == 0
+    real = vcl.runner.default_callbacks
+    monkeypatch.setattr(vcl.runner, "default_callbacks", lambda c, v: [*real(c, v), crash_at(2)])
+    capsys.readouterr()
+    assert cli.main(["--out", str(cut), *args]) == 130
+    _one_error_line(capsys, f"interrupted after round 2 (checkpoint in {cut}); resume with: python train.py --out")
+    monkeypatch.setattr(vcl.runner, "default_callbacks", real)
+    assert cli.main(["--out", str(cut), *args, "--resume"]) == 0
+    a, b = (json.loads((d / "results.json").read_text())["rounds"] for d in (full, cut))
+    assert [r["metrics"] for r in a] == [r["metrics"] for r in b]
+
+
+def test_sigterm_stops_at_a_saved_round_with_one_line(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(root / "train.py"), "--out", str(out), "--rounds", "400", "--compare", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ckpt = out / "checkpoints" / "last.ckpt"
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert err.count("\n") == 1 and "terminated after round" in err and "--resume" in err
+    saved = int(err.split("after round ")[1].split(" ")[0])
+    assert len(load_checkpoint(ckpt)["records"]) == saved + 1
+
+
+def test_interm_with_hidden_layers_is_accepted(tiny):
+    assert check_config(tiny(method="interm", learner=["mlp"])) is None
