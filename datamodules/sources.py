@@ -198,7 +198,7 @@ def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
         classes, y = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise VCLInputError(
-                f"{what} holds a single class ({classes[0]!r}); classification needs at least two classes, "
+                f"{what} holds a single class ({str(classes[0])!r}); classification needs at least two classes, "
                 "or use task=regression."
             )
         return Table(np.asarray(X, dtype=np.float64), y.astype(np.int64), names, kind, len(classes))
