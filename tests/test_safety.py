@@ -128,6 +128,8 @@ def test_a_directory_with_foreign_files_is_refused_and_overwrite_keeps_them(tmp_
     first = sorted((out / "tensorboard").glob("events.out.tfevents.*"))
     assert _run(out, "--overwrite") == 0  # replaces its own outputs, again
     assert all(f.read_text() == "keep me" for f in mine)
+    assert _run(out, "--overwrite", "--val-fraction", "0.99") == 2  # refused input: the last run stays
+    assert (out / "results.json").is_file() and (out / "checkpoints" / "last.ckpt").is_file()
     events = sorted((out / "tensorboard").glob("events.out.tfevents.*"))
     assert len(first) == len(events) == 1 and first != events
     assert json.loads((out / "results.json").read_text())["value"] > 0

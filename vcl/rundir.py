@@ -31,7 +31,8 @@ def own_outputs(root: Path) -> list[Path]:
 
 
 class RunDirectory:
-    """``--out`` for one run: :meth:`check` before data loading, then ``with`` it around the run."""
+    """``--out`` for one run: :meth:`check` before data loading, then ``with`` it around the run and
+    :meth:`begin` once the data and the protocol are built."""
 
     def __init__(self, path: Path, resume: bool = False, overwrite: bool = False):
         self.path, self.resume, self.overwrite = Path(path), resume, overwrite
@@ -87,11 +88,14 @@ class RunDirectory:
                 f"--out {self.path} cannot be written ({err.strerror}); choose another --out."
             ) from None
         self._lock = lock
+        return self
+
+    def begin(self) -> None:
+        """Every input has been checked: with ``overwrite``, remove the previous run's outputs now."""
         if self.overwrite and not self.resume:
             for f in own_outputs(self.path):
                 f.unlink()
             self._before = set(self.path.rglob("*"))
-        return self
 
     def __exit__(self, kind, error, tb) -> None:
         if kind is not None and not (self.path / CHECKPOINT).is_file():

@@ -242,6 +242,8 @@ def train(
         dm = datamodule_for(config)
         dm.setup()  # every data error is raised here, before training
         protocol = build_protocol(config, dm.data)
+        if rundir is not None:
+            rundir.begin()
         run = Run(config, protocol, out_dir, verbose)
         if state is not None:
             protocol.load_state_dict(state["protocol"])
