@@ -64,6 +64,19 @@ class SharedExtractorRegressor(ResidualRegressor):
     def predict(self, features: Tensor, chunk: int = 4096) -> Tensor:
         return self.predict_round(features, self.rounds - 1, chunk)
 
+    @torch.no_grad()
+    def predict_rounds(self, features: Tensor, chunk: int = 4096) -> list[Tensor]:
+        """Every round's model on ``features`` (equal to :meth:`predict_round` for each), the extractor run once."""
+        self.eval()
+        x = features.to(self.device)
+        outs: list[list[Tensor]] = [[] for _ in self.heads]
+        with self._autocast(x.device):
+            for i in range(0, x.shape[0], chunk):
+                z = self.extractor(x[i : i + chunk])
+                for out, head in zip(outs, self.heads, strict=True):
+                    out.append(head(z).float())
+        return [torch.cat(o) for o in outs]
+
     def round_model(self, index: int) -> RoundHead:
         return RoundHead(self, index)
 

@@ -22,3 +22,6 @@ class LateFusion(Protocol):
         self.round = 1
         m = len(everyone)
         return self._record(coefficients=[1.0 / m] * m)
+
+    def kept_round_metrics(self) -> dict[int, dict[str, float]]:
+        return self.metrics_by_round()
