@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models.residual import ResidualRegressor
+from models.residual import ResidualRegressor, seeded_draws
 
 
 class SharedExtractorRegressor(ResidualRegressor):
@@ -44,11 +44,17 @@ class SharedExtractorRegressor(ResidualRegressor):
             head = nn.Linear(self.width, k)
         self.heads.append(head.to(self.device))
 
+    @property
+    def fit_index(self) -> int:
+        """Round index of the next fit (0-based): the number of heads, restored with a checkpoint."""
+        return self.rounds
+
     def fit(self, features: Tensor, targets: Tensor, sample_weight: Tensor | None = None):
         self.to(features.device)
-        self.residuals.append(targets.detach())
-        self._new_head()
-        self._fit_fast(features, torch.cat(self.residuals, dim=1), sample_weight)
+        with seeded_draws(self.draw_seed(), features.device):
+            self.residuals.append(targets.detach())
+            self._new_head()
+            self._fit_fast(features, torch.cat(self.residuals, dim=1), sample_weight)
         return self
 
     @torch.no_grad()
