@@ -13,6 +13,7 @@ from models import (
     ClassifierSettings,
     LearnerSettings,
     check_classifier_name,
+    check_learner_loss,
     check_learner_name,
     check_weighted,
 )
@@ -110,6 +111,7 @@ def check_config(config: RunConfig) -> None:
     for name in config.local_loss:
         if name != "auto":
             check_local_loss(name)
+    check_learner_losses(config)
     if config.weights not in ("learned", "bag", "last"):
         raise VCLInputError(f"weights={config.weights!r}; use learned, bag or last.")
     if config.eta not in ("linesearch", "constant"):
@@ -147,6 +149,21 @@ def check_config(config: RunConfig) -> None:
                 raise VCLInputError(f"{key} lists {v!r}; give organization indices (0 is Alice) or half.")
     check_dc_config(config)
     check_mpdl_config(config)
+
+
+def check_learner_losses(config: RunConfig) -> None:
+    """Every organization's learner can fit its local loss (GB: l1 or l2), checked before any data is read."""
+    if config.method in ASCII_METHODS or config.method in DC_METHODS or config.method in MPDL_METHODS:
+        return
+    count = len(config.csv_files) if config.dataset == "csv" else config.organizations
+    try:
+        learners = per_organization(config.learner, count, "learner")
+        losses = per_organization(config.local_loss, count, "local_loss")
+    except VCLInputError:
+        return  # a list of the wrong length is reported, by name, when the organizations are built
+    for m, (name, loss) in enumerate(zip(learners, losses, strict=True)):
+        if loss != "auto":  # auto is l1 or l2
+            check_learner_loss(name, loss, f" (organization {m})")
 
 
 def compare_methods(config: RunConfig) -> list[str]:
