@@ -79,6 +79,7 @@ class LearnerSettings:
     grad_clip: float = 1.0
     hidden: tuple[int, ...] = field(default_factory=lambda: (64,))
     widths: tuple[int, ...] = (64, 128, 256, 512)
+    last_pool: bool = True  # CNN: max-pool after the last conv block too (GAL Table 8); False: the authors' code
     lstm_hidden: int = 128
     dropout: float = 0.3
     engine: str = "fast"
@@ -164,6 +165,7 @@ def build_learner(
             lstm_hidden=s.lstm_hidden,
             dropout=s.dropout,
             strategy=s.strategy,
+            last_pool=s.last_pool,
         )
     if shared:
         raise VCLInputError(f"dms=true needs a deep learner (linear, mlp, cnn or lstm), not learner={name!r}.")

@@ -38,6 +38,7 @@ _SHARED = (
     "arch",
     "optimizer",
     "widths",
+    "last_pool",
     "precision",
 )
 

@@ -109,6 +109,7 @@ class ResidualRegressor(pl.LightningModule):
         lstm_hidden: int = 128,
         dropout: float = 0.3,
         strategy: str = "auto",
+        last_pool: bool = True,
     ):
         super().__init__()
         check_local_loss(loss, "loss")
@@ -125,7 +126,14 @@ class ResidualRegressor(pl.LightningModule):
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams
         return build_network(
-            hp.arch, in_shape, out_features, tuple(hp.hidden), tuple(hp.widths), hp.lstm_hidden, hp.dropout
+            hp.arch,
+            in_shape,
+            out_features,
+            tuple(hp.hidden),
+            tuple(hp.widths),
+            hp.lstm_hidden,
+            hp.dropout,
+            hp.last_pool,
         )
 
     # --- Lightning idioms ---------------------------------------------------------------------

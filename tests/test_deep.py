@@ -166,3 +166,22 @@ def test_learners_with_dropout_are_not_vmapped_together():
     dropped = ResidualRegressor(6, 2, hidden=(8,), seed=0)
     dropped.net[0].append(torch.nn.Dropout(0.2))  # the extractor of an MLP with dropout
     assert concurrency_key(plain) is not None and concurrency_key(dropped) is None
+
+
+def test_cnn_pools_after_every_block_as_table_8_and_the_authors_variant_is_an_option(tiny):
+    from models import LearnerSettings, build_learner, build_network
+    from vcl.methods import learner_settings
+
+    def pools(net):
+        return [m for m in net.modules() if isinstance(m, torch.nn.MaxPool2d)]
+
+    paper = build_network("cnn", (1, 28, 28), 10)  # widths 64-128-256-512
+    assert len(pools(paper)) == 4
+    x = torch.randn(2, 1, 28, 28)
+    assert paper[0][:-2](x).shape == (2, 512, 2, 2)  # every pool halves: 28 → 14 → 7 → 4 → 2
+    assert len(pools(build_network("cnn", (1, 28, 28), 10, last_pool=False))) == 3
+    settings = learner_settings(tiny(cnn_last_pool=False), "gal")
+    assert len(pools(build_learner("cnn", (1, 4, 4), 10, "l2", 0, settings).net)) == 3
+    assert len(pools(build_learner("cnn", (1, 4, 4), 10, "l2", 0, LearnerSettings()).net)) == 4
+    for shape in [(1, 1, 1), (1, 4, 2), (1, 4, 4), (3, 16, 8)]:  # patches smaller than 2⁴ still pass
+        assert build_network("cnn", shape, 10, widths=(4, 8, 8, 8))(torch.randn(2, *shape)).shape == (2, 10)

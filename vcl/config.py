@@ -74,6 +74,11 @@ class RunConfig:
     batch_size: int = _f(0, "local batch size (0: the paper's, 1024 linear/mlp, 512 cnn, 8 lstm; ≥ N: full batch)")
     hidden: list = _f([64], "hidden widths of the mlp learner")
     cnn_widths: list = _f([64, 128, 256, 512], "channel widths of the cnn learner's conv blocks (GAL Table 8)")
+    cnn_last_pool: bool = _f(
+        True,
+        "cnn learner: max-pool after the last conv block too, as GAL Table 8 (false: only after the others, "
+        "as the GAL authors' code does)",
+    )
     lstm_hidden: int = _f(128, "hidden size of the lstm learner")
     dropout: float = _f(0.3, "dropout after the lstm learner's last step")
     grad_clip: float = _f(1.0, "local gradient-norm clip (0: off)")

@@ -344,6 +344,7 @@ def learner_settings(config: RunConfig, method: str) -> LearnerSettings:
         grad_clip=config.grad_clip,
         hidden=tuple(config.hidden),
         widths=tuple(config.cnn_widths),
+        last_pool=config.cnn_last_pool,
         lstm_hidden=config.lstm_hidden,
         dropout=config.dropout,
         engine=config.engine,
