@@ -51,6 +51,7 @@ from vcl.protocols.dc import (
     make_interpretable,
     make_reduction,
 )
+from vcl.protocols.late import FUSIONS
 from vcl.psi import check_psi_bits
 from vcl.tasks import Task
 
@@ -116,6 +117,8 @@ def check_config(config: RunConfig) -> None:
         raise VCLInputError(f"weights={config.weights!r}; use learned, bag or last.")
     if config.eta not in ("linesearch", "constant"):
         raise VCLInputError(f"eta={config.eta!r}; use linesearch or constant.")
+    if config.late_fusion not in FUSIONS:
+        raise VCLInputError(f"late_fusion={config.late_fusion!r}; use sum (the paper) or mean (the authors' code).")
     if config.al_mode not in ("chained", "authors"):
         raise VCLInputError(f"al_mode={config.al_mode!r}; use chained or authors.")
     if config.engine not in ("fast", "trainer"):
@@ -453,7 +456,7 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
     if method in ASCII_METHODS:
         return build_ascii(config, method, task, views, learners, settings, labels, device)
     if method == "late":
-        return LateFusion(task, federation, labels, seed=config.seed)
+        return LateFusion(task, federation, labels, fusion=config.late_fusion, seed=config.seed)
     if method == "interm":
         return IntermFusion(task, federation, labels, views, learners, settings, seed=config.seed)
     options = GALOptions(
