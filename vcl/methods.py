@@ -301,7 +301,7 @@ def check_ascii_options(config: RunConfig) -> None:
 
 
 def organization_set(values: list, count: int, key: str) -> set[int]:
-    """Indices from a config list; ``half`` = the second half, M//2 .. M−1 (REFERENCE.md)."""
+    """Indices from a config list; ``half`` = the second half, M//2 .. M−1 (GAL Tables 6 and 19–21)."""
     out: set[int] = set()
     for v in values:
         if v == "half":
