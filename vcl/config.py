@@ -74,14 +74,14 @@ class RunConfig:
     batch_size: int = _f(0, "local batch size (0: the paper's, 1024 linear/mlp, 512 cnn, 8 lstm; ≥ N: full batch)")
     hidden: list = _f([64], "hidden widths of the mlp learner")
     cnn_widths: list = _f([64, 128, 256, 512], "channel widths of the cnn learner's conv blocks (GAL Table 8)")
+    lstm_hidden: int = _f(128, "hidden size of the lstm learner")
+    dropout: float = _f(0.3, "dropout after the lstm learner's last step")
+    grad_clip: float = _f(1.0, "local gradient-norm clip (0: off)")
     cnn_last_pool: bool = _f(
         True,
         "cnn learner: max-pool after the last conv block too, as GAL Table 8 (false: only after the others, "
         "as the GAL authors' code does)",
     )
-    lstm_hidden: int = _f(128, "hidden size of the lstm learner")
-    dropout: float = _f(0.3, "dropout after the lstm learner's last step")
-    grad_clip: float = _f(1.0, "local gradient-norm clip (0: off)")
     dms: bool = _f(False, "Deep Model Sharing: one feature extractor per organization, one head per round")
     baseline_epochs: int = _f(0, "epochs of the one-shot centralized baselines late and interm (0: epochs)")
     late_fusion: str = _f(
