@@ -74,6 +74,9 @@ def test_reported_metrics_are_the_prediction_stage_of_the_kept_models(tiny, case
     assert results["prediction_stage"] == results["final"]
     assert results["prediction_stage"]["test"] == results["value"]
     assert results["prediction_stage_round"] == results["value_round"] == cfg.rounds
+    # the prediction requests and replies are real messages, counted apart from the rounds' traffic
+    assert results["bytes_sent"] == sum(r["bytes_sent"] for r in results["rounds"]) > 0
+    assert results["prediction_bytes"] > 0
     kept = [r["metrics"]["test"] for r in results["rounds"]]
     assert results["best_value"] == (min(kept) if cfg.dataset == "diabetes" else max(kept))
     # a fresh prediction from the checkpointed state, on every split, gives the same figures

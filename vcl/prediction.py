@@ -20,21 +20,26 @@ from vcl.protocols import Protocol
 from vcl.protocols.mpdl import PartialOverlapProtocol
 
 
-def kept_records(protocol: Protocol, records: list[dict]) -> list[dict]:
-    """The run's per-round records with the metrics of the kept models (a copy when they differ)."""
+def kept_records(protocol: Protocol, records: list[dict]) -> tuple[list[dict], dict[int, dict] | None]:
+    """The run's per-round records with the metrics of the kept models (a copy when they differ), and those
+    metrics by round (``None`` where the protocol reports Alice's running F)."""
     kept = protocol.kept_round_metrics()
     if kept is None:
-        return records
+        return records, None
     shares = getattr(protocol, "shares_models", False)  # Deep Model Sharing: keep what Alice saw beside them
-    return [
+    recs = [
         {**r, "metrics": kept[r["round"]], **({"round_time_metrics": r["metrics"]} if shares else {})} for r in records
     ]
+    return recs, kept
 
 
-def prediction_stage(protocol: Protocol, round_: int) -> tuple[dict[str, float], int]:
+def prediction_stage(protocol: Protocol, round_: int, kept: dict[int, dict] | None = None) -> tuple[dict, int]:
     """{split: metric} of a fresh prediction from the kept models using rounds 1..``round_``, and the round
-    it used (the last one where the protocol cannot stop its prediction earlier)."""
+    it used (the last one where the protocol cannot stop its prediction earlier). ``kept``: the metrics by
+    round that :func:`kept_records` already computed through the prediction stage (not asked for again)."""
     if isinstance(protocol, PartialOverlapProtocol):
         # MPDL and FTL keep no model past their last round, only its outputs on the test and A-only rows.
         return protocol.evaluate(), protocol.round
+    if kept is not None and round_ in kept:
+        return kept[round_], round_
     return protocol.prediction_stage(round_)

@@ -154,7 +154,9 @@ class Run:
 
     def results(self, compare: dict) -> dict:
         """Metrics of the models the run keeps (:mod:`vcl.prediction`), with the prediction stage's."""
-        task, recs = self.protocol.task, kept_records(self.protocol, self.records)
+        channel = self.protocol.federation.channel
+        sent = channel.total_bytes()  # the rounds' messages; the prediction stage's are counted apart
+        task, (recs, kept) = self.protocol.task, kept_records(self.protocol, self.records)
         tests = [r["metrics"]["test"] for r in recs]
         best = max(tests) if task.higher_is_better else min(tests)
         if "val" in recs[-1]["metrics"]:
@@ -163,7 +165,7 @@ class Run:
             selection = "validation"
         else:
             pick, selection = len(recs) - 1, "final round"
-        stage, stage_round = prediction_stage(self.protocol, recs[pick]["round"])
+        stage, stage_round = prediction_stage(self.protocol, recs[pick]["round"], kept)
         return {
             "method": self.protocol.name,
             "dataset": self.config.dataset,
@@ -177,7 +179,8 @@ class Run:
             "prediction_stage": stage,
             "prediction_stage_round": stage_round,
             "rounds": recs,
-            "bytes_sent": self.protocol.federation.channel.total_bytes(),
+            "bytes_sent": sent,
+            "prediction_bytes": channel.total_bytes() - sent,
             "seconds": self.seconds,
             "stored_parameters": sum(  # torch parameters kept for prediction (GAL organizations)
                 o.stored_parameters() for o in self.protocol.federation.organizations if hasattr(o, "stored_parameters")
