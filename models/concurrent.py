@@ -38,6 +38,7 @@ _SHARED = (
     "arch",
     "optimizer",
     "widths",
+    "last_pool",
     "precision",
 )
 
@@ -46,9 +47,13 @@ def concurrency_key(learner) -> tuple | None:
     """Learners with equal keys can be fitted together; ``None`` means fit alone.
 
     MLPs on rows of different widths share a key (inputs are zero-padded); CNNs need equal input shapes.
-    LSTMs (no batching rule for ``aten::lstm`` under ``vmap``) and shared-extractor learners fit alone.
+    LSTMs (no batching rule for ``aten::lstm`` under ``vmap``), shared-extractor learners and networks with
+    active dropout fit alone: under ``vmap`` all organizations' dropout masks would come from one generator
+    (``randomness="different"``), not each from its own seed as when it fits alone.
     """
     if type(learner) is not ResidualRegressor or learner.hparams.engine != "fast" or learner.hparams.arch == "lstm":
+        return None
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in learner.net.modules()):
         return None
     hp = learner.hparams
     shape = () if hp.arch == "mlp" and isinstance(hp.in_features, int) else ("in_features", str(hp.in_features))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models.residual import ResidualRegressor
+from models.residual import ResidualRegressor, seeded_draws
 
 
 class SharedExtractorRegressor(ResidualRegressor):
@@ -44,11 +44,17 @@ class SharedExtractorRegressor(ResidualRegressor):
             head = nn.Linear(self.width, k)
         self.heads.append(head.to(self.device))
 
+    @property
+    def fit_index(self) -> int:
+        """Round index of the next fit (0-based): the number of heads, restored with a checkpoint."""
+        return self.rounds
+
     def fit(self, features: Tensor, targets: Tensor, sample_weight: Tensor | None = None):
         self.to(features.device)
-        self.residuals.append(targets.detach())
-        self._new_head()
-        self._fit_fast(features, torch.cat(self.residuals, dim=1), sample_weight)
+        with seeded_draws(self.draw_seed(), features.device):
+            self.residuals.append(targets.detach())
+            self._new_head()
+            self._fit_fast(features, torch.cat(self.residuals, dim=1), sample_weight)
         return self
 
     @torch.no_grad()
@@ -63,6 +69,19 @@ class SharedExtractorRegressor(ResidualRegressor):
 
     def predict(self, features: Tensor, chunk: int = 4096) -> Tensor:
         return self.predict_round(features, self.rounds - 1, chunk)
+
+    @torch.no_grad()
+    def predict_rounds(self, features: Tensor, chunk: int = 4096) -> list[Tensor]:
+        """Every round's model on ``features`` (equal to :meth:`predict_round` for each), the extractor run once."""
+        self.eval()
+        x = features.to(self.device)
+        outs: list[list[Tensor]] = [[] for _ in self.heads]
+        with self._autocast(x.device):
+            for i in range(0, x.shape[0], chunk):
+                z = self.extractor(x[i : i + chunk])
+                for out, head in zip(outs, self.heads, strict=True):
+                    out.append(head(z).float())
+        return [torch.cat(o) for o in outs]
 
     def round_model(self, index: int) -> RoundHead:
         return RoundHead(self, index)

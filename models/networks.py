@@ -25,17 +25,21 @@ def build_mlp(in_features: int, out_features: int, hidden: tuple[int, ...] = ())
     return nn.Sequential(*layers)
 
 
-def cnn_extractor(in_channels: int, widths: tuple[int, ...] = (64, 128, 256, 512)) -> nn.Sequential:
-    """GAL Table 8: [conv3×3 → BatchNorm → ReLU] per width, max-pool after all but the last, global average pool.
+def cnn_extractor(
+    in_channels: int, widths: tuple[int, ...] = (64, 128, 256, 512), last_pool: bool = True
+) -> nn.Sequential:
+    """GAL Table 8: [conv3×3 → BatchNorm → ReLU → max-pool 2] per width, then global average pool.
 
-    Pools use ``ceil_mode`` so a patch as small as 1 pixel (digits, M = 8) still passes; on even sizes
-    (MNIST and CIFAR-10 patches, full images) this is the paper's halving.
+    ``last_pool=False`` drops the max-pool after the last block (the GAL authors' code pools after all
+    but the last). Pools use ``ceil_mode``: an odd side rounds up and a side of 1 stays 1, so patches
+    smaller than 2^(number of pools) — digits' 4×4 quadrants, a 1-pixel patch — still pass, pooling
+    only while there is something to halve; on even sizes (MNIST, CIFAR-10) this is the paper's halving.
     """
     layers: list[nn.Module] = []
     ch = in_channels
     for i, w in enumerate(widths):
         layers += [nn.Conv2d(ch, w, 3, 1, 1), nn.BatchNorm2d(w), nn.ReLU()]
-        if i < len(widths) - 1:
+        if last_pool or i < len(widths) - 1:
             layers.append(nn.MaxPool2d(2, ceil_mode=True))
         ch = w
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
@@ -63,6 +67,7 @@ def build_network(
     widths: tuple[int, ...] = (64, 128, 256, 512),
     lstm_hidden: int = 128,
     dropout: float = 0.3,
+    last_pool: bool = True,
 ) -> nn.Sequential:
     """``Sequential(extractor, head)`` for an input of shape ``in_shape`` (one row, no batch dimension)."""
     if arch == "mlp":
@@ -75,7 +80,7 @@ def build_network(
     elif arch == "cnn":
         if len(in_shape) != 3:
             raise ValueError(f"the cnn learner needs images (C, H, W); this organization's rows have shape {in_shape}.")
-        extractor, width = cnn_extractor(in_shape[0], tuple(widths)), widths[-1]
+        extractor, width = cnn_extractor(in_shape[0], tuple(widths), last_pool), widths[-1]
     elif arch == "lstm":
         if len(in_shape) != 2:
             raise ValueError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
@@ -36,6 +37,29 @@ def build_optimizer(
         opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
     return opt, sched
+
+
+def derived_seed(*parts: int) -> int:
+    """A 31-bit seed from (learner seed, purpose, fit index, ...), so independent draws get independent streams."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+@contextlib.contextmanager
+def seeded_draws(seed: int, device):
+    """Inside, torch's global generator on ``device`` (what dropout draws from) starts at ``seed``; outside,
+    its state is as it was. A fit's draws then depend on its own seed only, not on what ran before it."""
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+    index = device.index if device.index is not None else (torch.cuda.current_device() if cuda else None)
+    with torch.random.fork_rng(devices=[index] if cuda else []):
+        torch.default_generator.manual_seed(seed)
+        if cuda:
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(seed)
+        yield
+
+
+DRAWS = 0xD809  # the purpose tag of a fit's draws from torch's global generator (dropout)
 
 
 def step(loss: Tensor, opt, scaler, clip) -> None:
@@ -85,6 +109,7 @@ class ResidualRegressor(pl.LightningModule):
         lstm_hidden: int = 128,
         dropout: float = 0.3,
         strategy: str = "auto",
+        last_pool: bool = True,
     ):
         super().__init__()
         check_local_loss(loss, "loss")
@@ -101,7 +126,14 @@ class ResidualRegressor(pl.LightningModule):
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams
         return build_network(
-            hp.arch, in_shape, out_features, tuple(hp.hidden), tuple(hp.widths), hp.lstm_hidden, hp.dropout
+            hp.arch,
+            in_shape,
+            out_features,
+            tuple(hp.hidden),
+            tuple(hp.widths),
+            hp.lstm_hidden,
+            hp.dropout,
+            hp.last_pool,
         )
 
     # --- Lightning idioms ---------------------------------------------------------------------
@@ -125,12 +157,23 @@ class ResidualRegressor(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
     # --- the learner interface ----------------------------------------------------------------
+    @property
+    def fit_index(self) -> int:
+        """Which fit of this learner the next one is (always 0: a fresh learner per round and organization)."""
+        return 0
+
+    def draw_seed(self) -> int:
+        """The seed of the next fit's dropout draws: the learner's seed (from the run seed, round and
+        organization) and its fit index, both restored with a checkpoint, so a resumed run draws the same."""
+        return derived_seed(self.hparams.seed, DRAWS, self.fit_index)
+
     def fit(self, features: Tensor, targets: Tensor, sample_weight: Tensor | None = None):
         self.to(features.device)
-        if self.hparams.engine == "trainer":
-            self._fit_trainer(features, targets, sample_weight)
-        else:
-            self._fit_fast(features, targets, sample_weight)
+        with seeded_draws(self.draw_seed(), features.device):
+            if self.hparams.engine == "trainer":
+                self._fit_trainer(features, targets, sample_weight)
+            else:
+                self._fit_fast(features, targets, sample_weight)
         return self
 
     @torch.no_grad()

@@ -108,3 +108,80 @@ def test_gal_with_lstms_learns_on_sequences(tiny):
     )
     results = train(cfg, verbose=False, write=False)
     assert results["best_value"] > 0.65  # balanced binary labels: chance is 0.5
+
+
+def _lstm(tiny, **kw):
+    settings = dict(
+        dataset="sequence_synthetic",
+        sequence_size=200,
+        organizations=4,
+        learner=["lstm"],
+        lstm_hidden=8,
+        dropout=0.3,
+        lr=0.01,
+        epochs=2,
+        batch_size=32,
+        rounds=3,
+    )
+    return tiny(**{**settings, **kw})
+
+
+@pytest.mark.parametrize("dms", [False, True])
+def test_lstm_runs_with_dropout_are_reproducible(tiny, tmp_path, dms):
+    first = train(_lstm(tiny, dms=dms, out=str(tmp_path / "a")), verbose=False, write=False)
+    torch.manual_seed(12345)  # whatever the global RNG holds, every draw comes from the run seed and the party
+    torch.randn(7)
+    second = train(_lstm(tiny, dms=dms, out=str(tmp_path / "b")), verbose=False, write=False)
+    assert [r["train_loss"] for r in first["rounds"]] == [r["train_loss"] for r in second["rounds"]]
+    assert [r["metrics"] for r in first["rounds"]] == [r["metrics"] for r in second["rounds"]]
+    other = train(_lstm(tiny, dms=dms, seed=1, out=str(tmp_path / "c")), verbose=False, write=False)
+    assert [r["train_loss"] for r in other["rounds"]] != [r["train_loss"] for r in first["rounds"]]
+
+
+@pytest.mark.parametrize("dms", [False, True])
+def test_lstm_resume_with_dropout_equals_uninterrupted_run(tiny, tmp_path, crash_at, dms):
+    from callbacks import RoundCheckpoint
+
+    full = train(_lstm(tiny, dms=dms, out=str(tmp_path / "full")), verbose=False)
+    cfg = _lstm(tiny, dms=dms, out=str(tmp_path / "cut"))
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(1)])
+    torch.randn(11)  # a restarted process does not share the crashed one's global RNG state
+    resumed = train(cfg, resume=True, verbose=False)
+    assert [r["train_loss"] for r in resumed["rounds"]] == [r["train_loss"] for r in full["rounds"]]
+    assert [r["metrics"] for r in resumed["rounds"]] == [r["metrics"] for r in full["rounds"]]
+
+
+def test_interm_with_lstm_dropout_is_reproducible(tiny, tmp_path):
+    first = train(_lstm(tiny, method="interm", out=str(tmp_path / "a")), verbose=False, write=False)
+    torch.randn(5)
+    second = train(_lstm(tiny, method="interm", out=str(tmp_path / "b")), verbose=False, write=False)
+    assert [r["train_loss"] for r in first["rounds"]] == [r["train_loss"] for r in second["rounds"]]
+
+
+def test_learners_with_dropout_are_not_vmapped_together():
+    from models import concurrency_key
+
+    plain = ResidualRegressor(6, 2, hidden=(8,), seed=0)
+    dropped = ResidualRegressor(6, 2, hidden=(8,), seed=0)
+    dropped.net[0].append(torch.nn.Dropout(0.2))  # the extractor of an MLP with dropout
+    assert concurrency_key(plain) is not None and concurrency_key(dropped) is None
+
+
+def test_cnn_pools_after_every_block_as_table_8_and_the_authors_variant_is_an_option(tiny):
+    from models import LearnerSettings, build_learner, build_network
+    from vcl.methods import learner_settings
+
+    def pools(net):
+        return [m for m in net.modules() if isinstance(m, torch.nn.MaxPool2d)]
+
+    paper = build_network("cnn", (1, 28, 28), 10)  # widths 64-128-256-512
+    assert len(pools(paper)) == 4
+    x = torch.randn(2, 1, 28, 28)
+    assert paper[0][:-2](x).shape == (2, 512, 2, 2)  # every pool halves: 28 → 14 → 7 → 4 → 2
+    assert len(pools(build_network("cnn", (1, 28, 28), 10, last_pool=False))) == 3
+    settings = learner_settings(tiny(cnn_last_pool=False), "gal")
+    assert len(pools(build_learner("cnn", (1, 4, 4), 10, "l2", 0, settings).net)) == 3
+    assert len(pools(build_learner("cnn", (1, 4, 4), 10, "l2", 0, LearnerSettings()).net)) == 4
+    for shape in [(1, 1, 1), (1, 4, 2), (1, 4, 4), (3, 16, 8)]:  # patches smaller than 2⁴ still pass
+        assert build_network("cnn", shape, 10, widths=(4, 8, 8, 8))(torch.randn(2, *shape)).shape == (2, 10)

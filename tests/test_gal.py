@@ -154,3 +154,24 @@ def test_prediction_stage_on_new_rows_matches_training_time_outputs(tiny, method
 def test_early_stop_on_small_eta(tiny):
     results = train(tiny(rounds=5, early_stop_eta=1e9), verbose=False)
     assert [r["round"] for r in results["rounds"]] == [0, 1]
+
+
+def test_late_fusion_sums_or_averages_the_organizations_outputs(tiny):
+    from vcl.errors import VCLInputError
+    from vcl.methods import check_config
+
+    assert RunConfig().late_fusion == "mean"  # the authors' code, which gives the paper's Late figures
+    dm = TabularDataModule("wine", organizations=4)
+    dm.setup()
+    fused = {}
+    for fusion in ("mean", "sum"):
+        p = build_protocol(tiny(method="late", late_fusion=fusion), dm.data)
+        record = p.run_round()
+        assert record["coefficients"] == ([0.25] * 4 if fusion == "mean" else [1.0] * 4)
+        fused[fusion] = p
+    torch.testing.assert_close(fused["sum"].F["test"], 4 * fused["mean"].F["test"], rtol=1e-5, atol=1e-5)
+    assert fused["sum"].evaluate() == fused["mean"].evaluate()  # the same classes: accuracy is equal
+    assert fused["sum"].train_loss() != pytest.approx(fused["mean"].train_loss(), rel=1e-3)  # sharper softmax
+    torch.testing.assert_close(fused["sum"].predict("test"), fused["sum"].F["test"], rtol=1e-4, atol=1e-4)
+    with pytest.raises(VCLInputError, match="late_fusion"):
+        check_config(tiny(method="late", late_fusion="max"))

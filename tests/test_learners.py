@@ -89,3 +89,18 @@ def test_build_learner_names():
     assert isinstance(build_learner("sklearn:sklearn.linear_model.Ridge", 3, 2, "l2", 0, s), SklearnRegressor)
     with pytest.raises(VCLInputError, match="learner='forest' is unknown"):
         build_learner("forest", 3, 2, "l2", 0, s)
+
+
+@pytest.mark.parametrize("loss", ["l1.5", "l4"])
+def test_gb_refuses_a_local_loss_it_cannot_fit(tiny, loss):
+    from vcl.methods import check_config
+
+    with pytest.raises(VCLInputError, match=f"learner=gb \\(organization 0\\) cannot fit local_loss={loss}"):
+        check_config(tiny(learner=["gb"], local_loss=[loss]))
+    with pytest.raises(VCLInputError, match="organization 1"):  # gb-svm: GB for organizations 0 and 1
+        check_config(tiny(organizations=4, learner=["gb-svm"], local_loss=["l1", loss, "l2", "l2"]))
+    check_config(tiny(organizations=4, learner=["gb-svm"], local_loss=["l1", "l2", loss, loss]))  # SVMs take it
+    with pytest.raises(VCLInputError, match="cannot fit"):
+        build_learner("gb", 3, 1, loss, 0, LearnerSettings())
+    assert build_learner("gb", 3, 1, "l1", 0, LearnerSettings()).estimator.loss == "absolute_error"
+    assert build_learner("gb", 3, 1, "l2", 0, LearnerSettings()).estimator.loss == "squared_error"

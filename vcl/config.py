@@ -81,8 +81,19 @@ class RunConfig:
     lstm_hidden: int = _f(128, "hidden size of the lstm learner")
     dropout: float = _f(0.3, "dropout after the lstm learner's last step")
     grad_clip: float = _f(1.0, "local gradient-norm clip (0: off)")
+    cnn_last_pool: bool = _f(
+        True,
+        "cnn learner: max-pool after the last conv block too, as GAL Table 8 (false: only after the others, "
+        "as the GAL authors' code does)",
+    )
     dms: bool = _f(False, "Deep Model Sharing: one feature extractor per organization, one head per round")
     baseline_epochs: int = _f(0, "epochs of the one-shot centralized baselines late and interm (0: epochs)")
+    late_fusion: str = _f(
+        "mean",
+        "late baseline: mean (the organizations' outputs averaged, as the GAL authors' code does; it gives "
+        "the paper's Late figures) or sum (added, as the paper's text describes it); the same accuracy, "
+        "different regression figures",
+    )
     engine: str = _f("fast", "fit engine of torch learners: fast (device-resident loop) or trainer (Lightning)")
     precision: str = _f("32-true", "32-true, bf16-mixed or 16-mixed (fp16 with loss scaling), for either engine")
     accelerator: str = _f("auto", "engine=trainer: Lightning accelerator")

@@ -13,6 +13,7 @@ from models import (
     ClassifierSettings,
     LearnerSettings,
     check_classifier_name,
+    check_learner_loss,
     check_learner_name,
     check_weighted,
 )
@@ -50,6 +51,7 @@ from vcl.protocols.dc import (
     make_interpretable,
     make_reduction,
 )
+from vcl.protocols.late import FUSIONS
 from vcl.psi import check_psi_bits
 from vcl.tasks import Task
 
@@ -110,10 +112,13 @@ def check_config(config: RunConfig) -> None:
     for name in config.local_loss:
         if name != "auto":
             check_local_loss(name)
+    check_learner_losses(config)
     if config.weights not in ("learned", "bag", "last"):
         raise VCLInputError(f"weights={config.weights!r}; use learned, bag or last.")
     if config.eta not in ("linesearch", "constant"):
         raise VCLInputError(f"eta={config.eta!r}; use linesearch or constant.")
+    if config.late_fusion not in FUSIONS:
+        raise VCLInputError(f"late_fusion={config.late_fusion!r}; use sum (the paper) or mean (the authors' code).")
     if config.al_mode not in ("chained", "authors"):
         raise VCLInputError(f"al_mode={config.al_mode!r}; use chained or authors.")
     if config.engine not in ("fast", "trainer"):
@@ -152,6 +157,21 @@ def check_config(config: RunConfig) -> None:
                 raise VCLInputError(f"{key} lists {v!r}; give organization indices (0 is Alice) or half.")
     check_dc_config(config)
     check_mpdl_config(config)
+
+
+def check_learner_losses(config: RunConfig) -> None:
+    """Every organization's learner can fit its local loss (GB: l1 or l2), checked before any data is read."""
+    if config.method in ASCII_METHODS or config.method in DC_METHODS or config.method in MPDL_METHODS:
+        return
+    count = len(config.csv_files) if config.dataset == "csv" else config.organizations
+    try:
+        learners = per_organization(config.learner, count, "learner")
+        losses = per_organization(config.local_loss, count, "local_loss")
+    except VCLInputError:
+        return  # a list of the wrong length is reported, by name, when the organizations are built
+    for m, (name, loss) in enumerate(zip(learners, losses, strict=True)):
+        if loss != "auto":  # auto is l1 or l2
+            check_learner_loss(name, loss, f" (organization {m})")
 
 
 def compare_methods(config: RunConfig) -> list[str]:
@@ -288,7 +308,7 @@ def check_ascii_options(config: RunConfig) -> None:
 
 
 def organization_set(values: list, count: int, key: str) -> set[int]:
-    """Indices from a config list; ``half`` = the second half, M//2 .. M−1 (REFERENCE.md)."""
+    """Indices from a config list; ``half`` = the second half, M//2 .. M−1 (GAL Tables 6 and 19–21)."""
     out: set[int] = set()
     for v in values:
         if v == "half":
@@ -334,6 +354,7 @@ def learner_settings(config: RunConfig, method: str) -> LearnerSettings:
         grad_clip=config.grad_clip,
         hidden=tuple(config.hidden),
         widths=tuple(config.cnn_widths),
+        last_pool=config.cnn_last_pool,
         lstm_hidden=config.lstm_hidden,
         dropout=config.dropout,
         engine=config.engine,
@@ -442,7 +463,7 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
     if method in ASCII_METHODS:
         return build_ascii(config, method, task, views, learners, settings, labels, device)
     if method == "late":
-        return LateFusion(task, federation, labels, seed=config.seed)
+        return LateFusion(task, federation, labels, fusion=config.late_fusion, seed=config.seed)
     if method == "interm":
         return IntermFusion(task, federation, labels, views, learners, settings, seed=config.seed)
     options = GALOptions(

@@ -116,9 +116,10 @@ class Organization:
         job.learner.fit(job.features, job.targets)
         return self.finish_fit(job)
 
-    def _output(self, learner, x: Tensor, seed: int, split: str) -> Tensor:
-        """The model's outputs, plus this organization's output noise (seeded by model and split)."""
-        out = as_float(learner.predict(x))
+    def _output(self, learner, x: Tensor, seed: int, split: str, out: Tensor | None = None) -> Tensor:
+        """The model's outputs (``out`` if already computed), plus this organization's output noise (seeded
+        by model and split)."""
+        out = as_float(learner.predict(x) if out is None else out)
         if self.output_noise:
             gen = torch.Generator(device=out.device).manual_seed(seed_for(seed, zlib.crc32(split.encode())))
             out = out + self.output_noise * torch.randn(out.shape, generator=gen, device=out.device)
@@ -137,7 +138,11 @@ class Organization:
     def predict(self, message: PredictionRequest) -> FittedValues:
         """The prediction stage: every round model's outputs on the requested rows ({round: N × K})."""
         x = self._view.splits[message.split]
-        values = {str(r): self._output(learner, x, s, message.split) for r, s, _, learner in self._models}
+        shared = self._shared.predict_rounds(x) if self.settings.dms and self._shared is not None else None
+        values = {
+            str(r): self._output(learner, x, s, message.split, None if shared is None else shared[learner.index])
+            for r, s, _, learner in self._models
+        }
         return FittedValues(self.name, message.sender, message.round, values)
 
     # --- resumable state --------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Privacy mechanisms for what a protocol sends out (GAL Section 4.5; REFERENCE.md).
+"""Privacy mechanisms for what a protocol sends out (GAL Section 4.5, and the GAL authors' code).
 
 Both clip to the [a, b] = 2.5%–97.5% quantiles of the tensor being sent:
 

@@ -27,6 +27,7 @@ from datamodules import (
 from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
 from vcl.errors import VCLInputError
 from vcl.methods import build_protocol, check_config, compare_methods
+from vcl.prediction import kept_records, prediction_stage
 from vcl.protocols import Protocol
 from vcl.rundir import RunDirectory
 
@@ -153,7 +154,10 @@ class Run:
         }
 
     def results(self, compare: dict) -> dict:
-        task, recs = self.protocol.task, self.records
+        """Metrics of the models the run keeps (:mod:`vcl.prediction`), with the prediction stage's."""
+        channel = self.protocol.federation.channel
+        sent = channel.total_bytes()  # the rounds' messages; the prediction stage's are counted apart
+        task, (recs, kept) = self.protocol.task, kept_records(self.protocol, self.records)
         tests = [r["metrics"]["test"] for r in recs]
         best = max(tests) if task.higher_is_better else min(tests)
         if "val" in recs[-1]["metrics"]:
@@ -162,6 +166,7 @@ class Run:
             selection = "validation"
         else:
             pick, selection = len(recs) - 1, "final round"
+        stage, stage_round = prediction_stage(self.protocol, recs[pick]["round"], kept)
         return {
             "method": self.protocol.name,
             "dataset": self.config.dataset,
@@ -172,8 +177,11 @@ class Run:
             "value_selection": selection,
             "best_value": best,
             "final": recs[-1]["metrics"],
+            "prediction_stage": stage,
+            "prediction_stage_round": stage_round,
             "rounds": recs,
-            "bytes_sent": self.protocol.federation.channel.total_bytes(),
+            "bytes_sent": sent,
+            "prediction_bytes": channel.total_bytes() - sent,
             "seconds": self.seconds,
             "stored_parameters": sum(  # torch parameters kept for prediction (GAL organizations)
                 o.stored_parameters() for o in self.protocol.federation.organizations if hasattr(o, "stored_parameters")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import Tensor
 
@@ -36,23 +38,55 @@ class Protocol:
     def run_round(self) -> dict:
         raise NotImplementedError
 
-    def predict(self, split: str) -> Tensor:
+    def predict(self, split: str, upto: int | None = None) -> Tensor:
         """Algorithm 1's prediction stage on rows of ``split`` that every organization holds.
 
         ``F = F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m)`` with the coefficients ``c_m^t`` (η^t w_m^t for GAL) kept in
-        each round's record; the organizations send only their models' outputs.
+        each round's record; the organizations send only their models' outputs. ``upto``: use the
+        models of rounds 1..upto only (the run truncated at that round; default: every round).
         """
+        rounds = self.round_predictions(split)
+        return rounds[max(r for r in rounds if upto is None or r <= upto)]
+
+    def round_predictions(self, split: str) -> dict[int, Tensor]:
+        """{round t: F after rounds 1..t} from one prediction request to every organization."""
         outputs = self.federation.predictions(split, self.round)
-        n = next(iter(outputs[0].values())).shape[0]
-        start = (
-            self.task.initial(self.labels["train"]) if self.starts_from_prior else torch.zeros(self.task.num_outputs)
-        )
-        F = start.to(next(iter(outputs[0].values())).device).expand(n, -1).clone()
+        device = self.labels["train"].device
+        first = next((v for o in outputs for v in o.values()), None)
+        n = first.shape[0] if first is not None else self.F[split].shape[0]
+        prior = self.task.initial(self.labels["train"]).to(device).expand(n, -1).clone()
+        F = prior if self.starts_from_prior else torch.zeros_like(prior)
+        out = {0: prior}  # round 0 is F⁰ for every protocol (what the runner records before round 1)
         for record in self.history:
+            if record["round"] == 0:
+                continue
             for m, c in enumerate(record.get("coefficients", [])):
                 if c:
-                    F = F + c * outputs[m][str(record["round"])].to(F.device)
-        return F
+                    F = F + c * outputs[m][str(record["round"])].to(device)
+            out[record["round"]] = F
+        return out
+
+    def prediction_stage(self, upto: int | None = None) -> tuple[dict[str, float], int]:
+        """Alice's metric on every split from the models the run keeps, through the prediction stage
+        (:meth:`predict`), with the rounds 1..``upto`` (default: all); returns it and the round used.
+        A protocol whose ``predict`` cannot stop at an earlier round reports its last round."""
+        upto = self.round if upto is None else min(upto, self.round)
+        if upto != self.round and "upto" not in inspect.signature(self.predict).parameters:
+            upto = self.round
+        kwargs = {} if upto == self.round else {"upto": upto}
+        return {s: self.task.metric(self.predict(s, **kwargs), y) for s, y in self.labels.items()}, upto
+
+    def kept_round_metrics(self) -> dict[int, dict[str, float]] | None:
+        """{round t: metrics of the kept models with rounds 1..t}, recomputed at the end of a run through the
+        prediction stage; ``None`` for a protocol that cannot stop its prediction at an earlier round (its
+        reported metrics are then Alice's running F, which tests hold equal to the prediction stage)."""
+        return None
+
+    def metrics_by_round(self) -> dict[int, dict[str, float]]:
+        """{round t: metric on every split of :meth:`predict` with rounds 1..t}, one request per split."""
+        per_split = {s: self.round_predictions(s) for s in self.labels}
+        rounds = sorted(next(iter(per_split.values())))
+        return {t: {s: self.task.metric(per_split[s][t], y) for s, y in self.labels.items()} for t in rounds}
 
     def progress_value(self, record: dict) -> str:
         """The round's entry in the ``progress_header`` column: GAL's assisted learning rate η."""

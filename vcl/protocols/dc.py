@@ -366,6 +366,16 @@ class CollaborationProtocol(Protocol):
             return dict(self.history[-1]["split_metrics"])
         return super().evaluate()
 
+    def kept_models(self) -> list[tuple[object, list[int]]]:
+        """The interpretable models the parties keep after the round, each with the columns it reads."""
+        raise NotImplementedError
+
+    def prediction_stage(self, upto: int | None = None) -> tuple[dict[str, float], int]:
+        """The reported figures again, from a fresh prediction of the kept models on every split."""
+        if self.round == 0:
+            return self.evaluate(), 0
+        return self.evaluation.recognition(self.kept_models())[0], self.round
+
     def _finish(self, models, F_train: np.ndarray, **extra) -> dict:
         self.round = 1
         self.F["train"] = torch.as_tensor(F_train, dtype=torch.float32)
@@ -416,9 +426,12 @@ class DataCollaboration(CollaborationProtocol):
         self.F["test"] = torch.as_tensor(np.mean(test, axis=0), dtype=torch.float32)
         y_test = self.evaluation.y["test"]
         collab = float(np.mean([accuracy(y_test, t.argmax(1)) for t in test]))
-        models = [(row[0].model, list(range(self.layout.num_features))) for row in self.workers]
         confidentiality = self.evaluation.confidentiality(flat[0].anchor)
-        return self._finish(models, class_scores(h, X_hat, K), collab_accuracy=collab, **confidentiality)
+        return self._finish(self.kept_models(), class_scores(h, X_hat, K), collab_accuracy=collab, **confidentiality)
+
+    def kept_models(self) -> list[tuple[object, list[int]]]:
+        """t_i of each row group (every worker of the group holds the same one), on all columns."""
+        return [(row[0].model, list(range(self.layout.num_features))) for row in self.workers]
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "master": dump_estimator(self.master)}
@@ -432,6 +445,17 @@ class Centralized(CollaborationProtocol):
     """Reference: the workers send their raw rows; the master fits the interpretable model on (X, Y)."""
 
     name = "centralized"
+    model = None  # the interpretable model the master fits on the pooled rows
+
+    def kept_models(self) -> list[tuple[object, list[int]]]:
+        return [(self.model, list(range(self.evaluation.num_features)))]
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "model": pickle.dumps(self.model)}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.model = pickle.loads(state["model"]) if "model" in state else None
 
     def run_round(self) -> dict:
         r, channel = 1, self.federation.channel
@@ -447,7 +471,8 @@ class Centralized(CollaborationProtocol):
         y = np.concatenate([channel.send(row[0].labels_message(r)).values.long().numpy() for row in self.workers])
         model = make_interpretable(self.options.interpretable, self.options.tree_splits, self.evaluation.reference_seed)
         model.fit(X, y)
-        return self._finish([(model, list(range(m)))], class_scores(model, X, self.task.num_outputs))
+        self.model = model
+        return self._finish(self.kept_models(), class_scores(model, X, self.task.num_outputs))
 
 
 class Local(CollaborationProtocol):
@@ -457,4 +482,8 @@ class Local(CollaborationProtocol):
 
     def run_round(self) -> dict:
         F = [np.mean([w.fit_local() for w in row], axis=0) for row in self.workers]
-        return self._finish([(w.model, w.columns) for w in self.flat], np.vstack(F))
+        return self._finish(self.kept_models(), np.vstack(F))
+
+    def kept_models(self) -> list[tuple[object, list[int]]]:
+        """Every party's own model on its own columns."""
+        return [(w.model, w.columns) for w in self.flat]

@@ -47,6 +47,17 @@ class GradientAssistedLearning(Protocol):
         self.options = options or GALOptions()
         self.weight_loss = federation.organizations[0].loss  # Alice's own ℓ₁ for fitting the weights
 
+    @property
+    def shares_models(self) -> bool:
+        """Deep Model Sharing: each round retrains the extractor that the earlier rounds' models use."""
+        return any(o.settings.dms for o in self.federation.organizations)
+
+    def kept_round_metrics(self) -> dict[int, dict[str, float]]:
+        """Round t's metrics from the models the run keeps (rounds 1..t), through the prediction stage. With
+        Deep Model Sharing that is the final extractor with heads 1..t, while Alice's running F used each
+        round's extractor as it was then; without it the two agree (tested)."""
+        return self.metrics_by_round()
+
     def _weights(self, outputs: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         o, m = self.options, outputs.shape[0]
         if o.weights == "learned":

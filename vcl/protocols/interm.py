@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from models import LearnerSettings, build_learner
+from models.residual import DRAWS, derived_seed, seeded_draws
 from vcl.losses import local_loss
 from vcl.organization import FeatureView, seed_for
 from vcl.protocols.base import Protocol
@@ -73,18 +74,19 @@ class IntermFusion(Protocol):
         n = y.shape[0]
         gen = torch.Generator().manual_seed(self.seed)
         self.model.train()
-        for _ in range(hp.epochs):
-            order = torch.randperm(n, generator=gen).to(y.device)
-            for start in range(0, n, hp.batch_size):
-                idx = order[start : start + hp.batch_size]
-                if idx.numel() < 2:
-                    break  # BatchNorm cannot train on a single row
-                opt.zero_grad(set_to_none=True)
-                local_loss(self._forward("train", idx), y[idx], loss_name).backward()
-                if hp.grad_clip:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), hp.grad_clip)
-                opt.step()
-            sched.step()
+        with seeded_draws(derived_seed(self.seed, DRAWS), y.device):  # dropout draws from the run seed
+            for _ in range(hp.epochs):
+                order = torch.randperm(n, generator=gen).to(y.device)
+                for start in range(0, n, hp.batch_size):
+                    idx = order[start : start + hp.batch_size]
+                    if idx.numel() < 2:
+                        break  # BatchNorm cannot train on a single row
+                    opt.zero_grad(set_to_none=True)
+                    local_loss(self._forward("train", idx), y[idx], loss_name).backward()
+                    if hp.grad_clip:
+                        nn.utils.clip_grad_norm_(self.model.parameters(), hp.grad_clip)
+                    opt.step()
+                sched.step()
         self.F = {s: self.predict(s) for s in self.labels}
         self.round = 1
         return self._record()
