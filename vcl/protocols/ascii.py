@@ -343,20 +343,32 @@ class AssistedClassification(Protocol):
         return exponential_loss(self.F["train"], self.labels["train"])
 
     def predict(self, split: str) -> Tensor:
-        """Algorithm 1, line 12, on rows of ``split`` every agent holds: Σ α g from each agent's round models."""
+        """Algorithm 1, line 12, on rows of ``split`` every agent holds: Σ α g from each agent's round models.
+
+        The votes are added in the order Alice received them during the run (round by round, along each
+        round's chain), so the prediction equals the running F bit for bit, ties included.
+        """
         channel, alice = self.federation.channel, self.federation.alice
-        per_agent = []
+        votes: list[dict[int, Tensor]] = []
         for agent in self.agents:
             request = channel.send(PredictionRequest(alice, agent.name, self.round, split))
             reply = channel.send(agent.predict(request))
-            total = None
-            for alpha, classes in zip(reply.alphas.tolist(), reply.classes.values(), strict=True):
-                vote = alpha * samme_code(classes.long(), self.num_classes)
-                total = vote if total is None else total + vote
-            per_agent.append(total)
-        rows = next(v for v in per_agent if v is not None).shape[0]
-        stacked = torch.stack([v if v is not None else torch.zeros(rows, self.num_classes) for v in per_agent])
-        return self._majority(stacked) if self.ensemble else stacked.sum(0)
+            pairs = zip(reply.alphas.tolist(), reply.classes.items(), strict=True)
+            votes.append({int(r): a * samme_code(c.long(), self.num_classes) for a, (r, c) in pairs})
+        rows = next(v for by_round in votes for v in by_round.values()).shape[0]
+        device = self.F["train"].device
+        if self.ensemble:
+            stacked = torch.zeros(len(self.agents), rows, self.num_classes, device=device)
+            for m, by_round in enumerate(votes):
+                for t in sorted(by_round):
+                    stacked[m] += by_round[t].to(device)
+            return self._majority(stacked)
+        total = torch.zeros(rows, self.num_classes, device=device)
+        for t in range(1, self.round + 1):
+            for m in self.order(t):
+                if t in votes[m]:
+                    total = total + votes[m][t].to(device)
+        return total
 
     def state_dict(self) -> dict:
         return {

@@ -451,11 +451,11 @@ class Centralized(CollaborationProtocol):
         return [(self.model, list(range(self.evaluation.num_features)))]
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "model": pickle.dumps(self.model)}
+        return {**super().state_dict(), "model": dump_estimator(self.model)}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.model = pickle.loads(state["model"]) if "model" in state else None
+        self.model = load_estimator(state["model"])
 
     def run_round(self) -> dict:
         r, channel = 1, self.federation.channel
