@@ -176,7 +176,9 @@ class RunConfig:
     mpdl_dual_arch: str = _f("mlp", "MPDL: dual models f, g: mlp (the paper), or cnn (images: conv trunk + linear)")
     mpdl_dual_clip: float = _f(0.0, "MPDL: clip each dual model's gradient norm to this before its SGD step (0: off)")
     mpdl_dp_noise: str = _f(
-        "shared", "MPDL: h0 noise: shared (a draw per feature, eq. 14) or per_row (a draw per entry)"
+        "per_row",
+        "MPDL: h0 noise: per_row (Laplace d/epsilon on every entry: epsilon-DP per row) or offset_no_dp "
+        "(the paper's eq. 14 literally: one shift per feature; no privacy guarantee)",
     )
     out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>; DC: _<c>x<d>_)")
 
