@@ -171,7 +171,8 @@ class RunConfig:
     mpdl_max_rows: int = _f(0, "MPDL: use only the first N rows of a (shuffled) dataset (0: all)")
     mpdl_ftl_dim: int = _f(0, "MPDL FTL reference: common code dimension (0: min(64, min(d_A, d_B)/2))")
     mpdl_central: str = _f(
-        "mlp", "MPDL: central model at C: mlp, or cnn (images: the paper's MNIST CNN split at conv1)"
+        "mlp",
+        "MPDL: central model at C: mlp, or cnn (images: the paper's CNN split at conv1; CIFAR-10's net for colour)",
     )
     mpdl_dual_arch: str = _f("mlp", "MPDL: dual models f, g: mlp (the paper), or cnn (images: conv trunk + linear)")
     mpdl_dual_clip: float = _f(0.0, "MPDL: clip each dual model's gradient norm to this before its SGD step (0: off)")
