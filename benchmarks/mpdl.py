@@ -102,7 +102,7 @@ SIMPLE = {"mpdl_threshold": 0.15, "mpdl_max_iterations": 2, "mpdl_epsilon": 0.5}
 COMPLICATED = {"mpdl_threshold": 0.1, "mpdl_max_iterations": 4, "mpdl_epsilon": 2.0}
 PRIVACY_KEYS = (
     "h0_attack_mae", "attack_mae", "trivial_mae", "h0_attack_mae_a", "attack_mae_a", "trivial_mae_a",
-    "h0_attack_mae_b", "attack_mae_b", "trivial_mae_b", "inference_mae", "perturbation_mae",
+    "h0_attack_mae_b", "attack_mae_b", "trivial_mae_b", "attack_mae_overlap", "inference_mae", "perturbation_mae",
 )  # fmt: skip
 PAPER_FIG13_SETTING = {"dual_t": 86.64, "mpdl_a": 84.07}  # Table IV at gamma = 0.1, epsilon = 0.5 (Fig. 13's setting)
 
@@ -206,8 +206,8 @@ def plot_epsilon(records: list[dict], path: Path) -> None:
     for noise, style in (("per_row", "-"), ("offset_no_dp", ":")):
         if not any(r["dp_noise"] == noise for r in records):
             continue
-        ax.plot(labels, mean("dual_t", "value", noise), "o" + style, label=f"dual_T ({noise})")
-        ax.plot(labels, mean("mpdl_a", "value", noise), "s" + style, label=f"MPDL_A ({noise})")
+        ax.plot(labels, mean("dual_t", "value", noise), "o" + style, color="tab:blue", label=f"dual_T ({noise})")
+        ax.plot(labels, mean("mpdl_a", "value", noise), "s" + style, color="tab:orange", label=f"MPDL_A ({noise})")
         ax2.plot(
             labels, mean("dual_t", "attack_mae", noise), "^" + style, color="tab:red", label=f"attack MAE ({noise})"
         )
@@ -228,8 +228,8 @@ def plot_epsilon(records: list[dict], path: Path) -> None:
 def print_sweep(sweep: list[dict]) -> None:
     print("\nFigure 13 (breast_cancer, gamma = 0.1): mean over seeds; MAE in normalized units, both parties' rows")
     print(
-        "| h0 noise | epsilon | dual_T % | MPDL_A % | h0_attack_mae | attack_mae | trivial_mae | inference MAE "
-        "| seeds |\n|---|---|---|---|---|---|---|---|---|"
+        "| h0 noise | epsilon | dual_T % | MPDL_A % | h0_attack_mae | attack_mae | attack_mae_overlap | trivial_mae "
+        "| inference MAE | seeds |\n|---|---|---|---|---|---|---|---|---|---|"
     )
     for noise in ("per_row", "offset_no_dp"):
         for eps in _eps_order(sweep):
@@ -240,7 +240,8 @@ def print_sweep(sweep: list[dict]) -> None:
             mpdl_a = [
                 r["value"] for r in sweep if r["epsilon"] == eps and r["dp_noise"] == noise and r["method"] == "mpdl_a"
             ]
-            cells = [_mean([r[k] for r in rs]) for k in ("h0_attack_mae", "attack_mae", "trivial_mae", "inference_mae")]
+            keys = ("h0_attack_mae", "attack_mae", "attack_mae_overlap", "trivial_mae", "inference_mae")
+            cells = [_mean([r[k] for r in rs]) for k in keys]
             print(
                 f"| {noise} | {'inf' if eps == 0 else eps} | {100 * _mean(dual):.1f} | {100 * _mean(mpdl_a):.1f} | "
                 + " | ".join(f"{c:.4f}" for c in cells)
@@ -359,7 +360,7 @@ def main() -> None:
         print_m_sweep(records)
         return
     if args.dp_sweep:
-        sweep = dp_sweep(args.seeds, [0.0, 1000.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
+        sweep = dp_sweep(args.seeds, [0.0, 1000.0, 300.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
         write_records(sweep, args.out)
         print_sweep(sweep)
         plot_epsilon(sweep, out.with_name(out.stem + "_fig13.png"))
@@ -390,7 +391,7 @@ def main() -> None:
     if args.quick:  # per-row DP at three budgets, and the offset reading at the paper's 0.5
         sweep = dp_sweep(seeds[:1], [0.0, 2.0, 0.5], ("per_row",)) + dp_sweep(seeds[:1], [0.5], ("offset_no_dp",))
     else:
-        sweep = dp_sweep(seeds, [0.0, 1000.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
+        sweep = dp_sweep(seeds, [0.0, 1000.0, 300.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
     cost = paillier_cost(args.quick)
     write_records(records + sweep + cost, args.out)
     print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))

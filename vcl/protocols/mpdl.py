@@ -262,11 +262,11 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
         - ``attack_mae``: from what actually crossed. Co-occurring rows: the attacker's own generation of them
           and the h₀ outputs it reads off the gradient it got back (:meth:`_observe`), alone or combined;
           the target's other rows: the generation the target sent of the attacker's features, put through the
-          attacker's own dual model (for B: g(f(h₀(x^A))));
+          attacker's own dual model (for B: g(f(h₀(x^A)))); ``attack_mae_overlap``: the co-occurring rows alone;
         - ``trivial_mae``: guessing each feature's mean.
         """
         al = self.alignment
-        out, sizes = {}, {}
+        out, sizes, overlap = {}, {}, {}
         seen = self._seen
         for target, attacker, rows, only, received in (
             (self.a, self.b, al["a_rows"], al["a_only"], x_b_of_a_only),
@@ -277,21 +277,24 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
             means = target.means.cpu()
             out[f"h0_attack_mae_{name}"] = h0_attack(target.x.cpu(), clean, scale, means)["mae"]
             out[f"trivial_mae_{name}"] = trivial_mae(clean)
-            total = 0.0
+            sources = {}  # empty if nothing crossed for these rows: then the attacker has only the means
             if seen is not None and not torch.isnan(seen[f"{name}_r"]).any():
                 sources = {"gradient": seen[f"{name}_r"], "generated": seen[f"{name}_g"]}
-                total += reconstruction_attack(sources, clean[rows], scale, means)["mae"] * len(rows)
-            else:  # nothing crossed for these rows: the attacker has only the means
-                total += reconstruction_attack({}, clean[rows], scale, means)["mae"] * len(rows)
+            out[f"attack_mae_overlap_{name}"] = reconstruction_attack(sources, clean[rows], scale, means)["mae"]
+            total = out[f"attack_mae_overlap_{name}"] * len(rows)
             if len(only):
                 with torch.no_grad():
                     estimate = {"generated": attacker._generate(received).cpu()}
                 total += reconstruction_attack(estimate, clean[only], scale, means)["mae"] * len(only)
             out[f"attack_mae_{name}"] = total / (len(rows) + len(only))
-            sizes[name] = clean.numel()
-        weight = sum(sizes.values())
-        for key in ("h0_attack_mae", "attack_mae", "trivial_mae"):
-            out[key] = sum(out[f"{key}_{p}"] * n for p, n in sizes.items()) / weight
+            sizes[name], overlap[name] = clean.numel(), len(rows) * target.dim
+        for key, weights in (
+            ("h0_attack_mae", sizes),
+            ("attack_mae", sizes),
+            ("trivial_mae", sizes),
+            ("attack_mae_overlap", overlap),
+        ):
+            out[key] = sum(out[f"{key}_{p}"] * n for p, n in weights.items()) / sum(weights.values())
         return out
 
 
