@@ -3,7 +3,7 @@
 and III (Bank Marketing, UCI's bank-full.csv) from files under --data-root, Figure 13's epsilon sweep, and the
 seconds per dual epoch with and without Paillier.
 
-    python benchmarks/mpdl.py --quick --out runs/bench/mpdl_quick.json   # ~3 min on 2 CPU cores (tabular)
+    python benchmarks/mpdl.py --quick --out runs/bench/mpdl_quick.json   # ~1 min on 2 CPU cores (tabular)
     python benchmarks/mpdl.py --out runs/bench/mpdl.json                 # 10 seeds, every gamma, MNIST too
     python benchmarks/mpdl.py --images --gammas 0.05 0.2 --seeds 0 --out runs/bench/mpdl_images.json
     python benchmarks/mpdl.py --dp-sweep --seeds 0 1 --out runs/bench/mpdl_dp.json
