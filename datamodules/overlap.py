@@ -47,6 +47,7 @@ class PartyData:
     labels: Tensor | None = None
     image_shape: tuple[int, int, int] | None = None  # images: (C, H, W) of the whole image
     pixels: np.ndarray | None = None  # images: the flat C·H·W position of each of the party's columns
+    bounds: tuple[float, float] | None = None  # public range of every feature (images: (0, 1)); None: unknown
 
     @property
     def num_features(self) -> int:
@@ -188,7 +189,9 @@ class OverlapDataModule(pl.LightningDataModule):
         shape = self.image_shape
 
         def geometry(cols):
-            return {"image_shape": shape, "pixels": np.asarray(cols) if shape else None}
+            if not shape:
+                return {"image_shape": None, "pixels": None}
+            return {"image_shape": shape, "pixels": np.asarray(cols), "bounds": (0.0, 1.0)}  # pixels in [0, 1]
 
         a_cols, b_cols = [columns[i] for i in cols_a], [columns[i] for i in cols_b]
         a = PartyData("a", a_cols, ids(rows_a), block(rows_a, cols_a), block(test, cols_a), **geometry(cols_a))

@@ -198,12 +198,15 @@ class RunConfig:
     mpdl_max_rows: int = _f(0, "MPDL: use only the first N rows of a (shuffled) dataset (0: all)")
     mpdl_ftl_dim: int = _f(0, "MPDL FTL reference: common code dimension (0: min(64, min(d_A, d_B)/2))")
     mpdl_central: str = _f(
-        "mlp", "MPDL: central model at C: mlp, or cnn (images: the paper's MNIST CNN split at conv1)"
+        "mlp",
+        "MPDL: central model at C: mlp, or cnn (images: the paper's CNN split at conv1; CIFAR-10's net for colour)",
     )
     mpdl_dual_arch: str = _f("mlp", "MPDL: dual models f, g: mlp (the paper), or cnn (images: conv trunk + linear)")
     mpdl_dual_clip: float = _f(0.0, "MPDL: clip each dual model's gradient norm to this before its SGD step (0: off)")
     mpdl_dp_noise: str = _f(
-        "shared", "MPDL: h0 noise: shared (a draw per feature, eq. 14) or per_row (a draw per entry)"
+        "per_row",
+        "MPDL: h0 noise: per_row (Laplace d/epsilon on every entry: epsilon-DP per row) or offset_no_dp "
+        "(the paper's eq. 14 literally: one shift per feature; no privacy guarantee)",
     )
     out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>; DC: _<c>x<d>_)")
 

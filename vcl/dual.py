@@ -75,7 +75,7 @@ class DualParty:
         paillier: bool = False,
         key_bits: int = 1024,
         arch: str = "mlp",
-        dp_noise: str = "shared",
+        dp_noise: str = "per_row",
         clip: float = 0.0,
         device: str = "cpu",
     ):
@@ -84,12 +84,12 @@ class DualParty:
         self.clip = clip  # > 0: clip the dual model's gradient norm before each SGD step
         self.image_shape, self.pixels = data.image_shape, data.pixels
         self.device = torch.device(device)  # where the party computes (h₀ and the noise draw stay on the CPU)
-        self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed), dp_noise)
-        x = self.h0(data.train)
+        self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed), dp_noise, data.bounds)
+        x = self.h0(data.train)  # each row passes h₀ exactly once: the training rows here, the test rows below
         self.noise_mae = float((x - self.h0.normalize(data.train)).abs().mean())  # log only (Section IV-F)
         self.x = x.to(self.device)  # perturbed training rows, in the party's own order
         self.test = self.h0(data.test).to(self.device)
-        self.means = self.x.mean(0)  # φ_j / L: released to the other party (PerturbedMeans)
+        self.means = self.x.mean(0)  # released to the other party (PerturbedMeans): computed from h₀'s outputs
         self.other_means = torch.zeros(other_dim, device=self.device)
         self.labels = None if data.labels is None else data.labels.to(self.device)  # party B only
         self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B)

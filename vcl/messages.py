@@ -201,8 +201,9 @@ class PublicKey(Message):
 
 @dataclass(frozen=True)
 class PerturbedMeans(Message):
-    """MPDL: a party's column means of its h₀ outputs, (1/L)(Σ_i x_ij + Lap(Δ/ε)) — eq. 14's φ_j/L, the
-    quantity the DP proof covers. The other party's dual model generates around them (its output shift)."""
+    """MPDL: a party's column means of its h₀ outputs (eq. 14's φ_j/L). Computed from h₀'s outputs alone, so
+    under per-row DP they spend no further budget (post-processing). The other party's dual model generates
+    around them (its output shift)."""
 
     values: Tensor = field(repr=False, default=None)
 

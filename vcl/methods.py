@@ -25,7 +25,7 @@ from vcl.federation import Federation
 from vcl.losses import check_local_loss
 from vcl.organization import FeatureView, Organization, seed_for
 from vcl.paillier import check_key_bits
-from vcl.privacy import DP_NOISE, make_mechanism
+from vcl.privacy import check_dp_noise, make_mechanism
 from vcl.protocols import (
     ASCIIOptions,
     AssistedClassification,
@@ -218,8 +218,7 @@ def check_mpdl_config(config: RunConfig) -> None:
             )
     if config.mpdl_dual_clip < 0:
         raise VCLInputError(f"mpdl_dual_clip={config.mpdl_dual_clip}; use a gradient-norm bound > 0, or 0 for none.")
-    if config.mpdl_dp_noise not in DP_NOISE:
-        raise VCLInputError(f"mpdl_dp_noise={config.mpdl_dp_noise!r}; use one of {', '.join(DP_NOISE)}.")
+    check_dp_noise(config.mpdl_dp_noise)
     check_key_bits(config.mpdl_key_bits)
     check_psi_bits(config.mpdl_psi_bits)
 

@@ -69,53 +69,101 @@ def make_mechanism(name: str, alpha: float = 1.0):
     return None if name == "none" else LaplaceMechanism(alpha) if name == "dp" else IntervalPrivacy()
 
 
-DP_NOISE = ("shared", "per_row")
+DP_NOISE = ("per_row", "offset_no_dp")
+REMOVED_DP_NOISE = {
+    "shared": "mpdl_dp_noise=shared is no longer accepted: one offset per feature is not differential privacy "
+    "(each party's mean-centring cancels it and the receiver can subtract it); use per_row (ε-DP per row, "
+    "the default), or offset_no_dp to run that offset knowingly, without any guarantee."
+}
+
+
+def check_dp_noise(noise: str) -> None:
+    if noise in REMOVED_DP_NOISE:
+        raise VCLInputError(REMOVED_DP_NOISE[noise])
+    if noise not in DP_NOISE:
+        raise VCLInputError(f"mpdl_dp_noise={noise!r}; use one of {', '.join(DP_NOISE)}.")
 
 
 class FeatureDPLayer:
-    """MPDL's feature-oriented differentially private affine layer h₀ (Section III-C1, eqs 12–16).
+    """MPDL's DP layer h₀ (Section III-C1): normalize each row to [0, 1]^d, then perturb it.
 
-    Inputs are min–max normalized to [0, 1] with the party's own training rows (clipped), then perturbed
-    by ``(1/L)·Lap(Δ/ε)`` per input feature with the sensitivity ``Δ = 2·|h₀|·L`` (eq. 13). Two readings of
-    "identical noise distribution ... to all input features" (``noise``):
+    Normalization: min–max with per-feature ``bounds`` (low, high). With ``bounds=None`` they are the
+    party's own training minimum and maximum — data statistics that are *not* protected by ε (they are
+    treated as public; the docs list them as released in the clear). Image parties pass the public pixel
+    range (0, 1). Values outside the bounds are clipped to them, so every normalized row lies in [0, 1]^d.
 
-    - ``shared`` (default): one draw per feature, the same for all L rows — the only reading under which
-      eq. 14's ``Σ_i (x_ij + (1/L)·Lap(Δ/ε)) = Σ_i x_ij + Lap(Δ/ε)`` holds;
-    - ``per_row``: every entry (row and feature, training and test rows alike) gets its own draw of the same
-      distribution ``(1/L)·Lap(Δ/ε)`` — noise a model cannot learn around, so accuracy falls with ε.
+    ``noise="per_row"`` (the default) is the Laplace mechanism on each row: every entry (row and feature;
+    training and test rows alike) gets its own draw of Lap(d/ε), and the result is clipped to the public
+    range [0, 1]. Neighbouring datasets differ in one row (replace-one-row, same bounds): that row's
+    normalized features change by at most 1 per coordinate, an L1 sensitivity of d, so scale d/ε makes the
+    release of each row ε-DP (the budget split evenly: ε/d per feature); rows get independent noise, so the
+    whole set of h₀ outputs is ε-DP for the dataset (parallel composition), and so is anything computed from
+    them alone (post-processing: the clipping, the released means, a dual model trained on them). Each row
+    must pass through the layer only once: a second draw for the same row would spend ε again.
 
-    The affine map is the identity (|h₀| = d neurons, W = I, b = 0), so h₀'s output lives in the data's own
-    space, which the paper's inference MAE between raw and inferred data presupposes (Section IV-F).
-    ``epsilon = 0`` means no privacy (ε = ∞). Everything downstream of the party — its dual model, what it
-    sends, the split network's bottom layer — sees only h₀'s output.
+    ``noise="offset_no_dp"``: the paper's eq. 14 taken literally — one draw (1/L)·Lap(Δ/ε), Δ = 2·d·L, per
+    feature, the same for every row. It is a constant shift per feature, **not differential privacy**: it
+    leaves the differences between rows exact, mean-centring cancels it, and anyone who knows the range of
+    the normalized features can subtract it (:mod:`vcl.attacks`). Kept only to reproduce that reading.
+
+    The affine map is the identity (|h₀| = d neurons, W = I, b = 0). ``epsilon = 0`` means no noise
+    (ε = ∞, no privacy).
     """
 
-    def __init__(self, train: Tensor, epsilon: float, generator: torch.Generator, noise: str = "shared"):
+    def __init__(
+        self,
+        train: Tensor,
+        epsilon: float,
+        generator: torch.Generator,
+        noise: str = "per_row",
+        bounds: tuple[float, float] | None = None,
+    ):
         if epsilon < 0:
             raise VCLInputError(f"mpdl_epsilon={epsilon}; use a privacy budget > 0, or 0 for no privacy (ε = ∞).")
-        if noise not in DP_NOISE:
-            raise VCLInputError(f"mpdl_dp_noise={noise!r}; use one of {', '.join(DP_NOISE)}.")
-        self.low = train.min(0).values
-        span = train.max(0).values - self.low
+        check_dp_noise(noise)
+        self.public_bounds = bounds is not None
+        if bounds is None:
+            self.low, high = train.min(0).values, train.max(0).values
+        else:
+            self.low = torch.full((train.shape[1],), float(bounds[0]), dtype=train.dtype)
+            high = torch.full((train.shape[1],), float(bounds[1]), dtype=train.dtype)
+        span = high - self.low
         self.span = torch.where(span > 0, span, torch.ones_like(span))
-        self.rows, self.width = train.shape[0], train.shape[1]  # L and |h₀|
+        self.rows, self.width = train.shape[0], train.shape[1]  # L and d = |h₀|
         self.epsilon, self.noise, self.generator = epsilon, noise, generator
-        self.sensitivity = 2.0 * self.width * self.rows  # Δ = 2·|h₀|·L
-        self.scale = self.sensitivity / epsilon if epsilon > 0 else 0.0  # Δ/ε
-        draw = laplace((self.width,), self.scale, generator) if epsilon > 0 else torch.zeros(self.width)
-        self.offset = draw / self.rows  # shared: (1/L)·Lap(Δ/ε), identical for every row
+        self.offset = torch.zeros(self.width)
         if noise == "per_row":
-            self.offset = torch.zeros(self.width)
+            self.sensitivity = float(self.width)  # L1 change of one normalized row in [0, 1]^d
+            self.scale = self.sensitivity / epsilon if epsilon > 0 else 0.0  # Laplace scale of every entry
+        else:
+            self.sensitivity = 2.0 * self.width * self.rows  # the paper's Δ = 2·|h₀|·L (eq. 13)
+            self.scale = self.sensitivity / epsilon if epsilon > 0 else 0.0  # Δ/ε, on each feature's sum
+            if epsilon > 0:
+                self.offset = laplace((self.width,), self.scale, generator) / self.rows  # (1/L)·Lap(Δ/ε)
+
+    @property
+    def private(self) -> bool:
+        """Whether the output carries an ε-DP guarantee (per_row with ε > 0)."""
+        return self.noise == "per_row" and self.epsilon > 0
 
     @property
     def entry_scale(self) -> float:
-        """The Laplace scale of the noise on one entry: Δ/(ε·L) = 2·|h₀|/ε."""
-        return self.scale / self.rows
+        """The Laplace scale of the noise on one entry: d/ε (per_row); offset_no_dp: Δ/(ε·L) = 2d/ε."""
+        return self.scale if self.noise == "per_row" else self.scale / self.rows
+
+    @property
+    def feature_epsilon(self) -> float:
+        """The share of ε each feature of a row spends (per_row): ε/d."""
+        return self.epsilon / self.width
 
     def normalize(self, x: Tensor) -> Tensor:
         return ((x - self.low) / self.span).clamp(0.0, 1.0)
 
     def __call__(self, x: Tensor) -> Tensor:
-        if self.noise == "per_row" and self.epsilon > 0:  # a fresh draw per entry, from the layer's own generator
-            return self.normalize(x) + laplace(x.shape, self.entry_scale, self.generator)
+        """h₀ of rows ``x`` (raw features). Call it once per row: every call draws fresh noise."""
+        if self.noise == "per_row":
+            if self.epsilon == 0:
+                return self.normalize(x)
+            noisy = self.normalize(x) + laplace(x.shape, self.scale, self.generator, dtype=x.dtype)
+            return noisy.clamp(0.0, 1.0)  # post-processing with the public range
         return self.normalize(x) + self.offset

@@ -6,13 +6,16 @@ training, the parties send C their activations z_p (:class:`Activations`) and B 
 C sends each party the errors δ of its first layer (:class:`ActivationGradient`, eq. 18), from which the
 party updates W_p. One hidden layer of (d_in + K)/2 units, SGD at the paper's rate.
 
-``arch="cnn"`` (images): the paper's MNIST CNN (Section IV-B: two 5×5 convolutions of 16 and 32 channels,
-two fully connected layers, softmax), split at its first convolution. Each party's bottom layer places its
-own pixels on the image canvas (zeros where it has none) and convolves them (16 channels, no bias,
-:class:`CanvasConv`); since a convolution is linear, the sum of the parties' maps is one convolution of the
-parties' stacked canvases, exactly as Σ_p x_p W_p is for the MLP. C adds the bias and holds the rest:
-ReLU, 2×2 max-pool, conv 5×5 (32), ReLU, 2×2 max-pool, FC (128), ReLU, FC (K). Pooling and the FC width are
-not in the paper (ours). Only the bottom maps (N × 16 × H × W) and their gradients cross, as for the MLP.
+``arch="cnn"`` (images): the paper's CNN for the dataset (Section IV-B), split at its first convolution —
+for grey images (MNIST) two 5×5 convolutions of 16 and 32 channels, for colour images (CIFAR-10) three 3×3
+convolutions of 16, 32 and 32 channels followed by a 2×2 max-pool; both then two fully connected layers and a
+softmax. Each party's bottom layer places its own pixels on the image canvas (zeros where it has none) and
+convolves them (16 channels, no bias, :class:`CanvasConv`); since a convolution is linear, the sum of the
+parties' maps is one convolution of the parties' stacked canvases, exactly as Σ_p x_p W_p is for the MLP. C
+adds the bias and holds the rest — MNIST: ReLU, 2×2 max-pool, conv 5×5 (32), ReLU, 2×2 max-pool, FC (128),
+ReLU, FC (K); CIFAR-10: ReLU, conv 3×3 (32), ReLU, conv 3×3 (32), ReLU, 2×2 max-pool, FC (128), ReLU, FC (K).
+The MNIST network's pooling and both FC widths are not in the paper (ours). Only the bottom maps
+(N × 16 × H × W) and their gradients cross, as for the MLP.
 """
 
 from __future__ import annotations
@@ -65,6 +68,31 @@ def cnn_top(shape: tuple[int, int, int], classes: int, hidden: int = 128, channe
     return nn.Sequential(*trunk, nn.Linear(flat, hidden), nn.ReLU(), nn.Linear(hidden, classes))
 
 
+def cifar_cnn_top(shape: tuple[int, int, int], classes: int, hidden: int = 128, channels: int = 16) -> nn.Sequential:
+    """C's part of the paper's CIFAR-10 CNN above the parties' first 3×3 convolution (bias added before it)."""
+    trunk = nn.Sequential(
+        nn.ReLU(),
+        nn.Conv2d(channels, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2, ceil_mode=True),
+        nn.Flatten(),
+    )
+    with torch.no_grad():
+        flat = trunk(torch.zeros(1, channels, *shape[1:])).shape[1]
+    return nn.Sequential(*trunk, nn.Linear(flat, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+
+# the paper's central CNNs: (first-convolution kernel, C's part above it)
+PAPER_CNNS = {"mnist": (5, cnn_top), "cifar10": (3, cifar_cnn_top)}
+
+
+def paper_cnn(shape: tuple[int, int, int]) -> str:
+    """Which of the paper's CNNs an image of ``shape`` gets: CIFAR-10's for colour images, else MNIST's."""
+    return "cifar10" if shape[0] == 3 else "mnist"
+
+
 class SplitNetwork:
     """``dims`` {party: its number of columns}; for ``arch="cnn"``, ``images`` {party: (C, H, W), its pixel
     positions} (every party of a CNN must hold image pixels)."""
@@ -84,10 +112,15 @@ class SplitNetwork:
         if arch == "cnn":
             self.hidden = hidden or 128
             shape = next(iter(images.values()))[0]
-            self.bottoms = {p: _seeded(seed + i, lambda p=p: CanvasConv(*images[p])) for i, p in enumerate(dims)}
-            self.top = _seeded(seed + 97, lambda: cnn_top(shape, classes, self.hidden))
+            self.network = paper_cnn(shape)
+            kernel, top = PAPER_CNNS[self.network]
+            self.bottoms = {
+                p: _seeded(seed + i, lambda p=p: CanvasConv(*images[p], kernel=kernel)) for i, p in enumerate(dims)
+            }
+            self.top = _seeded(seed + 97, lambda: top(shape, classes, self.hidden))
             self.bias = nn.Parameter(torch.zeros(16, 1, 1, device=self.device))
         else:
+            self.network = "mlp"
             self.hidden = hidden or (sum(dims.values()) + classes) // 2
             self.bottoms = {
                 p: _seeded(seed + i, lambda d=d: nn.Linear(d, self.hidden, bias=False))

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from datamodules.overlap import OverlapData
+from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.dual import DualParty, seeded_mlp
 from vcl.federation import Federation
 from vcl.messages import ActivationGradient, Activations, Labels, as_classes, as_float
@@ -58,7 +59,7 @@ class MPDLOptions:
     ftl_dim: int = 0
     central: str = "mlp"
     dual_arch: str = "mlp"
-    dp_noise: str = "shared"
+    dp_noise: str = "per_row"
     dual_clip: float = 0.0
     device: str = "cpu"  # where the parties and C compute (PSI, Paillier and scoring stay on the CPU)
 
@@ -77,6 +78,8 @@ class PartialOverlapProtocol(Protocol):
         self.a = DualParty(data.a, data.b.num_features, seed=seed_for(seed, 0xA), **common, **keys)
         self.b = DualParty(data.b, data.a.num_features, seed=seed_for(seed, 0xB), **common, **keys)
         self.truth = data.truth
+        # the experimenter's view (scoring only, like ``truth``): each party's clean normalized training rows
+        self.clean = {p.name: p.h0.normalize(d.train) for p, d in ((self.a, data.a), (self.b, data.b))}
         super().__init__(task, Federation([self.b, self.a]), data.labels, seed)
         self.alignment: dict[str, np.ndarray] | None = None
         self.scores: dict[str, float] = {}
@@ -148,6 +151,7 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
     def __init__(self, task: Task, data: OverlapData, options: MPDLOptions, seed: int = 0):
         super().__init__(task, data, options, seed)
         self.max_rounds = options.iterations
+        self._seen: dict[str, Tensor] | None = None  # what crossed for the co-occurring rows (the attack's)
 
     # --- Algorithm 2 over D_C ------------------------------------------------------------------------
     def dual_epoch(self, epoch: int) -> dict[str, float]:
@@ -160,6 +164,7 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
             x_a_hat = ch.send(b.generate(ib, "a", r))  # g(x^B) → A
             plain_for_a, diff_b = (ch.send(m) for m in b.assess(x_b_hat, ib))
             plain_for_b, diff_a = (ch.send(m) for m in a.assess(x_a_hat, ia))
+            self._observe(batch, x_a_hat, plain_for_b, x_b_hat, plain_for_a)
             cross_for_b = ch.send(a.cross(diff_b))
             cross_for_a = ch.send(b.cross(diff_a))
             a.update(plain_for_a, cross_for_a)
@@ -169,6 +174,18 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
             align_b.append(b.last["align"])
             dual.append(float((b.last["difference"] - a.last["difference"]).pow(2).mean()))
         return {"align_a": float(np.mean(align_a)), "align_b": float(np.mean(align_b)), "dual": float(np.mean(dual))}
+
+    def _observe(self, batch: Tensor, x_a_hat, plain_for_b, x_b_hat, plain_for_a) -> None:
+        """The attack's record of what crossed for these co-occurring rows (the experimenter's, never used in
+        training): each party's own generation x̂ of the other's rows and the plaintext gradient it got back,
+        2(x̂ − h₀(x)) + λ∇log P(x̂)·d, from which it reads the other's h₀ outputs: x̂ − gradient / 2."""
+        if self._seen is None:
+            n = len(self.alignment["a_rows"])
+            self._seen = {f"{p.name}_{k}": torch.full((n, p.dim), float("nan")) for p in (self.a, self.b) for k in "gr"}
+        rows = batch.cpu()
+        for name, gen, plain in (("a", x_a_hat, plain_for_b), ("b", x_b_hat, plain_for_a)):
+            self._seen[f"{name}_g"][rows] = gen.values.detach().float().cpu()
+            self._seen[f"{name}_r"][rows] = (gen.values.double() - plain.values.double() / 2).float().cpu()
 
     # --- Algorithm 1 ------------------------------------------------------------------------------------
     def run_round(self) -> dict:
@@ -218,6 +235,7 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
             dual_seconds_per_epoch=dual_seconds,
             **{f"{key}_loss": logs[-1][key] for key in ("align_a", "align_b", "dual")},
             **self.inference_error(x_a_of_b_only, x_b_of_a_only),
+            **self.privacy_attack(x_a_of_b_only, x_b_of_a_only),
         )
         return self._record(fold=k, final=final, scores=dict(self.scores))
 
@@ -234,6 +252,50 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
                 (self.a.noise_mae * self.a.dim + self.b.noise_mae * self.b.dim) / (self.a.dim + self.b.dim)
             ),
         }
+
+    def privacy_attack(self, x_a_of_b_only: Tensor, x_b_of_a_only: Tensor) -> dict[str, float]:
+        """How well each party can rebuild the other's normalized training rows (:mod:`vcl.attacks`; MAE in
+        normalized units, entry-weighted over both parties; ``_a``: the rows of A, attacked by B):
+
+        - ``h0_attack_mae``: from all of the target's h₀ outputs and its released means (the worst case: in
+          the protocol only the co-occurring rows' h₀ outputs can be read off the plaintext gradients);
+        - ``attack_mae``: from what actually crossed. Co-occurring rows: the attacker's own generation of them
+          and the h₀ outputs it reads off the gradient it got back (:meth:`_observe`), alone or combined;
+          the target's other rows: the generation the target sent of the attacker's features, put through the
+          attacker's own dual model (for B: g(f(h₀(x^A)))); ``attack_mae_overlap``: the co-occurring rows alone;
+        - ``trivial_mae``: guessing each feature's mean.
+        """
+        al = self.alignment
+        out, sizes, overlap = {}, {}, {}
+        seen = self._seen
+        for target, attacker, rows, only, received in (
+            (self.a, self.b, al["a_rows"], al["a_only"], x_b_of_a_only),
+            (self.b, self.a, al["b_rows"], al["b_only"], x_a_of_b_only),
+        ):
+            clean, name = self.clean[target.name], target.name
+            scale = target.h0.entry_scale if target.h0.private else 0.0
+            means = target.means.cpu()
+            out[f"h0_attack_mae_{name}"] = h0_attack(target.x.cpu(), clean, scale, means)["mae"]
+            out[f"trivial_mae_{name}"] = trivial_mae(clean)
+            sources = {}  # empty if nothing crossed for these rows: then the attacker has only the means
+            if seen is not None and not torch.isnan(seen[f"{name}_r"]).any():
+                sources = {"gradient": seen[f"{name}_r"], "generated": seen[f"{name}_g"]}
+            out[f"attack_mae_overlap_{name}"] = reconstruction_attack(sources, clean[rows], scale, means)["mae"]
+            total = out[f"attack_mae_overlap_{name}"] * len(rows)
+            if len(only):
+                with torch.no_grad():
+                    estimate = {"generated": attacker._generate(received).cpu()}
+                total += reconstruction_attack(estimate, clean[only], scale, means)["mae"] * len(only)
+            out[f"attack_mae_{name}"] = total / (len(rows) + len(only))
+            sizes[name], overlap[name] = clean.numel(), len(rows) * target.dim
+        for key, weights in (
+            ("h0_attack_mae", sizes),
+            ("attack_mae", sizes),
+            ("trivial_mae", sizes),
+            ("attack_mae_overlap", overlap),
+        ):
+            out[key] = sum(out[f"{key}_{p}"] * n for p, n in weights.items()) / sum(weights.values())
+        return out
 
 
 class FederatedTransfer(PartialOverlapProtocol):
