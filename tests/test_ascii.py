@@ -242,8 +242,8 @@ def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny, alp
     sent = []
     protocol.federation.channel.transport = lambda m: sent.append(m) or m
     records = [protocol.run_round() for _ in range(2)]
-    for org, view in zip(protocol.federation.organizations, dm.data.views, strict=True):
-        org.add_rows("new", view.splits["test"])
+    for name, view in zip(protocol.federation.names, dm.data.views, strict=True):
+        protocol.federation.transport.party(name).add_rows("new", view.splits["test"])
     protocol.predict("new")
     assert {type(m) for m in sent} == {Labels, IgnoranceScores, ClassVotes, PredictionRequest}
     raw = [col for v in dm.data.views for x in v.splits.values() for col in x.T]
@@ -279,7 +279,7 @@ def test_alpha_stop_fires_and_discards_the_model(alpha):
     protocol = fixed_chain([[0, 1, 0, 0], [1, 0, 1, 1]], [0, 1, 2, 0], k=3, alpha=alpha)
     record = protocol.run_round()
     assert protocol.stopped and "a1" in protocol.stopped and record["stopped"] == protocol.stopped
-    assert record["alphas"][1] == 0.0 and protocol.federation.organizations[1].rounds_fitted == 0
+    assert record["alphas"][1] == 0.0 and protocol.agents[1].rounds_fitted == 0
     torch.testing.assert_close(protocol.F["train"], math.log(6) * samme_code(torch.tensor([0, 1, 0, 0]), 3))
 
 
@@ -328,8 +328,8 @@ def test_prediction_stage_from_checkpointed_agents_matches_the_running_votes(tin
     trained.run_round()
     restored = build_protocol(cfg, dm.data)
     restored.load_state_dict(trained.state_dict())
-    for org, view in zip(restored.federation.organizations, dm.data.views, strict=True):
-        org.add_rows("new", view.splits["test"])
+    for agent, view in zip(restored.agents, dm.data.views, strict=True):
+        agent.add_rows("new", view.splits["test"])
     torch.testing.assert_close(restored.predict("new"), trained.F["test"])
 
 

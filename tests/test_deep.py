@@ -70,7 +70,8 @@ def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny
     protocol = build_protocol(cfg, dm.data)
     protocol.run_round()
     protocol.run_round()
-    for org in protocol.federation.organizations:
+    assert [(r.models, r.shared) for r in protocol.federation.models(2)] == [(2, True)] * 4
+    for org in map(protocol.federation.transport.party, protocol.federation.names):
         assert org._shared.rounds == 2 and {id(m.learner) for _, _, _, m in org._models} == {id(org._shared)}
     outputs = protocol.federation.predictions("test", 2)
     assert outputs[0]["2"].shape == (len(dm.data.labels["test"]), 10)

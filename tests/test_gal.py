@@ -120,7 +120,7 @@ def test_mixed_learners_gb_svm(tiny):
     dm = TabularDataModule("wine", organizations=4)
     dm.setup()
     p = build_protocol(cfg, dm.data)
-    assert [o.learner_name for o in p.federation.organizations] == ["gb", "gb", "svm", "svm"]
+    assert [p.federation.transport.party(n).learner_name for n in p.federation.names] == ["gb", "gb", "svm", "svm"]
     p.run_round()
     assert p.evaluate()["test"] > 0.7
 
@@ -131,7 +131,7 @@ def test_per_organization_local_losses_reach_their_learners(tiny):
     dm.setup()
     p = build_protocol(cfg, dm.data)
     p.run_round()
-    used = [o._models[0][3].hparams.loss for o in p.federation.organizations]
+    used = [p.federation.transport.party(n)._models[0][3].hparams.loss for n in p.federation.names]
     assert used == ["l1", "l2", "l1.5", "l4"]
 
 
@@ -146,8 +146,8 @@ def test_prediction_stage_on_new_rows_matches_training_time_outputs(tiny, method
         trained.run_round()
     restored = build_protocol(cfg, dm.data)  # as after a restart: state from the checkpoint only
     restored.load_state_dict(trained.state_dict())
-    for org, view in zip(restored.federation.organizations, dm.data.views, strict=True):
-        org.add_rows("new", view.splits["test"])  # each organization's own new rows
+    for name, view in zip(restored.federation.names, dm.data.views, strict=True):
+        restored.federation.transport.party(name).add_rows("new", view.splits["test"])  # its own new rows
     torch.testing.assert_close(restored.predict("new"), trained.F["test"], rtol=1e-4, atol=1e-4)
 
 

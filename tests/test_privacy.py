@@ -88,7 +88,7 @@ def test_noisy_organizations_get_smaller_assistance_weights(tiny):
     dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)
     dm.setup()
     p = build_protocol(cfg, dm.data)
-    assert [o.output_noise for o in p.federation.organizations] == [0.0, 0.0, 5.0, 5.0]
+    assert [p.federation.transport.party(n).output_noise for n in p.federation.names] == [0.0, 0.0, 5.0, 5.0]
     weights = torch.tensor([p.run_round()["weights"] for _ in range(3)]).mean(0)
     assert weights[2:].max() < 0.5 * weights[:2].min()
 
@@ -98,7 +98,8 @@ def test_noninformative_organizations_see_only_noise(tiny):
     dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)
     dm.setup()
     p = build_protocol(cfg, dm.data)
-    blank, real = p.federation.organizations[3]._view, dm.data.views[3]
+    party = p.federation.transport.party  # the parties in this process, looked at from the test
+    blank, real = party("org3")._view, dm.data.views[3]
     assert blank.columns == real.columns and blank.splits["train"].shape == real.splits["train"].shape
     assert not torch.allclose(blank.splits["train"], real.splits["train"])
-    assert torch.equal(p.federation.organizations[2]._view.splits["train"], dm.data.views[2].splits["train"])
+    assert torch.equal(party("org2")._view.splits["train"], dm.data.views[2].splits["train"])

@@ -1,46 +1,51 @@
-"""The federation seen from Alice: her organizations, the channel, and one broadcast-and-gather step."""
+"""The federation seen from Alice: the parties' names, her ledger, her privacy mechanism, and a transport."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from vcl.messages import Channel, Labels, PredictionRequest, PseudoResidual, as_float
-from vcl.organization import Organization, run_jobs, seed_for, stack_replies
+from vcl.messages import Channel, Labels, ModelsRequest, PredictionRequest, PseudoResidual, as_float
+from vcl.organization import seed_for, stack_replies
+from vcl.transport import LocalTransport, Transport
 
 
 class Federation:
-    """Organizations (Alice first) reached only through ``channel``.
+    """Parties (Alice first) reached only through ``transport``: messages out, replies in.
 
-    ``concurrent`` fits same-architecture organizations in one pass (:mod:`models.concurrent`);
-    ``False`` is the plain sequential reference.
+    ``parties`` builds a :class:`LocalTransport` over them (``concurrent``: same-architecture fits in
+    one pass; ``False``: the plain sequential reference); or pass a ``transport``.
     """
 
     def __init__(
         self,
-        organizations: list[Organization],
+        parties: list | None = None,
         channel: Channel | None = None,
         concurrent=True,
         privacy=None,
         privacy_scope: str = "others",
+        transport: Transport | None = None,
     ):
-        self.organizations = organizations
-        self.channel = channel or Channel()
-        self.concurrent = concurrent
+        self.transport = transport or LocalTransport(parties, channel, concurrent)
         self.privacy = privacy  # a vcl.privacy mechanism applied to what Alice sends to the others
         # "others": Alice fits her own model on the clean residual; "all": on the same perturbed broadcast
         self.privacy_scope = privacy_scope
 
     @property
-    def alice(self) -> str:
-        return self.organizations[0].name
+    def channel(self) -> Channel:
+        """Alice's ledger of every message and reply."""
+        return self.transport.channel
 
     @property
     def names(self) -> list[str]:
-        return [o.name for o in self.organizations]
+        return self.transport.names
+
+    @property
+    def alice(self) -> str:
+        return self.names[0]
 
     def __len__(self) -> int:
-        return len(self.organizations)
+        return len(self.names)
 
     def gather_fits(
         self,
@@ -53,43 +58,39 @@ class Federation:
     ) -> dict[str, Tensor]:
         """Send ``targets`` to each participant, let each fit a fresh local model, gather its outputs.
 
-        Returns {split: (len(participants), N, K)}. ``labels=True`` sends the labels themselves
-        (centralized baselines) instead of a pseudo-residual. With a privacy mechanism, the others get
-        one perturbed broadcast (seeded per round); Alice's own fit uses the clean values, or with
-        ``privacy_scope="all"`` the same perturbed broadcast (the authors' code). Either way the
-        returned outputs are weighed by Alice against the clean residual.
+        Returns {split: (len(participants), N, K)}. ``labels=True`` sends the labels themselves, to be
+        fitted with ``loss`` (centralized baselines), instead of a pseudo-residual. With a privacy
+        mechanism, the others get one perturbed broadcast (seeded per round); Alice's own fit uses the
+        clean values, or with ``privacy_scope="all"`` the same perturbed broadcast (the authors' code).
+        Either way the returned outputs are weighed by Alice against the clean residual.
         """
-        kind = Labels if labels else PseudoResidual
         clean = as_float(targets)
         public = clean
         if self.privacy is not None and not labels:
             gen = torch.Generator(device=clean.device).manual_seed(seed_for(seed, round_, 0x9A11))
             public = self.privacy(clean, gen)
-        jobs = []
+        requests = []
         for m in participants:
-            org = self.organizations[m]
+            name = self.names[m]
             values = clean if m == 0 and self.privacy_scope == "others" else public
-            message = self.channel.send(kind(self.alice, org.name, round_, values))
-            jobs.append(org.begin_fit(message, seed_for(seed, round_, m), loss))
-        run_jobs(jobs, self.concurrent)
-        replies = [self.channel.send(job.organization.finish_fit(job)) for job in jobs]
-        return stack_replies(replies, clean.device)
+            if labels:
+                requests.append((name, Labels(self.alice, name, round_, values, loss=loss)))
+            else:
+                requests.append((name, PseudoResidual(self.alice, name, round_, values)))
+        return stack_replies(self.transport.request_all(requests), clean.device)
 
     def predictions(self, split: str, round_: int) -> list[dict[str, Tensor]]:
         """Prediction stage: each organization's {round: outputs} on its rows of ``split``."""
-        replies = []
-        for org in self.organizations:
-            request = self.channel.send(PredictionRequest(self.alice, org.name, round_, split))
-            replies.append(self.channel.send(org.predict(request)).values)
-        return replies
+        replies = self.transport.request_all((n, PredictionRequest(self.alice, n, round_, split)) for n in self.names)
+        return [r.values for r in replies]
+
+    def models(self, round_: int) -> list:
+        """Each organization's :class:`ModelsReport` (what it keeps for the prediction stage)."""
+        return self.transport.request_all((n, ModelsRequest(self.alice, n, round_)) for n in self.names)
 
     def state_dict(self) -> dict:
-        return {
-            "channel": self.channel.state_dict(),
-            "organizations": [o.state_dict() for o in self.organizations],
-        }
+        return {"channel": self.channel.state_dict(), "organizations": self.transport.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         self.channel.load_state_dict(state["channel"])
-        for org, s in zip(self.organizations, state["organizations"], strict=True):
-            org.load_state_dict(s)
+        self.transport.load_state_dict(state["organizations"])

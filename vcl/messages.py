@@ -1,8 +1,8 @@
-"""Typed messages between organizations and the channel that carries and counts them.
+"""Typed messages between organizations and the ledger that counts them.
 
 Everything that leaves an organization is one of these messages. The :class:`Channel` records every
-message's type, shapes and size per round, so a run reports its communication cost, and it is the one
-place a cross-process transport would plug in (``Channel.transport``).
+message's type, shapes and size per round, so a run reports its communication cost; a
+:class:`vcl.transport.Transport` delivers messages to parties and counts each message and reply in it.
 """
 
 from __future__ import annotations
@@ -46,11 +46,13 @@ class Labels(Message):
     """The training targets themselves: Alice → organization in the centralized baselines, or a DC worker
     → the master (its row group's Y_i, Algorithm 1 step 4).
 
-    The centralized baselines (Late) send one-hot targets each round; ASCII sends the class indices
-    once, in the smallest integer type that holds K (the paper's "numerical labels").
+    The centralized baselines (Late) send one-hot targets each round, with the task's ``loss`` to fit them
+    with; ASCII sends the class indices once, in the smallest integer type that holds K (the paper's
+    "numerical labels").
     """
 
     values: Tensor = field(repr=False, default=None)
+    loss: str | None = None
 
     def payload(self) -> dict[str, Tensor]:
         return {"train": self.values}
@@ -74,6 +76,27 @@ class FittedValues(Message):
 
     def payload(self) -> dict[str, Tensor]:
         return dict(self.values)
+
+
+@dataclass(frozen=True)
+class ModelsRequest(Message):
+    """Alice → organization: describe the models you keep for the prediction stage (for the run's report)."""
+
+    def payload(self) -> dict[str, Tensor]:
+        return {}
+
+
+@dataclass(frozen=True)
+class ModelsReport(Message):
+    """Organization → Alice: how many models it keeps, their torch parameters (a shared extractor counted
+    once), and whether its rounds share one extractor (Deep Model Sharing). Counts, no tensor."""
+
+    models: int = 0
+    parameters: int = 0
+    shared: bool = False
+
+    def payload(self) -> dict[str, Tensor]:
+        return {}
 
 
 @dataclass(frozen=True)
@@ -303,10 +326,12 @@ class MessageRecord:
 
 
 class Channel:
-    """Carries messages between organizations and records what crossed.
+    """The ledger: records every message that crosses (its kind, shapes and bytes per round).
 
-    ``transport`` maps a message to the message the receiver gets; in one process it is the identity.
-    Messages an organization sends to itself are recorded but not counted as communication.
+    ``send`` records a message and returns what the receiver gets: ``transport(message)``, the identity
+    unless a test taps it (parties are reached through a :class:`vcl.transport.Transport`, which sends
+    every message and reply through here). Messages an organization sends to itself are recorded but not
+    counted as communication.
     """
 
     def __init__(self, transport: Callable[[Message], Message] | None = None):

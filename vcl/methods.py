@@ -453,7 +453,16 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
     settings = learner_settings(config, method)
     places = organization_devices(device, len(views))
     orgs = [
-        Organization(v, lr, q, settings, places[m], output_noise=config.noise_sigma if m in noisy else 0.0)
+        Organization(
+            v,
+            lr,
+            q,
+            settings,
+            places[m],
+            output_noise=config.noise_sigma if m in noisy else 0.0,
+            seed=config.seed,
+            place=m,
+        )
         for m, (v, lr, q) in enumerate(zip(views, learners, losses, strict=False))
     ]
     privacy = make_mechanism(config.privacy, config.privacy_alpha)
@@ -466,12 +475,20 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
     if method == "interm":
         return IntermFusion(task, federation, labels, views, learners, settings, seed=config.seed)
     options = GALOptions(
-        weights=config.weights, eta=config.eta, eta_value=config.eta_value, eta_cap=config.eta_cap or None
+        weights=config.weights,
+        eta=config.eta,
+        eta_value=config.eta_value,
+        eta_cap=config.eta_cap or None,
+        weight_loss=losses[0],
     )
     if method == "al":
         authors = config.al_mode == "authors"
         options = GALOptions(
-            weights="last" if authors else "learned", eta="constant", eta_value=config.eta_value, sequential=not authors
+            weights="last" if authors else "learned",
+            eta="constant",
+            eta_value=config.eta_value,
+            sequential=not authors,
+            weight_loss=losses[0],
         )
     protocol = GradientAssistedLearning(task, federation, labels, options, seed=config.seed)
     protocol.name = method

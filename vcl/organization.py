@@ -1,10 +1,11 @@
 """An organization: its private feature view, its own learner and local loss, behind messages.
 
-Nothing outside reads an organization's features: it answers a :class:`PseudoResidual` (or
-:class:`Labels`) message with a :class:`FittedValues` message holding its round model's outputs.
-Fitting is split into ``begin_fit`` (a :class:`FitJob`: fresh learner + local data) and
-``finish_fit`` so an executor on the same host may run several organizations' jobs at once
-(:mod:`models.concurrent`); the jobs never leave the host and never enter a message.
+Nothing outside reads an organization's features or calls its methods: it answers messages
+(:meth:`Organization.handle`) — a :class:`PseudoResidual` (or :class:`Labels`) with a
+:class:`FittedValues` of its new round model's outputs, a :class:`PredictionRequest` with every kept
+model's outputs, a :class:`ModelsRequest` with a :class:`ModelsReport`. A fit is split into
+``begin_fit`` (a :class:`FitJob`: fresh learner + local data) and ``finish_fit`` so the local transport
+may run several organizations' jobs at once (:mod:`vcl.transport`); jobs never leave the host.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ import torch
 from torch import Tensor
 
 from models import LearnerSettings, build_learner
-from vcl.messages import FittedValues, Message, PredictionRequest, as_float
+from vcl.messages import (
+    FittedValues,
+    Labels,
+    Message,
+    ModelsReport,
+    ModelsRequest,
+    PredictionRequest,
+    PseudoResidual,
+    as_float,
+)
 
 
 @dataclass
@@ -45,7 +55,6 @@ class FeatureView:
 class FitJob:
     """Work one organization does locally for one message: fit ``learner`` on its own features."""
 
-    organization: Organization
     message: Message
     learner: object
     features: Tensor
@@ -67,8 +76,11 @@ class Organization:
         settings: LearnerSettings,
         device="cpu",
         output_noise: float = 0.0,
+        seed: int = 0,
+        place: int = 0,
     ):
         self.name = view.name
+        self.seed, self.place = seed, place  # the round-t model draws from seed_for(seed, t, place)
         self.output_noise = output_noise  # σ of Gaussian noise on its outputs (a faulty organization)
         self.learner_name = learner
         self.loss = loss
@@ -94,15 +106,29 @@ class Organization:
             self.learner_name, self.example_shape, out_features, loss or self.loss, seed, self.settings, shared
         )
 
-    def begin_fit(self, message: Message, seed: int, loss: str | None = None) -> FitJob:
+    def handle(self, message: Message) -> Message:
+        """This organization's reply to a message from Alice."""
+        if isinstance(message, (PseudoResidual, Labels)):
+            job = self.begin_fit(message)
+            job.learner.fit(job.features, job.targets)
+            return self.finish_fit(job)
+        if isinstance(message, PredictionRequest):
+            return self.predict(message)
+        if isinstance(message, ModelsRequest):
+            return self.report(message)
+        raise TypeError(f"{self.name} does not answer a {message.kind}.")
+
+    def begin_fit(self, message: PseudoResidual | Labels) -> FitJob:
+        """A fresh learner (its loss: the message's for labels, else its own) and its data for this round."""
         targets = message.values.to(self._view.splits["train"].device)
+        seed, loss = seed_for(self.seed, message.round, self.place), getattr(message, "loss", None)
         if self.settings.dms:
             if self._shared is None:
                 self._shared = self._new_learner(targets.shape[1], seed, loss, shared=True)
             learner = self._shared
         else:
             learner = self._new_learner(targets.shape[1], seed, loss)
-        return FitJob(self, message, learner, self._view.splits["train"], targets, seed)
+        return FitJob(message, learner, self._view.splits["train"], targets, seed)
 
     def finish_fit(self, job: FitJob) -> FittedValues:
         """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
@@ -110,11 +136,6 @@ class Organization:
         self._models.append((job.message.round, job.seed, job.targets.shape[1], model))
         values = {split: self._output(model, x, job.seed, split) for split, x in self._view.splits.items()}
         return FittedValues(self.name, job.message.sender, job.message.round, values)
-
-    def fit(self, message: Message, seed: int, loss: str | None = None) -> FittedValues:
-        job = self.begin_fit(message, seed, loss)
-        job.learner.fit(job.features, job.targets)
-        return self.finish_fit(job)
 
     def _output(self, learner, x: Tensor, seed: int, split: str, out: Tensor | None = None) -> Tensor:
         """The model's outputs (``out`` if already computed), plus this organization's output noise (seeded
@@ -176,20 +197,10 @@ class Organization:
         modules = {id(m): m for m in (getattr(x, "learner", x) for _, _, _, x in self._models)}
         return sum(p.numel() for m in modules.values() if hasattr(m, "parameters") for p in m.parameters())
 
-
-def run_jobs(jobs: list[FitJob], concurrent: bool) -> None:
-    """Fit every job; jobs with the same targets and learner architecture are fitted in one pass if ``concurrent``."""
-    from models import concurrency_key, fit_concurrently
-
-    groups: dict[object, list[FitJob]] = {}
-    for i, job in enumerate(jobs):
-        key = concurrency_key(job.learner) if concurrent else None
-        groups.setdefault((key, id(job.targets)) if key is not None else i, []).append(job)
-    for group in groups.values():
-        if len(group) > 1:
-            fit_concurrently([j.learner for j in group], [j.features for j in group], group[0].targets)
-        else:
-            group[0].learner.fit(group[0].features, group[0].targets)
+    def report(self, message: ModelsRequest) -> ModelsReport:
+        return ModelsReport(
+            self.name, message.sender, message.round, len(self._models), self.stored_parameters(), self.settings.dms
+        )
 
 
 def stack_replies(replies: list[FittedValues], device=None) -> dict[str, Tensor]:

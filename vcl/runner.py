@@ -183,9 +183,7 @@ class Run:
             "bytes_sent": sent,
             "prediction_bytes": channel.total_bytes() - sent,
             "seconds": self.seconds,
-            "stored_parameters": sum(  # torch parameters kept for prediction (GAL organizations)
-                o.stored_parameters() for o in self.protocol.federation.organizations if hasattr(o, "stored_parameters")
-            ),
+            "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
             "compare": compare,
             "config": self.config.to_dict(),
         }

@@ -233,7 +233,10 @@ class AssistedClassification(Protocol):
 
     @property
     def agents(self) -> list[IgnoranceAgent]:
-        return self.federation.organizations
+        return [self.federation.transport.party(n) for n in self.federation.names]  # not yet behind messages
+
+    def stored_parameters(self) -> int:
+        return sum(a.stored_parameters() for a in self.agents)
 
     def order(self, t: int) -> list[int]:
         """The chain of round t: 1 → … → M, or (``random``) a permutation every agent can draw from the seed."""

@@ -88,6 +88,10 @@ class Protocol:
         rounds = sorted(next(iter(per_split.values())))
         return {t: {s: self.task.metric(per_split[s][t], y) for s, y in self.labels.items()} for t in rounds}
 
+    def stored_parameters(self) -> int:
+        """Torch parameters the organizations keep for the prediction stage (results.json); 0 unless known."""
+        return 0
+
     def progress_value(self, record: dict) -> str:
         """The round's entry in the ``progress_header`` column: GAL's assisted learning rate η."""
         eta = record.get("eta")

@@ -37,6 +37,7 @@ class GALOptions:
     weight_lr: float = 0.1
     weight_decay: float = 5e-4
     linesearch_steps: int = 10
+    weight_loss: str = "l2"  # Alice's own local loss ℓ₁, for fitting the weights
 
 
 class GradientAssistedLearning(Protocol):
@@ -45,12 +46,14 @@ class GradientAssistedLearning(Protocol):
     def __init__(self, task, federation, labels, options: GALOptions | None = None, seed: int = 0):
         super().__init__(task, federation, labels, seed)
         self.options = options or GALOptions()
-        self.weight_loss = federation.organizations[0].loss  # Alice's own ℓ₁ for fitting the weights
 
     @property
     def shares_models(self) -> bool:
         """Deep Model Sharing: each round retrains the extractor that the earlier rounds' models use."""
-        return any(o.settings.dms for o in self.federation.organizations)
+        return any(r.shared for r in self.federation.models(self.round))
+
+    def stored_parameters(self) -> int:
+        return sum(r.parameters for r in self.federation.models(self.round))
 
     def kept_round_metrics(self) -> dict[int, dict[str, float]]:
         """Round t's metrics from the models the run keeps (rounds 1..t), through the prediction stage. With
@@ -61,7 +64,7 @@ class GradientAssistedLearning(Protocol):
     def _weights(self, outputs: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         o, m = self.options, outputs.shape[0]
         if o.weights == "learned":
-            return assistance_weights(outputs, residual, self.weight_loss, o.weight_steps, o.weight_lr, o.weight_decay)
+            return assistance_weights(outputs, residual, o.weight_loss, o.weight_steps, o.weight_lr, o.weight_decay)
         if o.weights == "bag":
             return torch.full((m,), 1.0 / m, device=outputs.device)
         w = torch.zeros(m, device=outputs.device)

@@ -40,5 +40,8 @@ class LateFusion(Protocol):
         m = len(everyone)
         return self._record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m)
 
+    def stored_parameters(self) -> int:
+        return sum(r.parameters for r in self.federation.models(self.round))
+
     def kept_round_metrics(self) -> dict[int, dict[str, float]]:
         return self.metrics_by_round()

@@ -1,0 +1,123 @@
+"""The organization boundary: parties are reached only by messages, through a transport that counts them."""
+
+import pytest
+import torch
+
+from datamodules import TabularDataModule
+from vcl.messages import FittedValues, PredictionRequest, PseudoResidual
+from vcl.methods import build_protocol
+from vcl.runner import Run, run_rounds
+from vcl.transport import LOCAL_CALLS, LocalTransport
+
+
+class BoundaryCrossed(Exception):
+    """Not an AttributeError, so no ``hasattr`` or ``getattr(..., default)`` can swallow it."""
+
+
+class Guarded:
+    """A party seen from outside: ``handle`` and the local transport's own calls, nothing else."""
+
+    allowed = ("handle", *LOCAL_CALLS)
+
+    def __init__(self, party):
+        object.__setattr__(self, "_party", party)
+
+    def __getattribute__(self, name):
+        if name in Guarded.allowed:
+            return getattr(object.__getattribute__(self, "_party"), name)
+        raise BoundaryCrossed(f"{name!r} read from outside the party")
+
+    def __setattr__(self, name, value):
+        raise BoundaryCrossed(f"{name!r} set from outside the party")
+
+
+def protocol_for(cfg):
+    dm = TabularDataModule(cfg.dataset, organizations=cfg.organizations, feature_seed=cfg.seed)
+    dm.setup()
+    return build_protocol(cfg, dm.data)
+
+
+def guard(protocol):
+    """The same parties, each behind a :class:`Guarded` wrapper, on a fresh local transport."""
+    fed = protocol.federation
+    parties = {n: Guarded(fed.transport.party(n)) for n in fed.names}
+    fed.transport = LocalTransport(parties, fed.channel, fed.transport.concurrent)
+    return protocol
+
+
+def results(protocol, cfg):
+    r = Run(cfg, protocol, None, verbose=False)
+    run_rounds(r, [], cfg.rounds)
+    out = r.results({})
+    out.pop("seconds")
+    return out
+
+
+def test_a_guarded_party_refuses_everything_but_messages(tiny):
+    protocol = guard(protocol_for(tiny(rounds=1)))
+    party = protocol.federation.transport.party("org1")
+    for name in ("predict", "name", "_view", "_models", "stored_parameters", "add_rows"):
+        with pytest.raises(BoundaryCrossed):
+            getattr(party, name)
+    reply = protocol.federation.transport.request("org1", PredictionRequest("alice", "org1", 0, "test"))
+    assert isinstance(reply, FittedValues) and reply.values == {}  # no model yet
+
+
+CASES = {
+    "gal": {},
+    "gal sequential": {"concurrent": False},
+    "alone": {"method": "alone"},
+    "joint": {"method": "joint"},
+    "al": {"method": "al"},
+    "al authors": {"method": "al", "al_mode": "authors"},
+    "dms": {"learner": ["mlp"], "dms": True},
+    "late": {"method": "late"},
+    "interm": {"method": "interm", "learner": ["mlp"]},
+    "privacy": {"privacy": "dp"},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_gal_family_runs_with_every_party_behind_the_guard(tiny, case):
+    cfg = tiny(rounds=2, **CASES[case])
+    torch.manual_seed(0)
+    guarded = results(guard(protocol_for(cfg)), cfg)
+    torch.manual_seed(0)
+    plain = results(protocol_for(cfg), cfg)
+    assert guarded == plain
+
+
+def test_the_ledger_counts_every_message_and_reply_the_same_for_concurrent_and_sequential(tiny):
+    """Per round, and equal to the figures before parties moved behind the transport (wine, M = 4)."""
+    figures = {}
+    for concurrent in (True, False):
+        cfg = tiny(rounds=2, concurrent=concurrent, learner=["linear", "mlp", "gb", "svm"])
+        out = results(protocol_for(cfg), cfg)
+        figures[concurrent] = [r["bytes_sent"] for r in out["rounds"]], out["prediction_bytes"]
+    assert figures[True] == figures[False] == ([0, 11520, 11520], 12816)
+    late = results(protocol_for(tiny(method="late", rounds=1)), tiny(method="late", rounds=1))
+    assert [r["bytes_sent"] for r in late["rounds"]] == [0, 11520] and late["prediction_bytes"] == 6408
+
+
+def test_request_all_concurrent_equals_sequential(tiny):
+    cfg = tiny(learner=["linear", "linear", "mlp", "mlp"])
+    replies = {}
+    for concurrent in (True, False):
+        protocol = protocol_for(tiny(**{**cfg.to_dict(), "concurrent": concurrent}))
+        fed = protocol.federation
+        residual = protocol.task.pseudo_residual(protocol.F["train"], protocol.labels["train"])
+        requests = [(n, PseudoResidual(fed.alice, n, 1, residual)) for n in fed.names]
+        replies[concurrent] = fed.transport.request_all(requests)
+        assert len(fed.channel.records) == 2 * len(requests)  # each message and each reply
+    for a, b in zip(replies[True], replies[False], strict=True):
+        assert a.sender == b.sender and a.receiver == b.receiver == "alice"
+        for split in a.values:
+            torch.testing.assert_close(a.values[split], b.values[split], rtol=1e-4, atol=1e-5)
+
+
+def test_a_message_goes_only_to_the_party_it_names(tiny):
+    transport = protocol_for(tiny()).federation.transport
+    with pytest.raises(ValueError, match="cannot go to party"):
+        transport.request("org2", PredictionRequest("alice", "org1", 0, "test"))
+    with pytest.raises(ValueError, match="cannot go to party"):
+        transport.request("mallory", PredictionRequest("alice", "mallory", 0, "test"))

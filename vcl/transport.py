@@ -1,0 +1,108 @@
+"""How the coordinator reaches the parties: messages in, replies out, both counted in Alice's ledger.
+
+A :class:`Transport` delivers a message to the party it names and brings back the party's reply
+(``party.handle(message)``). Nothing else crosses: the coordinator never calls a party's methods or
+reads its attributes. Every message and every reply goes through the ledger (:class:`Channel`) the
+same way whatever carries it, so a run's byte counts do not depend on the transport.
+
+:class:`LocalTransport` keeps the parties in this process. Its ``request_all`` fits the parties that
+received a fit request (a pseudo-residual, or labels) and share a learner architecture together in
+one vmapped pass (:mod:`models.concurrent`) — a simulation speed-up inside the transport that no
+protocol knows about; ``concurrent=False`` is the sequential reference (each party's ``handle``).
+A transport that puts each party in its own process implements the same two calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from vcl.messages import Channel, Labels, Message, PseudoResidual
+
+FIT_REQUESTS = (PseudoResidual, Labels)
+# What the local transport calls on a party besides ``handle``: the two halves of a fit, for the batched
+# executor (:func:`run_jobs`), and the party's own checkpoint.
+LOCAL_CALLS = ("begin_fit", "finish_fit", "state_dict", "load_state_dict")
+
+
+class Transport:
+    """Delivers messages to named parties and counts each message and reply in ``channel``."""
+
+    def __init__(self, names: list[str], channel: Channel | None = None):
+        self.names = list(names)
+        self.channel = channel or Channel()
+
+    def request(self, party: str, message: Message) -> Message:
+        """Send ``message`` to ``party``; its reply."""
+        return self.request_all([(party, message)])[0]
+
+    def request_all(self, requests: Iterable[tuple[str, Message]]) -> list[Message]:
+        """Send every message (each to its party) and gather the replies, in the order given."""
+        requests = list(requests)
+        for party, message in requests:
+            if party not in self.names or message.receiver != party:
+                raise ValueError(f"a {message.kind} for {message.receiver!r} cannot go to party {party!r}.")
+        delivered = [(party, self.channel.send(message)) for party, message in requests]
+        return [self.channel.send(reply) for reply in self.deliver(delivered)]
+
+    def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
+        """The replies to already counted messages (what a transport implements)."""
+        raise NotImplementedError
+
+    def state_dict(self) -> list[dict]:
+        """Every party's own checkpoint, in the order of ``names``."""
+        raise NotImplementedError
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        raise NotImplementedError
+
+
+class LocalTransport(Transport):
+    """Parties in this process. ``concurrent``: fit same-architecture parties' requests in one pass."""
+
+    def __init__(self, parties: Mapping[str, object] | list, channel: Channel | None = None, concurrent=True):
+        parties = dict(parties) if isinstance(parties, Mapping) else {p.name: p for p in parties}
+        super().__init__(list(parties), channel)
+        self._parties = parties
+        self.concurrent = concurrent
+
+    def party(self, name: str):
+        """The party object itself: for what happens at the party (its own new rows) and for tests; a
+        coordinator never uses it."""
+        return self._parties[name]
+
+    def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
+        fits = [i for i, (_, m) in enumerate(requests) if isinstance(m, FIT_REQUESTS)]
+        replies: list[Message | None] = [None] * len(requests)
+        if self.concurrent and len(fits) > 1:
+            parties = [self._parties[requests[i][0]] for i in fits]
+            jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
+            run_jobs(jobs, concurrent=True)
+            for i, p, job in zip(fits, parties, jobs, strict=True):
+                replies[i] = p.finish_fit(job)
+        for i, (party, message) in enumerate(requests):
+            if replies[i] is None:
+                replies[i] = self._parties[party].handle(message)
+        return replies
+
+    def state_dict(self) -> list[dict]:
+        return [self._parties[n].state_dict() for n in self.names]
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        for name, state in zip(self.names, states, strict=True):
+            self._parties[name].load_state_dict(state)
+
+
+def run_jobs(jobs: list, concurrent: bool) -> None:
+    """Fit every :class:`vcl.organization.FitJob`; jobs with the same targets and learner architecture are
+    fitted in one pass if ``concurrent``."""
+    from models import concurrency_key, fit_concurrently
+
+    groups: dict[object, list] = {}
+    for i, job in enumerate(jobs):
+        key = concurrency_key(job.learner) if concurrent else None
+        groups.setdefault((key, id(job.targets)) if key is not None else i, []).append(job)
+    for group in groups.values():
+        if len(group) > 1:
+            fit_concurrently([j.learner for j in group], [j.features for j in group], group[0].targets)
+        else:
+            group[0].learner.fit(group[0].features, group[0].targets)
