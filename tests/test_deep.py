@@ -96,17 +96,7 @@ def test_interm_and_late_run_on_image_patches(tiny):
 
 
 def test_gal_with_lstms_learns_on_sequences(tiny):
-    cfg = tiny(
-        dataset="sequence_synthetic",
-        sequence_size=300,
-        organizations=4,
-        learner=["lstm"],
-        lstm_hidden=8,
-        lr=0.01,
-        epochs=4,
-        batch_size=32,
-        rounds=2,
-    )
+    cfg = _lstm(tiny, sequence_size=300, dropout=0.3, epochs=4, rounds=2)
     results = train(cfg, verbose=False, write=False)
     assert results["best_value"] > 0.65  # balanced binary labels: chance is 0.5
 

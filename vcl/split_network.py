@@ -63,6 +63,11 @@ def cnn_top(shape: tuple[int, int, int], classes: int, hidden: int = 128, channe
         nn.MaxPool2d(2, ceil_mode=True),
         nn.Flatten(),
     )
+    return _with_head(trunk, shape, channels, hidden, classes)
+
+
+def _with_head(trunk: nn.Sequential, shape, channels: int, hidden: int, classes: int) -> nn.Sequential:
+    """``trunk`` then two fully connected layers, sized by a dry run on one (channels, H, W) input."""
     with torch.no_grad():
         flat = trunk(torch.zeros(1, channels, *shape[1:])).shape[1]
     return nn.Sequential(*trunk, nn.Linear(flat, hidden), nn.ReLU(), nn.Linear(hidden, classes))
@@ -79,9 +84,7 @@ def cifar_cnn_top(shape: tuple[int, int, int], classes: int, hidden: int = 128, 
         nn.MaxPool2d(2, ceil_mode=True),
         nn.Flatten(),
     )
-    with torch.no_grad():
-        flat = trunk(torch.zeros(1, channels, *shape[1:])).shape[1]
-    return nn.Sequential(*trunk, nn.Linear(flat, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+    return _with_head(trunk, shape, channels, hidden, classes)
 
 
 # the paper's central CNNs: (first-convolution kernel, C's part above it)
