@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import zipfile
 from pathlib import Path
 
@@ -45,7 +46,8 @@ def load_checkpoint(path: Path) -> dict:
         with torch.serialization.safe_globals(_numpy_globals()):
             state = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as err:
-        what = str(err).split("WeightsUnpickler error:")[-1].strip().splitlines()[0][:160]
+        found = re.search(r"Unsupported (global: GLOBAL \S+|operand \d+)", str(err))
+        what = found.group(0) if found else "objects beyond tensors and plain values"
         raise VCLInputError(f"checkpoint {path} holds something other than data ({what}); refusing it: {fix}") from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
         reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
