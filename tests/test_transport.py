@@ -4,7 +4,16 @@ import pytest
 import torch
 
 from datamodules import TabularDataModule
-from vcl.messages import FittedValues, PredictionRequest, PseudoResidual
+from vcl.messages import (
+    Ack,
+    ClassVotes,
+    Discarded,
+    FittedValues,
+    IgnoranceScores,
+    ModelsReport,
+    PredictionRequest,
+    PseudoResidual,
+)
 from vcl.methods import build_protocol
 from vcl.runner import Run, run_rounds
 from vcl.transport import LOCAL_CALLS, LocalTransport
@@ -85,6 +94,84 @@ def test_the_gal_family_runs_with_every_party_behind_the_guard(tiny, case):
     torch.manual_seed(0)
     plain = results(protocol_for(cfg), cfg)
     assert guarded == plain
+
+
+ASCII = dict(learner=["tree"], max_depth=2, organizations=4, rounds=3)
+ASCII_CASES = {
+    "ascii": {"method": "ascii"},
+    "ascii paper alpha": {"method": "ascii", "ascii_alpha": "paper"},
+    "ascii_simple": {"method": "ascii_simple"},
+    "ascii_random paper alpha": {"method": "ascii_random", "ascii_alpha": "paper"},
+    "ensemble_adaboost": {"method": "ensemble_adaboost"},
+    "single": {"method": "single"},
+    "oracle": {"method": "oracle"},
+    "ascii alpha stop": {"method": "ascii", "ascii_alpha": "paper", "organizations": 6, "max_depth": 1},
+}
+
+
+@pytest.mark.parametrize("case", list(ASCII_CASES))
+def test_ascii_runs_with_every_agent_behind_the_guard(tiny, case):
+    """Same results and the same bytes per round; the scores go agent to agent, never back to Alice."""
+    cfg = tiny(**{**ASCII, **ASCII_CASES[case]})
+    torch.manual_seed(0)
+    protocol = guard(protocol_for(cfg))
+    sent, replies = [], []
+    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    request_all = protocol.federation.transport.request_all
+
+    def tapped(requests):
+        out = request_all(requests)
+        replies.extend(out)
+        return out
+
+    protocol.federation.transport.request_all = tapped
+    guarded = results(protocol, cfg)
+    torch.manual_seed(0)
+    plain = results(protocol_for(cfg), cfg)
+    assert guarded == plain
+    # what Alice's coordinator gets back: acknowledgements, votes with α, discarded models, model counts
+    assert {type(r) for r in replies} <= {Ack, ClassVotes, Discarded, ModelsReport}
+    # the scores crossed (counted once each, agent → next agent) without ever being a reply to Alice
+    assert any(isinstance(m, IgnoranceScores) for m in sent)
+    assert "carry" not in protocol.state_dict()  # the scores wait at the agent that gets them, not at Alice
+    if case == "ascii alpha stop":
+        assert guarded["rounds"][-1]["stopped"].startswith("alpha <= 0") and Discarded in {type(r) for r in replies}
+
+
+def test_an_ascii_checkpoint_is_data_only_and_resumes_the_chain(tiny, tmp_path):
+    """The scores in flight between rounds sit in the receiving agent's checkpoint, loadable as weights only."""
+    cfg = tiny(**{**ASCII, "method": "ascii", "ascii_alpha": "paper"})
+    full = protocol_for(cfg)
+    for _ in range(3):
+        full.run_round()
+    cut = protocol_for(cfg)
+    cut.run_round()
+    torch.save(cut.state_dict(), tmp_path / "state.pt")
+    resumed = guard(protocol_for(cfg))
+    resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
+    for _ in range(2):
+        resumed.run_round()
+    assert [r["alphas"] for r in resumed.history] == [r["alphas"] for r in full.history]
+    assert resumed.federation.channel.bytes_by_round() == full.federation.channel.bytes_by_round()
+    torch.testing.assert_close(resumed.F["test"], full.F["test"])
+
+
+class Chatty:
+    """A party that sends a message in another party's name."""
+
+    name = "org1"
+
+    def handle(self, message):
+        return Ack("org1", message.sender, message.round)
+
+    def outgoing(self):
+        return [IgnoranceScores("org2", "org3", 1, scores=torch.ones(3), alphas=torch.ones(0))]
+
+
+def test_a_party_to_party_message_must_come_from_its_sender():
+    transport = LocalTransport({"alice": Chatty(), "org1": Chatty(), "org3": Chatty()})
+    with pytest.raises(ValueError, match="cannot send"):
+        transport.request("org1", PredictionRequest("alice", "org1", 0, "test"))
 
 
 def test_the_ledger_counts_every_message_and_reply_the_same_for_concurrent_and_sequential(tiny):

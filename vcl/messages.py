@@ -139,6 +139,44 @@ class ClassVotes(Message):
 
 
 @dataclass(frozen=True)
+class Interchange(Message):
+    """ASCII, Alice → agent: take your hop of round ``round`` (Algorithm 1, lines 3–10) on the ignorance scores
+    the transport delivered to you, and pass yours on to ``next``. Public facts only, no tensor: the agent's
+    place in the round's order (``position`` 0 starts the round), whether ``next`` is in this round (False on
+    the last hop: the scores start the next round), whether ``next`` knows the round's start scores, whether α
+    is the paper's joint one (``ascii_alpha=paper``, the α's travel on), and the seed of the agent's model."""
+
+    position: int = 0
+    next: str = ""
+    next_in_round: bool = True
+    next_knows_start: bool = True
+    joint: bool = False
+    seed: int = 0
+
+    def payload(self) -> dict[str, Tensor]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Discarded(Message):
+    """ASCII, agent → Alice: its model's α ≤ 0, so the model is discarded and passes nothing on (Algorithm 1,
+    lines 5 and 8); ``alpha`` is the number itself. No tensor."""
+
+    alpha: float = 0.0
+
+    def payload(self) -> dict[str, Tensor]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Ack(Message):
+    """A party → Alice: a message that asks for nothing back (ASCII's labels) arrived. No tensor."""
+
+    def payload(self) -> dict[str, Tensor]:
+        return {}
+
+
+@dataclass(frozen=True)
 class AnchorShare(Message):
     """DC worker → worker: its contribution to the shared anchor data (column ranges for DC(rand), a
     perturbed low-rank approximation for DC(TSVD), raw rows for DC(raw); DC(SMOTE) needs none)."""

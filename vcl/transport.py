@@ -9,7 +9,13 @@ same way whatever carries it, so a run's byte counts do not depend on the transp
 received a fit request (a pseudo-residual, or labels) and share a learner architecture together in
 one vmapped pass (:mod:`models.concurrent`) — a simulation speed-up inside the transport that no
 protocol knows about; ``concurrent=False`` is the sequential reference (each party's ``handle``).
-A transport that puts each party in its own process implements the same two calls.
+
+Some messages go from party to party, never through Alice (ASCII's ignorance scores, agent → next
+agent): a party that handles a request may leave such messages in its outbox, and after the request the
+transport relays each one — counted once in the ledger, sender → receiver, and handed to the receiving
+party's ``handle`` (which answers nothing). The coordinator neither sees nor holds them.
+A transport that puts each party in its own process implements the same calls (``deliver``,
+``outgoing``, ``forward``).
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from vcl.messages import Channel, Labels, Message, PseudoResidual
 
 FIT_REQUESTS = (PseudoResidual, Labels)
 # What the local transport calls on a party besides ``handle``: the two halves of a fit, for the batched
-# executor (:func:`run_jobs`), and the party's own checkpoint.
-LOCAL_CALLS = ("begin_fit", "finish_fit", "state_dict", "load_state_dict")
+# executor (:func:`run_jobs`), the party's outbox of party-to-party messages, and its own checkpoint.
+LOCAL_CALLS = ("begin_fit", "finish_fit", "outgoing", "state_dict", "load_state_dict")
 
 
 class Transport:
@@ -42,10 +48,31 @@ class Transport:
             if party not in self.names or message.receiver != party:
                 raise ValueError(f"a {message.kind} for {message.receiver!r} cannot go to party {party!r}.")
         delivered = [(party, self.channel.send(message)) for party, message in requests]
-        return [self.channel.send(reply) for reply in self.deliver(delivered)]
+        replies = [self.channel.send(reply) for reply in self.deliver(delivered)]
+        self.relay(list(dict.fromkeys(party for party, _ in requests)))
+        return replies
+
+    def relay(self, parties: list[str]) -> None:
+        """Deliver what ``parties`` addressed to other parties: each message counted once (sender → receiver)
+        and handed to its receiver, in the order sent. Alice's coordinator never gets these messages."""
+        for party in parties:
+            for message in self.outgoing(party):
+                if message.sender != party or message.receiver not in self.names:
+                    raise ValueError(
+                        f"{party!r} cannot send a {message.kind} from {message.sender!r} to {message.receiver!r}."
+                    )
+                self.forward(message.receiver, self.channel.send(message))
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
         """The replies to already counted messages (what a transport implements)."""
+        raise NotImplementedError
+
+    def outgoing(self, party: str) -> list[Message]:
+        """The messages ``party`` has sent to other parties since last asked (what a transport implements)."""
+        raise NotImplementedError
+
+    def forward(self, party: str, message: Message) -> None:
+        """Hand an already counted party-to-party message to ``party``; it answers nothing."""
         raise NotImplementedError
 
     def state_dict(self) -> list[dict]:
@@ -83,6 +110,15 @@ class LocalTransport(Transport):
             if replies[i] is None:
                 replies[i] = self._parties[party].handle(message)
         return replies
+
+    def outgoing(self, party: str) -> list[Message]:
+        take = getattr(self._parties[party], "outgoing", None)  # parties that never message each other have none
+        return [] if take is None else take()
+
+    def forward(self, party: str, message: Message) -> None:
+        reply = self._parties[party].handle(message)
+        if reply is not None:
+            raise TypeError(f"{party} answered a {message.kind} from {message.sender}: it expects no reply.")
 
     def state_dict(self) -> list[dict]:
         return [self._parties[n].state_dict() for n in self.names]

@@ -31,6 +31,22 @@ Variants (Section V): ``simple`` (α from the agent's own loss only, eq. 9; no �
 agents' SAMME predictions). One agent (Single: Alice alone; Oracle: one agent with every feature)
 makes ASCII exactly SAMME. Stop: an agent's α ≤ 0 ends the run, that model discarded (Algorithm 1,
 lines 5 and 8), or — ``stop="cv"`` — validation accuracy that no longer improves (Section III-C).
+
+Behind the transport (:mod:`vcl.transport`), Alice's coordinator reaches the agents only by messages and
+sees only what the paper gives her. Round 1 opens with :class:`Labels` to every agent (answered by an empty
+:class:`Ack`). Each hop is an :class:`Interchange` request from Alice to the agent: the public facts of the
+hop (round, position, next agent, whether the next agent is in this round and knows its start scores, the
+α rule, the model's seed), no tensor. The agent fits on the :class:`IgnoranceScores` in its inbox (none in
+round 1: w = 1) and replies with :class:`ClassVotes` (its α and its classes on its rows), or with
+:class:`Discarded` (α ≤ 0, the number only). The scores it passes on go to its outbox; after the request the
+transport relays them to the next agent (counted once in the ledger, agent → agent; to itself in
+Ensemble-AdaBoost, so nothing crosses), whose ``handle`` keeps them for its hop. The coordinator never holds
+the scores, not even as an opaque reference: between hops and rounds they wait in the receiving agent's
+inbox, which is part of that agent's checkpoint (a dict of the message's fields, data only). Alice's own
+checkpoint is round, votes, order facts and stop state. The prediction stage is a :class:`PredictionRequest`
+answered with :class:`ClassVotes`. Ack, Interchange and Discarded carry no tensor, so the ledger's bytes
+are those of the scores, the labels and the votes, as before the transport; the α's Alice records are the
+float32 α's of the votes she receives.
 """
 
 from __future__ import annotations
@@ -43,7 +59,18 @@ import torch
 from torch import Tensor
 
 from models import ClassifierSettings, build_classifier
-from vcl.messages import ClassVotes, IgnoranceScores, Labels, PredictionRequest, as_classes, as_float
+from vcl.messages import (
+    Ack,
+    ClassVotes,
+    Discarded,
+    IgnoranceScores,
+    Interchange,
+    Labels,
+    Message,
+    PredictionRequest,
+    as_classes,
+    as_float,
+)
 from vcl.organization import Organization, seed_for
 from vcl.protocols.base import Protocol
 
@@ -94,20 +121,9 @@ def exponential_loss(votes: Tensor, labels: Tensor) -> float:
 
 
 # --- an agent: what runs inside an organization ------------------------------------------------------
-@dataclass(frozen=True)
-class Hop:
-    """Public facts of one hop: the round, the agent's place in its order, and who gets the scores next."""
-
-    round: int
-    position: int  # 0: the agent starts the round with the scores it receives
-    receiver: str
-    receiver_in_round: bool  # False on the last hop: the scores start the next round
-    receiver_knows_start: bool  # the receiver produced this round's start scores (or they are the initial ones)
-    joint: bool  # ASCII with alpha="paper": α by eqs 11/13 and the α's travel on; False: eq. 9 on the scores
-
-
 class IgnoranceAgent(Organization):
-    """An organization in the ASCII chain: its features, classifiers and α's, and its copy of the labels."""
+    """An organization in the ASCII chain: its features, classifiers and α's, its copy of the labels, and the
+    ignorance scores the previous agent sent it (its inbox) until its hop uses them."""
 
     def __init__(self, view, learner: str, settings, classifier: ClassifierSettings, num_classes: int, device="cpu"):
         super().__init__(view, learner, "ce", settings, device)
@@ -116,16 +132,36 @@ class IgnoranceAgent(Organization):
         self.labels: Tensor | None = None
         self.alphas: list[float] = []
         self._start: tuple[int, Tensor] | None = None  # (round, scores) it sent that started that round
+        self._inbox: IgnoranceScores | None = None  # the scores the transport delivered, for the next hop
+        self._outbox: list[IgnoranceScores] = []  # the scores it sent, until the transport relays them
 
     def _new_learner(self, out_features: int, seed: int, loss: str | None = None):
         return build_classifier(
             self.learner_name, self.num_features, out_features, seed, self.settings, self.classifier
         )
 
-    def receive_labels(self, message: Labels) -> None:
-        self.labels = message.values.to(self._view.splits["train"].device).long()
+    def handle(self, message: Message) -> Message | None:
+        """Labels → :class:`Ack`; :class:`Interchange` → :class:`ClassVotes` (or :class:`Discarded`), its scores
+        left for the transport to relay; :class:`IgnoranceScores` from another agent → kept, no reply;
+        :class:`PredictionRequest` → :class:`ClassVotes`; :class:`ModelsRequest` → :class:`ModelsReport`."""
+        if isinstance(message, Labels):
+            self.labels = message.values.to(self._view.splits["train"].device).long()
+            return Ack(self.name, message.sender, message.round)
+        if isinstance(message, IgnoranceScores):
+            if message.receiver != self.name:
+                raise ValueError(f"{self.name} got scores for {message.receiver}.")
+            self._inbox = message
+            return None
+        if isinstance(message, Interchange):
+            return self.interchange(message)
+        return super().handle(message)
 
-    def _round_start(self, message: IgnoranceScores, hop: Hop) -> Tensor:
+    def outgoing(self) -> list[IgnoranceScores]:
+        """The scores sent to the next agent since last asked (the transport relays them)."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    def _round_start(self, message: IgnoranceScores, hop: Interchange) -> Tensor:
         if message.round_start is not None:
             return message.round_start
         if self._start is not None and self._start[0] == hop.round:
@@ -136,13 +172,11 @@ class IgnoranceAgent(Organization):
             f"{self.name} cannot know the start scores of round {hop.round}; the sender must attach them."
         )
 
-    def interchange(
-        self, message: IgnoranceScores | None, hop: Hop, alice: str, seed: int
-    ) -> tuple[IgnoranceScores | None, ClassVotes | None, float]:
-        """One hop (Algorithm 1, lines 3–10): WST, α, the scores passed on, and the votes for Alice.
-
-        Returns ``(None, None, α)`` when α ≤ 0: the model is discarded and the run stops.
+    def interchange(self, hop: Interchange) -> ClassVotes | Discarded:
+        """One hop (Algorithm 1, lines 3–10) on the scores in the inbox: WST, α, the scores passed on (to the
+        outbox), and the votes for Alice. :class:`Discarded` when α ≤ 0: the model is dropped, nothing passed on.
         """
+        message, self._inbox = self._inbox, None
         y, x = self.labels, self._view.splits["train"]
         w = torch.ones(y.shape[0], dtype=torch.float64, device=x.device) if message is None else message.scores
         w = w.to(x.device, torch.float64)
@@ -150,34 +184,35 @@ class IgnoranceAgent(Organization):
         if hop.joint:
             start = w if hop.position == 0 else self._round_start(message, hop).to(x.device)
             joint = None if hop.position == 0 else joint_factor(w, start)
-        learner = self._new_learner(self.num_classes, seed)
+        learner = self._new_learner(self.num_classes, hop.seed)
         learner.fit(x, y, w)
         predicted = learner.predict(x)
         r = (predicted == y).to(torch.float64)
         alpha = model_weight(w, r, self.num_classes, joint)
         if not alpha > 0:
-            return None, None, alpha
-        self._models.append((hop.round, seed, self.num_classes, learner))
+            return Discarded(self.name, hop.sender, hop.round, alpha)
+        self._models.append((hop.round, hop.seed, self.num_classes, learner))
         self.alphas.append(alpha)
         scores = as_float(pass_on(w, r, alpha))
         before = message.alphas.tolist() if (message is not None and hop.position > 0 and hop.joint) else []
-        attach = hop.joint and hop.receiver_in_round and not hop.receiver_knows_start
-        if not hop.receiver_in_round:
+        attach = hop.joint and hop.next_in_round and not hop.next_knows_start
+        if not hop.next_in_round:
             self._start = (hop.round + 1, scores)
-        out = IgnoranceScores(
-            self.name,
-            hop.receiver,
-            hop.round,
-            scores=scores,
-            alphas=torch.tensor(before + [alpha] if hop.joint else [], dtype=torch.float32),
-            round_start=as_float(start) if attach else None,
+        self._outbox.append(
+            IgnoranceScores(
+                self.name,
+                hop.next,
+                hop.round,
+                scores=scores,
+                alphas=torch.tensor(before + [alpha] if hop.joint else [], dtype=torch.float32),
+                round_start=as_float(start) if attach else None,
+            )
         )
         classes = {
             s: as_classes(predicted if s == "train" else learner.predict(v), self.num_classes)
             for s, v in self._view.splits.items()
         }
-        votes = ClassVotes(self.name, alice, hop.round, torch.tensor([alpha], dtype=torch.float32), classes)
-        return out, votes, alpha
+        return ClassVotes(self.name, hop.sender, hop.round, torch.tensor([alpha], dtype=torch.float32), classes)
 
     def predict(self, message: PredictionRequest) -> ClassVotes:
         """Prediction stage: every round classifier's classes on the agent's own rows, with its α's."""
@@ -187,11 +222,20 @@ class IgnoranceAgent(Organization):
         return ClassVotes(self.name, message.sender, message.round, alphas, classes)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "labels": self.labels, "alphas": list(self.alphas), "start": self._start}
+        inbox = None if self._inbox is None else {f.name: getattr(self._inbox, f.name) for f in fields(self._inbox)}
+        return {
+            **super().state_dict(),
+            "labels": self.labels,
+            "alphas": list(self.alphas),
+            "start": self._start,
+            "inbox": inbox,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.labels, self.alphas, self._start = state["labels"], list(state["alphas"]), state["start"]
+        self._inbox = None if state["inbox"] is None else IgnoranceScores(**state["inbox"])
+        self._outbox = []
 
 
 # --- the protocol: Alice's view of the chain ---------------------------------------------------------
@@ -224,31 +268,26 @@ class AssistedClassification(Protocol):
         self.agent_votes = (
             {s: torch.zeros(m, *f.shape, device=f.device) for s, f in self.F.items()} if self.ensemble else None
         )
-        self.carry: list[IgnoranceScores | None] = [None] * (m if self.ensemble else 1)
         self.active = [True] * m
         self.previous_last: int | None = None
         self.best_val: float | None = None
         self.since_best = 0
         self.num_classes = k
 
-    @property
-    def agents(self) -> list[IgnoranceAgent]:
-        return [self.federation.transport.party(n) for n in self.federation.names]  # not yet behind messages
-
     def stored_parameters(self) -> int:
-        return sum(a.stored_parameters() for a in self.agents)
+        return sum(r.parameters for r in self.federation.models(self.round))
 
     def order(self, t: int) -> list[int]:
         """The chain of round t: 1 → … → M, or (``random``) a permutation every agent can draw from the seed."""
-        m = len(self.agents)
+        m = len(self.federation)
         if self.options.variant == "random":
             return np.random.RandomState(seed_for(self.seed, t, 0xA5C11)).permutation(m).tolist()
         return list(range(m))
 
     def _send_labels(self) -> None:
         y = as_classes(self.labels["train"], self.num_classes)
-        for agent in self.agents:
-            agent.receive_labels(self.federation.channel.send(Labels(self.federation.alice, agent.name, 1, y)))
+        for name in self.federation.names:
+            self.federation.transport.request(name, Labels(self.federation.alice, name, 1, y))
 
     def _add_votes(self, m: int, votes: ClassVotes) -> None:
         alpha = float(votes.alphas[0])
@@ -265,46 +304,44 @@ class AssistedClassification(Protocol):
         has_model = (votes.abs().sum((1, 2)) > 0).to(votes.dtype)
         return torch.einsum("m,mnk->nk", has_model, ballots)
 
-    def _hop(self, t: int, order: list[int], position: int, receiver: int, in_round: bool) -> Hop:
-        return Hop(
-            round=t,
+    def _hop(self, t: int, m: int, position: int, receiver: int, in_round: bool) -> ClassVotes | Discarded:
+        """Ask agent ``m`` for its hop; its scores go to ``receiver`` through the transport, not through Alice."""
+        names = self.federation.names
+        request = Interchange(
+            self.federation.alice,
+            names[m],
+            t,
             position=position,
-            receiver=self.agents[receiver].name,
-            receiver_in_round=in_round,
-            receiver_knows_start=t == 1 or receiver == self.previous_last,
+            next=names[receiver],
+            next_in_round=in_round,
+            next_knows_start=t == 1 or receiver == self.previous_last,
             joint=self.options.alpha == "paper" and self.options.variant != "simple" and not self.ensemble,
+            seed=seed_for(self.seed, t, m),
         )
+        return self.federation.transport.request(names[m], request)
 
     def _chain_round(self, t: int, alphas: list[float]) -> None:
-        channel, alice = self.federation.channel, self.federation.alice
         order, following = self.order(t), self.order(t + 1)
-        message = self.carry[0]
         for position, m in enumerate(order):
             last = position == len(order) - 1
-            receiver = following[0] if last else order[position + 1]
-            hop = self._hop(t, order, position, receiver, not last)
-            out, votes, alpha = self.agents[m].interchange(message, hop, alice, seed_for(self.seed, t, m))
-            if out is None:
-                self.stopped = f"alpha <= 0 ({self.agents[m].name}, round {t}: {alpha:.3g})"
+            reply = self._hop(t, m, position, following[0] if last else order[position + 1], not last)
+            if isinstance(reply, Discarded):
+                self.stopped = f"alpha <= 0 ({reply.sender}, round {t}: {reply.alpha:.3g})"
                 return
-            alphas[m] = alpha
-            self._add_votes(m, channel.send(votes))
-            message = channel.send(out)
-        self.carry[0], self.previous_last = message, order[-1]
+            alphas[m] = float(reply.alphas[0])
+            self._add_votes(m, reply)
+        self.previous_last = order[-1]
 
     def _ensemble_round(self, t: int, alphas: list[float]) -> None:
-        channel, alice = self.federation.channel, self.federation.alice
-        for m, agent in enumerate(self.agents):
+        for m in range(len(self.federation)):
             if not self.active[m]:
                 continue
-            hop = self._hop(t, [m], 0, m, False)
-            out, votes, alpha = agent.interchange(self.carry[m], hop, alice, seed_for(self.seed, t, m))
-            if out is None:
+            reply = self._hop(t, m, 0, m, False)  # its scores go to itself: nothing crosses
+            if isinstance(reply, Discarded):
                 self.active[m] = False
                 continue
-            alphas[m] = alpha
-            self._add_votes(m, channel.send(votes))
-            self.carry[m] = channel.send(out)  # to itself: nothing crosses
+            alphas[m] = float(reply.alphas[0])
+            self._add_votes(m, reply)
         self.F = {s: self._majority(v) for s, v in self.agent_votes.items()}
         if not any(self.active):
             self.stopped = f"alpha <= 0 for every agent (round {t})"
@@ -323,7 +360,7 @@ class AssistedClassification(Protocol):
         t = self.round + 1
         if t == 1:
             self._send_labels()
-        alphas = [0.0] * len(self.agents)
+        alphas = [0.0] * len(self.federation)
         if self.ensemble:
             self._ensemble_round(t, alphas)
         else:
@@ -334,7 +371,7 @@ class AssistedClassification(Protocol):
         kinds = ("Labels", "IgnoranceScores")
         return self._record(
             alphas=alphas,
-            order=self.order(t) if not self.ensemble else list(range(len(self.agents))),
+            order=self.order(t) if not self.ensemble else list(range(len(self.federation))),
             interchange_bytes=self.federation.channel.bytes_by_round(kinds).get(t, 0),
             stopped=self.stopped,
         )
@@ -351,17 +388,16 @@ class AssistedClassification(Protocol):
         The votes are added in the order Alice received them during the run (round by round, along each
         round's chain), so the prediction equals the running F bit for bit, ties included.
         """
-        channel, alice = self.federation.channel, self.federation.alice
+        alice = self.federation.alice
+        requests = [(n, PredictionRequest(alice, n, self.round, split)) for n in self.federation.names]
         votes: list[dict[int, Tensor]] = []
-        for agent in self.agents:
-            request = channel.send(PredictionRequest(alice, agent.name, self.round, split))
-            reply = channel.send(agent.predict(request))
+        for reply in self.federation.transport.request_all(requests):
             pairs = zip(reply.alphas.tolist(), reply.classes.items(), strict=True)
             votes.append({int(r): a * samme_code(c.long(), self.num_classes) for a, (r, c) in pairs})
         rows = next(v for by_round in votes for v in by_round.values()).shape[0]
         device = self.F["train"].device
         if self.ensemble:
-            stacked = torch.zeros(len(self.agents), rows, self.num_classes, device=device)
+            stacked = torch.zeros(len(self.federation), rows, self.num_classes, device=device)
             for m, by_round in enumerate(votes):
                 for t in sorted(by_round):
                     stacked[m] += by_round[t].to(device)
@@ -377,7 +413,6 @@ class AssistedClassification(Protocol):
         return {
             **super().state_dict(),
             "agent_votes": self.agent_votes,
-            "carry": [None if c is None else {f.name: getattr(c, f.name) for f in fields(c)} for c in self.carry],
             "active": list(self.active),
             "previous_last": self.previous_last,
             "best_val": self.best_val,
@@ -387,7 +422,6 @@ class AssistedClassification(Protocol):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.agent_votes, self.active = state["agent_votes"], state["active"]
-        self.carry = [None if c is None else IgnoranceScores(**c) for c in state["carry"]]
         self.previous_last, self.best_val, self.since_best = (
             state["previous_last"],
             state["best_val"],
