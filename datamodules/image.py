@@ -87,15 +87,38 @@ def download_torchvision(name: str, root: str | Path) -> None:
         ) from None
 
 
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickles plain values and numpy arrays only: CIFAR-10's batches are pickles, and a pickle may name
+    any callable to run; every global but numpy's array rebuilders is refused."""
+
+    ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+    }
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"it names {module}.{name}, which a CIFAR-10 batch never does")
+        return super().find_class(module, name)
+
+
 def _read_cifar10(root: Path) -> ImageSet:
-    """CIFAR-10's python format: ``cifar-10-batches-py/data_batch_1..5`` and ``test_batch`` (pickled dicts)."""
+    """CIFAR-10's python format: ``cifar-10-batches-py/data_batch_1..5`` and ``test_batch`` (pickled dicts,
+    read with :class:`_ArrayUnpickler`, so a crafted file cannot run code)."""
     base = root / "cifar-10-batches-py"
 
     def batches(names):
         xs, ys = [], []
         for n in names:
             with open(base / n, "rb") as f:
-                entry = pickle.load(f, encoding="latin1")
+                try:
+                    entry = _ArrayUnpickler(f, encoding="latin1").load()
+                except pickle.UnpicklingError as err:
+                    raise VCLInputError(
+                        f"{base / n} is not a CIFAR-10 batch ({err}); refusing it: replace it with the original file."
+                    ) from None
             xs.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
             ys.extend(entry["labels"])
         return np.concatenate(xs).astype(np.float32) / 255.0, np.asarray(ys, dtype=np.int64)

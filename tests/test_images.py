@@ -16,6 +16,7 @@ from datamodules import (
     split_image_views,
     synthetic_sequences,
 )
+from datamodules.image import load_images
 from tests.conftest import write_cifar_batches
 from vcl.errors import VCLInputError
 
@@ -99,6 +100,22 @@ def test_cifar10_reader_reads_generated_python_batches(tmp_path):
     dm.setup()
     assert len(dm.data.labels["train"]) == 20 and dm.data.num_classes == 4
     assert [tuple(v.splits["train"].shape[1:]) for v in dm.data.views] == [(3, 16, 16)] * 4
+
+
+def test_a_crafted_cifar_batch_runs_nothing_and_is_refused(tmp_path):
+    """CIFAR-10's batches are pickles: one whose loading would create a file is refused before it can."""
+    import pathlib
+    import pickle
+
+    class Touch:
+        def __reduce__(self):
+            return (pathlib.Path.touch, (tmp_path / "pwned",))
+
+    write_cifar_batches(tmp_path)
+    (tmp_path / "cifar-10-batches-py" / "test_batch").write_bytes(pickle.dumps({"data": Touch(), "labels": []}))
+    with pytest.raises(VCLInputError, match="is not a CIFAR-10 batch .*names pathlib"):
+        load_images("cifar10", tmp_path)
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_missing_files_and_offline_download_fail_clearly(tmp_path, monkeypatch):
