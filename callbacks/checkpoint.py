@@ -18,8 +18,10 @@ import torch
 
 from callbacks.base import RoundCallback
 from vcl.errors import VCLInputError
+from vcl.rundir import PARTIES
 
 KEYS = ("identity", "protocol", "records", "seconds")
+PARTY_KEYS = ("state", "party", "round")
 
 
 def atomic_torch_save(obj, path: Path) -> None:
@@ -39,8 +41,9 @@ def _numpy_globals() -> list:
     return [reconstruct, np.ndarray, np.dtype, *dtypes]
 
 
-def load_checkpoint(path: Path) -> dict:
-    """The run state in ``path``, loaded without executing anything from the file; refused if it is not one."""
+def load_checkpoint(path: Path, keys: tuple[str, ...] = KEYS) -> dict:
+    """The run state in ``path`` (a party's own state with ``keys=PARTY_KEYS``), loaded without executing
+    anything from the file; refused if it is not one."""
     fix = "start the run afresh (--overwrite) or point --out at another run."
     try:
         with torch.serialization.safe_globals(_numpy_globals()):
@@ -52,14 +55,23 @@ def load_checkpoint(path: Path) -> dict:
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
         reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
         raise VCLInputError(f"checkpoint {path} cannot be read ({reason}); it is damaged or not vcl's: {fix}") from None
-    if not isinstance(state, dict) or any(k not in state for k in KEYS) or not isinstance(state["identity"], dict):
+    if not isinstance(state, dict) or any(k not in state for k in keys) or not isinstance(state[keys[0]], dict):
         raise VCLInputError(f"checkpoint {path} is not a vcl run checkpoint: {fix}")
     return state
 
 
 class RoundCheckpoint(RoundCallback):
+    """After every round: each party saves its own state under ``parties/<name>/`` (where it runs), then the
+    coordinator's checkpoint, which holds only Alice's side, names the round; older party files go last."""
+
     filename = "last.ckpt"
 
+    def on_run_start(self, run) -> None:
+        run.protocol.federation.parties_in_state = False
+
     def on_round_end(self, run, record: dict) -> None:
+        transport = run.protocol.federation.transport
+        transport.save(run.out_dir / PARTIES, record["round"])
         atomic_torch_save(run.checkpoint(), run.out_dir / "checkpoints" / self.filename)
         run.saved_round = record["round"]
+        transport.prune(run.out_dir / PARTIES, record["round"])

@@ -93,8 +93,11 @@ def load_table(
     synthetic_test: int = 100000,
     seed: int = 0,
     root: str = "data",
+    only: int | None = None,
+    ids: list[str] | None = None,
 ) -> Table:
-    """``seed`` draws the generated datasets (ASCII's blobs, dc_artificial); the fixed ones ignore it.
+    """``only``/``ids``: one CSV organization's file alone (:func:`load_csv_organizations`).
+    ``seed`` draws the generated datasets (ASCII's blobs, dc_artificial); the fixed ones ignore it.
     ``root``: where files a user downloads live (``bank_marketing``)."""
     if dataset in SYNTHETIC:
         return synthetic_blobs(dataset, synthetic_train, synthetic_test, seed)
@@ -121,7 +124,7 @@ def load_table(
     if dataset == "dc_artificial":
         return dc_artificial(seed)
     if dataset == "csv":
-        return load_csv_organizations(csv_files, id_column, label_column, task)
+        return load_csv_organizations(csv_files, id_column, label_column, task, only, ids)
     if dataset == "bank_marketing":
         return bank_marketing(root)
     raise VCLInputError(f"dataset={dataset!r} is unknown; use one of {', '.join(DATASETS)}.")
@@ -251,56 +254,83 @@ def _number(value: str | None, path: Path, column: str, key: str) -> float:
     return x
 
 
-def load_csv_organizations(files, id_column="id", label_column="label", task=None) -> Table:
-    """One CSV per organization, inner-joined on ``id_column``; the first file (Alice's) holds the label."""
+def csv_ids(path, id_column="id") -> list[str]:
+    """The IDs in one organization's CSV file (what it offers for row alignment; no feature value)."""
+    return list(_read_csv(Path(path), id_column)[1])
+
+
+def shared_ids(id_lists: list[list[str]], id_column="id") -> list[str]:
+    """The IDs every organization holds, sorted: the aligned rows, in the order every party uses."""
+    shared = set(id_lists[0])
+    for ids in id_lists[1:]:
+        shared &= set(ids)
+    if not shared:
+        raise VCLInputError(f"the csv files share no value of {id_column!r}; they must describe the same people.")
+    return sorted(shared)
+
+
+def load_csv_organizations(files, id_column="id", label_column="label", task=None, only=None, ids=None) -> Table:
+    """One CSV per organization, inner-joined on ``id_column``; the first file (Alice's) holds the label.
+
+    ``only=k`` reads file k alone, on the rows ``ids`` (the shared IDs, from :func:`shared_ids`): what one
+    party loads where parties run apart. Its table has that file's columns only, and Alice's labels only
+    when k is 0 (another file's labels are zeros: it holds none).
+    """
     paths = [Path(f) for f in files]
     if len(paths) < 1:
         raise VCLInputError("dataset=csv needs csv_files: one CSV per organization, Alice's (with the label) first.")
     if task not in ("classification", "regression"):
         raise VCLInputError(f"dataset=csv needs task=classification or task=regression (got {task!r}).")
-    tables = [_read_csv(p, id_column) for p in paths]
-    if label_column not in tables[0][0]:
+    read = range(len(paths)) if only is None else [only]
+    tables = {k: _read_csv(paths[k], id_column) for k in read}
+    if 0 in tables and label_column not in tables[0][0]:
         raise VCLInputError(
             f"Alice's file {paths[0]} has no label column {label_column!r}; add it or set label_column."
         )
-    for p, (header, _) in zip(paths[1:], tables[1:], strict=True):
-        if label_column in header:
-            raise VCLInputError(f"csv file {p} also holds the label {label_column!r}; only Alice's (first) file may.")
-    shared = set(tables[0][1])
-    for _, rows in tables[1:]:
-        shared &= set(rows)
-    if not shared:
-        raise VCLInputError(f"the csv files share no value of {id_column!r}; they must describe the same people.")
-    ids = sorted(shared)
+    for k, (header, _) in tables.items():
+        if k > 0 and label_column in header:
+            raise VCLInputError(
+                f"csv file {paths[k]} also holds the label {label_column!r}; only Alice's (first) file may."
+            )
+    if ids is None:
+        ids = shared_ids([list(rows) for _, rows in tables.values()], id_column)
     columns, groups, blocks, seen = [], [], [], set()
-    for p, (header, rows) in zip(paths, tables, strict=True):
+    for k, (header, rows) in tables.items():
+        p = paths[k]
         feats = [c for c in header if c != label_column]
         if not feats:
             raise VCLInputError(f"csv file {p} has no feature columns; every organization needs at least one.")
+        missing = next((key for key in ids if key not in rows), None)
+        if missing is not None:
+            raise VCLInputError(f"csv file {p} has no row for ID {missing!r}; the parties' IDs changed since alignment.")
         groups.append(list(range(len(columns), len(columns) + len(feats))))
         for c in feats:
             name = f"{p.stem}.{c}" if c in seen else c
             seen.add(c)
             columns.append(name)
-        blocks.append(np.array([[_number(rows[k][c], p, c, k) for c in feats] for k in ids], dtype=np.float64))
-    raw_labels = [tables[0][1][k][label_column] for k in ids]
-    if any(v in (None, "") for v in raw_labels):
-        raise VCLInputError(f"Alice's file {paths[0]} has empty labels in {label_column!r}; fill them in.")
-    if task == "regression":
-        y = np.array([_number(v, paths[0], label_column, k) for v, k in zip(raw_labels, ids, strict=True)])
-        table = _finish(np.hstack(blocks), y, columns, task)
+        blocks.append(np.array([[_number(rows[key][c], p, c, key) for c in feats] for key in ids], dtype=np.float64))
+    if 0 not in tables:  # another organization's own file: its features, no labels
+        table = Table(np.hstack(blocks), np.zeros(len(ids), dtype=np.int64), columns, task)
     else:
-        numeric = [_maybe_float(v) for v in raw_labels]
-        if all(v is not None for v in numeric) and any(v != int(v) for v in numeric):
-            raise VCLInputError(
-                f"label column {label_column!r} holds non-integer numbers but task=classification; "
-                "use task=regression or class labels."
-            )
-        table = _finish(
-            np.hstack(blocks), np.array(raw_labels), columns, task, f"label column {label_column!r} in {paths[0]}"
-        )
-    table.groups, table.group_names, table.ids = groups, [p.stem for p in paths], ids
+        table = _csv_labels(np.hstack(blocks), tables[0][1], ids, columns, paths[0], label_column, task)
+    table.groups, table.group_names, table.ids = groups, [paths[k].stem for k in tables], ids
     return table
+
+
+def _csv_labels(X, rows, ids, columns, path, label_column, task) -> Table:
+    raw_labels = [rows[k][label_column] for k in ids]
+    if any(v in (None, "") for v in raw_labels):
+        raise VCLInputError(f"Alice's file {path} has empty labels in {label_column!r}; fill them in.")
+    if task == "regression":
+        y = np.array([_number(v, path, label_column, k) for v, k in zip(raw_labels, ids, strict=True)])
+        return _finish(X, y, columns, task)
+    numeric = [_maybe_float(v) for v in raw_labels]
+    if all(v is not None for v in numeric) and any(v != int(v) for v in numeric):
+        raise VCLInputError(
+            f"label column {label_column!r} holds non-integer numbers but task=classification; "
+            "use task=regression or class labels."
+        )
+    return _finish(X, np.array(raw_labels), columns, task, f"label column {label_column!r} in {path}")
 
 
 def _maybe_float(v: str) -> float | None:

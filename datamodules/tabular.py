@@ -161,6 +161,8 @@ class TabularDataModule(VerticalDataModule):
         synthetic_train: int = 1000,
         synthetic_test: int = 100000,
         root: str = "data",
+        only: int | None = None,
+        ids: list[str] | None = None,
     ):
         super().__init__()
         check_fractions(test_fraction, val_fraction)
@@ -176,6 +178,7 @@ class TabularDataModule(VerticalDataModule):
         self.id_column, self.label_column, self.task = id_column, label_column, task
         self.batch_size = batch_size
         self.synthetic_train, self.synthetic_test = synthetic_train, synthetic_test
+        self.only, self.ids = only, ids  # dataset=csv: read organization ``only``'s file alone, on rows ``ids``
         self.data: VerticalData | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -191,6 +194,8 @@ class TabularDataModule(VerticalDataModule):
             self.synthetic_test,
             seed=self.split_seed,
             root=self.root,
+            only=self.only,
+            ids=self.ids,
         )
         self.data = self.split(table)
 

@@ -18,6 +18,8 @@ from vcl.errors import VCLInputError
 ASCII_METHODS = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
 DC_METHODS = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
 MPDL_METHODS = ("mpdl", "ftl")
+# Where parties run, not what they compute: a run may resume on another transport.
+RUNTIME = ("transport", "ray_address", "party_cpus", "party_gpus", "party_nodes")
 METHODS = ("gal", "alone", "joint", "al", "late", "interm", *ASCII_METHODS, *DC_METHODS, *MPDL_METHODS)
 
 
@@ -125,6 +127,23 @@ class RunConfig:
     concurrent: bool = _f(True, "fit same-architecture organizations in one pass (false: sequential)")
     device: str = _f(
         "auto", "cpu, cuda, cuda:N, or auto (cuda when available); cuda with several GPUs spreads organizations"
+    )
+    transport: str = _f(
+        "local",
+        "how Alice's coordinator reaches the parties: local (in this process) or ray (one Ray actor per party, "
+        "each loading only its own data)",
+    )
+    ray_address: str = _f("", "transport=ray: the Ray cluster to join (auto, or host:port); empty starts a local one")
+    party_cpus: list = _f(
+        [1.0], "transport=ray: CPUs per party actor (its torch threads), one for all or one per party", item="float"
+    )
+    party_gpus: list = _f(
+        [0.0], "transport=ray: GPUs per party actor (fractions share a GPU), one for all or one per party", item="float"
+    )
+    party_nodes: list = _f(
+        [""],
+        "transport=ray: a custom Ray resource per party (e.g. node_bob, from `ray start --resources`) that pins "
+        "its actor to the machine holding its data; empty: anywhere",
     )
     compare: list = _f(
         ["alone"],
@@ -259,7 +278,7 @@ class RunConfig:
     def identity(self) -> dict:
         """The settings a resumed run must share with its checkpoint (all but where/how long/how shown)."""
         d = self.to_dict()
-        for k in ("rounds", "out", "compare", "early_stop_eta", "device", "concurrent", "engine", "download"):
+        for k in ("rounds", "out", "compare", "early_stop_eta", "device", "concurrent", "engine", "download", *RUNTIME):
             d.pop(k)
         return d
 

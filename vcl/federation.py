@@ -30,6 +30,7 @@ class Federation:
         self.privacy = privacy  # a vcl.privacy mechanism applied to what Alice sends to the others
         # "others": Alice fits her own model on the clean residual; "all": on the same perturbed broadcast
         self.privacy_scope = privacy_scope
+        self.parties_in_state = True  # False: each party checkpoints itself (Transport.save), not in Alice's state
 
     @property
     def channel(self) -> Channel:
@@ -89,8 +90,14 @@ class Federation:
         return self.transport.request_all((n, ModelsRequest(self.alice, n, round_)) for n in self.names)
 
     def state_dict(self) -> dict:
-        return {"channel": self.channel.state_dict(), "organizations": self.transport.state_dict()}
+        """Alice's ledger, and the parties' states too unless each party keeps its own
+        (``parties_in_state = False``: a run's checkpoints, :class:`callbacks.RoundCheckpoint`)."""
+        state = {"channel": self.channel.state_dict()}
+        if self.parties_in_state:
+            state["organizations"] = self.transport.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.channel.load_state_dict(state["channel"])
-        self.transport.load_state_dict(state["organizations"])
+        if "organizations" in state:
+            self.transport.load_state_dict(state["organizations"])

@@ -363,6 +363,19 @@ class MessageRecord:
         return self.sender != self.receiver
 
 
+def record_of(message: Message) -> MessageRecord:
+    """The ledger's line for a message: its kind, ends, round, tensor shapes and bytes."""
+    payload = message.payload()
+    return MessageRecord(
+        round=message.round,
+        kind=message.kind,
+        sender=message.sender,
+        receiver=message.receiver,
+        shapes={k: list(v.shape) for k, v in payload.items()},
+        nbytes=sum(_nbytes(v) for v in payload.values()),
+    )
+
+
 class Channel:
     """The ledger: records every message that crosses (its kind, shapes and bytes per round).
 
@@ -377,18 +390,12 @@ class Channel:
         self.records: list[MessageRecord] = []
 
     def send(self, message: Message) -> Message:
-        payload = message.payload()
-        self.records.append(
-            MessageRecord(
-                round=message.round,
-                kind=message.kind,
-                sender=message.sender,
-                receiver=message.receiver,
-                shapes={k: list(v.shape) for k, v in payload.items()},
-                nbytes=sum(_nbytes(v) for v in payload.values()),
-            )
-        )
+        self.records.append(record_of(message))
         return self.transport(message)
+
+    def add(self, record: MessageRecord) -> None:
+        """Count a message the transport carried without this process holding it (party to party)."""
+        self.records.append(record)
 
     def bytes_by_round(self, kinds: tuple[str, ...] | None = None) -> dict[int, int]:
         """Bytes that crossed a boundary per round; ``kinds`` restricts to those message types."""

@@ -3,6 +3,8 @@ config and the split data."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from datamodules.grid import FEATURE_SPLITS, GridData
@@ -54,6 +56,7 @@ from vcl.protocols.dc import (
 from vcl.protocols.late import FUSIONS
 from vcl.psi import check_psi_bits
 from vcl.tasks import Task
+from vcl.transport import LocalTransport, Transport
 
 REGRESSION_L1_DATASETS = ("diabetes", "boston")
 
@@ -425,6 +428,82 @@ def build_collaboration(config: RunConfig, data: GridData, method: str) -> Proto
     return protocol
 
 
+@dataclass
+class PartyPlan:
+    """What every organization of a GAL-family or ASCII run is: its view, learner, local loss, output noise."""
+
+    views: list[FeatureView]
+    learners: list[str]
+    losses: list[str]
+    noisy: set[int]
+    settings: LearnerSettings
+
+
+def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPlan:
+    """The organizations ``method`` runs with (Alone: Alice only; Joint: one holding every feature). A view
+    without rows (a party that runs elsewhere, :func:`vcl.parties.hollow`) is planned but not transformed."""
+    task = make_task(config, data)
+    m_all = len(data.views)
+    blank = organization_set(config.noninformative_organizations, m_all, "noninformative_organizations")
+    views = [
+        noninformative(v, seed_for(config.seed, m, 0xB1A)) if m in blank and v.splits else v
+        for m, v in enumerate(data.views)
+    ]
+    views = views_for(method, views, data)
+    noisy = organization_set(config.noisy_organizations, m_all, "noisy_organizations") if config.noise_sigma else set()
+    learners = per_organization(config.learner, m_all, "learner")[: len(views)]
+    default_loss = "l1" if (config.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
+    losses = [default_loss if q == "auto" else q for q in per_organization(config.local_loss, m_all, "local_loss")]
+    for m, (v, name) in enumerate(zip(views, learners, strict=False)):
+        if v.splits and name not in DEEP and len(v.example_shape) > 1:
+            raise VCLInputError(
+                f"learner={name!r} for organization {m} takes rows, but it holds examples of shape {v.example_shape}; "
+                "use cnn (images), lstm (sequences), linear or mlp."
+            )
+    return PartyPlan(views, learners, losses[: len(views)], noisy, learner_settings(config, method))
+
+
+def build_parties(config: RunConfig, method: str, data: VerticalData, only: int | None = None) -> list:
+    """The parties of a GAL-family or ASCII run, Alice first: every one, or only party ``only`` (what a
+    party's own process builds from the config, :mod:`vcl.ray_transport`)."""
+    method = ascii_method(config, method)
+    plan = plan_parties(config, method, data)
+    places = organization_devices(resolve_device(config.device), len(plan.views))
+    which = range(len(plan.views)) if only is None else [only]
+    if method in ASCII_METHODS:
+        trees = ClassifierSettings(
+            max_depth=config.max_depth or None, n_trees=config.n_trees, resample=config.ascii_resample
+        )
+        return [
+            IgnoranceAgent(plan.views[m], plan.learners[m], plan.settings, trees, max(data.num_classes, 1), places[m])
+            for m in which
+        ]
+    return [
+        Organization(
+            plan.views[m],
+            plan.learners[m],
+            plan.losses[m],
+            plan.settings,
+            places[m],
+            output_noise=config.noise_sigma if m in plan.noisy else 0.0,
+            seed=config.seed,
+            place=m,
+        )
+        for m in which
+    ]
+
+
+def open_transport(config: RunConfig, method: str, data: VerticalData) -> Transport:
+    """How Alice reaches ``method``'s parties: in this process, or one Ray actor per party."""
+    if config.transport == "ray":
+        from vcl.ray_transport import RayTransport
+
+        names = [v.name for v in views_for(ascii_method(config, method), data.views, data)]
+        return RayTransport(config, method, names, data)
+    concurrent = config.concurrent and ascii_method(config, method) not in ASCII_METHODS
+    return LocalTransport(build_parties(config, method, data), concurrent=concurrent)
+
+
 def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str | None = None) -> Protocol:
     method = method or config.method
     if method in DC_METHODS:
@@ -436,50 +515,33 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
     method = ascii_method(config, method)
     device = resolve_device(config.device)
     task = make_task(config, data)
-    m_all = len(data.views)
-    blank = organization_set(config.noninformative_organizations, m_all, "noninformative_organizations")
-    views = [noninformative(v, seed_for(config.seed, m, 0xB1A)) if m in blank else v for m, v in enumerate(data.views)]
-    views = views_for(method, views, data)
-    noisy = organization_set(config.noisy_organizations, m_all, "noisy_organizations") if config.noise_sigma else set()
-    learners = per_organization(config.learner, m_all, "learner")[: len(views)]
-    default_loss = "l1" if (config.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
-    losses = [default_loss if q == "auto" else q for q in per_organization(config.local_loss, m_all, "local_loss")]
-    for m, (v, name) in enumerate(zip(views, learners, strict=False)):
-        if name not in DEEP and len(v.example_shape) > 1:
-            raise VCLInputError(
-                f"learner={name!r} for organization {m} takes rows, but it holds examples of shape {v.example_shape}; "
-                "use cnn (images), lstm (sequences), linear or mlp."
-            )
-    settings = learner_settings(config, method)
-    places = organization_devices(device, len(views))
-    orgs = [
-        Organization(
-            v,
-            lr,
-            q,
-            settings,
-            places[m],
-            output_noise=config.noise_sigma if m in noisy else 0.0,
-            seed=config.seed,
-            place=m,
-        )
-        for m, (v, lr, q) in enumerate(zip(views, learners, losses, strict=False))
-    ]
-    privacy = make_mechanism(config.privacy, config.privacy_alpha)
-    federation = Federation(orgs, concurrent=config.concurrent, privacy=privacy, privacy_scope=config.privacy_scope)
-    labels = {s: y.to(device) for s, y in data.labels.items()}
     if method in ASCII_METHODS:
-        return build_ascii(config, method, task, views, learners, settings, labels, device)
+        check_ascii_task(config, method, task)
+    plan = plan_parties(config, method, data)  # every setting checked before a party is built
+    labels = {s: y.to(device) for s, y in data.labels.items()}
+    transport = open_transport(config, method, data)
+    if method in ASCII_METHODS:
+        options = ASCIIOptions(
+            variant=ASCII_VARIANTS.get(method, "ascii"),
+            stop=config.ascii_stop,
+            patience=config.ascii_patience,
+            alpha=config.ascii_alpha,
+        )
+        protocol = AssistedClassification(task, Federation(transport=transport), labels, options, seed=config.seed)
+        protocol.name = method
+        return protocol
+    privacy = make_mechanism(config.privacy, config.privacy_alpha)
+    federation = Federation(transport=transport, privacy=privacy, privacy_scope=config.privacy_scope)
     if method == "late":
         return LateFusion(task, federation, labels, fusion=config.late_fusion, seed=config.seed)
     if method == "interm":
-        return IntermFusion(task, federation, labels, views, learners, settings, seed=config.seed)
+        return IntermFusion(task, federation, labels, plan.views, plan.learners, plan.settings, seed=config.seed)
     options = GALOptions(
         weights=config.weights,
         eta=config.eta,
         eta_value=config.eta_value,
         eta_cap=config.eta_cap or None,
-        weight_loss=losses[0],
+        weight_loss=plan.losses[0],
     )
     if method == "al":
         authors = config.al_mode == "authors"
@@ -488,7 +550,7 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
             eta="constant",
             eta_value=config.eta_value,
             sequential=not authors,
-            weight_loss=losses[0],
+            weight_loss=plan.losses[0],
         )
     protocol = GradientAssistedLearning(task, federation, labels, options, seed=config.seed)
     protocol.name = method
@@ -498,24 +560,8 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
 ASCII_VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
 
 
-def build_ascii(config, method, task, views, learners, settings, labels, device) -> AssistedClassification:
-    """ASCII's agents (Alice first) and protocol; Single and Oracle are one-agent ASCII, i.e. SAMME."""
+def check_ascii_task(config: RunConfig, method: str, task: Task) -> None:
     if task.kind != "classification":
         raise VCLInputError(f"method={method} is for classification; dataset={config.dataset!r} is a regression task.")
     if task.num_outputs < 2:
         raise VCLInputError(f"method={method} needs at least 2 classes in dataset={config.dataset!r}.")
-    trees = ClassifierSettings(
-        max_depth=config.max_depth or None, n_trees=config.n_trees, resample=config.ascii_resample
-    )
-    agents = [
-        IgnoranceAgent(v, lr, settings, trees, task.num_outputs, device) for v, lr in zip(views, learners, strict=True)
-    ]
-    options = ASCIIOptions(
-        variant=ASCII_VARIANTS.get(method, "ascii"),
-        stop=config.ascii_stop,
-        patience=config.ascii_patience,
-        alpha=config.ascii_alpha,
-    )
-    protocol = AssistedClassification(task, Federation(agents, concurrent=False), labels, options, seed=config.seed)
-    protocol.name = method
-    return protocol

@@ -3,7 +3,8 @@ emptied of anything the suite did not write.
 
 - A fresh run needs an empty or new directory. One that already holds files needs ``--resume`` (continue
   the run in it) or ``--overwrite``, which removes only the suite's own outputs (``results.json``,
-  ``checkpoints/last.ckpt``, TensorBoard event files) and keeps every other file.
+  ``checkpoints/last.ckpt``, the parties' ``parties/<name>/round-<t>.ckpt``, TensorBoard event files) and
+  keeps every other file.
 - An exclusive lock (``.vcl.lock``, via ``filelock``) stops a second run on the same directory.
 - A run that fails before its first checkpoint leaves the directory as it found it: what this run
   wrote is removed, and a directory it created is removed again once empty.
@@ -22,12 +23,20 @@ CHECKPOINT = Path("checkpoints") / "last.ckpt"
 EVENTS = "events.out.tfevents.*"
 
 
+PARTIES = "parties"
+PARTY_CHECKPOINT = "round-*.ckpt"  # parties/<name>/round-<t>.ckpt, each party's own state (vcl.transport)
+
+
 def own_outputs(root: Path) -> list[Path]:
-    """The files under ``root`` that the suite writes (not the lock): results, checkpoint, TensorBoard events."""
+    """The files under ``root`` that the suite writes (not the lock): results, checkpoint, the parties' own
+    checkpoints, TensorBoard events."""
     names = [RESULTS, RESULTS + ".tmp", str(CHECKPOINT), str(CHECKPOINT) + ".tmp"]
     files = [root / n for n in names if (root / n).is_file()]
-    tb = root / "tensorboard"
-    return files + (sorted(p for p in tb.rglob(EVENTS) if p.is_file()) if tb.is_dir() else [])
+    found = []
+    for folder, pattern in (("tensorboard", EVENTS), (PARTIES, PARTY_CHECKPOINT), (PARTIES, PARTY_CHECKPOINT + ".tmp")):
+        if (root / folder).is_dir():
+            found += [p for p in (root / folder).rglob(pattern) if p.is_file()]
+    return files + sorted(found)
 
 
 class RunDirectory:

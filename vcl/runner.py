@@ -29,7 +29,7 @@ from vcl.errors import VCLInputError
 from vcl.methods import build_protocol, check_config, compare_methods
 from vcl.prediction import kept_records, prediction_stage
 from vcl.protocols import Protocol
-from vcl.rundir import RunDirectory
+from vcl.rundir import PARTIES, RunDirectory
 
 
 def datamodule_for(config: RunConfig):
@@ -252,6 +252,8 @@ def train(
             rundir.begin()
         run = Run(config, protocol, out_dir, verbose)
         if state is not None:
+            if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
+                protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"])
             protocol.load_state_dict(state["protocol"])
             run.records, run.seconds = state["records"], state["seconds"]
             run.saved_round = protocol.round

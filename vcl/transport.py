@@ -20,7 +20,10 @@ A transport that puts each party in its own process implements the same calls (`
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from vcl.messages import Channel, Labels, Message, PseudoResidual
 
@@ -76,11 +79,31 @@ class Transport:
         raise NotImplementedError
 
     def state_dict(self) -> list[dict]:
-        """Every party's own checkpoint, in the order of ``names``."""
+        """Every party's own state, in the order of ``names`` (an in-memory copy; a run's checkpoints use
+        :meth:`save`, where each party writes its own)."""
         raise NotImplementedError
 
     def load_state_dict(self, states: list[dict]) -> None:
         raise NotImplementedError
+
+    def save(self, root: Path, round_: int) -> None:
+        """Every party writes its own state of ``round_`` under ``root/<name>/``, where it runs."""
+        raise NotImplementedError
+
+    def load(self, root: Path, round_: int) -> None:
+        """Every party reads back its own state of ``round_`` from ``root/<name>/``."""
+        raise NotImplementedError
+
+    def prune(self, root: Path, round_: int) -> None:
+        """Every party removes its own files of rounds before ``round_`` (once the coordinator saved it)."""
+        raise NotImplementedError
+
+    def where(self) -> list[dict]:
+        """Where each party runs: ``{"name", "host", "pid", "device"}``, in the order of ``names``."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Let the parties go (their processes end); the transport takes no request after this."""
 
 
 class LocalTransport(Transport):
@@ -126,6 +149,68 @@ class LocalTransport(Transport):
     def load_state_dict(self, states: list[dict]) -> None:
         for name, state in zip(self.names, states, strict=True):
             self._parties[name].load_state_dict(state)
+
+    def save(self, root: Path, round_: int) -> None:
+        for name in self.names:
+            save_party(self._parties[name], name, root, round_)
+
+    def load(self, root: Path, round_: int) -> None:
+        for name in self.names:
+            load_party(self._parties[name], name, root, round_)
+
+    def prune(self, root: Path, round_: int) -> None:
+        for name in self.names:
+            prune_party(name, root, round_)
+
+    def where(self) -> list[dict]:
+        return [party_place(name, self._parties[name]) for name in self.names]
+
+
+def party_file(root: Path, name: str, round_: int) -> Path:
+    return Path(root) / name / f"round-{round_}.ckpt"
+
+
+def save_party(party, name: str, root: Path, round_: int) -> None:
+    """What a party does to checkpoint itself: its own state, written atomically where it runs."""
+    from callbacks.checkpoint import atomic_torch_save
+
+    atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_}, party_file(root, name, round_))
+
+
+def load_party(party, name: str, root: Path, round_: int) -> None:
+    """A party reads back its own state of ``round_``; one sentence if it is missing or another's."""
+    from callbacks.checkpoint import PARTY_KEYS, load_checkpoint
+    from vcl.errors import VCLInputError
+
+    path = party_file(root, name, round_)
+    if not path.is_file():
+        raise VCLInputError(
+            f"--resume: party {name} has no checkpoint of round {round_} at {path}; resume where that party's "
+            "directory is, or start the run afresh with --overwrite."
+        )
+    saved = load_checkpoint(path, PARTY_KEYS)
+    if saved["party"] != name or saved["round"] != round_:
+        raise VCLInputError(
+            f"--resume: {path} holds party {saved['party']}'s round {saved['round']}, not {name}'s round {round_}; "
+            "restore that party's directory or start afresh with --overwrite."
+        )
+    party.load_state_dict(saved["state"])
+
+
+def prune_party(name: str, root: Path, round_: int) -> None:
+    """Remove the party's own checkpoints of rounds before ``round_`` (files only this party wrote)."""
+    folder = Path(root) / name
+    for path in folder.glob("round-*.ckpt") if folder.is_dir() else []:
+        stem = path.name[len("round-") : -len(".ckpt")]
+        if stem.isdigit() and int(stem) < round_:
+            path.unlink()
+
+
+def party_place(name: str, party) -> dict:
+    """Where a party runs: this host and process, and the device its data is on."""
+    view = getattr(party, "_view", None)
+    device = str(view.splits["train"].device) if view is not None and view.splits else "cpu"
+    return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": device}
 
 
 def run_jobs(jobs: list, concurrent: bool) -> None:
