@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = vars(parser().parse_args(argv))
     from vcl.config import RunConfig, parse_flag
-    from vcl.errors import VCLInputError
+    from vcl.errors import PartyLost, VCLInputError
     from vcl.runner import RunInterrupted, train
 
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -79,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     except VCLInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except PartyLost as err:
+        again = shlex.join(
+            ["python", "train.py", *[a for a in argv if a not in ("--overwrite", "--resume")], "--resume"]
+        )
+        where = "nothing was saved yet" if err.saved_round is None else f"round {err.saved_round} is saved"
+        print(f"error: {err}; {where} in {err.out_dir}; resume with: {again}", file=sys.stderr)
+        return 1
     except RunInterrupted as err:
         how = "terminated" if isinstance(err.__context__, Terminated) else "interrupted"
         again = shlex.join(

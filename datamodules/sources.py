@@ -302,7 +302,9 @@ def load_csv_organizations(files, id_column="id", label_column="label", task=Non
             raise VCLInputError(f"csv file {p} has no feature columns; every organization needs at least one.")
         missing = next((key for key in ids if key not in rows), None)
         if missing is not None:
-            raise VCLInputError(f"csv file {p} has no row for ID {missing!r}; the parties' IDs changed since alignment.")
+            raise VCLInputError(
+                f"csv file {p} has no row for ID {missing!r}; it changed since the rows were aligned, so run again."
+            )
         groups.append(list(range(len(columns), len(columns) + len(feats))))
         for c in feats:
             name = f"{p.stem}.{c}" if c in seen else c

@@ -110,6 +110,7 @@ class VerticalData:
     task: str
     num_classes: int
     joint: FeatureView | None = None
+    ids: list[str] | None = None  # dataset=csv: the aligned IDs, in row order (before the split)
 
     def joint_view(self) -> FeatureView:
         if self.joint is not None:

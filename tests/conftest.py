@@ -83,3 +83,13 @@ def signal_csvs(tmp_path):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray instance for the whole pytest run (starting one takes seconds); every ray test joins it."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()

@@ -160,6 +160,26 @@ def check_config(config: RunConfig) -> None:
                 raise VCLInputError(f"{key} lists {v!r}; give organization indices (0 is Alice) or half.")
     check_dc_config(config)
     check_mpdl_config(config)
+    check_transport(config)
+
+
+def check_transport(config: RunConfig) -> None:
+    if config.transport not in ("local", "ray"):
+        raise VCLInputError(f"transport={config.transport!r}; use local (one process) or ray (one actor per party).")
+    if config.transport == "local":
+        return
+    for m in (config.method, *compare_methods(config)):
+        if m in DC_METHODS or m in MPDL_METHODS or m == "interm":
+            what = (
+                "interm trains one network on every party's features in one place"
+                if m == "interm"
+                else (f"{m}'s parties are not yet behind messages")
+            )
+            raise VCLInputError(f"transport=ray cannot run method {m!r} ({what}); run it with transport=local.")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise VCLInputError("transport=ray needs Ray; install it with pip install 'vcl[ray]'.") from None
 
 
 def check_learner_losses(config: RunConfig) -> None:

@@ -93,6 +93,10 @@ class Organization:
     def num_features(self) -> int:
         return self._view.num_features
 
+    def device(self) -> torch.device:
+        """Where this organization's data and models live."""
+        return self._view.splits["train"].device if self._view.splits else torch.device("cpu")
+
     @property
     def splits(self) -> list[str]:
         return list(self._view.splits)

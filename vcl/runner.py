@@ -25,16 +25,16 @@ from datamodules import (
     TabularDataModule,
 )
 from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
-from vcl.errors import VCLInputError
+from vcl.errors import PartyLost, VCLInputError
 from vcl.methods import build_protocol, check_config, compare_methods
 from vcl.prediction import kept_records, prediction_stage
 from vcl.protocols import Protocol
 from vcl.rundir import PARTIES, RunDirectory
 
 
-def datamodule_for(config: RunConfig):
+def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
     """The data module the run needs: c × d parties (DC), two partly overlapping parties (MPDL), image
-    patches, sequence feature groups, or columns."""
+    patches, sequence feature groups, or columns (``only``, ``ids``: one CSV organization's file alone)."""
     if config.method in MPDL_METHODS:
         return OverlapDataModule(
             dataset=config.dataset,
@@ -100,6 +100,8 @@ def datamodule_for(config: RunConfig):
         synthetic_train=config.synthetic_train,
         synthetic_test=config.synthetic_test,
         root=config.data_root,
+        only=only,
+        ids=ids,
     )
 
 
@@ -184,7 +186,10 @@ class Run:
             "prediction_bytes": channel.total_bytes() - sent,
             "seconds": self.seconds,
             "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
-            "compare": compare,
+            "transport": self.config.transport,
+            "parties": self.protocol.federation.transport.where(),  # where each party ran
+            "coordinator_pid": os.getpid(),
+            "compare": dict(compare),
             "config": self.config.to_dict(),
         }
 
@@ -245,9 +250,15 @@ def train(
         rundir.check()
     with rundir if rundir is not None else nullcontext():
         state = _resume_state(config, out_dir) if resume else None
-        dm = datamodule_for(config)
-        dm.setup()  # every data error is raised here, before training
-        protocol = build_protocol(config, dm.data)
+        if config.transport == "ray":  # the coordinator loads Alice's labels and the parties' names only
+            from vcl.ray_transport import coordinator_data
+
+            data = coordinator_data(config)
+        else:
+            dm = datamodule_for(config)
+            dm.setup()  # every data error is raised here, before training
+            data = dm.data
+        protocol = build_protocol(config, data)
         if rundir is not None:
             rundir.begin()
         run = Run(config, protocol, out_dir, verbose)
@@ -263,19 +274,29 @@ def train(
         try:
             run_rounds(run, callbacks, config.rounds)
         except KeyboardInterrupt:
+            protocol.federation.transport.close()
             raise RunInterrupted(run.saved_round, out_dir) from None
+        except PartyLost as err:
+            protocol.federation.transport.close()
+            err.saved_round, err.out_dir = run.saved_round, out_dir
+            raise
         finally:
             for cb in callbacks:
                 cb.teardown(run)
-        compare = {}
+        try:  # the kept models' metrics, then the parties go before any comparison's parties start
+            results = run.results({})
+        finally:
+            protocol.federation.transport.close()
         for method in compare_methods(config):
             if method == config.method:
                 continue
-            other = Run(config, build_protocol(config, dm.data, method), out_dir, verbose=False)
-            run_rounds(other, [], config.rounds)
-            compare[method] = other.results({})
-            compare[method].pop("config")
-        results = run.results(compare)
+            other = Run(config, build_protocol(config, data, method), out_dir, verbose=False)
+            try:
+                run_rounds(other, [], config.rounds)
+                results["compare"][method] = other.results({})
+            finally:
+                other.protocol.federation.transport.close()
+            results["compare"][method].pop("config")
         for cb in callbacks:
             cb.on_run_end(run, results)
         if write:

@@ -29,8 +29,9 @@ from vcl.messages import Channel, Labels, Message, PseudoResidual
 
 FIT_REQUESTS = (PseudoResidual, Labels)
 # What the local transport calls on a party besides ``handle``: the two halves of a fit, for the batched
-# executor (:func:`run_jobs`), the party's outbox of party-to-party messages, and its own checkpoint.
-LOCAL_CALLS = ("begin_fit", "finish_fit", "outgoing", "state_dict", "load_state_dict")
+# executor (:func:`run_jobs`), the party's outbox of party-to-party messages, its own checkpoint, and the
+# device it trains on (results.json says where each party ran).
+LOCAL_CALLS = ("begin_fit", "finish_fit", "outgoing", "state_dict", "load_state_dict", "device")
 
 
 class Transport:
@@ -207,10 +208,10 @@ def prune_party(name: str, root: Path, round_: int) -> None:
 
 
 def party_place(name: str, party) -> dict:
-    """Where a party runs: this host and process, and the device its data is on."""
-    view = getattr(party, "_view", None)
-    device = str(view.splits["train"].device) if view is not None and view.splits else "cpu"
-    return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": device}
+    """Where a party runs: this host and process, and the device it trains on (what it says: ``device()``)."""
+    device = getattr(party, "device", "cpu")
+    device = device() if callable(device) else device
+    return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": str(device)}
 
 
 def run_jobs(jobs: list, concurrent: bool) -> None:

@@ -1,0 +1,270 @@
+"""Parties in their own processes: one Ray actor per party (``transport: ray``).
+
+Each actor builds its own party from the run config and the party's index: it loads only its own data
+(for ``dataset: csv`` only its own file; a built-in dataset is loaded and cut to its own columns at once),
+holds its own learners and randomness, trains on its own device, and answers messages. Alice's
+coordinator holds her labels and what arrives in replies; it never sees a party's features, and the
+parties' own messages to each other (ASCII's ignorance scores) go actor to actor.
+
+Everything the ledger counts is counted here, in the coordinator, exactly as the local transport counts
+it (the base class :class:`vcl.transport.Transport`), so ``bytes_sent`` does not depend on the transport.
+Before round 0, for ``dataset: csv``, each party's process reads the IDs in its own file and the
+coordinator intersects them: the row alignment every vertical method assumes (IDs, no feature value).
+
+One Ray cluster is one trust domain: whoever reaches it can run code on every node. Organizations that do
+not trust each other need a cross-silo transport; this one is for one organization's cluster, or for
+simulating many organizations with a real process boundary between them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from datamodules.tabular import VerticalData
+from vcl.config import RunConfig
+from vcl.errors import PartyLost, VCLInputError
+from vcl.messages import Message, MessageRecord, record_of
+from vcl.organization import FeatureView
+from vcl.transport import Transport, load_party, party_place, prune_party, save_party
+
+
+def hollow(view: FeatureView) -> FeatureView:
+    """A party's name without its data: what the coordinator knows of a party that runs elsewhere."""
+    return FeatureView(view.name, [], {})
+
+
+def per_party(values: list, count: int, key: str) -> list:
+    if len(values) == 1:
+        return list(values) * count
+    if len(values) != count:
+        raise VCLInputError(f"{key} lists {len(values)} values for {count} parties; give 1 or {count}.")
+    return list(values)
+
+
+def start_ray(address: str, cpus: float) -> None:
+    """Join the cluster at ``address`` (``auto`` or host:port), or start a local instance that can hold
+    every party (logical CPUs: at least the parties ask for); once per process."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=max(os.cpu_count() or 1, math.ceil(cpus)), **kwargs)
+
+
+def coordinator_data(config: RunConfig) -> VerticalData:
+    """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
+
+    For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
+    process (on its node) for the row alignment.
+    """
+    from vcl.runner import datamodule_for
+
+    if config.dataset != "csv":
+        dm = datamodule_for(config)
+        dm.setup()
+        data = dm.data
+        return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
+    import ray
+
+    from datamodules.sources import csv_ids, shared_ids
+
+    files = config.csv_files
+    if not files:
+        raise VCLInputError("dataset=csv needs csv_files: one CSV per organization, Alice's (with the label) first.")
+    start_ray(config.ray_address, sum(per_party(config.party_cpus, len(files), "party_cpus")))
+    nodes = per_party(config.party_nodes, len(files), "party_nodes")
+    read = ray.remote(num_cpus=0)(csv_ids)
+    refs = [read.options(**_placement(nodes[k])).remote(f, config.id_column) for k, f in enumerate(files[1:], 1)]
+    lists = [csv_ids(files[0], config.id_column)] + _get(refs, [Path(f).stem for f in files[1:]], "the ID alignment")
+    ids = shared_ids(lists, config.id_column)
+    dm = datamodule_for(config, only=0, ids=ids)
+    dm.setup()
+    alice = dm.data
+    views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in files[1:]]
+    return VerticalData(views, alice.labels, alice.task, alice.num_classes, ids=ids)
+
+
+def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
+    """What party ``index`` loads in its own process: its own view (every view for Joint, which is one
+    party holding every feature), no labels (they come, if at all, in messages)."""
+    from vcl.runner import datamodule_for
+
+    everything = method in ("joint", "oracle")
+    if config.dataset == "csv" and not everything:
+        dm = datamodule_for(config, only=index, ids=ids)
+        dm.setup()
+        views = [FeatureView(Path(f).stem, [], {}) for f in config.csv_files]
+        views[index] = dm.data.views[0]
+        return VerticalData(views, {}, kind, num_classes)
+    dm = datamodule_for(config, ids=ids) if config.dataset == "csv" else datamodule_for(config)
+    dm.setup()
+    data = dm.data
+    views = [v if everything or m == index else hollow(v) for m, v in enumerate(data.views)]
+    return VerticalData(views, {}, kind, num_classes, joint=data.joint if everything else None)
+
+
+class PartyHost:
+    """A party in its own process (a Ray actor): built from the config and its index, reached by messages."""
+
+    def __init__(self, threads: int):
+        torch.set_num_threads(max(1, threads))
+        self.party = None
+
+    def build(self, config: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
+        from vcl.methods import build_parties
+
+        config = RunConfig.from_dict(config)
+        self.party = build_parties(config, method, party_data(config, method, index, ids, kind, num_classes), index)[0]
+        return party_place(self.party.name, self.party)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def handle(self, message: Message) -> Message | None:
+        return self.party.handle(message)
+
+    def relay(self, hosts: dict) -> list[MessageRecord]:
+        """Hand each message this party sent to another party straight to that party's actor, in order; the
+        ledger's lines for them go back to the coordinator, the messages do not."""
+        import ray
+
+        take = getattr(self.party, "outgoing", None)
+        records = []
+        for message in [] if take is None else take():
+            if message.sender != self.party.name or message.receiver not in hosts:
+                raise ValueError(f"{self.party.name} cannot send a {message.kind} to {message.receiver!r}.")
+            ray.get(hosts[message.receiver].forward.remote(message))
+            records.append(record_of(message))
+        return records
+
+    def forward(self, message: Message) -> None:
+        reply = self.party.handle(message)
+        if reply is not None:
+            raise TypeError(f"{self.party.name} answered a {message.kind} from {message.sender}: it expects no reply.")
+
+    def save(self, root: str, round_: int) -> None:
+        save_party(self.party, self.party.name, Path(root), round_)
+
+    def load(self, root: str, round_: int) -> None:
+        load_party(self.party, self.party.name, Path(root), round_)
+
+    def prune(self, root: str, round_: int) -> None:
+        prune_party(self.party.name, Path(root), round_)
+
+    def state_dict(self) -> dict:
+        return self.party.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.party.load_state_dict(state)
+
+
+def _placement(node: str) -> dict:
+    return {"resources": {node: 0.001}} if node else {}
+
+
+def _get(refs: list, names: list[str], during: str) -> list:
+    """``ray.get`` of one call per party; a party whose process died ends the run with one sentence."""
+    import ray
+    from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
+
+    out = []
+    for ref, name in zip(refs, names, strict=True):
+        try:
+            out.append(ray.get(ref))
+        except RayTaskError as err:  # the party raised: its own error, as if it ran here
+            cause = getattr(err, "cause", None)
+            raise (cause if isinstance(cause, Exception) else err) from None
+        except (RayActorError, WorkerCrashedError):
+            raise PartyLost(name, during) from None
+    return out
+
+
+class RayTransport(Transport):
+    """One Ray actor per party; ``request_all`` sends every message at once, so parties work in parallel."""
+
+    def __init__(self, config: RunConfig, method: str, names: list[str], data: VerticalData, channel=None):
+        import ray
+
+        super().__init__(names, channel)
+        count = len(names)
+        cpus = per_party(config.party_cpus, count, "party_cpus")
+        gpus = per_party(config.party_gpus, count, "party_gpus")
+        nodes = per_party(config.party_nodes, count, "party_nodes")
+        if any(c <= 0 for c in cpus) or any(g < 0 for g in gpus):
+            raise VCLInputError(f"party_cpus={cpus}, party_gpus={gpus}; give CPUs > 0 and GPUs >= 0 per party.")
+        start_ray(config.ray_address, sum(cpus))
+        held = ray.cluster_resources()
+        for what, want in (("CPU", sum(cpus)), ("GPU", sum(gpus))):
+            if want > held.get(what, 0) + 1e-9:
+                raise VCLInputError(
+                    f"the parties ask for {want:g} {what}s (party_{what.lower()}s) but the Ray cluster has "
+                    f"{held.get(what, 0):g}; ask for less per party or add nodes."
+                )
+        actor = ray.remote(PartyHost)
+        self._hosts = {
+            name: actor.options(num_cpus=c, num_gpus=g, **_placement(node)).remote(max(1, int(c)))
+            for name, c, g, node in zip(names, cpus, gpus, nodes, strict=True)
+        }
+        settings = config.to_dict()
+        if config.device == "auto" and not any(gpus):
+            settings["device"] = "cpu"  # an actor given no GPU trains on its CPUs
+        refs = [
+            host.build.remote(settings, method, m, data.ids, data.task, data.num_classes)
+            for m, host in enumerate(self._hosts.values())
+        ]
+        self._where = _get(refs, names, "start-up")
+        self._round = 0
+
+    def _call(self, method: str, *args, names: list[str] | None = None) -> list:
+        names = self.names if names is None else names
+        refs = [getattr(self._hosts[n], method).remote(*args) for n in names]
+        return _get(refs, names, f"round {self._round}")
+
+    def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
+        self._round = max((m.round for _, m in requests), default=self._round)
+        refs = [self._hosts[party].handle.remote(message) for party, message in requests]
+        return _get(refs, [p for p, _ in requests], f"round {self._round}")
+
+    def relay(self, parties: list[str]) -> None:
+        for party in parties:
+            for record in self._call("relay", self._hosts, names=[party])[0]:
+                self.channel.add(record)
+
+    def state_dict(self) -> list[dict]:
+        return self._call("state_dict")
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        refs = [self._hosts[n].load_state_dict.remote(s) for n, s in zip(self.names, states, strict=True)]
+        _get(refs, self.names, "loading")
+
+    def save(self, root: Path, round_: int) -> None:
+        self._round = round_
+        self._call("save", str(root), round_)
+
+    def load(self, root: Path, round_: int) -> None:
+        self._call("load", str(root), round_)
+
+    def prune(self, root: Path, round_: int) -> None:
+        self._call("prune", str(root), round_)
+
+    def where(self) -> list[dict]:
+        return list(self._where)
+
+    def pids(self) -> dict[str, int]:
+        """Each party's process ID (tests end one to show what a lost party does)."""
+        return dict(zip(self.names, self._call("pid"), strict=True))
+
+    def close(self) -> None:
+        import ray
+
+        for host in self._hosts.values():
+            ray.kill(host)
+        self._hosts = {}
