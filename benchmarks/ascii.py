@@ -34,9 +34,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from common import parse_args, run_record, summarize, write_records
+from common import parse_args, run_all, summarize, write_records
 
 from vcl.config import RunConfig
+from vcl.sweep import Job
 
 TREE_DEPTH = 2  # weak decision trees: unlimited depth fits the training rows exactly (α = ∞, nothing to boost)
 FOREST = {"n_trees": 20, "max_depth": 4}
@@ -215,7 +216,7 @@ def main() -> None:
     args = parse_args(__doc__)
     seeds = args.seeds if "--seeds" in sys.argv else ([0] if args.quick else list(range(20)))
     rounds = 5 if args.quick else 10
-    records = []
+    jobs = []
     for figure, ds, m, learner, extra, methods in experiments(args.quick):
         for method, alpha in runs(methods):
             for seed in seeds:
@@ -225,7 +226,8 @@ def main() -> None:
                 cfg = RunConfig.from_dict(values)
                 raw = {"raw_bytes_b": raw_bytes_of_b(cfg)} if figure == "fig4" and method == "ascii" else {}
                 tags = {"figure": figure, "alpha": alpha, "variant": label(method, alpha), **raw}
-                records.append(run_record("ascii", cfg, method, learner, details=details, **tags))
+                jobs.append(Job("ascii", cfg, method, learner, details, tags))
+    records = run_all(jobs, args)
     write_records(records, args.out)
     print(summarize(records, {}, keys=("figure", "dataset", "organizations", "variant", "model")))
     print(f"\nwine: {WINE}.")

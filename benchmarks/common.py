@@ -12,11 +12,19 @@ import json
 import os
 import statistics
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def add_cluster_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--workers``, ``--ray-address``, ``--cpus-per-run``, ``--gpus-per-run``: every script's runs spread."""
+    p.add_argument("--workers", type=int, default=1, help="runs at once, as Ray tasks (1: here, one by one)")
+    p.add_argument("--ray-address", default="", help="join this Ray cluster (auto or host:port) and run there")
+    p.add_argument("--cpus-per-run", type=float, default=1.0, help="CPUs each run holds (its torch threads)")
+    p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPUs each run holds (fractions share one)")
+    return p
 
 
 def parse_args(description: str) -> argparse.Namespace:
@@ -24,41 +32,21 @@ def parse_args(description: str) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="reduced run of about a minute on a 2-core CPU")
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="run seeds")
-    return p.parse_args()
+    return add_cluster_args(p).parse_args()
 
 
-def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
-    """Run one config (no files written) and return its record; prints a one-line progress report.
+def run_all(jobs: list, args: argparse.Namespace) -> list[dict]:
+    """Every job's record, in the order given: here, or ``--workers`` at once as Ray tasks."""
+    from vcl.sweep import run_jobs
 
-    ``details(results)`` may add keys from the full results (e.g. a per-round curve) to the record.
-    """
-    from vcl.runner import train
-
-    start = time.perf_counter()
-    res = train(cfg, verbose=False, write=False)
-    record = {
-        "benchmark": benchmark,
-        "dataset": cfg.dataset,
-        "method": method,
-        "model": model,
-        "organizations": cfg.organizations,
-        "seed": cfg.seed,
-        "metric": res["metric"],
-        "value": res["value"],
-        "best_value": res["best_value"],
-        **extra,
-        "seconds": time.perf_counter() - start,
-        "seconds_per_round": res["seconds"] / max(1, len(res["rounds"]) - 1),
-        "stored_parameters": res["stored_parameters"],
-        "bytes_sent": res["bytes_sent"],
-        **(details(res) if details else {}),
-    }
-    print(
-        f"{cfg.dataset} M={cfg.organizations} {method} {model} {extra or ''} seed={cfg.seed}: {res['metric']} "
-        f"{res['value']:.4f} (best {res['best_value']:.4f}) {record['seconds']:.2f}s",
-        flush=True,
-    )
-    return record
+    if args.workers < 1 or args.cpus_per_run <= 0 or args.gpus_per_run < 0:
+        print(
+            f"error: --workers {args.workers}, --cpus-per-run {args.cpus_per_run}, --gpus-per-run "
+            f"{args.gpus_per_run}: give at least 1 worker, CPUs > 0 and GPUs >= 0 per run.",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    return run_jobs(jobs, args.workers, args.ray_address, args.cpus_per_run, args.gpus_per_run)
 
 
 def write_records(records: list[dict], path: str | None) -> None:

@@ -35,10 +35,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from common import run_record, summarize, write_records
+from common import add_cluster_args, run_all, summarize, write_records
 
 from vcl.config import RunConfig
 from vcl.runner import train
+from vcl.sweep import Job
 
 TABULAR = ["diabetes", "boston", "blob", "iris", "wine", "breast_cancer"]
 IMAGES = ["mnist", "cifar10", "mnist_subset"]
@@ -264,7 +265,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--list", action="store_true", help="print the run list and its size, run nothing")
     p.add_argument("--no-plot", action="store_true", help="skip the weights plot")
-    return p.parse_args()
+    return add_cluster_args(p).parse_args()
 
 
 def main() -> None:
@@ -285,22 +286,19 @@ def main() -> None:
         return
     records = []
     for ds, m, method, setting in cells:
+        jobs = []
         for seed in args.seeds:
             cfg = config(ds, m, method, setting, seed, args)
-            records.append(
-                run_record(
-                    "gal_ablations",
-                    cfg,
-                    method,
-                    "cnn" if ds in IMAGES else "linear",
-                    setting=setting,
-                    noise=cfg.noise_sigma,
-                    privacy=cfg.privacy,
-                    privacy_scope=cfg.privacy_scope,
-                    noninformative=bool(cfg.noninformative_organizations),
-                    local_loss=cfg.local_loss,
-                )
+            tags = dict(
+                setting=setting,
+                noise=cfg.noise_sigma,
+                privacy=cfg.privacy,
+                privacy_scope=cfg.privacy_scope,
+                noninformative=bool(cfg.noninformative_organizations),
+                local_loss=cfg.local_loss,
             )
+            jobs.append(Job("gal_ablations", cfg, method, "cnn" if ds in IMAGES else "linear", None, tags))
+        records += run_all(jobs, args)  # a cell's seeds at once with --workers
         write_records(records, args.out)  # after every cell, so a cut-off run keeps what it did
     print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "setting")))
     print("\n" + tables_view(records))

@@ -24,9 +24,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from common import run_record, summarize, write_records
+from common import add_cluster_args, run_all, summarize, write_records
 
 from vcl.config import RunConfig
+from vcl.sweep import Job
 
 METHODS = ["interm", "late", "joint", "alone", "al", "gal", "gal_dms"]
 # Tables 12 (M=2), 13 (M=4), 2 (M=8): method -> (MNIST mean, std, CIFAR-10 mean, std), accuracy in %
@@ -85,7 +86,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     p.add_argument("--device", default="auto", help="cpu, cuda, auto")
     p.add_argument("--precision", default="32-true", help="32-true, bf16-mixed or 16-mixed")
-    return p.parse_args()
+    return add_cluster_args(p).parse_args()  # seconds are comparable only between runs made with --workers 1
 
 
 def settings(args):
@@ -149,16 +150,17 @@ def memory_table(records: list[dict]) -> str:
 def main() -> None:
     args = parse_args()
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2, 3])
-    records = []
+    jobs = []
     for ds, values in settings(args):
         for seed in seeds:
             for method in args.methods:
                 cfg = config(ds, values, method, seed, args)
                 extra = {"concurrent": True} if method in ("gal", "gal_dms") else {}
-                records.append(run_record("gal_images", cfg, method, "cnn", **extra))
+                jobs.append(Job("gal_images", cfg, method, "cnn", None, extra))
             if "gal" in args.methods:  # the same GAL run with organizations fitted one after another
                 cfg = config(ds, values, "gal", seed, args, concurrent=False)
-                records.append(run_record("gal_images", cfg, "gal", "cnn", concurrent=False))
+                jobs.append(Job("gal_images", cfg, "gal", "cnn", None, {"concurrent": False}))
+    records = run_all(jobs, args)
     write_records(records, args.out)
     print(summarize([r for r in records if r.get("concurrent", True)], PAPER))
     print("\nSeconds per GAL round (median over seeds):\n" + speed_table(records))

@@ -11,9 +11,10 @@ rounds). AL here is the chained version; the paper's AL is the authors' variant.
 
 from __future__ import annotations
 
-from common import parse_args, run_record, summarize, write_records
+from common import parse_args, run_all, summarize, write_records
 
 from vcl.config import RunConfig
+from vcl.sweep import Job
 
 DATASETS = ["diabetes", "boston", "blob", "iris", "wine", "breast_cancer"]
 # (dataset, M, method, model) -> paper mean (std): accuracy in %, MAD in target units
@@ -75,7 +76,7 @@ def settings(quick: bool):
 
 def main() -> None:
     args = parse_args(__doc__)
-    records = []
+    jobs = []
     for ds, m, method, model in settings(args.quick):
         for seed in args.seeds:
             cfg = RunConfig.from_dict(
@@ -89,7 +90,8 @@ def main() -> None:
                     "device": "cpu",
                 }
             )
-            records.append(run_record("gal_uci", cfg, method, model))
+            jobs.append(Job("gal_uci", cfg, method, model))
+    records = run_all(jobs, args)
     write_records(records, args.out)
     print(summarize(records, PAPER))
 

@@ -165,3 +165,15 @@ def test_csv_the_coordinator_opens_only_alices_file_and_gets_no_other_feature(ti
         write=False,
     )
     assert rounds_of(ray_run) == rounds_of(local) and ray_run["organizations"] == ["alice", "bob", "carol"]
+
+
+def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
+    from vcl.sweep import Job, run_jobs
+
+    jobs = [
+        Job("t", tiny(organizations=2, rounds=2, epochs=5, seed=seed, method=method), method, "linear", None, {"k": i})
+        for i, (seed, method) in enumerate([(0, "gal"), (1, "gal"), (0, "al"), (0, "alone")])
+    ]
+    timeless = [{k: v for k, v in r.items() if "seconds" not in k} for r in run_jobs(jobs, workers=1)]
+    spread = [{k: v for k, v in r.items() if "seconds" not in k} for r in run_jobs(jobs, workers=2)]
+    assert spread == timeless and [r["k"] for r in spread] == [0, 1, 2, 3]

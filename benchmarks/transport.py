@@ -1,0 +1,147 @@
+"""Transport cost: seconds and bytes per round, local vs ray, and the ray transport's per-message overhead.
+
+GAL on wine (Linear organizations, M = 2, 4, 8) and on the MNIST subset (small CNNs, M = 4, 8), each run
+with ``transport: local`` (concurrent and sequential fits) and ``transport: ray`` (one actor per party),
+side by side in one process; medians over seeds. ``start-up s`` is the whole run's wall time minus its
+rounds (data, parties, Ray actors importing torch). Bytes per round must be equal across transports.
+On a GPU machine (``--device cuda``) the ray rows give each CNN organization ``1/M`` of one GPU.
+
+    python benchmarks/transport.py --quick --out runs/bench/transport.json
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from common import add_cluster_args, write_records
+
+from vcl.config import RunConfig
+from vcl.messages import ModelsRequest
+from vcl.runner import train
+
+SETTINGS = {
+    "wine": {"dataset": "wine", "learner": ["linear"], "epochs": 100},
+    "mnist_subset": {
+        "dataset": "mnist_subset",
+        "learner": ["cnn"],
+        "cnn_widths": [8, 16],
+        "epochs": 2,
+        "max_train": 1000,
+    },
+}
+
+
+def parse_args():
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="wine M = 2, 4, 8 and the MNIST subset M = 4; 3 rounds")
+    p.add_argument("--out", default=None, help="write the records to this JSON file")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the ray rows then share one GPU)")
+    return add_cluster_args(p).parse_args()
+
+
+def cells(quick: bool):
+    for m in (2, 4, 8):
+        yield "wine", m
+    for m in (4,) if quick else (4, 8):
+        yield "mnist_subset", m
+
+
+def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: str, concurrent: bool) -> dict:
+    values = {**SETTINGS[name], "organizations": m, "seed": seed, "rounds": rounds, "compare": [], "device": device}
+    values |= {"transport": transport, "concurrent": concurrent}
+    if transport == "ray" and device.startswith("cuda"):
+        values |= {"party_gpus": [1.0 / m], "party_cpus": [1.0]}
+    start = time.perf_counter()
+    res = train(RunConfig.from_dict(values), verbose=False, write=False)
+    wall = time.perf_counter() - start
+    label = transport if transport == "ray" else f"local ({'concurrent' if concurrent else 'sequential'})"
+    record = {
+        "benchmark": "transport",
+        "dataset": name,
+        "organizations": m,
+        "seed": seed,
+        "transport": label,
+        "value": res["value"],
+        "seconds_per_round": res["seconds"] / rounds,
+        "startup_seconds": wall - res["seconds"],
+        "bytes_per_round": res["bytes_sent"] / rounds,
+    }
+    print(
+        f"{name} M={m} seed={seed} {label}: {record['seconds_per_round']:.3f} s/round, start-up "
+        f"{record['startup_seconds']:.1f} s, {record['bytes_per_round']:.0f} B/round, value {res['value']:.4f}",
+        flush=True,
+    )
+    return record
+
+
+def message_overhead(calls: int = 200) -> dict:
+    """Seconds per request/reply of a tiny message (a ModelsRequest), one party, local vs ray."""
+    from vcl.methods import build_protocol
+    from vcl.ray_transport import coordinator_data
+    from vcl.runner import datamodule_for
+
+    out = {}
+    for transport in ("local", "ray"):
+        cfg = RunConfig.from_dict({"organizations": 2, "compare": [], "device": "cpu", "transport": transport})
+        if transport == "ray":
+            data = coordinator_data(cfg)
+        else:
+            dm = datamodule_for(cfg)
+            dm.setup()
+            data = dm.data
+        fed = build_protocol(cfg, data).federation
+        try:
+            start = time.perf_counter()
+            for _ in range(calls):
+                fed.transport.request("org1", ModelsRequest("alice", "org1", 0))
+            out[transport] = (time.perf_counter() - start) / calls
+        finally:
+            fed.transport.close()
+    return out
+
+
+def table(records: list[dict]) -> str:
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["dataset"], r["organizations"], r["transport"]), []).append(r)
+    lines = [
+        "| dataset | M | transport | s/round (median) | start-up s (median) | bytes/round | value (median) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (ds, m, transport), rs in groups.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("seconds_per_round", "startup_seconds", "value")}
+        lines.append(
+            f"| {ds} | {m} | {transport} | {med['seconds_per_round']:.3f} | {med['startup_seconds']:.1f} "
+            f"| {rs[0]['bytes_per_round']:.0f} | {med['value']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    rounds = 3 if args.quick else 5
+    records = []
+    for name, m in cells(args.quick):
+        for seed in seeds:
+            for transport, concurrent in (("local", True), ("local", False), ("ray", False)):
+                records.append(one_run(name, m, seed, rounds, args.device, transport, concurrent))
+    overhead = message_overhead()
+    write_records(records + [{"benchmark": "transport", "message_seconds": overhead}], args.out)
+    print(table(records))
+    print(
+        f"\nper request/reply of a tiny message: local {overhead['local'] * 1e6:.0f} µs, "
+        f"ray {overhead['ray'] * 1e3:.2f} ms ({overhead['ray'] / overhead['local']:.0f}x)"
+    )
+    same = {(r["dataset"], r["organizations"], r["seed"]): set() for r in records}
+    for r in records:
+        same[(r["dataset"], r["organizations"], r["seed"])].add(r["bytes_per_round"])
+    print("bytes per round equal across transports:", all(len(v) == 1 for v in same.values()))
+
+
+if __name__ == "__main__":
+    main()

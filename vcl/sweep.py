@@ -1,0 +1,100 @@
+"""Many runs at once: a benchmark's runs, in this process one after another, or as Ray tasks on a cluster.
+
+A :class:`Job` is one run of a config that writes no file; :func:`run_jobs` returns the jobs' records in the
+order the jobs were given, whatever order they finish in, so ``--workers 4`` writes the records
+``--workers 1`` writes (their ``seconds`` aside). Each task sizes torch's thread pool to the CPUs it was
+given: several runs sharing a machine with torch's default threads each are many times slower.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Job:
+    benchmark: str
+    config: object  # vcl.config.RunConfig
+    method: str
+    model: str
+    details: Callable | None = None  # details(results) -> extra keys for the record
+    extra: dict = field(default_factory=dict)
+
+
+def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
+    """Run one config (no files written) and return its record."""
+    from vcl.runner import train
+
+    start = time.perf_counter()
+    res = train(cfg, verbose=False, write=False)
+    return {
+        "benchmark": benchmark,
+        "dataset": cfg.dataset,
+        "method": method,
+        "model": model,
+        "organizations": cfg.organizations,
+        "seed": cfg.seed,
+        "metric": res["metric"],
+        "value": res["value"],
+        "best_value": res["best_value"],
+        **extra,
+        "seconds": time.perf_counter() - start,
+        "seconds_per_round": res["seconds"] / max(1, len(res["rounds"]) - 1),
+        "stored_parameters": res["stored_parameters"],
+        "bytes_sent": res["bytes_sent"],
+        **(details(res) if details else {}),
+    }
+
+
+def report(record: dict) -> None:
+    extra = {k: record[k] for k in ("concurrent", "variant", "setting") if k in record}
+    print(
+        f"{record['dataset']} M={record['organizations']} {record['method']} {record['model']} {extra or ''} "
+        f"seed={record['seed']}: {record['metric']} {record['value']:.4f} (best {record['best_value']:.4f}) "
+        f"{record['seconds']:.2f}s",
+        flush=True,
+    )
+
+
+def _task(job: Job, threads: int) -> dict:
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    return run_record(job.benchmark, job.config, job.method, job.model, job.details, **job.extra)
+
+
+def run_jobs(jobs: list[Job], workers: int = 1, address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> list[dict]:
+    """Every job's record, in order: here one by one (``workers=1``, no address), or as Ray tasks, at most
+    ``workers`` at once, each holding ``cpus`` CPUs and ``gpus`` GPUs (a cluster at ``address``, or a local
+    Ray instance sized to ``workers × cpus``)."""
+    if workers == 1 and not address:
+        records = []
+        for job in jobs:
+            records.append(run_record(job.benchmark, job.config, job.method, job.model, job.details, **job.extra))
+            report(records[-1])
+        return records
+    import ray
+
+    if not ray.is_initialized():
+        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=max(1, round(workers * cpus)), num_gpus=None if gpus else 0, **kwargs)
+    task = ray.remote(_task).options(num_cpus=cpus, num_gpus=gpus)
+    threads = max(1, int(cpus))
+    records: list[dict | None] = [None] * len(jobs)
+    pending: dict = {}
+    queue = list(enumerate(jobs))
+    while queue or pending:
+        while queue and len(pending) < workers:
+            i, job = queue.pop(0)
+            pending[task.remote(job, threads)] = i
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            i = pending.pop(ref)
+            records[i] = ray.get(ref)
+            report(records[i])
+    return records
