@@ -47,7 +47,8 @@ def per_party(values: list, count: int, key: str) -> list:
 
 def start_ray(address: str, cpus: float) -> None:
     """Join the cluster at ``address`` (``auto`` or host:port), or start a local instance that can hold
-    every party (logical CPUs: at least the parties ask for); once per process."""
+    every party, once per process. Its logical CPUs (at least 64, and what the parties ask for) only
+    schedule actors: each party still sets its torch threads to its own ``party_cpus``."""
     import ray
 
     if ray.is_initialized():
@@ -56,7 +57,7 @@ def start_ray(address: str, cpus: float) -> None:
     if address:
         ray.init(address=address, **kwargs)
     else:
-        ray.init(num_cpus=max(os.cpu_count() or 1, math.ceil(cpus)), **kwargs)
+        ray.init(num_cpus=max(os.cpu_count() or 1, math.ceil(cpus), 64), **kwargs)
 
 
 def coordinator_data(config: RunConfig) -> VerticalData:
