@@ -90,6 +90,6 @@ def ray_cluster():
     """One local Ray instance for the whole pytest run (starting one takes seconds); every ray test joins it."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False, configure_logging=False)  # GPUs: all seen
     yield ray
     ray.shutdown()

@@ -81,3 +81,19 @@ def test_mixed_precision_cnns_learn_on_cuda(tmp_path, precision, engine):
     )
     tests = [r["metrics"]["test"] for r in results["rounds"]]
     assert all(math.isfinite(t) for t in tests) and tests[-1] > tests[0] + 0.2  # round 0 is the prior
+
+
+def test_ray_parties_on_a_shared_gpu_equal_one_process_there(tmp_path, ray_cluster):
+    """Four CNN organizations as Ray actors holding a quarter of the GPU each, against the local sequential
+    reference on the same GPU (equal to float tolerance: kernels may differ between processes)."""
+    if ray_cluster.cluster_resources().get("GPU", 0) < 1:
+        pytest.skip("the test's Ray instance sees no GPU")
+    base = dict(IMAGES, rounds=2, compare=[], device="cuda", seed=0)
+    local = train(RunConfig.from_dict(dict(base, concurrent=False, out=str(tmp_path / "l"))), verbose=False)
+    ray_run = train(
+        RunConfig.from_dict(dict(base, transport="ray", party_gpus=[0.25], out=str(tmp_path / "r"))), verbose=False
+    )
+    assert all(p["device"].startswith("cuda") for p in ray_run["parties"])
+    assert ray_run["bytes_sent"] == local["bytes_sent"]
+    for a, b in zip(ray_run["rounds"], local["rounds"], strict=True):
+        assert a["metrics"]["test"] == pytest.approx(b["metrics"]["test"], abs=0.02)

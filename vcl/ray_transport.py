@@ -201,6 +201,11 @@ class RayTransport(Transport):
         nodes = per_party(config.party_nodes, count, "party_nodes")
         if any(c <= 0 for c in cpus) or any(g < 0 for g in gpus):
             raise VCLInputError(f"party_cpus={cpus}, party_gpus={gpus}; give CPUs > 0 and GPUs >= 0 per party.")
+        if config.device.startswith("cuda") and not all(gpus):
+            raise VCLInputError(
+                f"device={config.device} with transport=ray: Ray hides the GPUs from an actor that holds none; "
+                "give every party party_gpus > 0 (a fraction shares a GPU), or use device=cpu."
+            )
         start_ray(config.ray_address, sum(cpus))
         held = ray.cluster_resources()
         for what, want in (("CPU", sum(cpus)), ("GPU", sum(gpus))):
