@@ -177,3 +177,22 @@ def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
     timeless = [{k: v for k, v in r.items() if "seconds" not in k} for r in run_jobs(jobs, workers=1)]
     spread = [{k: v for k, v in r.items() if "seconds" not in k} for r in run_jobs(jobs, workers=2)]
     assert spread == timeless and [r["k"] for r in spread] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            {"transport": "carrier"},
+            r"^transport='carrier'; use local \(one process\) or ray \(one actor per party\)\.$",
+        ),
+        (
+            {"transport": "ray", "party_cpus": [1.0, 1.0, 1.0]},
+            r"^party_cpus lists 3 values for 4 parties; give 1 or 4\.$",
+        ),
+        ({"transport": "ray", "party_gpus": [-1.0]}, r"give CPUs > 0 and GPUs >= 0 per party\.$"),
+    ],
+)
+def test_bad_transport_settings_are_one_sentence_before_any_party_starts(tiny, overrides, message):
+    with pytest.raises(VCLInputError, match=message):
+        train(tiny(**overrides), verbose=False, write=False)
