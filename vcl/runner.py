@@ -259,32 +259,30 @@ def train(
             dm.setup()  # every data error is raised here, before training
             data = dm.data
         protocol = build_protocol(config, data)
-        if rundir is not None:
-            rundir.begin()
         run = Run(config, protocol, out_dir, verbose)
-        if state is not None:
-            if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
-                protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"])
-            protocol.load_state_dict(state["protocol"])
-            run.records, run.seconds = state["records"], state["seconds"]
-            run.saved_round = protocol.round
-            run.log(f"resumed {out_dir} at round {protocol.round}")
         if callbacks is None:
             callbacks = default_callbacks(config, verbose) if write else []
-        try:
-            run_rounds(run, callbacks, config.rounds)
+        try:  # the rounds and the kept models' metrics; then the parties go, before a comparison's start
+            if rundir is not None:
+                rundir.begin()
+            if state is not None:
+                if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
+                    protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"])
+                protocol.load_state_dict(state["protocol"])
+                run.records, run.seconds = state["records"], state["seconds"]
+                run.saved_round = protocol.round
+                run.log(f"resumed {out_dir} at round {protocol.round}")
+            try:
+                run_rounds(run, callbacks, config.rounds)
+            finally:
+                for cb in callbacks:
+                    cb.teardown(run)
+            results = run.results({})
         except KeyboardInterrupt:
-            protocol.federation.transport.close()
             raise RunInterrupted(run.saved_round, out_dir) from None
         except PartyLost as err:
-            protocol.federation.transport.close()
             err.saved_round, err.out_dir = run.saved_round, out_dir
             raise
-        finally:
-            for cb in callbacks:
-                cb.teardown(run)
-        try:  # the kept models' metrics, then the parties go before any comparison's parties start
-            results = run.results({})
         finally:
             protocol.federation.transport.close()
         for method in compare_methods(config):
