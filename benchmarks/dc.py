@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
-from common import parse_args, write_records
+from common import parse_args, run_all, write_records
 
 from vcl.config import RunConfig
 
@@ -89,27 +90,31 @@ def run(benchmark: str, values: dict, trial: int, **extra) -> list[dict]:
     return [{**base, "metric": k, "value": v, "best_value": v} for k, v in scores.items()]
 
 
-def table1(trials: int) -> list[dict]:
-    records = []
+def table1(trials: int, args) -> list[dict]:
+    jobs = []
     for method in TABLE1_METHODS:
         base, overrides = VARIANTS.get(method, (method, {}))
         for t in range(trials):
-            records += run("dc_table1", {**TABLE1_CONFIG, "method": base, **overrides}, t, variant=method, **overrides)
+            values = {**TABLE1_CONFIG, "method": base, **overrides}
+            jobs.append(partial(run, "dc_table1", values, t, variant=method, **overrides))
+    records = [r for rs in run_all(jobs, args) for r in rs]
+    for method in TABLE1_METHODS:
         acc = [r["value"] for r in records if r["variant"] == method and r["metric"] == "accuracy"]
         print(f"table 1 {method}: accuracy {statistics.mean(acc):.3f} over {trials} trials", flush=True)
     return records
 
 
-def sweep(datasets, ks, alphas, trials: int) -> list[dict]:
-    records = []
+def sweep(datasets, ks, alphas, trials: int, args) -> list[dict]:
+    jobs = []
     for ds in datasets:
         for k in sorted({min(k, SWEEP_CONFIG[ds]["dc_public_rows"] - 1) for k in ks}):  # k ≤ p − 1
             for alpha in alphas:
                 values = {**TABLE1_CONFIG, "dataset": ds, "dc_standardize": True, "method": "dc_smote"}
                 values.update(SWEEP_CONFIG[ds], dc_smote_k=k, dc_smote_alpha=alpha)
                 for t in range(trials):
-                    records += run("dc_figure3", values, t, smote_k=k, smote_alpha=alpha)
-            print(f"figure 3 {ds}: k={k} done", flush=True)
+                    jobs.append(partial(run, "dc_figure3", values, t, smote_k=k, smote_alpha=alpha))
+    records = [r for rs in run_all(jobs, args) for r in rs]
+    print(f"figure 3: {len(jobs)} runs done", flush=True)
     return records
 
 
@@ -225,13 +230,13 @@ def plot_anchors(path: Path) -> None:
 def main() -> None:
     args = parse_args(__doc__)
     if args.quick:
-        records = table1(5)
-        records += sweep(["breast_cancer"], [1, 5, 25, 99], [0.5, 1.0, 1.5, 3.0], 1)
+        records = table1(5, args)
+        records += sweep(["breast_cancer"], [1, 5, 25, 99], [0.5, 1.0, 1.5, 3.0], 1, args)
     else:
-        records = table1(20)
+        records = table1(20, args)
         ks = [1, 5, 10, 25, 50, 99]
         alphas = [0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]
-        records += sweep(["breast_cancer", "wine"], ks, alphas, 3)
+        records += sweep(["breast_cancer", "wine"], ks, alphas, 3, args)
     write_records(records, args.out)
     print(table1_markdown(records))
     print()

@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
-from common import summarize, write_records
+from common import add_cluster_args, run_all, summarize, write_records
 
 from datamodules.sources import BANK_FILES
 from vcl.config import RunConfig
@@ -286,7 +287,7 @@ def parse_args() -> argparse.Namespace:
         "--epsilon", type=float, default=None,
         help="h0's budget for the table modes (default: the paper's, 0.5 or 2; 0 = no privacy)",
     )  # fmt: skip
-    return p.parse_args()
+    return add_cluster_args(p).parse_args()
 
 
 def images(gammas: list[float], seeds: list[int], dataset: str = "mnist_subset", data_root: str = "data") -> list[dict]:
@@ -367,19 +368,17 @@ def main() -> None:
         return
     if args.table4 or args.bank:
         dataset, extra = ("bank_marketing", {"data_root": args.data_root}) if args.bank else ("breast_cancer", {})
-        records = []
-        for g in args.gammas or GAMMAS:
-            for seed in args.seeds:
-                records += run(dataset, seed, f"mpdl_table{3 if args.bank else 4}", mpdl_gamma=g, **extra)
+        bench = f"mpdl_table{3 if args.bank else 4}"
+        gammas = args.gammas or GAMMAS
+        jobs = [partial(run, dataset, s, bench, mpdl_gamma=g, **extra) for g in gammas for s in args.seeds]
+        records = [r for rs in run_all(jobs, args) for r in rs]
         write_records(records, args.out)
         print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
         return
     seeds = args.seeds[:2] if args.quick else list(range(10))
-    records = []
     gammas = [0.05, 0.2, 0.6] if args.quick else GAMMAS
-    for g in gammas:
-        for seed in seeds:
-            records += run("breast_cancer", seed, "mpdl_table4", mpdl_gamma=g)
+    jobs = [partial(run, "breast_cancer", seed, "mpdl_table4", mpdl_gamma=g) for g in gammas for seed in seeds]
+    records = [r for rs in run_all(jobs, args) for r in rs]  # the table runs spread over --workers
     if not args.quick:
         records += images(GAMMAS, range(3))
         if any((Path(args.data_root) / f).is_file() for f in BANK_FILES):

@@ -12,6 +12,7 @@ On a GPU machine (``--device cuda``) the ray rows give each CNN organization ``1
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 from common import add_cluster_args, write_records
@@ -123,6 +124,13 @@ def table(records: list[dict]) -> str:
 
 def main() -> None:
     args = parse_args()
+    if args.workers != 1 or args.ray_address:
+        print(
+            "error: transport.py times runs side by side, and runs spread over --workers or a cluster would "
+            "share machines and distort the timings; run it without --workers / --ray-address.",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     rounds = 3 if args.quick else 5
     records = []

@@ -22,6 +22,9 @@ class Job:
     details: Callable | None = None  # details(results) -> extra keys for the record
     extra: dict = field(default_factory=dict)
 
+    def __call__(self) -> dict:
+        return run_record(self.benchmark, self.config, self.method, self.model, self.details, **self.extra)
+
 
 def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
     """Run one config (no files written) and return its record."""
@@ -48,7 +51,9 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
     }
 
 
-def report(record: dict) -> None:
+def report(record) -> None:
+    if not isinstance(record, dict) or "value" not in record:
+        return  # a script's own job (e.g. one run giving several records) reports itself
     extra = {k: record[k] for k in ("concurrent", "variant", "setting") if k in record}
     print(
         f"{record['dataset']} M={record['organizations']} {record['method']} {record['model']} {extra or ''} "
@@ -58,21 +63,22 @@ def report(record: dict) -> None:
     )
 
 
-def _task(job: Job, threads: int) -> dict:
+def _task(job: Callable, threads: int):
     import torch
 
     torch.set_num_threads(max(1, threads))
-    return run_record(job.benchmark, job.config, job.method, job.model, job.details, **job.extra)
+    return job()
 
 
-def run_jobs(jobs: list[Job], workers: int = 1, address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> list[dict]:
-    """Every job's record, in order: here one by one (``workers=1``, no address), or as Ray tasks, at most
-    ``workers`` at once, each holding ``cpus`` CPUs and ``gpus`` GPUs (a cluster at ``address``, or a local
-    Ray instance sized to ``workers × cpus``)."""
+def run_jobs(jobs: list[Callable], workers: int = 1, address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> list:
+    """Every job's result, in order. A job is a zero-argument callable: a :class:`Job` (its record) or a
+    script's own ``functools.partial`` of a module-level function. Here one by one (``workers=1``, no
+    address), or as Ray tasks, at most ``workers`` at once, each holding ``cpus`` CPUs and ``gpus`` GPUs (a
+    cluster at ``address``, or a local Ray instance sized to ``workers × cpus``)."""
     if workers == 1 and not address:
         records = []
         for job in jobs:
-            records.append(run_record(job.benchmark, job.config, job.method, job.model, job.details, **job.extra))
+            records.append(job())
             report(records[-1])
         return records
     import ray
@@ -85,7 +91,7 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str = "", cpus: float =
             ray.init(num_cpus=max(1, round(workers * cpus)), num_gpus=None if gpus else 0, **kwargs)
     task = ray.remote(_task).options(num_cpus=cpus, num_gpus=gpus)
     threads = max(1, int(cpus))
-    records: list[dict | None] = [None] * len(jobs)
+    records: list = [None] * len(jobs)
     pending: dict = {}
     queue = list(enumerate(jobs))
     while queue or pending:
