@@ -67,7 +67,7 @@ def test_two_agent_round_matches_hand_computed_eqs_9_to_12():
     y = [0, 1, 2, 0]
     protocol = fixed_chain([[0, 1, 0, 0], [0, 2, 2, 1]], y, k=3, alpha="paper")
     sent = []
-    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.federation.channel.tap = lambda m: sent.append(m) or m
     record = protocol.run_round()
     # eq. 9: r̄ = 3/4, α_A = log 3 + log 2; eq. 10: w_B = (1, 1, 6, 1)/9
     # eq. 11 with β_A = (K−1)²/K α_A: α_B = log 2 + log(37/2) = log 37; eq. 12: w_A' = (1, 37, 6, 37)/81
@@ -90,7 +90,7 @@ def test_two_agent_round_matches_hand_computed_eqs_9_to_12():
     # the exact α (eq. 6's minimizer): w_B already holds A's loss, so it is eq. 9 on w_B too, and no α's travel
     exact = fixed_chain([[0, 1, 0, 0], [0, 2, 2, 1]], y, k=3, alpha="exact")
     sent = []
-    exact.federation.channel.transport = lambda m: sent.append(m) or m
+    exact.federation.channel.tap = lambda m: sent.append(m) or m
     assert exact.run_round()["alphas"] == pytest.approx([math.log(6), math.log(7)], rel=1e-6)
     hops = [m for m in sent if isinstance(m, IgnoranceScores)]
     torch.testing.assert_close(hops[0].scores, torch.tensor([1.0, 1, 6, 1]) / 9)
@@ -224,7 +224,7 @@ def test_ignorance_scores_are_positive_and_sum_to_one(tiny):
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
     sent = []
-    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.federation.channel.tap = lambda m: sent.append(m) or m
     for _ in range(3):
         protocol.run_round()
     hops = [m for m in sent if isinstance(m, IgnoranceScores)]
@@ -240,7 +240,7 @@ def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny, alp
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
     sent = []
-    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.federation.channel.tap = lambda m: sent.append(m) or m
     records = [protocol.run_round() for _ in range(2)]
     for name, view in zip(protocol.federation.names, dm.data.views, strict=True):
         protocol.federation.transport.party(name).add_rows("new", view.splits["test"])
@@ -267,7 +267,7 @@ def test_longer_chains_send_the_round_start_where_eq_13_needs_it(tiny, alpha):
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
     sent = []
-    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.federation.channel.tap = lambda m: sent.append(m) or m
     protocol.run_round()
     protocol.run_round()
     carried = [(m.round, m.receiver) for m in sent if isinstance(m, IgnoranceScores) and m.round_start is not None]

@@ -166,7 +166,7 @@ def test_grid_split_rows_columns_public_and_labels():
 def test_only_reduced_representations_reach_the_master(tmp_path, method):
     data, protocol = built(dc_config(tmp_path, method=method))
     sent = []
-    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.federation.channel.tap = lambda m: sent.append(m) or m
     protocol.run_round()
     to_master = [m for m in sent if m.receiver == "master"]
     assert {type(m) for m in to_master} == {ReducedRepresentation, Labels}
@@ -190,7 +190,7 @@ def test_only_reduced_representations_reach_the_master(tmp_path, method):
 def test_centralized_reference_is_the_one_that_sends_raw_rows(tmp_path):
     _, protocol = built(dc_config(tmp_path, method="centralized"))
     sent = []
-    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.federation.channel.tap = lambda m: sent.append(m) or m
     protocol.run_round()
     assert {type(m) for m in sent} == {RawFeatures, Labels}
     _, local = built(dc_config(tmp_path, method="local"))

@@ -18,7 +18,7 @@ def test_no_raw_feature_ever_appears_in_a_message(tiny):
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
     sent = []
-    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.federation.channel.tap = lambda m: sent.append(m) or m
     for _ in range(2):
         protocol.run_round()
     raw = [col for v in dm.data.views for x in v.splits.values() for col in x.T]

@@ -116,7 +116,7 @@ def test_psi_finds_exactly_the_intersection_and_no_raw_id_crosses():
     ids_a = [f"user{i}" for i in rng.permutation(60)]
     ids_b = [f"user{i}" for i in rng.permutation(np.arange(40, 120))]
     sent = []
-    channel = Channel(transport=lambda m: sent.append(m) or m)
+    channel = Channel(tap=lambda m: sent.append(m) or m)
     a_rows, b_rows, fold = private_set_intersection(
         PSIParty("a", ids_a, 1024), PSIParty("b", ids_b, 1024, shuffle_seed=3), channel, 1, 5, 0
     )
@@ -361,7 +361,7 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
     sent = []
-    protocol.channel.transport = lambda m: sent.append(m) or m
+    protocol.channel.tap = lambda m: sent.append(m) or m
     while protocol.round < protocol.max_rounds and not protocol.stopped:
         record = protocol.run_round()
     assert {"dual_t", "joint_t", "mpdl_a", "inference_mae"} <= set(record["scores"])
@@ -392,7 +392,7 @@ def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
     sent = []
-    protocol.channel.transport = lambda m: sent.append(m) or m
+    protocol.channel.tap = lambda m: sent.append(m) or m
     scores = protocol.run_round()["scores"]
     majority = max(float((dm.data.labels[s] == c).float().mean()) for s in ("test", "a_only") for c in (0, 1))
     assert scores["ftl_b_test"] > max(0.85, majority) and scores["ftl_a"] > max(0.8, majority)
@@ -447,7 +447,7 @@ def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kerne
     img = torch.rand(4, c * h * w)
     inputs = {p: img[:, px] for p, px in pixels.items()}
     sent = []
-    channel = Channel(transport=lambda m: sent.append(m) or m)
+    channel = Channel(tap=lambda m: sent.append(m) or m)
     logits = net.predict(inputs, channel, 1)
     assert logits.shape == (4, 10)
     assert {tuple(m.values.shape) for m in sent if m.kind == "Activations"} == {(4, 16, h, w)}
@@ -475,7 +475,7 @@ def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
     protocol = build_protocol(cfg, dm.data)
     assert isinstance(protocol.a.model[0], type(protocol.central(1).bottoms["a"]))  # CNN dual models
     sent = []
-    protocol.channel.transport = lambda m: sent.append(m) or m
+    protocol.channel.tap = lambda m: sent.append(m) or m
     while protocol.round < protocol.max_rounds and not protocol.stopped:
         record = protocol.run_round()
     scores = record["scores"]

@@ -45,7 +45,7 @@ def one_private_round(cfg):
     p = build_protocol(cfg, dm.data)
     clean = p.task.pseudo_residual(p.F["train"], p.labels["train"])
     sent = []
-    p.federation.channel.transport = lambda m: sent.append(m) or m
+    p.federation.channel.tap = lambda m: sent.append(m) or m
     record = p.run_round()
     residuals = {m.receiver: m.values for m in sent if isinstance(m, PseudoResidual)}
     return clean, residuals, sent, record

@@ -116,7 +116,7 @@ def test_ascii_runs_with_every_agent_behind_the_guard(tiny, case):
     torch.manual_seed(0)
     protocol = guard(protocol_for(cfg))
     sent, replies = [], []
-    protocol.federation.channel.transport = lambda m: sent.append(m) or m
+    protocol.federation.channel.tap = lambda m: sent.append(m) or m
     request_all = protocol.federation.transport.request_all
 
     def tapped(requests):

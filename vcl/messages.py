@@ -379,19 +379,19 @@ def record_of(message: Message) -> MessageRecord:
 class Channel:
     """The ledger: records every message that crosses (its kind, shapes and bytes per round).
 
-    ``send`` records a message and returns what the receiver gets: ``transport(message)``, the identity
-    unless a test taps it (parties are reached through a :class:`vcl.transport.Transport`, which sends
-    every message and reply through here). Messages an organization sends to itself are recorded but not
-    counted as communication.
+    ``send`` records a message and returns what the receiver gets: ``tap(message)``, the identity unless a
+    test taps the ledger to see (or alter) what crosses (parties are reached through a
+    :class:`vcl.transport.Transport`, which sends every message and reply through here). Messages an
+    organization sends to itself are recorded but not counted as communication.
     """
 
-    def __init__(self, transport: Callable[[Message], Message] | None = None):
-        self.transport = transport or (lambda message: message)
+    def __init__(self, tap: Callable[[Message], Message] | None = None):
+        self.tap = tap or (lambda message: message)
         self.records: list[MessageRecord] = []
 
     def send(self, message: Message) -> Message:
         self.records.append(record_of(message))
-        return self.transport(message)
+        return self.tap(message)
 
     def add(self, record: MessageRecord) -> None:
         """Count a message the transport carried without this process holding it (party to party)."""
