@@ -9,6 +9,7 @@ Features are z-scored with training statistics. Alice is organization 0 and hold
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,10 @@ def named_column_split(columns: list[str], assignment: dict[str, list[str]]) -> 
     index = {c: i for i, c in enumerate(columns)}
     groups, owner = [], {}
     for org, names in assignment.items():
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", str(org)):
+            raise VCLInputError(
+                f"assignment names organization {org!r}; use letters, digits, _ . - (it names its checkpoint folder)."
+            )
         if not names:
             raise VCLInputError(f"assignment gives organization {org!r} no columns; give it at least one.")
         group = []

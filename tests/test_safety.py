@@ -338,3 +338,14 @@ def test_sigterm_stops_at_a_saved_round_with_one_line(tmp_path):
 
 def test_interm_with_hidden_layers_is_accepted(tiny):
     assert check_config(tiny(method="interm", learner=["mlp"])) is None
+
+
+def test_an_organization_name_cannot_point_a_checkpoint_outside_the_run(tiny, tmp_path):
+    """Each party checkpoints under parties/<name>/: a name like ../x is refused before any work."""
+    from vcl.errors import VCLInputError
+    from vcl.runner import train
+
+    bad = {"alice": ["alcohol", "malic_acid"], "../../outside": ["ash", "alcalinity_of_ash"]}
+    with pytest.raises(VCLInputError, match=r"^assignment names organization '\.\./\.\./outside'; use letters"):
+        train(tiny(assignment=bad), verbose=False)
+    assert not (tmp_path / "outside").exists() and not (tmp_path / "run").exists()

@@ -461,7 +461,7 @@ class PartyPlan:
 
 def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPlan:
     """The organizations ``method`` runs with (Alone: Alice only; Joint: one holding every feature). A view
-    without rows (a party that runs elsewhere, :func:`vcl.parties.hollow`) is planned but not transformed."""
+    without rows (a party that runs elsewhere, :func:`vcl.ray_transport.hollow`) is planned but not transformed."""
     task = make_task(config, data)
     m_all = len(data.views)
     blank = organization_set(config.noninformative_organizations, m_all, "noninformative_organizations")

@@ -14,8 +14,8 @@ Some messages go from party to party, never through Alice (ASCII's ignorance sco
 agent): a party that handles a request may leave such messages in its outbox, and after the request the
 transport relays each one — counted once in the ledger, sender → receiver, and handed to the receiving
 party's ``handle`` (which answers nothing). The coordinator neither sees nor holds them.
-A transport that puts each party in its own process implements the same calls (``deliver``,
-``outgoing``, ``forward``).
+:class:`vcl.ray_transport.RayTransport` puts each party in its own process and implements the same
+calls; its relay hands party-to-party messages from actor to actor.
 """
 
 from __future__ import annotations
@@ -168,6 +168,9 @@ class LocalTransport(Transport):
 
 
 def party_file(root: Path, name: str, round_: int) -> Path:
+    """``root/<name>/round-<t>.ckpt``; a name that is not one plain path component is refused."""
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        raise ValueError(f"party name {name!r} cannot name a checkpoint folder.")
     return Path(root) / name / f"round-{round_}.ckpt"
 
 
