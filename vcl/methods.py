@@ -79,14 +79,14 @@ def make_task(config: RunConfig, data: VerticalData) -> Task:
     return Task(data.task, data.num_classes, loss)
 
 
-def per_organization(values: list, count: int, what: str) -> list:
+def per_organization(values: list, count: int, what: str, who: str = "organizations") -> list:
     """One setting for all organizations, or one each; ``gb-svm`` = GB for the first half, SVM after."""
     if len(values) == 1 and values[0] == "gb-svm":
         return ["gb"] * (count // 2) + ["svm"] * (count - count // 2)
     if len(values) == 1:
         return list(values) * count
     if len(values) != count:
-        raise VCLInputError(f"{what} lists {len(values)} values for {count} organizations; give 1 or {count}.")
+        raise VCLInputError(f"{what} lists {len(values)} values for {count} {who}; give 1 or {count}.")
     return list(values)
 
 
@@ -483,11 +483,13 @@ def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPla
     return PartyPlan(views, learners, losses[: len(views)], noisy, learner_settings(config, method))
 
 
-def build_parties(config: RunConfig, method: str, data: VerticalData, only: int | None = None) -> list:
+def build_parties(
+    config: RunConfig, method: str, data: VerticalData, only: int | None = None, plan: PartyPlan | None = None
+) -> list:
     """The parties of a GAL-family or ASCII run, Alice first: every one, or only party ``only`` (what a
-    party's own process builds from the config, :mod:`vcl.ray_transport`)."""
+    party's own process builds from the config, :mod:`vcl.ray_transport`); ``plan``: already made."""
     method = ascii_method(config, method)
-    plan = plan_parties(config, method, data)
+    plan = plan or plan_parties(config, method, data)
     places = organization_devices(resolve_device(config.device), len(plan.views))
     which = range(len(plan.views)) if only is None else [only]
     if method in ASCII_METHODS:
@@ -513,15 +515,14 @@ def build_parties(config: RunConfig, method: str, data: VerticalData, only: int 
     ]
 
 
-def open_transport(config: RunConfig, method: str, data: VerticalData) -> Transport:
+def open_transport(config: RunConfig, method: str, data: VerticalData, plan: PartyPlan) -> Transport:
     """How Alice reaches ``method``'s parties: in this process, or one Ray actor per party."""
     if config.transport == "ray":
         from vcl.ray_transport import RayTransport
 
-        names = [v.name for v in views_for(ascii_method(config, method), data.views, data)]
-        return RayTransport(config, method, names, data)
+        return RayTransport(config, method, [v.name for v in plan.views], data)
     concurrent = config.concurrent and ascii_method(config, method) not in ASCII_METHODS
-    return LocalTransport(build_parties(config, method, data), concurrent=concurrent)
+    return LocalTransport(build_parties(config, method, data, plan=plan), concurrent=concurrent)
 
 
 def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str | None = None) -> Protocol:
@@ -539,7 +540,7 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
         check_ascii_task(config, method, task)
     plan = plan_parties(config, method, data)  # every setting checked before a party is built
     labels = {s: y.to(device) for s, y in data.labels.items()}
-    transport = open_transport(config, method, data)
+    transport = open_transport(config, method, data, plan)
     if method in ASCII_METHODS:
         options = ASCIIOptions(
             variant=ASCII_VARIANTS.get(method, "ascii"),

@@ -38,11 +38,9 @@ def hollow(view: FeatureView) -> FeatureView:
 
 
 def per_party(values: list, count: int, key: str) -> list:
-    if len(values) == 1:
-        return list(values) * count
-    if len(values) != count:
-        raise VCLInputError(f"{key} lists {len(values)} values for {count} parties; give 1 or {count}.")
-    return list(values)
+    from vcl.methods import per_organization
+
+    return per_organization(values, count, key, who="parties")
 
 
 def start_ray(address: str, cpus: float) -> None:
