@@ -16,7 +16,7 @@ seconds per dual epoch with and without Paillier.
 ``--images``: Table I (``--image-dataset mnist_subset``, the default, or ``mnist``) or Table II (``cifar10``)
 only: central MLP (with FTL beside) and central CNN (the paper's CNN for the dataset split at its first
 convolution), MLP dual models, the paper's lambda = 0.01 with each dual model's (and FTL's) gradient norm clipped
-to 5 (``mpdl_dual_clip``; unclipped, SGD at 0.1 diverges on ~500-pixel parties, README). ``--dp-sweep``: Figure 13
+to 5 (``mpdl_dual_clip``; unclipped, SGD at 0.1 diverges on ~500-pixel parties, docs/mpdl.md). ``--dp-sweep``: Figure 13
 (breast_cancer, gamma = 0.1) with h0's per-row Laplace mechanism (epsilon-DP per row) and, beside it, the
 paper's eq. 14 read literally (``mpdl_dp_noise: offset_no_dp``: one shift per feature, no guarantee).
 ``--table4``: Table IV only, at ``--gammas`` and ``--seeds``. ``--bank``: Table III the same way (attributes
@@ -95,7 +95,7 @@ PAPER = {
     for g, fig in zip(GAMMAS, figs, strict=True)
 }
 IMAGE_DATASETS = ("mnist_subset", "mnist", "cifar10")
-IMAGE = {"mpdl_lambda": 0.01, "mpdl_dual_clip": 5.0}  # the paper's lambda; see the README on the clip
+IMAGE = {"mpdl_lambda": 0.01, "mpdl_dual_clip": 5.0}  # the paper's lambda; see docs/mpdl.md on the clip
 BASE = {"method": "mpdl", "test_fraction": 0.1, "mpdl_psi_bits": 1024, "compare": ["ftl"], "device": "cpu"}
 # Section IV-B: "T = 0.15 and m = 2" for MNIST and Breast Cancer, "T = 0.1 and m = 4 for the CIFAR-10 and Bank
 # Marketing datasets"; epsilon "0.5 for the simple datasets and 2 for the complicated ones"
