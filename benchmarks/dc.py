@@ -216,7 +216,7 @@ def plot_anchors(path: Path) -> None:
         dm.setup()
         protocol = build_protocol(cfg, dm.data)
         protocol.run_round()
-        anchor = protocol.flat[0].anchor
+        anchor = protocol.federation.transport.party(protocol.flat[0]).anchor  # what the first worker built
         ax.scatter(anchor[:, 0], anchor[:, 1], s=3, alpha=0.5)
         ax.set_title(f"{method} anchors (r={anchor.shape[0]})")
         ax.set_xlabel("feature 1")

@@ -13,9 +13,9 @@ from datamodules.grid import GridDataModule
 from vcl.anchors import smote
 from vcl.config import RunConfig
 from vcl.dc_metrics import amd, dice, emd, nmi, top_features
-from vcl.messages import AnchorPredictions, AnchorShare, Labels, RawFeatures, ReducedRepresentation
+from vcl.messages import EXPERIMENTER, Ack, AnchorPredictions, AnchorShare, Labels, RawFeatures, ReducedRepresentation
 from vcl.methods import build_protocol
-from vcl.protocols.dc import collaboration_maps
+from vcl.protocols.dc import KeptModel, Scores, Step, collaboration_maps
 from vcl.runner import datamodule_for, train
 
 
@@ -113,7 +113,7 @@ def test_smote_interpolates_within_k_neighbours_and_refuses_bad_k():
 def test_every_worker_builds_the_same_anchors(tmp_path, method):
     _, protocol = built(dc_config(tmp_path, method=method))
     protocol.run_round()
-    anchors = [w.anchor for w in protocol.flat]
+    anchors = [protocol.federation.transport.party(w).anchor for w in protocol.flat]
     r = protocol.labels["train"].shape[0] if method == "dc_raw" else 200
     assert anchors[0].shape == (r, 13)
     assert all(np.array_equal(anchors[0], a) for a in anchors[1:])
@@ -168,9 +168,14 @@ def test_only_reduced_representations_reach_the_master(tmp_path, method):
     sent = []
     protocol.federation.channel.tap = lambda m: sent.append(m) or m
     protocol.run_round()
-    to_master = [m for m in sent if m.receiver == "master"]
-    assert {type(m) for m in to_master} == {ReducedRepresentation, Labels}
-    assert {type(m) for m in sent} <= {ReducedRepresentation, Labels, AnchorPredictions, AnchorShare}
+    workers = set(protocol.flat)
+    to_master = [m for m in sent if m.receiver == "master" and m.sender in workers]
+    assert {type(m) for m in to_master} == {ReducedRepresentation, Labels, Ack}  # Ack: a request done, no tensor
+    # the master gets scores from the experimenter, never a model or a row; workers send it their kept t_i
+    assert {type(m) for m in sent if m.receiver == "master" and m.sender not in workers} == {Scores}
+    assert {m.sender for m in sent if isinstance(m, KeptModel)} == {row[0] for row in protocol.grid}
+    sent = [m for m in sent if EXPERIMENTER not in (m.sender, m.receiver)]  # the experimenter is outside
+    assert {type(m) for m in sent} <= {ReducedRepresentation, Labels, AnchorPredictions, AnchorShare, Step, Ack}
     raw = [col for row in data.parties for v in row for x in v.splits.values() for col in x.T]
     for message in sent:
         if isinstance(message, Labels):
@@ -192,7 +197,7 @@ def test_centralized_reference_is_the_one_that_sends_raw_rows(tmp_path):
     sent = []
     protocol.federation.channel.tap = lambda m: sent.append(m) or m
     protocol.run_round()
-    assert {type(m) for m in sent} == {RawFeatures, Labels}
+    assert {type(m) for m in sent if m.sender in protocol.flat} == {RawFeatures, Labels}
     _, local = built(dc_config(tmp_path, method="local"))
     local.run_round()
     assert local.federation.channel.total_bytes() == 0

@@ -110,8 +110,33 @@ def test_the_parties_ask_for_more_than_the_cluster_has(tiny):
 def test_methods_whose_parties_are_not_behind_messages_are_refused(tiny):
     with pytest.raises(VCLInputError, match="transport=ray cannot run method 'interm'"):
         train(tiny(transport="ray", learner=["mlp"], compare=["interm"]), verbose=False, write=False)
-    with pytest.raises(VCLInputError, match="transport=ray cannot run method 'dc_smote'"):
-        train(tiny(transport="ray", method="dc_smote"), verbose=False, write=False)
+    with pytest.raises(VCLInputError, match="transport=ray cannot run method 'mpdl'"):
+        train(tiny(transport="ray", method="mpdl"), verbose=False, write=False)
+
+
+DC = dict(dataset="wine", dc_public_rows=30, dc_anchor_rows=100, dc_dim=3, dc_smote_k=10, rounds=1)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"method": "dc_smote", "compare": ["centralized", "local"]}, {"method": "dc_tsvd", "dc_row_groups": 2}],
+    ids=["dc_smote+centralized+local", "dc_tsvd 2x2"],
+)
+def test_dc_workers_in_their_own_processes_give_the_same_run(tiny, tmp_path, overrides):
+    """c × d workers and the experimenter as actors; the master (coordinator) gets the same messages."""
+    base = {**DC, **overrides}
+    local = train(tiny(out=str(tmp_path / "local"), **base), verbose=False)
+    ray_run = train(tiny(transport="ray", out=str(tmp_path / "ray"), **base), verbose=False)
+    for a, b in [(local, ray_run)] + [(local["compare"][m], ray_run["compare"][m]) for m in local["compare"]]:
+        assert a["rounds"][1]["scores"] == b["rounds"][1]["scores"] and a["rounds"][1]["metrics"]
+        assert rounds_of(a) == rounds_of(b) and a["prediction_stage"] == b["prediction_stage"]
+        assert a["bytes_sent"] == b["bytes_sent"] and a["organizations"] == b["organizations"]
+    assert local["bytes_sent"] > 0
+    if "local" in local["compare"]:
+        assert local["compare"]["local"]["bytes_sent"] == 0  # Local sends nothing; the experimenter is outside
+    pids = {p["name"]: p["pid"] for p in ray_run["parties"]}
+    assert len(set(pids.values())) == len(pids) == len(local["organizations"]) + 1  # and the experimenter's
+    assert ray_run["coordinator_pid"] not in pids.values()
 
 
 def write_party_files(folder: Path, n=60, seed=0):

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from datamodules import TabularDataModule
+from vcl.config import RunConfig
 from vcl.messages import (
     Ack,
     ClassVotes,
@@ -208,3 +209,19 @@ def test_a_message_goes_only_to_the_party_it_names(tiny):
         transport.request("org2", PredictionRequest("alice", "org1", 0, "test"))
     with pytest.raises(ValueError, match="cannot go to party"):
         transport.request("mallory", PredictionRequest("alice", "mallory", 0, "test"))
+
+
+@pytest.mark.parametrize("method", ["dc_smote", "dc_rand", "centralized", "local"])
+def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_path, method):
+    """The master reaches the c × d workers and the experimenter only by messages: the same results."""
+    from vcl.runner import datamodule_for
+
+    cfg = RunConfig.from_dict(
+        dict(method=method, dataset="wine", dc_public_rows=30, dc_anchor_rows=100, dc_dim=3, dc_smote_k=10)
+        | dict(dc_row_groups=2, rounds=1, compare=[], device="cpu", out=str(tmp_path / "dc"))
+    )
+    dm = datamodule_for(cfg)
+    dm.setup()
+    guarded = results(guard(build_protocol(cfg, dm.data)), cfg)
+    assert guarded == results(build_protocol(cfg, dm.data), cfg)
+    assert guarded["rounds"][1]["scores"]["accuracy"] > 0.5

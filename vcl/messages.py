@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+EXPERIMENTER = "experimenter"  # who scores a run from its own full view of the data; outside the protocol
+
 
 @dataclass(frozen=True)
 class Message:
@@ -179,9 +181,11 @@ class Ack(Message):
 @dataclass(frozen=True)
 class AnchorShare(Message):
     """DC worker → worker: its contribution to the shared anchor data (column ranges for DC(rand), a
-    perturbed low-rank approximation for DC(TSVD), raw rows for DC(raw); DC(SMOTE) needs none)."""
+    perturbed low-rank approximation for DC(TSVD), raw rows for DC(raw); DC(SMOTE) needs none), with the
+    sender's place (i, j) in the grid."""
 
     values: dict[str, Tensor] = field(repr=False, default_factory=dict)
+    position: tuple[int, int] = (0, 0)
 
     def payload(self) -> dict[str, Tensor]:
         return dict(self.values)
@@ -360,7 +364,9 @@ class MessageRecord:
 
     @property
     def crosses_boundary(self) -> bool:
-        return self.sender != self.receiver
+        """Communication between parties: not a message to oneself, nor one to or from the experimenter
+        (who scores the run from outside the protocol)."""
+        return self.sender != self.receiver and EXPERIMENTER not in (self.sender, self.receiver)
 
 
 def record_of(message: Message) -> MessageRecord:
@@ -382,7 +388,8 @@ class Channel:
     ``send`` records a message and returns what the receiver gets: ``tap(message)``, the identity unless a
     test taps the ledger to see (or alter) what crosses (parties are reached through a
     :class:`vcl.transport.Transport`, which sends every message and reply through here). Messages an
-    organization sends to itself are recorded but not counted as communication.
+    organization sends to itself, and the experimenter's messages, are recorded but not counted as
+    communication.
     """
 
     def __init__(self, tap: Callable[[Message], Message] | None = None):

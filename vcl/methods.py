@@ -25,6 +25,7 @@ from vcl.config import ASCII_METHODS, DC_METHODS, METHODS, MPDL_METHODS, RunConf
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.losses import check_local_loss
+from vcl.messages import EXPERIMENTER
 from vcl.organization import FeatureView, Organization, seed_for
 from vcl.paillier import check_key_bits
 from vcl.privacy import check_dp_noise, make_mechanism
@@ -48,6 +49,7 @@ from vcl.protocols.dc import (
     DCOptions,
     DCWorker,
     Evaluation,
+    Experimenter,
     Local,
     make_central,
     make_interpretable,
@@ -169,7 +171,7 @@ def check_transport(config: RunConfig) -> None:
     if config.transport == "local":
         return
     for m in (config.method, *compare_methods(config)):
-        if m in DC_METHODS or m in MPDL_METHODS or m == "interm":
+        if m in MPDL_METHODS or m == "interm":
             what = (
                 "interm trains one network on every party's features in one place"
                 if m == "interm"
@@ -395,9 +397,8 @@ def organization_devices(device: torch.device, count: int) -> list[torch.device]
     return [device] * count
 
 
-def build_collaboration(config: RunConfig, data: GridData, method: str) -> Protocol:
-    """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d parties."""
-    options = DCOptions(
+def dc_options(config: RunConfig, method: str) -> DCOptions:
+    return DCOptions(
         anchor=method.removeprefix("dc_"),
         reduction=config.dc_reduction,
         dim=config.dc_dim,
@@ -407,43 +408,61 @@ def build_collaboration(config: RunConfig, data: GridData, method: str) -> Proto
         tree_splits=config.dc_tree_splits,
         top_t=config.dc_top_t,
     )
-    workers = [
-        [
-            DCWorker(
-                view,
-                (i, j),
-                data.column_groups[j],
-                data.group_labels[i],
-                data.public,
-                data.num_classes,
-                options,
-                config.seed,
-            )
-            for j, view in enumerate(row)
-        ]
-        for i, row in enumerate(data.parties)
-    ]
-    for w in (w for row in workers for w in row):
-        _ = w.dim  # a party too small for dc_dim fails here, before any work
+
+
+def collaboration_parties(config: RunConfig, data: GridData, method: str, only: int | None = None) -> list:
+    """The c × d workers in row-major order, then the experimenter: every one, or only party ``only``
+    (what a party's own process builds from the config, :mod:`vcl.ray_transport`)."""
+    options = dc_options(config, method)
+    c = len(data.parties)
+    count = c * len(data.column_groups) + 1
+    construction = None
+    if method.startswith("dc_"):
+        construction = make_anchor_construction(
+            options.anchor,
+            config.dc_anchor_rows,
+            config.dc_smote_k,
+            config.dc_smote_alpha,
+            config.dc_tsvd_rank,
+            config.dc_tsvd_delta,
+        )
+    layout = GridLayout(c, data.column_groups)
+    parties = []
+    for k in range(count) if only is None else [only]:
+        if k == count - 1:
+            evaluation = Evaluation({s: data.full(s) for s in data.labels}, data.labels, options, config.seed)
+            rows = [row[0].splits["train"].shape[0] for row in data.parties]
+            parties.append(Experimenter(evaluation, rows, data.num_classes))
+            continue
+        i, j = divmod(k, len(data.column_groups))
+        worker = DCWorker(
+            data.parties[i][j],
+            (i, j),
+            data.column_groups[j],
+            data.group_labels[i],
+            data.public,
+            data.num_classes,
+            options,
+            config.seed,
+            construction,
+            layout,
+        )
+        _ = worker.dim  # a party too small for dc_dim fails here, before any work
+        parties.append(worker)
+    return parties
+
+
+def build_collaboration(config: RunConfig, data: GridData, method: str) -> Protocol:
+    """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d workers,
+    with the master as the coordinator and the experimenter as one more party."""
+    grid = [[v.name for v in row] for row in data.parties]
+    names = [n for row in grid for n in row] + [EXPERIMENTER]
+    transport = open_transport(config, method, data, names, lambda: collaboration_parties(config, data, method))
     task = Task(data.task, data.num_classes, "ce")
-    federation = Federation([w for row in workers for w in row])
-    evaluation = Evaluation({s: data.full(s) for s in data.labels}, data.labels, options, config.seed)
-    args = (task, federation, data.labels, workers, evaluation, options)
-    if method == "centralized":
-        return Centralized(*args, seed=config.seed)
-    if method == "local":
-        return Local(*args, seed=config.seed)
-    construction = make_anchor_construction(
-        options.anchor,
-        config.dc_anchor_rows,
-        config.dc_smote_k,
-        config.dc_smote_alpha,
-        config.dc_tsvd_rank,
-        config.dc_tsvd_delta,
-    )
-    protocol = DataCollaboration(
-        *args, construction=construction, layout=GridLayout(len(workers), data.column_groups), seed=config.seed
-    )
+    cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
+    layout = GridLayout(len(grid), data.column_groups)
+    options = dc_options(config, method)
+    protocol = cls(task, Federation(transport=transport), data.labels, grid, layout, options, seed=config.seed)
     protocol.name = method
     return protocol
 
@@ -515,14 +534,14 @@ def build_parties(
     ]
 
 
-def open_transport(config: RunConfig, method: str, data: VerticalData, plan: PartyPlan) -> Transport:
-    """How Alice reaches ``method``'s parties: in this process, or one Ray actor per party."""
+def open_transport(config: RunConfig, method: str, data, names: list[str], parties, concurrent=False) -> Transport:
+    """How the coordinator reaches ``method``'s parties ``names``: one Ray actor per party (each builds itself),
+    or in this process (``parties()`` builds them; ``concurrent``: the local batched executor)."""
     if config.transport == "ray":
         from vcl.ray_transport import RayTransport
 
-        return RayTransport(config, method, [v.name for v in plan.views], data)
-    concurrent = config.concurrent and ascii_method(config, method) not in ASCII_METHODS
-    return LocalTransport(build_parties(config, method, data, plan=plan), concurrent=concurrent)
+        return RayTransport(config, method, names, data)
+    return LocalTransport(parties(), concurrent=concurrent)
 
 
 def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str | None = None) -> Protocol:
@@ -540,7 +559,11 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
         check_ascii_task(config, method, task)
     plan = plan_parties(config, method, data)  # every setting checked before a party is built
     labels = {s: y.to(device) for s, y in data.labels.items()}
-    transport = open_transport(config, method, data, plan)
+    concurrent = config.concurrent and method not in ASCII_METHODS
+    names = [v.name for v in plan.views]
+    transport = open_transport(
+        config, method, data, names, lambda: build_parties(config, method, data, plan=plan), concurrent
+    )
     if method in ASCII_METHODS:
         options = ASCIIOptions(
             variant=ASCII_VARIANTS.get(method, "ascii"),

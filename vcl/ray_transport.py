@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from datamodules.grid import GridData
 from datamodules.tabular import VerticalData
-from vcl.config import RunConfig
+from vcl.config import DC_METHODS, RunConfig
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord, record_of
 from vcl.organization import FeatureView
@@ -70,6 +72,9 @@ def coordinator_data(config: RunConfig) -> VerticalData:
         dm = datamodule_for(config)
         dm.setup()
         data = dm.data
+        if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
+            parties = [[hollow(v) for v in row] for row in data.parties]
+            return replace(data, parties=parties, group_labels=[], public=torch.empty(0))
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
     import ray
 
@@ -118,10 +123,17 @@ class PartyHost:
         self.party = None
 
     def build(self, config: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
-        from vcl.methods import build_parties
+        from vcl.methods import build_parties, collaboration_parties
+        from vcl.runner import datamodule_for
 
         config = RunConfig.from_dict(config)
-        self.party = build_parties(config, method, party_data(config, method, index, ids, kind, num_classes), index)[0]
+        if method in DC_METHODS:  # a worker (i, j) keeps its own block of the grid at once; the experimenter all
+            dm = datamodule_for(config)
+            dm.setup()
+            self.party = collaboration_parties(config, dm.data, method, only=index)[0]
+        else:
+            data = party_data(config, method, index, ids, kind, num_classes)
+            self.party = build_parties(config, method, data, index)[0]
         return party_place(self.party.name, self.party)
 
     def pid(self) -> int:
@@ -221,7 +233,7 @@ class RayTransport(Transport):
         if config.device == "auto" and not any(gpus):
             settings["device"] = "cpu"  # an actor given no GPU trains on its CPUs
         refs = [
-            host.build.remote(settings, method, m, data.ids, data.task, data.num_classes)
+            host.build.remote(settings, method, m, getattr(data, "ids", None), data.task, data.num_classes)
             for m, host in enumerate(self._hosts.values())
         ]
         self._where = _get(refs, names, "start-up")

@@ -26,6 +26,7 @@ from datamodules import (
 )
 from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
 from vcl.errors import PartyLost, VCLInputError
+from vcl.messages import EXPERIMENTER
 from vcl.methods import build_protocol, check_config, compare_methods
 from vcl.prediction import kept_records, prediction_stage
 from vcl.protocols import Protocol
@@ -131,7 +132,7 @@ class Run:
 
     @property
     def organization_names(self) -> list[str]:
-        return self.protocol.federation.names
+        return [n for n in self.protocol.federation.names if n != EXPERIMENTER]
 
     def log(self, line: str) -> None:
         if self.verbose:

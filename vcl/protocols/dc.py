@@ -20,7 +20,7 @@ Local fits it on each party's own (X_{i,j}, Y_i). Evaluation uses an experimente
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -31,7 +31,17 @@ from models.sklearn import dump_estimator, load_estimator
 from vcl.anchors import AnchorConstruction, GridLayout
 from vcl.dc_metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.errors import VCLInputError
-from vcl.messages import AnchorPredictions, AnchorShare, Labels, RawFeatures, ReducedRepresentation, as_float
+from vcl.messages import (
+    EXPERIMENTER,
+    Ack,
+    AnchorPredictions,
+    AnchorShare,
+    Labels,
+    Message,
+    RawFeatures,
+    ReducedRepresentation,
+    as_float,
+)
 from vcl.organization import FeatureView, seed_for
 from vcl.protocols.base import Protocol
 
@@ -183,9 +193,65 @@ def _np(t: Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().astype(np.float64)
 
 
+# --- the DC messages that ask for something (no tensor) or go to the experimenter ----------------------
+@dataclass(frozen=True)
+class Step(Message):
+    """Master → worker: do ``step`` of Algorithm 1 and answer. ``anchor``: send your anchor share to each of
+    ``peers`` (worker → worker); ``reduce``: build the anchors, answer your reduced representations;
+    ``labels``: answer Y_i; ``raw``: answer your rows (the Centralized reference only); ``local``: fit your
+    own model (the Local reference); ``report``: send the model you keep to the experimenter. No tensor."""
+
+    step: str = ""
+    peers: tuple[str, ...] = ()
+
+    def payload(self) -> dict[str, Tensor]:
+        return {}
+
+
+@dataclass(frozen=True)
+class KeptModel(Message):
+    """A worker (or the master) → the experimenter: the interpretable model it keeps (skops bytes), the global
+    columns it reads, its place in the grid, and the anchors it built — to be scored outside the protocol."""
+
+    model: Tensor = field(repr=False, default=None)
+    columns: tuple[int, ...] = ()
+    position: tuple[int, int] | None = None
+    anchor: Tensor | None = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"model": self.model} | ({} if self.anchor is None else {"anchor": self.anchor})
+
+
+@dataclass(frozen=True)
+class ScoreRequest(Message):
+    """Master → the experimenter: score the models kept by ``models`` (in that order). ``collab``: the central
+    model's class scores of each row group's test rows (c × n_test × K), for the collaboration accuracy;
+    ``local_train``: answer the Local reference's training-row scores too."""
+
+    models: tuple[str, ...] = ()
+    collab: Tensor | None = field(repr=False, default=None)
+    local_train: bool = False
+
+    def payload(self) -> dict[str, Tensor]:
+        return {} if self.collab is None else {"collab": self.collab}
+
+
+@dataclass(frozen=True)
+class Scores(Message):
+    """The experimenter → master: accuracy per split, the paper's scores, and (Local) the training scores."""
+
+    split_metrics: dict[str, float] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    train: Tensor | None = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {} if self.train is None else {"train": self.train}
+
+
 class DCWorker:
     """Party (i, j): private X_{i,j} (train rows of group i, its columns; and its columns of the test
-    rows), Y_i, and the public rows X_pub. Sends only messages; keeps f_ij, X^anc and t_i."""
+    rows), Y_i, and the public rows X_pub. Answers the master's :class:`Step` requests and its
+    :class:`AnchorPredictions`; sends other workers only its anchor share; keeps f_ij, X^anc and t_i."""
 
     def __init__(
         self,
@@ -197,6 +263,8 @@ class DCWorker:
         num_classes: int,
         options: DCOptions,
         seed: int,
+        construction: AnchorConstruction | None = None,
+        layout: GridLayout | None = None,
     ):
         self.name = view.name
         self.position = position
@@ -204,12 +272,16 @@ class DCWorker:
         self.num_classes = num_classes
         self.options = options
         self.seed = seed
+        self.construction, self.layout = construction, layout
         self._x = {s: _np(x) for s, x in view.splits.items()}
         self._y = labels.detach().cpu().numpy().astype(np.int64)
         self._public = _np(public)
+        self._shares: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+        self._outbox: list[Message] = []
         self.anchor: np.ndarray | None = None
         self.reduction = None
         self.model = None  # t_i (DC), or the Local reference's own model
+        self.model_columns: list[int] = []  # the global columns it reads (all for t_i, own for Local's)
 
     @property
     def dim(self) -> int:
@@ -225,22 +297,60 @@ class DCWorker:
             )
         return dim
 
+    def handle(self, message: Message) -> Message | None:
+        r = message.round
+        if isinstance(message, AnchorShare):  # another worker's share: kept for building the anchors
+            self._shares[message.position] = {k: v.numpy() for k, v in message.values.items()}
+            return None
+        if isinstance(message, AnchorPredictions):
+            self.fit_interpretable(message)
+            return Ack(self.name, message.sender, r)
+        if not isinstance(message, Step):
+            raise TypeError(f"{self.name} cannot answer a {message.kind}.")
+        if message.step == "anchor":
+            self.send_shares(message.peers, r)
+        elif message.step == "reduce":
+            return self.reduce(r)
+        elif message.step == "labels":
+            return Labels(self.name, message.sender, r, as_float(torch.from_numpy(self._y)))
+        elif message.step == "raw":
+            return RawFeatures(self.name, message.sender, r, as_float(torch.from_numpy(self._x["train"])))
+        elif message.step == "local":
+            self.fit_local()
+        elif message.step == "report":
+            anchor = None if self.anchor is None else torch.from_numpy(self.anchor)
+            blob = dump_estimator(self.model)
+            self._outbox.append(
+                KeptModel(self.name, EXPERIMENTER, r, blob, tuple(self.model_columns), self.position, anchor)
+            )
+        else:
+            raise ValueError(f"{self.name} has no step {message.step!r}.")
+        return Ack(self.name, message.sender, r)
+
+    def outgoing(self) -> list[Message]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def device(self) -> str:
+        return "cpu"
+
     # --- step 1: anchors ---------------------------------------------------------------------------
-    def anchor_share(self, construction: AnchorConstruction) -> dict[str, np.ndarray]:
+    def send_shares(self, peers: tuple[str, ...], round_: int) -> None:
         """What this worker tells the others about its block (float32, as it travels)."""
         rng = np.random.default_rng(seed_for(self.seed, 0x75D, *self.position))
-        share = construction.share(self._x["train"], rng)
-        return {k: np.asarray(v, dtype=np.float32) for k, v in share.items()}
-
-    def share_message(self, share: dict[str, np.ndarray], receiver: str, round_: int) -> AnchorShare:
-        return AnchorShare(self.name, receiver, round_, {k: torch.from_numpy(v) for k, v in share.items()})
-
-    def build_anchor(self, construction, layout: GridLayout, shares: dict, anchor_seed: int) -> None:
-        rng = np.random.default_rng(anchor_seed)
-        self.anchor = construction.build(layout, shares, self._public, rng).astype(np.float64)
+        share = self.construction.share(self._x["train"], rng)
+        share = {k: np.asarray(v, dtype=np.float32) for k, v in share.items()}
+        self._shares = {self.position: share}
+        for peer in peers if share else ():
+            if peer != self.name:
+                values = {k: torch.from_numpy(v) for k, v in share.items()}
+                self._outbox.append(AnchorShare(self.name, peer, round_, values, self.position))
 
     # --- step 2: reduced representations -----------------------------------------------------------
     def reduce(self, round_: int) -> ReducedRepresentation:
+        """Build X^anc from the shares (every worker the same: the run's anchor seed), fit f_ij, answer."""
+        rng = np.random.default_rng(seed_for(self.seed, 0xA7C))
+        self.anchor = self.construction.build(self.layout, self._shares, self._public, rng).astype(np.float64)
         self.reduction = make_reduction(self.options.reduction, self.dim, seed_for(self.seed, 0x4ED, *self.position))
         self.reduction.fit(self._x["train"])
         values = {s: self._transform(x) for s, x in self._x.items()}
@@ -250,12 +360,6 @@ class DCWorker:
     def _transform(self, x: np.ndarray) -> Tensor:
         return as_float(torch.from_numpy(np.asarray(self.reduction.transform(x), dtype=np.float64)))
 
-    def labels_message(self, round_: int) -> Labels:
-        return Labels(self.name, MASTER, round_, as_float(torch.from_numpy(self._y)))
-
-    def raw_message(self, round_: int) -> RawFeatures:
-        return RawFeatures(self.name, MASTER, round_, as_float(torch.from_numpy(self._x["train"])))
-
     # --- step 4: the interpretable model -----------------------------------------------------------
     def fit_interpretable(self, message: AnchorPredictions) -> None:
         """t_i(X^anc) ≈ Y_i^anc: every worker of row group i fits the same model (same seed)."""
@@ -263,25 +367,27 @@ class DCWorker:
         group_seed = seed_for(self.seed, 0x7E1, self.position[0])
         self.model = make_interpretable(self.options.interpretable, self.options.tree_splits, group_seed)
         self.model.fit(self.anchor, y)
+        self.model_columns = list(range(self.anchor.shape[1]))
 
-    def fit_local(self) -> np.ndarray:
-        """Local reference: the interpretable model on this party's own (X_{i,j}, Y_i); its train scores."""
+    def fit_local(self) -> None:
+        """Local reference: the interpretable model on this party's own (X_{i,j}, Y_i)."""
         self.model = make_interpretable(
             self.options.interpretable, self.options.tree_splits, seed_for(self.seed, 0x10C, *self.position)
         )
         self.model.fit(self._x["train"], self._y)
-        return class_scores(self.model, self._x["train"], self.num_classes)
+        self.model_columns = list(self.columns)
 
     def state_dict(self) -> dict:
-        return {"estimators": dump_estimator((self.anchor, self.reduction, self.model))}
+        return {"estimators": dump_estimator((self.anchor, self.reduction, self.model)), "columns": self.model_columns}
 
     def load_state_dict(self, state: dict) -> None:
         self.anchor, self.reduction, self.model = load_estimator(state["estimators"])
+        self.model_columns = list(state["columns"])
 
 
 class Evaluation:
-    """The experimenter's view, outside every party and the master: the full rows and the labels, used
-    only to score the outputs (test accuracy/NMI/Dice_t of the models, AMD/EMD of the anchors)."""
+    """The experimenter's scoring: the full rows and the labels, used only to score the outputs (test
+    accuracy/NMI/Dice_t of the models, AMD/EMD of the anchors)."""
 
     def __init__(self, full: dict[str, Tensor], labels: dict[str, Tensor], options: DCOptions, seed: int):
         self.X = {s: _np(x) for s, x in full.items()}
@@ -290,8 +396,7 @@ class Evaluation:
         if not 1 <= options.top_t <= self.num_features:
             raise VCLInputError(f"dc_top_t={options.top_t}; use 1..{self.num_features} (the number of features).")
         self.top_t = options.top_t
-        self.reference_seed = seed_for(seed, 0xCE0)
-        reference = make_interpretable(options.interpretable, options.tree_splits, self.reference_seed)
+        reference = make_interpretable(options.interpretable, options.tree_splits, reference_seed(seed))
         reference.fit(self.X["train"], self.y["train"])
         self.reference = reference  # Centralized's model: its top-t features are F*_t
         self.reference_top = top_features(
@@ -327,34 +432,101 @@ class Evaluation:
         return out
 
 
-class CollaborationProtocol(Protocol):
-    progress_header = ""
-    """One-shot protocols over c × d workers; ``F`` holds the analysis' class scores (N × K)."""
+def reference_seed(seed: int) -> int:
+    """The seed of the interpretable model fitted on every row (Centralized; the experimenter's F*_t)."""
+    return seed_for(seed, 0xCE0)
 
+
+class Experimenter:
+    """Who scores a DC run, outside every party and the master: it holds the full rows and the labels
+    (:class:`Evaluation`), receives the kept models (:class:`KeptModel`) and answers a
+    :class:`ScoreRequest` with :class:`Scores`. Its messages are not the protocol's communication."""
+
+    name = EXPERIMENTER
+
+    def __init__(self, evaluation: Evaluation, group_rows: list[int], num_classes: int):
+        self.evaluation = evaluation
+        self.group_rows = group_rows  # training rows per row group (the Local reference's training scores)
+        self.num_classes = num_classes
+        self.kept: dict[str, KeptModel] = {}
+
+    def handle(self, message: Message) -> Message | None:
+        if isinstance(message, KeptModel):
+            self.kept[message.sender] = message  # from the master, a request (answered); from a worker, not
+            return Ack(self.name, message.sender, message.round) if message.sender == MASTER else None
+        if not isinstance(message, ScoreRequest):
+            raise TypeError(f"the experimenter cannot answer a {message.kind}.")
+        kept = [self.kept[name] for name in message.models]
+        models = [(load_estimator(k.model), list(k.columns)) for k in kept]
+        split_metrics, scores = self.evaluation.recognition(models)
+        if message.collab is not None:
+            y_test = self.evaluation.y["test"]
+            scores["collab_accuracy"] = float(np.mean([accuracy(y_test, t.argmax(1)) for t in message.collab.numpy()]))
+        anchor = next((k.anchor for k in kept if k.anchor is not None), None)
+        if anchor is not None and message.collab is not None:
+            scores.update(self.evaluation.confidentiality(anchor.numpy()))
+        train = None
+        if message.local_train:
+            train = torch.as_tensor(self.local_train_scores(kept, models), dtype=torch.float32)
+        return Scores(self.name, message.sender, message.round, split_metrics, scores, train)
+
+    def local_train_scores(self, kept: list[KeptModel], models: list) -> np.ndarray:
+        """Each row group's training rows scored by the mean of its parties' own models on their own columns."""
+        X, K = self.evaluation.X["train"], self.num_classes
+        starts = np.cumsum([0, *self.group_rows])
+        F = []
+        for i in range(len(self.group_rows)):
+            rows = X[starts[i] : starts[i + 1]]
+            group = [
+                class_scores(m, rows[:, cols], K)
+                for k, (m, cols) in zip(kept, models, strict=True)
+                if k.position[0] == i
+            ]
+            F.append(np.mean(group, axis=0))
+        return np.vstack(F)
+
+    def state_dict(self) -> dict:
+        return {"kept": [dict(vars(k), columns=list(k.columns)) for k in self.kept.values()]}
+
+    def load_state_dict(self, state: dict) -> None:
+        kept = [KeptModel(**dict(k, columns=tuple(k["columns"]))) for k in state["kept"]]
+        self.kept = {k.sender: k for k in kept}
+
+    def device(self) -> str:
+        return "cpu"
+
+
+class CollaborationProtocol(Protocol):
+    """One-shot protocols over c × d workers, with the master as coordinator; ``F`` holds the analysis'
+    class scores (N × K). The workers are reached only through the transport, by name (``grid[i][j]``);
+    the experimenter scores the models they keep."""
+
+    progress_header = ""
     name = "dc"
     max_rounds = 1
 
-    def __init__(
-        self,
-        task,
-        federation,
-        labels,
-        workers: list[list[DCWorker]],
-        evaluation: Evaluation,
-        options: DCOptions,
-        seed=0,
-    ):
+    def __init__(self, task, federation, labels, grid: list[list[str]], layout: GridLayout, options: DCOptions, seed=0):
         super().__init__(task, federation, labels, seed)
-        self.workers = workers
-        self.evaluation = evaluation
-        self.options = options
+        self.grid, self.layout, self.options = grid, layout, options
+        self.kept: tuple[str, ...] = ()  # who keeps the models the run reports (workers, or the master)
         prior = torch.bincount(labels["train"].long(), minlength=task.num_outputs).float()
         prior = prior / prior.sum()
         self.F = {s: prior.expand(y.shape[0], -1).clone() for s, y in labels.items()}
 
     @property
-    def flat(self) -> list[DCWorker]:
-        return [w for row in self.workers for w in row]
+    def flat(self) -> list[str]:
+        return [w for row in self.grid for w in row]
+
+    def ask(self, step: str, names: list[str], peers: tuple[str, ...] = ()) -> list[Message]:
+        """Send ``Step(step)`` to each of ``names``; their replies, in that order."""
+        transport = self.federation.transport
+        return transport.request_all((n, Step(MASTER, n, 1, step, peers)) for n in names)
+
+    def score(self, collab: np.ndarray | None = None, local_train: bool = False) -> Scores:
+        request = ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, None, local_train)
+        if collab is not None:
+            request = ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, torch.from_numpy(collab), local_train)
+        return self.federation.transport.request(EXPERIMENTER, request)
 
     def train_loss(self) -> float:
         """Mean squared error of F against the one-hot labels (the paper's ridge objective)."""
@@ -366,72 +538,58 @@ class CollaborationProtocol(Protocol):
             return dict(self.history[-1]["split_metrics"])
         return super().evaluate()
 
-    def kept_models(self) -> list[tuple[object, list[int]]]:
-        """The interpretable models the parties keep after the round, each with the columns it reads."""
-        raise NotImplementedError
-
     def prediction_stage(self, upto: int | None = None) -> tuple[dict[str, float], int]:
         """The reported figures again, from a fresh prediction of the kept models on every split."""
         if self.round == 0:
             return self.evaluate(), 0
-        return self.evaluation.recognition(self.kept_models())[0], self.round
+        return self.score().split_metrics, self.round
 
-    def _finish(self, models, F_train: np.ndarray, **extra) -> dict:
+    def _finish(self, F_train: np.ndarray | None, collab: np.ndarray | None = None) -> dict:
         self.round = 1
+        scored = self.score(collab, local_train=F_train is None)
+        F_train = scored.train if F_train is None else F_train
         self.F["train"] = torch.as_tensor(F_train, dtype=torch.float32)
-        split_metrics, scores = self.evaluation.recognition(models)
-        return self._record(split_metrics=split_metrics, scores={**scores, **extra})
+        return self._record(split_metrics=scored.split_metrics, scores=scored.scores)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "kept": list(self.kept)}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.kept = tuple(state["kept"])
 
 
 class DataCollaboration(CollaborationProtocol):
-    """DC analysis with one anchor construction (dc_smote, dc_tsvd, dc_rand, dc_raw)."""
+    """DC analysis with one anchor construction (dc_smote, dc_tsvd, dc_rand, dc_raw); the master is the
+    coordinator and holds only what arrives: reduced representations and labels."""
 
-    def __init__(self, *args, construction: AnchorConstruction, layout: GridLayout, **kw):
-        super().__init__(*args, **kw)
-        self.construction, self.layout = construction, layout
-        self.master: dict | None = None  # G_i and h, after the round
+    master: dict | None = None  # G_i and h, after the round
 
     def run_round(self) -> dict:
-        r, channel, flat = 1, self.federation.channel, self.flat
-        # 1. anchors: every worker builds the same X^anc from the shares it receives (worker → worker)
-        shares = {w.position: w.anchor_share(self.construction) for w in flat}
-        anchor_seed = seed_for(self.seed, 0xA7C)
-        for w in flat:
-            received = {w.position: shares[w.position]}
-            for o in flat:
-                if o is not w and shares[o.position]:
-                    message = channel.send(o.share_message(shares[o.position], w.name, r))
-                    received[o.position] = {k: v.numpy() for k, v in message.values.items()}
-            w.build_anchor(self.construction, self.layout, received, anchor_seed)
+        r, transport = 1, self.federation.transport
+        # 1. anchors: every worker sends its share to the others (worker → worker), then builds X^anc
+        self.ask("anchor", self.flat, peers=tuple(self.flat))
         # 2. reduced representations and labels reach the master
-        reps = {w.position: channel.send(w.reduce(r)).values for w in flat}
-        Y = [channel.send(row[0].labels_message(r)).values.long().numpy() for row in self.workers]
+        reps = dict(zip(self.flat, (m.values for m in self.ask("reduce", self.flat)), strict=True))
+        Y = [m.values.long().numpy() for m in self.ask("labels", [row[0] for row in self.grid])]
         # 3. the master: collaboration representation, central analysis, anchors' predictions
-        c, d = len(self.workers), len(self.workers[0])
-        rep = {
-            s: [np.hstack([_np(reps[(i, j)][s]) for j in range(d)]) for i in range(c)]
-            for s in ("train", "test", "anchor")
-        }
+        rep = {s: [np.hstack([_np(reps[w][s]) for w in row]) for row in self.grid] for s in ("train", "test", "anchor")}
         dim = self.options.collab_dim or min(a.shape[1] for a in rep["anchor"])
         _, G = collaboration_maps(rep["anchor"], dim)
         X_hat = np.vstack([x @ g for x, g in zip(rep["train"], G, strict=True)])
         K = self.task.num_outputs
         h = fit_classes(make_central(self.options.central, seed_for(self.seed, 0xCE7)), X_hat, np.concatenate(Y), K)
-        for i, row in enumerate(self.workers):
-            y_anc = as_float(torch.from_numpy(class_scores(h, rep["anchor"][i] @ G[i], K)))
-            for w in row:
-                w.fit_interpretable(channel.send(AnchorPredictions(MASTER, w.name, r, y_anc)))
+        y_anc = [as_float(torch.from_numpy(class_scores(h, a @ g, K))) for a, g in zip(rep["anchor"], G, strict=True)]
+        transport.request_all(
+            (w, AnchorPredictions(MASTER, w, r, y_anc[i])) for i, row in enumerate(self.grid) for w in row
+        )
         self.master = {"G": G, "h": h}
         test = [class_scores(h, x @ g, K) for x, g in zip(rep["test"], G, strict=True)]
         self.F["test"] = torch.as_tensor(np.mean(test, axis=0), dtype=torch.float32)
-        y_test = self.evaluation.y["test"]
-        collab = float(np.mean([accuracy(y_test, t.argmax(1)) for t in test]))
-        confidentiality = self.evaluation.confidentiality(flat[0].anchor)
-        return self._finish(self.kept_models(), class_scores(h, X_hat, K), collab_accuracy=collab, **confidentiality)
-
-    def kept_models(self) -> list[tuple[object, list[int]]]:
-        """t_i of each row group (every worker of the group holds the same one), on all columns."""
-        return [(row[0].model, list(range(self.layout.num_features))) for row in self.workers]
+        # 4. t_i of each row group (every worker of the group holds the same one) goes to the experimenter
+        self.kept = tuple(row[0] for row in self.grid)
+        self.ask("report", list(self.kept))
+        return self._finish(class_scores(h, X_hat, K), collab=np.stack(test))
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "master": dump_estimator(self.master)}
@@ -447,9 +605,6 @@ class Centralized(CollaborationProtocol):
     name = "centralized"
     model = None  # the interpretable model the master fits on the pooled rows
 
-    def kept_models(self) -> list[tuple[object, list[int]]]:
-        return [(self.model, list(range(self.evaluation.num_features)))]
-
     def state_dict(self) -> dict:
         return {**super().state_dict(), "model": dump_estimator(self.model)}
 
@@ -458,32 +613,32 @@ class Centralized(CollaborationProtocol):
         self.model = load_estimator(state["model"])
 
     def run_round(self) -> dict:
-        r, channel = 1, self.federation.channel
-        m = self.evaluation.num_features
+        raw = dict(zip(self.flat, (_np(m.values) for m in self.ask("raw", self.flat)), strict=True))
         blocks = []
-        for row in self.workers:
-            received = [(w.columns, _np(channel.send(w.raw_message(r)).values)) for w in row]
-            x = np.empty((received[0][1].shape[0], m))
-            for cols, values in received:
-                x[:, cols] = values
+        for row in self.grid:
+            x = np.empty((raw[row[0]].shape[0], self.layout.num_features))
+            for w, cols in zip(row, self.layout.column_groups, strict=True):
+                x[:, cols] = raw[w]
             blocks.append(x)
         X = np.vstack(blocks)
-        y = np.concatenate([channel.send(row[0].labels_message(r)).values.long().numpy() for row in self.workers])
-        model = make_interpretable(self.options.interpretable, self.options.tree_splits, self.evaluation.reference_seed)
-        model.fit(X, y)
-        self.model = model
-        return self._finish(self.kept_models(), class_scores(model, X, self.task.num_outputs))
+        y = np.concatenate([m.values.long().numpy() for m in self.ask("labels", [row[0] for row in self.grid])])
+        model = make_interpretable(self.options.interpretable, self.options.tree_splits, reference_seed(self.seed))
+        self.model = model.fit(X, y)
+        self.kept = (MASTER,)
+        columns = tuple(range(self.layout.num_features))
+        kept = KeptModel(MASTER, EXPERIMENTER, 1, dump_estimator(model), columns)
+        self.federation.transport.request(EXPERIMENTER, kept)
+        return self._finish(class_scores(model, X, self.task.num_outputs))
 
 
 class Local(CollaborationProtocol):
-    """Reference: every party fits the interpretable model on its own (X_{i,j}, Y_i); nothing is sent."""
+    """Reference: every party fits the interpretable model on its own (X_{i,j}, Y_i); nothing is sent
+    between parties (the experimenter scores each party's own model)."""
 
     name = "local"
 
     def run_round(self) -> dict:
-        F = [np.mean([w.fit_local() for w in row], axis=0) for row in self.workers]
-        return self._finish(self.kept_models(), np.vstack(F))
-
-    def kept_models(self) -> list[tuple[object, list[int]]]:
-        """Every party's own model on its own columns."""
-        return [(w.model, w.columns) for w in self.flat]
+        self.ask("local", self.flat)
+        self.kept = tuple(self.flat)
+        self.ask("report", list(self.kept))
+        return self._finish(None)
