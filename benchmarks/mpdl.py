@@ -290,29 +290,35 @@ def parse_args() -> argparse.Namespace:
     return add_cluster_args(p).parse_args()
 
 
-def images(gammas: list[float], seeds: list[int], dataset: str = "mnist_subset", data_root: str = "data") -> list[dict]:
-    """Table I (MNIST) or II (CIFAR-10): central MLP with FTL beside it, and the central CNN."""
+def images(gammas: list[float], seeds: list[int], dataset: str = "mnist_subset", data_root: str = "data") -> list:
+    """Table I (MNIST) or II (CIFAR-10): central MLP with FTL beside it, and the central CNN (one job a run)."""
     table = "mpdl_table2" if dataset == "cifar10" else "mpdl_table1"
-    out = []
-    for g in gammas:
-        for seed in seeds:
-            for central in ("mlp", "cnn"):
-                out += run(
-                    dataset, seed, table, mpdl_gamma=g, mpdl_central=central, data_root=data_root,
-                    compare=["ftl"] if central == "mlp" else [], **IMAGE,
-                )  # fmt: skip
-    return out
+    return [
+        partial(
+            run,
+            dataset,
+            seed,
+            table,
+            mpdl_gamma=g,
+            mpdl_central=central,
+            data_root=data_root,
+            compare=["ftl"] if central == "mlp" else [],
+            **IMAGE,
+        )  # fmt: skip
+        for g in gammas
+        for seed in seeds
+        for central in ("mlp", "cnn")
+    ]
 
 
-def m_sweep(seeds: list[int], data_root: str) -> list[dict]:
+def m_sweep(seeds: list[int], data_root: str) -> list:
     """Figure 7: Algorithm 1 run for exactly m iterations (T = 1 never stops it early), gamma = 0.4, K = 5."""
     bank = any((Path(data_root) / f).is_file() for f in BANK_FILES)
     dataset, extra = ("bank_marketing", {"data_root": data_root}) if bank else ("breast_cancer", {})
-    out = []
-    for m in range(1, 6):
-        for seed in seeds:
-            out += run(dataset, seed, "mpdl_fig7", mpdl_gamma=0.4, mpdl_max_iterations=m, mpdl_threshold=1.0, **extra)
-    return out
+    fig7 = dict(mpdl_gamma=0.4, mpdl_threshold=1.0, **extra)
+    return [
+        partial(run, dataset, seed, "mpdl_fig7", mpdl_max_iterations=m, **fig7) for m in range(1, 6) for seed in seeds
+    ]
 
 
 def print_m_sweep(records: list[dict]) -> None:
@@ -327,21 +333,19 @@ def print_m_sweep(records: list[dict]) -> None:
         print(f"| {m} | {' | '.join(cells)} | {seeds} |")
 
 
-def dp_sweep(seeds: list[int], epsilons: list[float], noises=("per_row", "offset_no_dp")) -> list[dict]:
-    out = []
-    for noise in noises:
-        for eps in epsilons:
-            for seed in seeds:
-                out += run(
-                    "breast_cancer",
-                    seed,
-                    "mpdl_fig13",
-                    mpdl_gamma=0.1,
-                    mpdl_epsilon=eps,
-                    mpdl_dp_noise=noise,
-                    compare=[],
-                )
-    return out
+def dp_sweep(seeds: list[int], epsilons: list[float], noises=("per_row", "offset_no_dp")) -> list:
+    fig13 = dict(mpdl_gamma=0.1, compare=[])
+    return [
+        partial(run, "breast_cancer", seed, "mpdl_fig13", mpdl_epsilon=eps, mpdl_dp_noise=noise, **fig13)
+        for noise in noises
+        for eps in epsilons
+        for seed in seeds
+    ]
+
+
+def run_jobs(jobs: list, args) -> list[dict]:
+    """Every job's records, in job order; the jobs spread over ``--workers`` (one run each)."""
+    return [r for rs in run_all(jobs, args) for r in rs]
 
 
 def main() -> None:
@@ -351,17 +355,17 @@ def main() -> None:
         FORCED["mpdl_epsilon"] = args.epsilon
     out = Path(args.out or "runs/bench/mpdl.json")
     if args.images:
-        records = images(args.gammas or [0.05, 0.2], args.seeds, args.image_dataset, args.data_root)
+        records = run_jobs(images(args.gammas or [0.05, 0.2], args.seeds, args.image_dataset, args.data_root), args)
         write_records(records, args.out)
         print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
         return
     if args.m_sweep:
-        records = m_sweep(args.seeds, args.data_root)
+        records = run_jobs(m_sweep(args.seeds, args.data_root), args)
         write_records(records, args.out)
         print_m_sweep(records)
         return
     if args.dp_sweep:
-        sweep = dp_sweep(args.seeds, [0.0, 1000.0, 300.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
+        sweep = run_jobs(dp_sweep(args.seeds, [0.0, 1000.0, 300.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1]), args)
         write_records(sweep, args.out)
         print_sweep(sweep)
         plot_epsilon(sweep, out.with_name(out.stem + "_fig13.png"))
@@ -370,28 +374,33 @@ def main() -> None:
         dataset, extra = ("bank_marketing", {"data_root": args.data_root}) if args.bank else ("breast_cancer", {})
         bench = f"mpdl_table{3 if args.bank else 4}"
         gammas = args.gammas or GAMMAS
-        jobs = [partial(run, dataset, s, bench, mpdl_gamma=g, **extra) for g in gammas for s in args.seeds]
-        records = [r for rs in run_all(jobs, args) for r in rs]
+        records = run_jobs(
+            [partial(run, dataset, s, bench, mpdl_gamma=g, **extra) for g in gammas for s in args.seeds], args
+        )
         write_records(records, args.out)
         print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
         return
     seeds = args.seeds[:2] if args.quick else list(range(10))
     gammas = [0.05, 0.2, 0.6] if args.quick else GAMMAS
     jobs = [partial(run, "breast_cancer", seed, "mpdl_table4", mpdl_gamma=g) for g in gammas for seed in seeds]
-    records = [r for rs in run_all(jobs, args) for r in rs]  # the table runs spread over --workers
     if not args.quick:
-        records += images(GAMMAS, range(3))
+        jobs += images(GAMMAS, range(3))
         if any((Path(args.data_root) / f).is_file() for f in BANK_FILES):
-            for g in GAMMAS:
-                for seed in seeds:
-                    records += run("bank_marketing", seed, "mpdl_table3", mpdl_gamma=g, data_root=args.data_root)
+            root = args.data_root
+            jobs += [
+                partial(run, "bank_marketing", s, "mpdl_table3", mpdl_gamma=g, data_root=root)
+                for g in GAMMAS
+                for s in seeds
+            ]
         else:
             print(f"skipping Table III: no bank-full.csv under {args.data_root}", file=sys.stderr)
     if args.quick:  # per-row DP at three budgets, and the offset reading at the paper's 0.5
-        sweep = dp_sweep(seeds[:1], [0.0, 2.0, 0.5], ("per_row",)) + dp_sweep(seeds[:1], [0.5], ("offset_no_dp",))
+        sweep_jobs = dp_sweep(seeds[:1], [0.0, 2.0, 0.5], ("per_row",)) + dp_sweep(seeds[:1], [0.5], ("offset_no_dp",))
     else:
-        sweep = dp_sweep(seeds, [0.0, 1000.0, 300.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
-    cost = paillier_cost(args.quick)
+        sweep_jobs = dp_sweep(seeds, [0.0, 1000.0, 300.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1])
+    done = run_all(jobs + sweep_jobs, args)  # every run spread over --workers, records in job order
+    records, sweep = (sum(part, []) for part in (done[: len(jobs)], done[len(jobs) :]))
+    cost = paillier_cost(args.quick)  # timed one after the other, side by side (never spread over workers)
     write_records(records + sweep + cost, args.out)
     print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
     print_sweep(sweep)

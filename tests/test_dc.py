@@ -13,9 +13,18 @@ from datamodules.grid import GridDataModule
 from vcl.anchors import smote
 from vcl.config import RunConfig
 from vcl.dc_metrics import amd, dice, emd, nmi, top_features
-from vcl.messages import EXPERIMENTER, Ack, AnchorPredictions, AnchorShare, Labels, RawFeatures, ReducedRepresentation
+from vcl.messages import (
+    EXPERIMENTER,
+    Ack,
+    AnchorPredictions,
+    AnchorShare,
+    Labels,
+    RawFeatures,
+    ReducedRepresentation,
+    Step,
+)
 from vcl.methods import build_protocol
-from vcl.protocols.dc import KeptModel, Scores, Step, collaboration_maps
+from vcl.protocols.dc import KeptModel, Scores, collaboration_maps
 from vcl.runner import datamodule_for, train
 
 

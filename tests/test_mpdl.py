@@ -18,12 +18,13 @@ from vcl.config import RunConfig
 from vcl.dual import DualParty, duality_loss
 from vcl.errors import VCLInputError
 from vcl.kde import GaussianKDE, bandwidth
-from vcl.messages import Channel
+from vcl.messages import EXPERIMENTER, Ack, Activations, Channel, Step
 from vcl.methods import check_config
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer, laplace
 from vcl.psi import PSIParty, decode, hash_to_group, private_set_intersection
 from vcl.runner import train
+from vcl.split_network import CanvasConv
 
 MPDL_KINDS = {
     "BlindedIDs",
@@ -56,6 +57,18 @@ def mpdl_config(tmp_path, **overrides) -> RunConfig:
         "out": str(tmp_path / "mpdl"),
     }
     return RunConfig.from_dict({**values, **overrides})
+
+
+def protocol_messages(sent: list) -> list:
+    """The protocol's messages that carry something: not the experimenter's, not a bare request or receipt."""
+    out = [m for m in sent if EXPERIMENTER not in (m.sender, m.receiver)]
+    assert all(not m.payload() for m in out if isinstance(m, (Step, Ack)))
+    return [m for m in out if not isinstance(m, (Step, Ack))]
+
+
+def h0_of(protocol, name: str):
+    """A party's DP layer, read in the test (the coordinator never holds it)."""
+    return protocol.federation.transport.party(name).party.h0
 
 
 # --- the split ------------------------------------------------------------------------------------------
@@ -366,12 +379,13 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
         record = protocol.run_round()
     assert {"dual_t", "joint_t", "mpdl_a", "inference_mae"} <= set(record["scores"])
     assert set(protocol.evaluate()) == {"test", "a_only"}
+    sent = protocol_messages(sent)
     kinds = {m.kind for m in sent}
     assert kinds <= MPDL_KINDS and {"GeneratedData", "DensityDifference", "Activations"} <= kinds
     crossing = [m for m in sent if m.sender != m.receiver]
     assert {m.kind for m in crossing if m.receiver == "collaborator"} == {"Activations", "Labels"}
     checked = 0
-    for party, dp in ((dm.data.a, protocol.a.h0), (dm.data.b, protocol.b.h0)):
+    for party, dp in ((dm.data.a, h0_of(protocol, "a")), (dm.data.b, h0_of(protocol, "b"))):
         private = torch.cat([party.train, dp.normalize(party.train), party.test, dp.normalize(party.test)])
         for m in crossing:
             for t in m.payload().values():
@@ -428,16 +442,17 @@ def test_canvas_conv_is_one_convolution_of_the_stacked_canvases():
 def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kernel, convs, pools):
     """CIFAR-10: three 3×3 convolutions (16, 32, 32) then one 2×2 max-pool; MNIST: 5×5 convolutions (16, 32).
     Split at the first convolution: each party's bottom layer is that convolution on its own pixels."""
-    from vcl.split_network import SplitNetwork
+    from vcl.split_network import CentralTop, party_bottom
 
     c, h, w = shape
     mask_a, mask_b = image_masks(c, h, w)
     pixels = {"a": np.flatnonzero(mask_a), "b": np.flatnonzero(mask_b)}
-    images = {p: (shape, px) for p, px in pixels.items()}
-    net = SplitNetwork({p: len(px) for p, px in pixels.items()}, 10, 0, 0.1, 0, "cnn", images)
+    dims = {p: len(px) for p, px in pixels.items()}
+    bottoms = {p: party_bottom(i, dims, 10, 0, 0, (shape, pixels[p])) for i, p in enumerate(pixels)}
+    net = CentralTop(dims, 10, 0, 0.1, 0, shape)
     assert net.network == network
     for p in ("a", "b"):
-        conv = net.bottoms[p].conv
+        conv = bottoms[p].conv
         assert (conv.in_channels, conv.out_channels, conv.kernel_size, conv.bias) == (c, 16, (kernel, kernel), None)
     top_convs = [m for m in net.top if isinstance(m, torch.nn.Conv2d)]
     assert [(m.in_channels, m.out_channels, m.kernel_size[0]) for m in top_convs] == convs
@@ -446,21 +461,23 @@ def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kerne
     torch.manual_seed(0)
     img = torch.rand(4, c * h * w)
     inputs = {p: img[:, px] for p, px in pixels.items()}
-    sent = []
-    channel = Channel(tap=lambda m: sent.append(m) or m)
-    logits = net.predict(inputs, channel, 1)
+    activations = [Activations(p, "collaborator", 1, bottoms[p](inputs[p]).detach()) for p in pixels]
+    assert {tuple(m.values.shape) for m in activations} == {(4, 16, h, w)}  # maps cross, never pixels
+    logits, leaves = net.forward(activations, True)
     assert logits.shape == (4, 10)
-    assert {tuple(m.values.shape) for m in sent if m.kind == "Activations"} == {(4, 16, h, w)}
     canvases = []
     for px in pixels.values():
         canvas = torch.zeros(4, c * h * w)
         canvas[:, px] = img[:, px]
         canvases.append(canvas.view(4, c, h, w))
-    weight = torch.cat([net.bottoms[p].conv.weight for p in pixels], 1)
+    weight = torch.cat([bottoms[p].conv.weight for p in pixels], 1)
     maps = torch.nn.functional.conv2d(torch.cat(canvases, 1), weight, padding=kernel // 2)
-    assert torch.allclose(net.bottoms["a"](inputs["a"]) + net.bottoms["b"](inputs["b"]), maps, atol=1e-5)
-    loss = net.fit(inputs, torch.arange(4), "b", 2, 2, torch.Generator().manual_seed(0), channel, 1)
-    assert math.isfinite(loss)
+    assert torch.allclose(bottoms["a"](inputs["a"]) + bottoms["b"](inputs["b"]), maps, atol=1e-5)
+    net.step(torch.nn.functional.cross_entropy(logits, torch.arange(4)))
+    errors = net.errors(leaves, list(pixels), 1)
+    assert [tuple(e.values.shape) for e in errors] == [(4, 16, h, w)] * 2 and all(
+        e.values.abs().sum() > 0 for e in errors
+    )
 
 
 def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
@@ -473,11 +490,12 @@ def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
     dm = datamodule_for(cfg)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
-    assert isinstance(protocol.a.model[0], type(protocol.central(1).bottoms["a"]))  # CNN dual models
+    assert isinstance(protocol.federation.transport.party("a").party.model[0], CanvasConv)  # CNN dual models
     sent = []
     protocol.channel.tap = lambda m: sent.append(m) or m
     while protocol.round < protocol.max_rounds and not protocol.stopped:
         record = protocol.run_round()
+    sent = protocol_messages(sent)
     scores = record["scores"]
     assert all(0 <= scores[k] <= 1 for k in ("dual_t", "joint_t", "mpdl_a")) and math.isfinite(scores["inference_mae"])
     assert {m.kind for m in sent} <= MPDL_KINDS
@@ -488,7 +506,7 @@ def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
     generated = [m for m in sent if m.kind == "GeneratedData"]
     widths = {m.values.shape[1] for m in generated}
     assert widths == {dm.data.a.num_features, dm.data.b.num_features}  # generations of the other's pixels
-    for party, dp in ((dm.data.a, protocol.a.h0), (dm.data.b, protocol.b.h0)):
+    for party, dp in ((dm.data.a, h0_of(protocol, "a")), (dm.data.b, h0_of(protocol, "b"))):
         private = torch.cat([party.train, dp.normalize(party.train), party.test, dp.normalize(party.test)])
         for m in generated:
             if m.values.shape[1] == private.shape[1]:

@@ -107,11 +107,9 @@ def test_the_parties_ask_for_more_than_the_cluster_has(tiny):
         train(tiny(transport="ray", party_cpus=[100.0]), verbose=False, write=False)
 
 
-def test_methods_whose_parties_are_not_behind_messages_are_refused(tiny):
+def test_interm_which_trains_in_one_place_is_refused(tiny):
     with pytest.raises(VCLInputError, match="transport=ray cannot run method 'interm'"):
         train(tiny(transport="ray", learner=["mlp"], compare=["interm"]), verbose=False, write=False)
-    with pytest.raises(VCLInputError, match="transport=ray cannot run method 'mpdl'"):
-        train(tiny(transport="ray", method="mpdl"), verbose=False, write=False)
 
 
 DC = dict(dataset="wine", dc_public_rows=30, dc_anchor_rows=100, dc_dim=3, dc_smote_k=10, rounds=1)
@@ -221,3 +219,27 @@ def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
 def test_bad_transport_settings_are_one_sentence_before_any_party_starts(tiny, overrides, message):
     with pytest.raises(VCLInputError, match=message):
         train(tiny(**overrides), verbose=False, write=False)
+
+
+MPDL = dict(dataset="breast_cancer", test_fraction=0.1, mpdl_gamma=0.2, mpdl_max_rows=240, mpdl_psi_bits=1024)
+MPDL |= dict(mpdl_dual_epochs=2, mpdl_central_epochs=2, mpdl_threshold=1.0)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"method": "mpdl", "compare": ["ftl"]}, {"method": "mpdl", "mpdl_paillier": True, "mpdl_key_bits": 256}],
+    ids=["mpdl+ftl", "mpdl paillier"],
+)
+def test_mpdl_parties_in_their_own_processes_give_the_same_run(tiny, tmp_path, overrides):
+    """A, B and the experimenter as actors, the collaborator C as coordinator: PSI, Algorithm 2 (party to
+    party, encrypted), the split networks and FTL give the same scores and the same ledger."""
+    base = {**MPDL, **overrides, "rounds": 2}
+    local = train(tiny(out=str(tmp_path / "local"), **base), verbose=False)
+    ray_run = train(tiny(transport="ray", out=str(tmp_path / "ray"), **base), verbose=False)
+    timing = ("psi_seconds", "dual_seconds_per_epoch")
+    for a, b in [(local, ray_run)] + [(local["compare"][m], ray_run["compare"][m]) for m in local["compare"]]:
+        assert rounds_of(a) == rounds_of(b) and a["bytes_sent"] == b["bytes_sent"] > 0
+        scores = [{k: v for k, v in r["scores"].items() if k not in timing} for r in (a["rounds"][-1], b["rounds"][-1])]
+        assert scores[0] == scores[1] and ("attack_mae" in scores[0] or "ftl_a" in scores[0])
+    assert {p["name"] for p in ray_run["parties"]} == {"a", "b", "experimenter"}
+    assert len({p["pid"] for p in ray_run["parties"]} | {ray_run["coordinator_pid"]}) == 4

@@ -1,5 +1,7 @@
 """The organization boundary: parties are reached only by messages, through a transport that counts them."""
 
+import json
+
 import pytest
 import torch
 
@@ -225,3 +227,22 @@ def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_pat
     guarded = results(guard(build_protocol(cfg, dm.data)), cfg)
     assert guarded == results(build_protocol(cfg, dm.data), cfg)
     assert guarded["rounds"][1]["scores"]["accuracy"] > 0.5
+
+
+@pytest.mark.parametrize("method", ["mpdl", "ftl"])
+def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guard(tmp_path, method):
+    """The collaborator reaches A, B and the experimenter only by messages: the same results."""
+    from vcl.runner import datamodule_for
+
+    cfg = RunConfig.from_dict(
+        dict(method=method, dataset="breast_cancer", mpdl_gamma=0.2, mpdl_max_rows=200, mpdl_psi_bits=1024)
+        | dict(mpdl_dual_epochs=1, mpdl_central_epochs=2, rounds=2, compare=[], device="cpu", out=str(tmp_path / "m"))
+    )
+    dm = datamodule_for(cfg)
+    dm.setup()
+    guarded = results(guard(build_protocol(cfg, dm.data)), cfg)
+    plain = results(build_protocol(cfg, dm.data), cfg)
+    for r in guarded["rounds"] + plain["rounds"]:
+        for key in ("psi_seconds", "dual_seconds_per_epoch"):
+            r.get("scores", {}).pop(key, None)
+    assert json.dumps(guarded, sort_keys=True) == json.dumps(plain, sort_keys=True)  # round 0's loss is NaN

@@ -172,10 +172,36 @@ class Discarded(Message):
 
 @dataclass(frozen=True)
 class Ack(Message):
-    """A party → Alice: a message that asks for nothing back (ASCII's labels) arrived. No tensor."""
+    """A party → the coordinator: a message that asks for nothing back (ASCII's labels, a :class:`Step`) is
+    done; ``figures``: numbers about the sender's own work (a row count), if asked for. No tensor."""
+
+    figures: dict = field(default_factory=dict)
 
     def payload(self) -> dict[str, Tensor]:
         return {}
+
+
+@dataclass(frozen=True)
+class Step(Message):
+    """The coordinator → a party: do ``step`` of the protocol (``args``: which one, e.g. an epoch and a batch
+    of a schedule both sides draw from the run's seed), and answer. No tensor."""
+
+    step: str = ""
+    args: dict = field(default_factory=dict)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {}
+
+
+@dataclass(frozen=True)
+class Report(Message):
+    """A party (or the coordinator) → the experimenter: what it holds that the run's scores need (the models
+    it keeps, what it received). Outside the protocol: recorded, never counted as communication."""
+
+    values: dict = field(repr=False, default_factory=dict)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {k: v for k, v in self.values.items() if isinstance(v, Tensor)}
 
 
 @dataclass(frozen=True)
@@ -282,6 +308,7 @@ class GeneratedData(Message):
     rows named by the protocol (co-occurring minibatch, B-only rows, A-only rows), N × d_receiver."""
 
     values: Tensor = field(repr=False, default=None)
+    rows: str = "overlap"  # "overlap": a minibatch of D_C; "only": the sender's rows the receiver does not hold
 
     def payload(self) -> dict[str, Tensor]:
         return {"generated": self.values}

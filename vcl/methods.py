@@ -32,14 +32,12 @@ from vcl.privacy import check_dp_noise, make_mechanism
 from vcl.protocols import (
     ASCIIOptions,
     AssistedClassification,
-    FederatedTransfer,
     GALOptions,
     GradientAssistedLearning,
     IgnoranceAgent,
     IntermFusion,
     LateFusion,
     MPDLOptions,
-    MultiPartyDualLearning,
     Protocol,
 )
 from vcl.protocols.ascii import ALPHAS, STOPS
@@ -56,6 +54,7 @@ from vcl.protocols.dc import (
     make_reduction,
 )
 from vcl.protocols.late import FUSIONS
+from vcl.protocols.mpdl import build_overlap, overlap_parties
 from vcl.psi import check_psi_bits
 from vcl.tasks import Task
 from vcl.transport import LocalTransport, Transport
@@ -171,13 +170,11 @@ def check_transport(config: RunConfig) -> None:
     if config.transport == "local":
         return
     for m in (config.method, *compare_methods(config)):
-        if m in MPDL_METHODS or m == "interm":
-            what = (
-                "interm trains one network on every party's features in one place"
-                if m == "interm"
-                else (f"{m}'s parties are not yet behind messages")
+        if m == "interm":
+            raise VCLInputError(
+                "transport=ray cannot run method 'interm' (it trains one network on every party's features in one "
+                "place); run it with transport=local."
             )
-            raise VCLInputError(f"transport=ray cannot run method {m!r} ({what}); run it with transport=local.")
     try:
         import ray  # noqa: F401
     except ImportError:
@@ -550,8 +547,12 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
         return build_collaboration(config, data, method)
     if method in MPDL_METHODS:
         task = Task(data.task, data.num_classes, "ce")
-        cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
-        return cls(task, data, mpdl_options(config), seed=config.seed)
+        options = mpdl_options(config)
+        names = ["a", "b", EXPERIMENTER]
+        transport = open_transport(
+            config, method, data, names, lambda: overlap_parties(options, data, config.seed, method == "mpdl")
+        )
+        return build_overlap(method, task, data, options, config.seed, transport)
     method = ascii_method(config, method)
     device = resolve_device(config.device)
     task = make_task(config, data)

@@ -90,33 +90,51 @@ class PSIParty:
         """``v^secret mod p`` (GMP's modular exponentiation, ~8× Python's ``pow`` at 1024 bits)."""
         return [int(powmod(v, self._secret, self.p)) for v in values]
 
+    # --- the protocol's four messages, each at the side that sends it ------------------------------------
+    def offer(self, receiver: str, round_: int) -> BlindedIDs:
+        """1 (A): its IDs hashed and blinded, in its own order."""
+        return BlindedIDs(self.name, receiver, round_, encode(self.blind_own(), self.p))
+
+    def answer(self, offer: BlindedIDs, round_: int) -> tuple[BlindedIDs, BlindedIDs]:
+        """2 (B): A's values blinded again (same order), and its own IDs blinded, in a shuffled order."""
+        twice = encode(self.blind(decode(offer.values)), self.p)
+        own = encode(self.blind_own(shuffled=True), self.p)
+        return BlindedIDs(self.name, offer.sender, round_, twice), BlindedIDs(self.name, offer.sender, round_, own)
+
+    def match(self, twice: BlindedIDs, theirs: BlindedIDs, round_: int) -> tuple[np.ndarray, IntersectionIndices]:
+        """3 (A): its rows in the intersection, and where each sits in B's shuffled list (to B)."""
+        position_in_b = {v: j for j, v in enumerate(self.blind(decode(theirs.values)))}
+        rows, positions = [], []
+        for i, v in enumerate(decode(twice.values)):
+            if v in position_in_b:
+                rows.append(i)
+                positions.append(position_in_b[v])
+        message = IntersectionIndices(self.name, theirs.sender, round_, torch.tensor(positions, dtype=torch.int64))
+        return np.asarray(rows, dtype=np.int64), message
+
+    def assign_folds(
+        self, indices: IntersectionIndices, folds: int, fold_seed: int, round_: int
+    ) -> tuple[np.ndarray, np.ndarray, FoldAssignment]:
+        """4 (B): its rows of the intersection in A's order, and their K folds (to A)."""
+        rows = self._order[indices.values.numpy()].astype(np.int64)
+        n = len(rows)
+        if n < 2 * folds:
+            raise VCLInputError(
+                f"the parties share {n} rows, too few for mpdl_folds={folds} (2 rows per fold); "
+                "raise mpdl_gamma or lower mpdl_folds."
+            )
+        fold = np.random.default_rng(fold_seed).permutation(n) % folds
+        return rows, fold, FoldAssignment(self.name, indices.sender, round_, torch.from_numpy(fold.astype(np.int64)))
+
 
 def private_set_intersection(
     a: PSIParty, b: PSIParty, channel: Channel, round_: int, folds: int, fold_seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run the protocol above; returns (A's row indices of D_C, B's row indices of D_C, fold of each row).
-
-    Row i of D_C is A's row ``a_rows[i]`` and B's row ``b_rows[i]`` (the same ID); ``fold[i]`` is in 0..K−1.
-    """
-    msg = channel.send(BlindedIDs(a.name, b.name, round_, encode(a.blind_own(), a.p)))
-    a_then_b = b.blind(decode(msg.values))
-    msg_ab = channel.send(BlindedIDs(b.name, a.name, round_, encode(a_then_b, b.p)))
-    msg_b = channel.send(BlindedIDs(b.name, a.name, round_, encode(b.blind_own(shuffled=True), b.p)))
-    # A: match the doubly blinded values
-    position_in_b = {v: j for j, v in enumerate(a.blind(decode(msg_b.values)))}
-    a_rows, b_positions = [], []
-    for i, v in enumerate(decode(msg_ab.values)):
-        if v in position_in_b:
-            a_rows.append(i)
-            b_positions.append(position_in_b[v])
-    msg_idx = channel.send(IntersectionIndices(a.name, b.name, round_, torch.tensor(b_positions, dtype=torch.int64)))
-    b_rows = b._order[msg_idx.values.numpy()]
-    n = len(b_rows)
-    if n < 2 * folds:
-        raise VCLInputError(
-            f"the parties share {n} rows, too few for mpdl_folds={folds} (2 rows per fold); "
-            "raise mpdl_gamma or lower mpdl_folds."
-        )
-    fold = np.random.default_rng(fold_seed).permutation(n) % folds
-    fold_msg = channel.send(FoldAssignment(b.name, a.name, round_, torch.from_numpy(fold.astype(np.int64))))
-    return np.asarray(a_rows, dtype=np.int64), b_rows.astype(np.int64), fold_msg.values.numpy()
+    """The protocol above in one process (each message through ``channel``); returns (A's row indices of D_C,
+    B's row indices of D_C, fold of each row). Row i of D_C is A's row ``a_rows[i]`` and B's row
+    ``b_rows[i]`` (the same ID); ``fold[i]`` is in 0..K−1. (In a run, the parties take these steps apart.)"""
+    offer = channel.send(a.offer(b.name, round_))
+    twice, theirs = (channel.send(m) for m in b.answer(offer, round_))
+    a_rows, indices = a.match(twice, theirs, round_)
+    b_rows, _, assignment = b.assign_folds(channel.send(indices), folds, fold_seed, round_)
+    return a_rows, b_rows, channel.send(assignment).values.numpy()

@@ -26,8 +26,9 @@ from pathlib import Path
 import torch
 
 from datamodules.grid import GridData
+from datamodules.overlap import OverlapData
 from datamodules.tabular import VerticalData
-from vcl.config import DC_METHODS, RunConfig
+from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord, record_of
 from vcl.organization import FeatureView
@@ -75,6 +76,9 @@ def coordinator_data(config: RunConfig) -> VerticalData:
         if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
             parties = [[hollow(v) for v in row] for row in data.parties]
             return replace(data, parties=parties, group_labels=[], public=torch.empty(0))
+        if isinstance(data, OverlapData):  # MPDL: C's view: each party's width and image layout, labels for metrics
+            a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
+            return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
     import ray
 
@@ -123,14 +127,20 @@ class PartyHost:
         self.party = None
 
     def build(self, config: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
-        from vcl.methods import build_parties, collaboration_parties
+        from vcl.methods import build_parties, collaboration_parties, mpdl_options
+        from vcl.protocols.mpdl import overlap_parties
         from vcl.runner import datamodule_for
 
         config = RunConfig.from_dict(config)
-        if method in DC_METHODS:  # a worker (i, j) keeps its own block of the grid at once; the experimenter all
+        if method in DC_METHODS or method in MPDL_METHODS:  # a party keeps its own part at once; the experimenter all
             dm = datamodule_for(config)
             dm.setup()
-            self.party = collaboration_parties(config, dm.data, method, only=index)[0]
+            if method in DC_METHODS:
+                self.party = collaboration_parties(config, dm.data, method, only=index)[0]
+            else:
+                options = mpdl_options(config)
+                self.party = overlap_parties(options, dm.data, config.seed, method == "mpdl", only=index)[0]
+            del dm
         else:
             data = party_data(config, method, index, ids, kind, num_classes)
             self.party = build_parties(config, method, data, index)[0]

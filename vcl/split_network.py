@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vcl.messages import ActivationGradient, Activations, Channel, Labels, as_classes, as_float
+from vcl.messages import ActivationGradient, Activations, as_float
 
 COLLABORATOR = "collaborator"
 
@@ -96,9 +96,29 @@ def paper_cnn(shape: tuple[int, int, int]) -> str:
     return "cifar10" if shape[0] == 3 else "mnist"
 
 
-class SplitNetwork:
-    """``dims`` {party: its number of columns}; for ``arch="cnn"``, ``images`` {party: (C, H, W), its pixel
-    positions} (every party of a CNN must hold image pixels)."""
+def hidden_width(dims: dict[str, int], classes: int, hidden: int = 0) -> int:
+    """The MLP's hidden layer: ``hidden``, or (Σ_p d_p + K)/2 units (the paper's)."""
+    return hidden or (sum(dims.values()) + classes) // 2
+
+
+def party_bottom(
+    index: int, dims: dict[str, int], classes: int, hidden: int, seed: int, image=None, device="cpu"
+) -> nn.Module:
+    """Party ``index``'s bottom layer (of ``dims``' parties, in order): ``x_p W_p`` for the MLP, or its pixels'
+    first convolution (``image``: (C, H, W), its pixel positions) for the CNN; seeded ``seed + index``."""
+    d = list(dims.values())[index]
+    if image is not None:
+        kernel = PAPER_CNNS[paper_cnn(image[0])][0]
+        module = _seeded(seed + index, lambda: CanvasConv(*image, kernel=kernel))
+    else:
+        module = _seeded(seed + index, lambda: nn.Linear(d, hidden_width(dims, classes, hidden), bias=False))
+    return module.to(device)
+
+
+class CentralTop:
+    """C's part of the split network: the bias on the sum of the parties' bottom outputs and everything above
+    it (``dims`` {party: its columns}; ``image_shape`` (C, H, W) for the CNN), with its own SGD. Trained
+    through the parties' :class:`Activations` and answered with :class:`ActivationGradient`s."""
 
     def __init__(
         self,
@@ -107,78 +127,37 @@ class SplitNetwork:
         hidden: int,
         lr: float,
         seed: int,
-        arch: str = "mlp",
-        images: dict[str, tuple] | None = None,
+        image_shape: tuple[int, int, int] | None = None,
         device: str = "cpu",
     ):
         self.classes, self.device = classes, torch.device(device)
-        if arch == "cnn":
+        if image_shape is not None:
             self.hidden = hidden or 128
-            shape = next(iter(images.values()))[0]
-            self.network = paper_cnn(shape)
-            kernel, top = PAPER_CNNS[self.network]
-            self.bottoms = {
-                p: _seeded(seed + i, lambda p=p: CanvasConv(*images[p], kernel=kernel)) for i, p in enumerate(dims)
-            }
-            self.top = _seeded(seed + 97, lambda: top(shape, classes, self.hidden))
+            self.network = paper_cnn(image_shape)
+            top = PAPER_CNNS[self.network][1]
+            self.top = _seeded(seed + 97, lambda: top(image_shape, classes, self.hidden))
             self.bias = nn.Parameter(torch.zeros(16, 1, 1, device=self.device))
         else:
             self.network = "mlp"
-            self.hidden = hidden or (sum(dims.values()) + classes) // 2
-            self.bottoms = {
-                p: _seeded(seed + i, lambda d=d: nn.Linear(d, self.hidden, bias=False))
-                for i, (p, d) in enumerate(dims.items())
-            }
+            self.hidden = hidden_width(dims, classes, hidden)
             self.top = _seeded(seed + 97, lambda: nn.Sequential(nn.ReLU(), nn.Linear(self.hidden, classes)))
             self.bias = nn.Parameter(torch.zeros(self.hidden, device=self.device))
-        for module in (*self.bottoms.values(), self.top):
-            module.to(self.device)
-        self.optimizers = {p: torch.optim.SGD(m.parameters(), lr=lr) for p, m in self.bottoms.items()}
-        self.optimizers[COLLABORATOR] = torch.optim.SGD([*self.top.parameters(), self.bias], lr=lr)
+        self.top.to(self.device)
+        self.optimizer = torch.optim.SGD([*self.top.parameters(), self.bias], lr=lr)
 
-    def _forward(self, inputs: dict[str, Tensor], rows, channel: Channel, round_: int):
-        """Each party's activations on ``rows`` reach C; returns (C's logits, party outputs, C's leaves)."""
-        outs, leaves = {}, {}
-        for p, x in inputs.items():
-            outs[p] = self.bottoms[p](x[rows].to(self.device))
-            msg = channel.send(Activations(p, COLLABORATOR, round_, as_float(outs[p])))
-            leaves[p] = msg.values.to(self.device, copy=True).requires_grad_(True)
-        logits = self.top(sum(leaves.values()) + self.bias)
-        return logits, outs, leaves
+    def forward(self, activations: list[Activations], grad: bool) -> tuple[Tensor, list[Tensor]]:
+        """C's logits on the sum of the parties' activations (in order), and the leaves their errors come from."""
+        leaves = [a.values.to(self.device, copy=True).requires_grad_(grad) for a in activations]
+        return self.top(sum(leaves) + self.bias), leaves
 
-    def fit(
-        self,
-        inputs: dict[str, Tensor],
-        labels: Tensor,
-        label_holder: str,
-        epochs: int,
-        batch_size: int,
-        generator: torch.Generator,
-        channel: Channel,
-        round_: int,
-    ) -> float:
-        """Train on aligned rows (every party's ``inputs`` row i is the same individual); mean last-epoch loss."""
-        message = channel.send(Labels(label_holder, COLLABORATOR, round_, as_classes(labels, self.classes)))
-        y = message.values.to(self.device).long()
-        n, loss_sum = y.shape[0], 0.0
-        for _ in range(epochs):
-            loss_sum = 0.0
-            for rows in torch.randperm(n, generator=generator).split(batch_size):
-                logits, outs, leaves = self._forward(inputs, rows, channel, round_)
-                loss = nn.functional.cross_entropy(logits, y[rows])
-                for opt in self.optimizers.values():
-                    opt.zero_grad()
-                loss.backward()
-                self.optimizers[COLLABORATOR].step()
-                for p, out in outs.items():
-                    delta = channel.send(ActivationGradient(COLLABORATOR, p, round_, as_float(leaves[p].grad))).values
-                    out.backward(delta.to(out.device))
-                    self.optimizers[p].step()
-                loss_sum += float(loss.detach()) * len(rows)
-        return loss_sum / max(n, 1)
+    def step(self, loss: Tensor) -> None:
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
 
-    def predict(self, inputs: dict[str, Tensor], channel: Channel, round_: int) -> Tensor:
-        """C's class scores (logits) on aligned rows, on the CPU (where runs are scored)."""
-        n = next(iter(inputs.values())).shape[0]
-        with torch.no_grad():
-            return self._forward(inputs, torch.arange(n), channel, round_)[0].cpu()
+    def errors(self, leaves: list[Tensor], parties: list[str], round_: int) -> list[ActivationGradient]:
+        """δ of C's first layer w.r.t. each party's activations (eq. 18), one message per party."""
+        return [
+            ActivationGradient(COLLABORATOR, p, round_, as_float(leaf.grad))
+            for p, leaf in zip(parties, leaves, strict=True)
+        ]

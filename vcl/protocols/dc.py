@@ -40,6 +40,7 @@ from vcl.messages import (
     Message,
     RawFeatures,
     ReducedRepresentation,
+    Step,
     as_float,
 )
 from vcl.organization import FeatureView, seed_for
@@ -193,21 +194,7 @@ def _np(t: Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().astype(np.float64)
 
 
-# --- the DC messages that ask for something (no tensor) or go to the experimenter ----------------------
-@dataclass(frozen=True)
-class Step(Message):
-    """Master → worker: do ``step`` of Algorithm 1 and answer. ``anchor``: send your anchor share to each of
-    ``peers`` (worker → worker); ``reduce``: build the anchors, answer your reduced representations;
-    ``labels``: answer Y_i; ``raw``: answer your rows (the Centralized reference only); ``local``: fit your
-    own model (the Local reference); ``report``: send the model you keep to the experimenter. No tensor."""
-
-    step: str = ""
-    peers: tuple[str, ...] = ()
-
-    def payload(self) -> dict[str, Tensor]:
-        return {}
-
-
+# --- the DC messages to and from the experimenter ----------------------------------------------------
 @dataclass(frozen=True)
 class KeptModel(Message):
     """A worker (or the master) → the experimenter: the interpretable model it keeps (skops bytes), the global
@@ -308,7 +295,7 @@ class DCWorker:
         if not isinstance(message, Step):
             raise TypeError(f"{self.name} cannot answer a {message.kind}.")
         if message.step == "anchor":
-            self.send_shares(message.peers, r)
+            self.send_shares(message.args["peers"], r)
         elif message.step == "reduce":
             return self.reduce(r)
         elif message.step == "labels":
@@ -520,7 +507,7 @@ class CollaborationProtocol(Protocol):
     def ask(self, step: str, names: list[str], peers: tuple[str, ...] = ()) -> list[Message]:
         """Send ``Step(step)`` to each of ``names``; their replies, in that order."""
         transport = self.federation.transport
-        return transport.request_all((n, Step(MASTER, n, 1, step, peers)) for n in names)
+        return transport.request_all((n, Step(MASTER, n, 1, step, {"peers": peers})) for n in names)
 
     def score(self, collab: np.ndarray | None = None, local_train: bool = False) -> Scores:
         request = ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, None, local_train)
