@@ -26,8 +26,9 @@ def rounds_of(results):
         {"method": "gal", "compare": ["alone", "late"]},
         {"method": "al", "local_loss": ["l1"], "privacy": "dp"},
         {"method": "ascii", "learner": ["tree"], "compare": ["ascii_simple"]},
+        {"method": "interm", "learner": ["mlp"]},
     ],
-    ids=["gal+alone+late", "al+dp", "ascii"],
+    ids=["gal+alone+late", "al+dp", "ascii", "interm"],
 )
 def test_ray_equals_one_process_bit_for_bit(tiny, tmp_path, overrides):
     base = dict(organizations=3, rounds=2, epochs=5, **overrides)
@@ -105,11 +106,6 @@ def test_the_cli_names_the_lost_party_and_the_resume_command(tiny, tmp_path, cap
 def test_the_parties_ask_for_more_than_the_cluster_has(tiny):
     with pytest.raises(VCLInputError, match=r"ask for 400 CPUs .* the Ray cluster has 8"):
         train(tiny(transport="ray", party_cpus=[100.0]), verbose=False, write=False)
-
-
-def test_interm_which_trains_in_one_place_is_refused(tiny):
-    with pytest.raises(VCLInputError, match="transport=ray cannot run method 'interm'"):
-        train(tiny(transport="ray", learner=["mlp"], compare=["interm"]), verbose=False, write=False)
 
 
 DC = dict(dataset="wine", dc_public_rows=30, dc_anchor_rows=100, dc_dim=3, dc_smote_k=10, rounds=1)

@@ -194,6 +194,17 @@ class Step(Message):
 
 
 @dataclass(frozen=True)
+class Scalars(Message):
+    """A few numbers as a tensor: an organization's gradient norms, or the whole network's norm it clips by
+    (Interm fusion's clip over every part of one network)."""
+
+    values: Tensor = field(repr=False, default=None)
+
+    def payload(self) -> dict[str, Tensor]:
+        return {"values": self.values}
+
+
+@dataclass(frozen=True)
 class Report(Message):
     """A party (or the coordinator) → the experimenter: what it holds that the run's scores need (the models
     it keeps, what it received). Outside the protocol: recorded, never counted as communication."""

@@ -53,6 +53,7 @@ from vcl.protocols.dc import (
     make_interpretable,
     make_reduction,
 )
+from vcl.protocols.interm import IntermParty
 from vcl.protocols.late import FUSIONS
 from vcl.protocols.mpdl import build_overlap, overlap_parties
 from vcl.psi import check_psi_bits
@@ -169,12 +170,6 @@ def check_transport(config: RunConfig) -> None:
         raise VCLInputError(f"transport={config.transport!r}; use local (one process) or ray (one actor per party).")
     if config.transport == "local":
         return
-    for m in (config.method, *compare_methods(config)):
-        if m == "interm":
-            raise VCLInputError(
-                "transport=ray cannot run method 'interm' (it trains one network on every party's features in one "
-                "place); run it with transport=local."
-            )
     try:
         import ray  # noqa: F401
     except ImportError:
@@ -508,6 +503,11 @@ def build_parties(
     plan = plan or plan_parties(config, method, data)
     places = organization_devices(resolve_device(config.device), len(plan.views))
     which = range(len(plan.views)) if only is None else [only]
+    if method == "interm":
+        k = make_task(config, data).num_outputs
+        return [
+            IntermParty(plan.views[m], plan.learners[m], plan.settings, k, config.seed, m, places[m]) for m in which
+        ]
     if method in ASCII_METHODS:
         trees = ClassifierSettings(
             max_depth=config.max_depth or None, n_trees=config.n_trees, resample=config.ascii_resample
@@ -580,7 +580,7 @@ def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str
     if method == "late":
         return LateFusion(task, federation, labels, fusion=config.late_fusion, seed=config.seed)
     if method == "interm":
-        return IntermFusion(task, federation, labels, plan.views, plan.learners, plan.settings, seed=config.seed)
+        return IntermFusion(task, federation, labels, seed=config.seed)
     options = GALOptions(
         weights=config.weights,
         eta=config.eta,

@@ -1,9 +1,14 @@
 """Intermediate fusion (a centralized baseline of the GAL paper, 'Interm').
 
 Each organization's feature extractor (its learner's network without the last layer) maps its own
-features to a hidden representation; the representations are averaged and a shared last layer gives
-the prediction. Everything is trained end to end on the labels, so it needs the labels and every
-view in one place: it is the reference GAL is compared with, not a privacy-preserving method. One round.
+features to a hidden representation; Alice averages the representations and her last layer gives the
+prediction. Everything is trained end to end on Alice's labels as one network split at the hidden layer:
+per minibatch each organization sends its representation (:class:`~vcl.messages.Activations`) and Alice
+sends back its error (:class:`~vcl.messages.ActivationGradient`); with gradient clipping the norms of
+everyone's gradients cross too (:class:`~vcl.messages.Scalars`), so the network is clipped as one. The
+minibatch schedule comes from the run's seed, which every organization holds. It is the reference GAL is
+compared with (every minibatch crosses, as representations that carry far more than GAL's fitted values),
+not a privacy-preserving method. One round.
 """
 
 from __future__ import annotations
@@ -12,21 +17,98 @@ import torch
 from torch import Tensor, nn
 
 from models import LearnerSettings, build_learner
-from models.residual import DRAWS, derived_seed, seeded_draws
+from models.residual import DRAWS, build_optimizer, derived_seed, seeded_draws
 from vcl.losses import local_loss
+from vcl.messages import Ack, ActivationGradient, Activations, Message, Scalars, Step, as_float
 from vcl.organization import FeatureView, seed_for
 from vcl.protocols.base import Protocol
 
+HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
 
-class IntermNet(nn.Module):
-    def __init__(self, extractors: list[nn.Module], width: int, out_features: int):
-        super().__init__()
-        self.extractors = nn.ModuleList(extractors)
-        self.head = nn.Linear(width, out_features)
 
-    def forward(self, xs: list[Tensor]) -> Tensor:
-        hidden = torch.stack([e(x) for e, x in zip(self.extractors, xs, strict=True)])
-        return self.head(hidden.mean(0))
+class IntermParty:
+    """An organization in Interm fusion: its feature extractor, with its learner's optimizer and schedule,
+    reached only by messages."""
+
+    def __init__(
+        self, view: FeatureView, learner: str, settings: LearnerSettings, outputs: int, seed: int, place: int, device
+    ):
+        self.name, self.seed, self.place = view.name, seed, place
+        self.view = view.to(device)
+        net = build_learner(learner, view.example_shape, outputs, "l2", seed_for(seed, 0, place), settings)
+        self.hparams = {k: getattr(net.hparams, k) for k in HPARAMS}
+        self.width = net.net[1].in_features
+        self.extractor = net.net[0].to(device)
+        hp = self.hparams
+        self.optimizer, self.scheduler = build_optimizer(
+            self.extractor.parameters(),
+            hp["lr"],
+            hp["momentum"],
+            hp["weight_decay"],
+            hp["milestones"],
+            hp["gamma"],
+            hp["optimizer"],
+        )
+        self.generator = torch.Generator().manual_seed(seed)  # the minibatch schedule, as Alice draws it
+        self._order: Tensor | None = None
+        self._hidden: Tensor | None = None
+
+    def handle(self, message: Message) -> Message:
+        if isinstance(message, ActivationGradient):  # Alice's error of the last representation
+            self.optimizer.zero_grad(set_to_none=True)
+            self._hidden.backward(message.values.to(self._hidden.device))
+            self._hidden = None
+            if self.hparams["grad_clip"]:  # first the norms of this part's gradients: the network is clipped as one
+                norms = [torch.linalg.vector_norm(p.grad) for p in self._params()]
+                return Scalars(self.name, message.sender, message.round, torch.stack(norms).cpu())
+            self.optimizer.step()
+            return Ack(self.name, message.sender, message.round)
+        if isinstance(message, Scalars):  # the whole network's gradient norm: clip by it, then step
+            params = self._params()
+            total = message.values.reshape(()).to(params[0].device)
+            torch.nn.utils.clip_grads_with_norm_(params, self.hparams["grad_clip"], total)
+            self.optimizer.step()
+            return Ack(self.name, message.sender, message.round)
+        if not isinstance(message, Step):
+            raise TypeError(f"{self.name} cannot answer a {message.kind}.")
+        return getattr(self, f"step_{message.step}")(message, **message.args)
+
+    def _params(self) -> list[Tensor]:
+        return [p for p in self.extractor.parameters() if p.grad is not None]
+
+    def step_setup(self, message: Step) -> Ack:
+        """Its representation's width, and its learner's training settings (Alice's own are the run's)."""
+        return Ack(self.name, message.sender, message.round, {"width": self.width, **self.hparams})
+
+    def step_forward(self, message: Step, epoch: int, batch: int, batch_size: int) -> Activations:
+        """Its representation of a training minibatch (the epoch's schedule drawn at its first batch)."""
+        x = self.view.splits["train"]
+        if batch == 0:
+            self._order = torch.randperm(x.shape[0], generator=self.generator).to(x.device)
+        rows = self._order[batch * batch_size : (batch + 1) * batch_size]
+        self.extractor.train()
+        with seeded_draws(derived_seed(self.seed, DRAWS, self.place, epoch, batch), x.device):  # dropout
+            self._hidden = self.extractor(x[rows])
+        return Activations(self.name, message.sender, message.round, as_float(self._hidden))
+
+    def step_epoch_end(self, message: Step) -> Ack:
+        self.scheduler.step()
+        return Ack(self.name, message.sender, message.round)
+
+    @torch.no_grad()
+    def step_predict(self, message: Step, split: str, start: int, stop: int) -> Activations:
+        self.extractor.eval()
+        hidden = self.extractor(self.view.splits[split][start:stop])
+        return Activations(self.name, message.sender, message.round, as_float(hidden))
+
+    def state_dict(self) -> dict:
+        return {"extractor": {k: v.cpu() for k, v in self.extractor.state_dict().items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.extractor.load_state_dict(state["extractor"])
+
+    def device(self) -> str:
+        return str(next(self.extractor.parameters()).device)
 
 
 class IntermFusion(Protocol):
@@ -34,75 +116,78 @@ class IntermFusion(Protocol):
     max_rounds = 1
     starts_from_prior = False
 
-    def __init__(
-        self,
-        task,
-        federation,
-        labels: dict[str, Tensor],
-        views: list[FeatureView],
-        learners: list[str],
-        settings: LearnerSettings,
-        seed: int = 0,
-    ):
+    def __init__(self, task, federation, labels: dict[str, Tensor], seed: int = 0):
         super().__init__(task, federation, labels, seed)
-        device = next(iter(labels.values())).device
-        self.views = [v.to(device) for v in views]
-        k = task.num_outputs
-        nets = [
-            build_learner(name, v.example_shape, k, "l2", seed_for(seed, 0, m), settings)
-            for m, (v, name) in enumerate(zip(self.views, learners, strict=True))
-        ]
-        widths = {lr.net[1].in_features for lr in nets}
+        self.device = next(iter(labels.values())).device
+        setups = [r.figures for r in self.ask("setup")]
+        widths = {s["width"] for s in setups}
         if len(widths) != 1:
             raise ValueError(f"interm averages hidden representations; the learners' widths differ: {sorted(widths)}.")
-        self.template = nets[0]  # its hyper-parameters give the optimizer, epochs and batch size
+        self.hp = setups[0]  # Alice's own learner's settings train the whole network
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.model = IntermNet([lr.net[0] for lr in nets], widths.pop(), k).to(device)
+            self.head = nn.Linear(widths.pop(), task.num_outputs).to(self.device)
 
-    def _forward(self, split: str, rows: Tensor) -> Tensor:
-        return self.model([v.splits[split][rows] for v in self.views])
+    def ask(self, step: str, **args) -> list[Message]:
+        alice, names = self.federation.alice, self.federation.names
+        return self.federation.transport.request_all((n, Step(alice, n, self.round, step, args)) for n in names)
 
     def run_round(self) -> dict:
-        hp = self.template.hparams
-        task = self.task
+        hp, task, transport = self.hp, self.task, self.federation.transport
+        alice, names = self.federation.alice, self.federation.names
         loss_name = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         y = task.targets(self.labels["train"])
-        conf = self.template.configure_optimizers()  # the same optimizer family, over the fused model
-        opt = type(conf["optimizer"])(self.model.parameters(), **conf["optimizer"].defaults)
-        sched = torch.optim.lr_scheduler.MultiStepLR(opt, list(hp.milestones), hp.gamma)
-        n = y.shape[0]
+        opt, sched = build_optimizer(
+            self.head.parameters(),
+            hp["lr"],
+            hp["momentum"],
+            hp["weight_decay"],
+            hp["milestones"],
+            hp["gamma"],
+            hp["optimizer"],
+        )
+        n, bs, clip = y.shape[0], hp["batch_size"], hp["grad_clip"]
         gen = torch.Generator().manual_seed(self.seed)
-        self.model.train()
-        with seeded_draws(derived_seed(self.seed, DRAWS), y.device):  # dropout draws from the run seed
-            for _ in range(hp.epochs):
-                order = torch.randperm(n, generator=gen).to(y.device)
-                for start in range(0, n, hp.batch_size):
-                    idx = order[start : start + hp.batch_size]
-                    if idx.numel() < 2:
-                        break  # BatchNorm cannot train on a single row
-                    opt.zero_grad(set_to_none=True)
-                    local_loss(self._forward("train", idx), y[idx], loss_name).backward()
-                    if hp.grad_clip:
-                        nn.utils.clip_grad_norm_(self.model.parameters(), hp.grad_clip)
-                    opt.step()
-                sched.step()
+        self.head.train()
+        for epoch in range(hp["epochs"]):
+            order = torch.randperm(n, generator=gen).to(y.device)
+            for b, start in enumerate(range(0, n, bs)):
+                idx = order[start : start + bs]
+                if idx.numel() < 2:
+                    break  # BatchNorm cannot train on a single row
+                hidden = self.ask("forward", epoch=epoch, batch=b, batch_size=bs)
+                leaves = [a.values.to(self.device).requires_grad_(True) for a in hidden]
+                opt.zero_grad(set_to_none=True)
+                local_loss(self.head(torch.stack(leaves).mean(0)), y[idx], loss_name).backward()
+                errors = [
+                    ActivationGradient(alice, m, self.round, as_float(leaf.grad))
+                    for m, leaf in zip(names, leaves, strict=True)
+                ]
+                replies = transport.request_all(zip(names, errors, strict=True))
+                if clip:  # ‖∇‖ over every part of the network, in one order: the organizations', then the head's
+                    head = [torch.linalg.vector_norm(p.grad).cpu() for p in self.head.parameters()]
+                    total = torch.linalg.vector_norm(torch.cat([*(r.values for r in replies), torch.stack(head)]))
+                    transport.request_all((m, Scalars(alice, m, self.round, total.reshape(1))) for m in names)
+                    torch.nn.utils.clip_grads_with_norm_(list(self.head.parameters()), clip, total.to(self.device))
+                opt.step()
+            sched.step()
+            self.ask("epoch_end")
         self.F = {s: self.predict(s) for s in self.labels}
         self.round = 1
         return self._record()
 
     @torch.no_grad()
     def predict(self, split: str, chunk: int = 4096) -> Tensor:
-        self.model.eval()
-        n = self.views[0].splits[split].shape[0]
-        device = self.views[0].splits[split].device
-        return torch.cat(
-            [self._forward(split, torch.arange(i, min(i + chunk, n), device=device)) for i in range(0, n, chunk)]
-        )
+        self.head.eval()
+        n, out = self.labels[split].shape[0], []
+        for start in range(0, n, chunk):
+            hidden = self.ask("predict", split=split, start=start, stop=min(start + chunk, n))
+            out.append(self.head(torch.stack([a.values.to(self.device) for a in hidden]).mean(0)))
+        return torch.cat(out)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "model": {k: v.cpu() for k, v in self.model.state_dict().items()}}
+        return {**super().state_dict(), "head": {k: v.cpu() for k, v in self.head.state_dict().items()}}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.model.load_state_dict(state["model"])
+        self.head.load_state_dict(state["head"])
