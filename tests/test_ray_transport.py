@@ -63,12 +63,15 @@ class KillParty(RoundCallback):
 def test_a_lost_party_ends_the_run_in_one_sentence_and_resume_equals_uninterrupted(tiny, tmp_path, capsys):
     base = dict(organizations=3, rounds=3, epochs=5)
     whole = train(tiny(out=str(tmp_path / "whole"), concurrent=False, **base), verbose=False)  # = ray's (above)
-    config = tiny(out=str(tmp_path / "cut"), transport="ray", **base)
+    elsewhere = tmp_path / "org2s-machine"  # org2 keeps its checkpoints in its own place (party_dirs)
+    config = tiny(out=str(tmp_path / "cut"), transport="ray", party_dirs=["", "", str(elsewhere)], **base)
     with pytest.raises(PartyLost, match=r"^party org2 stopped during round 2: its process ended$") as lost:
         train(config, verbose=False, callbacks=[RoundCheckpoint(), KillParty(1, "org2")])
     assert lost.value.saved_round == 1
     resumed = train(config, resume=True, verbose=False)
     assert rounds_of(resumed) == rounds_of(whole) and resumed["value"] == whole["value"]
+    assert sorted(p.name for p in (tmp_path / "cut" / "parties").iterdir()) == ["alice", "org1"]
+    assert [p.name for p in (elsewhere / "org2").iterdir()] == ["round-3.ckpt"]  # older rounds pruned by org2
 
 
 def test_the_cli_names_the_lost_party_and_the_resume_command(tiny, tmp_path, capsys, monkeypatch):
@@ -210,6 +213,7 @@ def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
             r"^party_cpus lists 3 values for 4 parties; give 1 or 4\.$",
         ),
         ({"transport": "ray", "party_gpus": [-1.0]}, r"give CPUs > 0 and GPUs >= 0 per party\.$"),
+        ({"party_dirs": ["a", "b"]}, r"^party_dirs lists 2 values for 4 parties; give 1 or 4\.$"),
     ],
 )
 def test_bad_transport_settings_are_one_sentence_before_any_party_starts(tiny, overrides, message):

@@ -19,7 +19,7 @@ ASCII_METHODS = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "
 DC_METHODS = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
 MPDL_METHODS = ("mpdl", "ftl")
 # Where parties run, not what they compute: a run may resume on another transport.
-RUNTIME = ("transport", "ray_address", "party_cpus", "party_gpus", "party_nodes")
+RUNTIME = ("transport", "ray_address", "party_cpus", "party_gpus", "party_nodes", "party_dirs")
 METHODS = ("gal", "alone", "joint", "al", "late", "interm", *ASCII_METHODS, *DC_METHODS, *MPDL_METHODS)
 
 
@@ -144,6 +144,11 @@ class RunConfig:
         [""],
         "transport=ray: a custom Ray resource per party (e.g. node_bob, from `ray start --resources`) that pins "
         "its actor to the machine holding its data; empty: anywhere",
+    )
+    party_dirs: list = _f(
+        [""],
+        "where each party keeps its checkpoints (<dir>/<name>/round-<t>.ckpt, on the machine it runs on), one for "
+        "all or one per party; empty: <out>/parties",
     )
     compare: list = _f(
         ["alone"],

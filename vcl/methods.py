@@ -4,6 +4,7 @@ config and the split data."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -534,11 +535,15 @@ def build_parties(
 def open_transport(config: RunConfig, method: str, data, names: list[str], parties, concurrent=False) -> Transport:
     """How the coordinator reaches ``method``'s parties ``names``: one Ray actor per party (each builds itself),
     or in this process (``parties()`` builds them; ``concurrent``: the local batched executor)."""
+    dirs = per_organization(config.party_dirs, len(names), "party_dirs", who="parties")
     if config.transport == "ray":
         from vcl.ray_transport import RayTransport
 
-        return RayTransport(config, method, names, data)
-    return LocalTransport(parties(), concurrent=concurrent)
+        transport = RayTransport(config, method, names, data)
+    else:
+        transport = LocalTransport(parties(), concurrent=concurrent)
+    transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
+    return transport
 
 
 def build_protocol(config: RunConfig, data: VerticalData | GridData, method: str | None = None) -> Protocol:

@@ -271,15 +271,19 @@ class RayTransport(Transport):
         refs = [self._hosts[n].load_state_dict.remote(s) for n, s in zip(self.names, states, strict=True)]
         _get(refs, self.names, "loading")
 
+    def _each(self, method: str, root: Path, round_: int) -> None:
+        refs = [getattr(self._hosts[n], method).remote(str(self.root_of(n, root)), round_) for n in self.names]
+        _get(refs, self.names, f"round {round_}")
+
     def save(self, root: Path, round_: int) -> None:
         self._round = round_
-        self._call("save", str(root), round_)
+        self._each("save", root, round_)
 
     def load(self, root: Path, round_: int) -> None:
-        self._call("load", str(root), round_)
+        self._each("load", root, round_)
 
     def prune(self, root: Path, round_: int) -> None:
-        self._call("prune", str(root), round_)
+        self._each("prune", root, round_)
 
     def where(self) -> list[dict]:
         return list(self._where)

@@ -40,6 +40,11 @@ class Transport:
     def __init__(self, names: list[str], channel: Channel | None = None):
         self.names = list(names)
         self.channel = channel or Channel()
+        self.party_roots: dict[str, Path] = {}  # a party's own checkpoint root, if not the run's (``party_dirs``)
+
+    def root_of(self, name: str, root: Path) -> Path:
+        """Where party ``name`` keeps its checkpoints: its own root if it has one, else ``root``."""
+        return Path(self.party_roots.get(name, root))
 
     def request(self, party: str, message: Message) -> Message:
         """Send ``message`` to ``party``; its reply."""
@@ -88,7 +93,7 @@ class Transport:
         raise NotImplementedError
 
     def save(self, root: Path, round_: int) -> None:
-        """Every party writes its own state of ``round_`` under ``root/<name>/``, where it runs."""
+        """Every party writes its own state of ``round_`` under ``root/<name>/`` (or its own root), where it runs."""
         raise NotImplementedError
 
     def load(self, root: Path, round_: int) -> None:
@@ -153,15 +158,15 @@ class LocalTransport(Transport):
 
     def save(self, root: Path, round_: int) -> None:
         for name in self.names:
-            save_party(self._parties[name], name, root, round_)
+            save_party(self._parties[name], name, self.root_of(name, root), round_)
 
     def load(self, root: Path, round_: int) -> None:
         for name in self.names:
-            load_party(self._parties[name], name, root, round_)
+            load_party(self._parties[name], name, self.root_of(name, root), round_)
 
     def prune(self, root: Path, round_: int) -> None:
         for name in self.names:
-            prune_party(name, root, round_)
+            prune_party(name, self.root_of(name, root), round_)
 
     def where(self) -> list[dict]:
         return [party_place(name, self._parties[name]) for name in self.names]
