@@ -26,6 +26,12 @@ from vcl.protocols.base import Protocol
 HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
 
 
+def optimizer_for(params, hp: dict):
+    """The learner's optimizer and step schedule (``hp``: its settings) over ``params``: one part's."""
+    keys = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer")
+    return build_optimizer(params, *(hp[k] for k in keys))
+
+
 class IntermParty:
     """An organization in Interm fusion: its feature extractor, with its learner's optimizer and schedule,
     reached only by messages."""
@@ -39,16 +45,7 @@ class IntermParty:
         self.hparams = {k: getattr(net.hparams, k) for k in HPARAMS}
         self.width = net.net[1].in_features
         self.extractor = net.net[0].to(device)
-        hp = self.hparams
-        self.optimizer, self.scheduler = build_optimizer(
-            self.extractor.parameters(),
-            hp["lr"],
-            hp["momentum"],
-            hp["weight_decay"],
-            hp["milestones"],
-            hp["gamma"],
-            hp["optimizer"],
-        )
+        self.optimizer, self.scheduler = optimizer_for(self.extractor.parameters(), self.hparams)
         self.generator = torch.Generator().manual_seed(seed)  # the minibatch schedule, as Alice draws it
         self._order: Tensor | None = None
         self._hidden: Tensor | None = None
@@ -137,15 +134,7 @@ class IntermFusion(Protocol):
         alice, names = self.federation.alice, self.federation.names
         loss_name = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         y = task.targets(self.labels["train"])
-        opt, sched = build_optimizer(
-            self.head.parameters(),
-            hp["lr"],
-            hp["momentum"],
-            hp["weight_decay"],
-            hp["milestones"],
-            hp["gamma"],
-            hp["optimizer"],
-        )
+        opt, sched = optimizer_for(self.head.parameters(), hp)
         n, bs, clip = y.shape[0], hp["batch_size"], hp["grad_clip"]
         gen = torch.Generator().manual_seed(self.seed)
         self.head.train()

@@ -98,6 +98,16 @@ def ftl_code_dim(options: MPDLOptions, dims: dict[str, int]) -> int:
     return options.ftl_dim or min(64, max(2, min(dims.values()) // 2))
 
 
+def sgd_step(optimizer: torch.optim.Optimizer, loss: Tensor, clip: float) -> None:
+    """backward, the gradient norm clipped to ``clip`` if > 0 (FTL: the dual models' local choice), a step."""
+    optimizer.zero_grad()
+    loss.backward()
+    if clip > 0:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(params, clip)
+    optimizer.step()
+
+
 def schedule(n: int, batch_size: int, generator: torch.Generator) -> list[Tensor]:
     """One epoch's minibatches of ``n`` rows, drawn from ``generator`` (every side draws the same)."""
     return list(torch.randperm(n, generator=generator).split(batch_size))
@@ -329,13 +339,7 @@ class OverlapParty:
         return None
 
     def _ftl_step(self, loss: Tensor) -> None:
-        opt = self.ftl["opt"]
-        opt.zero_grad()
-        loss.backward()
-        if self.options.dual_clip > 0:  # the same local optimizer choice as the dual models'
-            params = [p for group in opt.param_groups for p in group["params"]]
-            torch.nn.utils.clip_grad_norm_(params, self.options.dual_clip)
-        opt.step()
+        sgd_step(self.ftl["opt"], loss, self.options.dual_clip)
 
     def step_ftl_epoch(self, r: int, labeled: int) -> None:
         """Both schedules of the epoch, drawn in order from the shared generator: B's labeled rows, then D_C."""
@@ -687,14 +691,6 @@ class FederatedTransfer(PartialOverlapProtocol):
     max_rounds = 1
     uses_dual = False
 
-    def _step(self, optimizer: torch.optim.Optimizer, loss: Tensor) -> None:
-        optimizer.zero_grad()
-        loss.backward()
-        if self.options.dual_clip > 0:  # the same local optimizer choice as the dual models'
-            params = [p for group in optimizer.param_groups for p in group["params"]]
-            torch.nn.utils.clip_grad_norm_(params, self.options.dual_clip)
-        optimizer.step()
-
     def run_round(self) -> dict:
         self.round = r = 1
         self.align()
@@ -717,7 +713,7 @@ class FederatedTransfer(PartialOverlapProtocol):
                 codes = self.ask(["b"], "ftl_encode", batch=b)[0]
                 leaf = codes.values.clone().requires_grad_(True)
                 loss = nn.functional.cross_entropy(clf(leaf), y[batch])
-                self._step(opt_c, loss)
+                sgd_step(opt_c, loss, o.dual_clip)
                 transport.request("b", ActivationGradient(COLLABORATOR, "b", r, as_float(leaf.grad)))
                 losses.append(float(loss.detach()))
             # alignment on D_C: each party's code pulled towards the other's (codes go party to party)
