@@ -51,6 +51,10 @@ class Table:
     train_rows: int | None = None  # the dataset's own split: the first train_rows rows train, the rest test
     test_rows: np.ndarray | None = None  # row indices the source reserves for test (generated data)
     attributes: list[str] | None = None  # each column's source attribute (one-hot columns share theirs)
+    # CSV files with text categories or missing values to be prepared per party (:mod:`datamodules.prepare`):
+    # X is then an object array; each column's kind ("numeric" / "categorical"), each group's policies
+    kinds: list[str] | None = None
+    policies: list[tuple[str, str]] | None = None  # (categorical, missing) per column group
 
 
 def synthetic_blobs(name: str, train: int, test: int, seed: int) -> Table:
@@ -95,8 +99,11 @@ def load_table(
     root: str = "data",
     only: int | None = None,
     ids: list[str] | None = None,
+    categorical=("error",),
+    missing=("error",),
 ) -> Table:
-    """``only``/``ids``: one CSV organization's file alone (:func:`load_csv_organizations`).
+    """``only``/``ids``: one CSV organization's file alone (:func:`load_csv_organizations`); ``categorical``,
+    ``missing``: what each CSV organization does with text categories and missing values.
     ``seed`` draws the generated datasets (ASCII's blobs, dc_artificial); the fixed ones ignore it.
     ``root``: where files a user downloads live (``bank_marketing``)."""
     if dataset in SYNTHETIC:
@@ -124,7 +131,7 @@ def load_table(
     if dataset == "dc_artificial":
         return dc_artificial(seed)
     if dataset == "csv":
-        return load_csv_organizations(csv_files, id_column, label_column, task, only, ids)
+        return load_csv_organizations(csv_files, id_column, label_column, task, only, ids, categorical, missing)
     if dataset == "bank_marketing":
         return bank_marketing(root)
     raise VCLInputError(f"dataset={dataset!r} is unknown; use one of {', '.join(DATASETS)}.")
@@ -204,8 +211,13 @@ def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
                 f"{what} holds a single class ({str(classes[0])!r}); classification needs at least two classes, "
                 "or use task=regression."
             )
-        return Table(np.asarray(X, dtype=np.float64), y.astype(np.int64), names, kind, len(classes))
-    return Table(np.asarray(X, dtype=np.float64), y.astype(np.float64).reshape(-1, 1), names, kind, 1)
+        return Table(_features(X), y.astype(np.int64), names, kind, len(classes))
+    return Table(_features(X), y.astype(np.float64).reshape(-1, 1), names, kind, 1)
+
+
+def _features(X) -> np.ndarray:
+    """Numbers as float64; a CSV table still to be prepared per party stays an object array."""
+    return X if isinstance(X, np.ndarray) and X.dtype == object else np.asarray(X, dtype=np.float64)
 
 
 def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str, str]]]:
@@ -240,23 +252,45 @@ def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str
     return [c for c in header if c != id_column], rows
 
 
+CATEGORICAL = ("error", "onehot")  # a text column: refuse it, or one-hot encode it (fitted on training rows)
+MISSING = ("error", "drop", "impute")  # a missing value: refuse it, drop its row everywhere, or impute it
+
+
+def _missing(value: str | None) -> bool:
+    """An empty cell, or one that reads as NaN."""
+    if value is None or value.strip() == "":
+        return True
+    try:
+        return math.isnan(float(value))
+    except ValueError:
+        return False
+
+
 def _number(value: str | None, path: Path, column: str, key: str) -> float:
     try:
         x = float(value) if value not in (None, "") else math.nan
     except ValueError:
         raise VCLInputError(
-            f"csv file {path}, column {column!r}, ID {key!r}: {value!r} is not a number; features must be numeric."
+            f"csv file {path}, column {column!r}, ID {key!r}: {value!r} is not a number; features must be numeric, "
+            "or set categorical: onehot for that file."
         ) from None
     if not math.isfinite(x):
         raise VCLInputError(
-            f"csv file {path}, column {column!r}, ID {key!r} is missing or NaN; impute or drop that row first."
+            f"csv file {path}, column {column!r}, ID {key!r} is missing or NaN; fill it in, or set missing: drop "
+            "(or impute) for that file."
         )
     return x
 
 
-def csv_ids(path, id_column="id") -> list[str]:
-    """The IDs in one organization's CSV file (what it offers for row alignment; no feature value)."""
-    return list(_read_csv(Path(path), id_column)[1])
+def _complete(row: dict[str, str], columns: list[str]) -> bool:
+    return not any(_missing(row.get(c)) for c in columns)
+
+
+def csv_ids(path, id_column="id", drop_incomplete=False) -> list[str]:
+    """The IDs in one organization's CSV file (what it offers for row alignment; no feature value); with
+    ``drop_incomplete`` only those of its rows without a missing value (``missing: drop``)."""
+    header, rows = _read_csv(Path(path), id_column)
+    return [key for key, row in rows.items() if not drop_incomplete or _complete(row, header)]
 
 
 def shared_ids(id_lists: list[list[str]], id_column="id") -> list[str]:
@@ -269,18 +303,70 @@ def shared_ids(id_lists: list[list[str]], id_column="id") -> list[str]:
     return sorted(shared)
 
 
-def load_csv_organizations(files, id_column="id", label_column="label", task=None, only=None, ids=None) -> Table:
+def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
+    """(categorical, missing) for each of ``count`` CSV organizations: one value for all, or one each."""
+    out = []
+    for key, values, allowed in (("categorical", categorical, CATEGORICAL), ("missing", missing, MISSING)):
+        values = list(values)
+        if len(values) not in (1, count):
+            raise VCLInputError(f"{key} lists {len(values)} values for {count} csv files; give 1 or {count}.")
+        for v in values:
+            if v not in allowed:
+                raise VCLInputError(f"{key}={v!r}; use one of {', '.join(allowed)}.")
+        out.append(values * count if len(values) == 1 else values)
+    return list(zip(*out, strict=True))
+
+
+def _block(rows, ids, feats, path: Path, policy: tuple[str, str]) -> tuple[np.ndarray, list[str]]:
+    """One file's feature cells on the rows ``ids``: numbers (float64), or, where the file's policy lets text
+    categories or missing values through, an object array (NaN for a missing cell) and each column's kind."""
+    categorical, missing = policy
+    kinds = []
+    for c in feats:
+        values = [rows[key][c] for key in ids]
+        text = next((v for v in values if not _missing(v) and _maybe_float(v) is None), None)
+        if text is not None and categorical == "error":
+            _number(text, path, c, next(k for k in ids if rows[k][c] == text))  # raises, naming the fix
+        kinds.append("categorical" if text is not None else "numeric")
+    if missing == "error":
+        for c in feats:
+            key = next((k for k in ids if _missing(rows[k][c])), None)
+            if key is not None:
+                _number(rows[key][c], path, c, key)  # raises, naming the fix
+    if all(k == "numeric" for k in kinds) and missing == "error":
+        return np.array([[_number(rows[key][c], path, c, key) for c in feats] for key in ids], dtype=np.float64), kinds
+    block = np.empty((len(ids), len(feats)), dtype=object)
+    for i, key in enumerate(ids):
+        for j, (c, kind) in enumerate(zip(feats, kinds, strict=True)):
+            v = rows[key][c]
+            block[i, j] = np.nan if _missing(v) else (v.strip() if kind == "categorical" else float(v))
+    return block, kinds
+
+
+def load_csv_organizations(
+    files,
+    id_column="id",
+    label_column="label",
+    task=None,
+    only=None,
+    ids=None,
+    categorical=("error",),
+    missing=("error",),
+) -> Table:
     """One CSV per organization, inner-joined on ``id_column``; the first file (Alice's) holds the label.
 
     ``only=k`` reads file k alone, on the rows ``ids`` (the shared IDs, from :func:`shared_ids`): what one
     party loads where parties run apart. Its table has that file's columns only, and Alice's labels only
-    when k is 0 (another file's labels are zeros: it holds none).
+    when k is 0 (another file's labels are zeros: it holds none). ``categorical`` / ``missing`` (one value, or
+    one per file): a file may let text categories (``onehot``) or missing values (``drop``: its incomplete rows
+    leave every party before the split; ``impute``) through, to be prepared on its own training rows.
     """
     paths = [Path(f) for f in files]
     if len(paths) < 1:
         raise VCLInputError("dataset=csv needs csv_files: one CSV per organization, Alice's (with the label) first.")
     if task not in ("classification", "regression"):
         raise VCLInputError(f"dataset=csv needs task=classification or task=regression (got {task!r}).")
+    policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
     tables = {k: _read_csv(paths[k], id_column) for k in read}
     if 0 in tables and label_column not in tables[0][0]:
@@ -293,29 +379,39 @@ def load_csv_organizations(files, id_column="id", label_column="label", task=Non
                 f"csv file {paths[k]} also holds the label {label_column!r}; only Alice's (first) file may."
             )
     if ids is None:
-        ids = shared_ids([list(rows) for _, rows in tables.values()], id_column)
-    columns, groups, blocks, seen = [], [], [], set()
+        offered = [
+            [key for key, row in rows.items() if policies[k][1] != "drop" or _complete(row, header)]
+            for k, (header, rows) in tables.items()
+        ]
+        ids = shared_ids(offered, id_column)
+    columns, groups, blocks, kinds, seen = [], [], [], [], set()
     for k, (header, rows) in tables.items():
         p = paths[k]
         feats = [c for c in header if c != label_column]
         if not feats:
             raise VCLInputError(f"csv file {p} has no feature columns; every organization needs at least one.")
-        missing = next((key for key in ids if key not in rows), None)
-        if missing is not None:
+        missing_id = next((key for key in ids if key not in rows), None)
+        if missing_id is not None:
             raise VCLInputError(
-                f"csv file {p} has no row for ID {missing!r}; it changed since the rows were aligned, so run again."
+                f"csv file {p} has no row for ID {missing_id!r}; it changed since the rows were aligned, so run again."
             )
         groups.append(list(range(len(columns), len(columns) + len(feats))))
         for c in feats:
             name = f"{p.stem}.{c}" if c in seen else c
             seen.add(c)
             columns.append(name)
-        blocks.append(np.array([[_number(rows[key][c], p, c, key) for c in feats] for key in ids], dtype=np.float64))
+        block, block_kinds = _block(rows, ids, feats, p, policies[k])
+        blocks.append(block)
+        kinds += block_kinds
+    prepared = any(b.dtype == object for b in blocks)
+    X = np.hstack([b.astype(object) for b in blocks]) if prepared else np.hstack(blocks)
     if 0 not in tables:  # another organization's own file: its features, no labels
-        table = Table(np.hstack(blocks), np.zeros(len(ids), dtype=np.int64), columns, task)
+        table = Table(X, np.zeros(len(ids), dtype=np.int64), columns, task)
     else:
-        table = _csv_labels(np.hstack(blocks), tables[0][1], ids, columns, paths[0], label_column, task)
+        table = _csv_labels(X, tables[0][1], ids, columns, paths[0], label_column, task)
     table.groups, table.group_names, table.ids = groups, [paths[k].stem for k in tables], ids
+    if prepared:
+        table.kinds, table.policies = kinds, [policies[k] for k in tables]
     return table
 
 

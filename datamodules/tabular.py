@@ -10,7 +10,7 @@ Features are z-scored with training statistics. Alice is organization 0 and hold
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytorch_lightning as pl
@@ -102,6 +102,22 @@ def seeded_row_splits(
     return splits
 
 
+def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[Table, list[list[int]]]:
+    """``table`` with each group's columns prepared alone (:func:`datamodules.prepare.prepare_group`)."""
+    from datamodules.prepare import prepare_group
+
+    blocks, columns, new_groups = [], [], []
+    for g, (_, missing) in zip(groups, table.policies, strict=True):
+        block, names = prepare_group(
+            table.X[:, g], [table.kinds[i] for i in g], [table.columns[i] for i in g], missing, train
+        )
+        new_groups.append(list(range(len(columns), len(columns) + len(names))))
+        blocks.append(block)
+        columns += names
+    X = np.hstack(blocks)
+    return replace(table, X=X, columns=columns, groups=new_groups, kinds=None, policies=None), new_groups
+
+
 @dataclass
 class VerticalData:
     """What a protocol is handed: per-organization views and Alice's labels per split.
@@ -169,6 +185,8 @@ class TabularDataModule(VerticalDataModule):
         root: str = "data",
         only: int | None = None,
         ids: list[str] | None = None,
+        categorical: list[str] | tuple = ("error",),
+        missing: list[str] | tuple = ("error",),
     ):
         super().__init__()
         check_fractions(test_fraction, val_fraction)
@@ -185,6 +203,7 @@ class TabularDataModule(VerticalDataModule):
         self.batch_size = batch_size
         self.synthetic_train, self.synthetic_test = synthetic_train, synthetic_test
         self.only, self.ids = only, ids  # dataset=csv: read organization ``only``'s file alone, on rows ``ids``
+        self.categorical, self.missing = list(categorical), list(missing)  # dataset=csv: per file, or one for all
         self.data: VerticalData | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -202,6 +221,8 @@ class TabularDataModule(VerticalDataModule):
             root=self.root,
             only=self.only,
             ids=self.ids,
+            categorical=self.categorical,
+            missing=self.missing,
         )
         self.data = self.split(table)
 
@@ -218,10 +239,12 @@ class TabularDataModule(VerticalDataModule):
         return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, train_rows)
 
     def split(self, table: Table) -> VerticalData:
-        if not np.isfinite(table.X).all():
-            raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
         groups, names = self.column_groups(table)
         rows = self.row_splits(table.X.shape[0], table.train_rows)
+        if table.kinds is not None:  # CSV columns each organization prepares on its own training rows
+            table, groups = prepared(table, groups, rows["train"])
+        if not np.isfinite(table.X).all():
+            raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
         train = table.X[rows["train"]]
         mean, std = train.mean(0), train.std(0)
         std[std == 0] = 1.0
@@ -235,4 +258,4 @@ class TabularDataModule(VerticalDataModule):
         labels = {s: torch.from_numpy(table.y[r]) for s, r in rows.items()}
         if table.task == "regression":
             labels = {s: y.to(torch.float32) for s, y in labels.items()}
-        return VerticalData(views, labels, table.task, table.num_classes)
+        return VerticalData(views, labels, table.task, table.num_classes, ids=table.ids)

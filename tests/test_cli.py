@@ -94,3 +94,24 @@ def test_every_shipped_config_loads_and_checks():
     assert configs
     for path in configs:
         check_config(RunConfig.from_yaml(path))
+
+
+def test_a_messy_csv_runs_once_each_party_prepares_its_own_columns(tmp_path, capsys):
+    """Text categories and gaps: refused in one sentence by default; with onehot and impute (or drop) the run
+    goes through, and the prepared columns are named by category."""
+    from tests.test_datamodules import messy_files
+
+    files, _, _ = messy_files(tmp_path, n=60)
+    base = ["--dataset", "csv", "--csv-files", *map(str, files), "--task", "classification", "--rounds", "2"]
+    base += ["--compare", "alone", "--device", "cpu", "--quiet"]
+    _fails([*base, "--out", str(tmp_path / "refused")], capsys, "set missing: drop (or impute) for that file")
+    _fails([*base, "--out", str(tmp_path / "x"), "--missing", "guess"], capsys, "missing='guess'; use one of")
+    for missing in ("impute", "drop"):
+        out = tmp_path / missing
+        assert cli.main([*base, "--categorical", "onehot", "--missing", missing, "--out", str(out)]) == 0
+        results = json.loads((out / "results.json").read_text())
+        assert 0.0 <= results["value"] <= 1.0 and results["organizations"] == ["alice", "bob"]
+
+
+def test_csv_preparation_is_refused_for_a_dataset_that_needs_none(tmp_path, capsys):
+    _fails(["--categorical", "onehot", "--out", str(tmp_path / "o")], capsys, "categorical / missing prepare CSV files")

@@ -177,3 +177,83 @@ def test_bank_marketing_reads_uci_format_one_hot_and_splits_whole_attributes(tmp
     overlap.setup()
     a, b = owners([overlap.data.a.columns, overlap.data.b.columns])
     assert not a & b and len(a | b) == 16 and overlap.data.a.num_features + overlap.data.b.num_features == 48
+
+
+# --- each CSV party's own preparation: text categories and missing values --------------------------
+def messy_files(folder, n=40):
+    """Alice: a number with gaps, the label; Bob: a text column with gaps (a colour seen only in row p39) and a
+    number. Returns the two paths and the rows as written."""
+    rng = np.random.RandomState(1)
+    colours = ["red", "green", "blue"]
+    alice_rows, bob_rows = [], []
+    for i in range(n):
+        x = "" if i % 9 == 4 else f"{rng.randn():.4f}"
+        colour = "violet" if i == n - 1 else ("" if i % 7 == 3 else colours[i % 3])
+        alice_rows.append((f"p{i:02d}", x, i % 2))
+        bob_rows.append((f"p{i:02d}", colour, f"{rng.randn():.4f}"))
+    alice = write_csv(folder / "alice.csv", ["id", "x", "label"], alice_rows)
+    bob = write_csv(folder / "bob.csv", ["id", "colour", "z"], bob_rows)
+    return [alice, bob], alice_rows, bob_rows
+
+
+def test_text_categories_and_missing_values_are_refused_by_default_naming_the_fix(tmp_path):
+    files, _, _ = messy_files(tmp_path)
+    with pytest.raises(VCLInputError, match=r"alice\.csv, column 'x', ID 'p04' is missing .* set missing: drop"):
+        TabularDataModule("csv", csv_files=files, task="classification").setup()
+    with pytest.raises(VCLInputError, match=r"bob\.csv, column 'colour', ID 'p00': 'red' is not a number.*onehot"):
+        TabularDataModule("csv", csv_files=files, task="classification", missing=["impute", "error"]).setup()
+
+
+def test_onehot_and_impute_are_fitted_on_each_partys_own_training_rows(tmp_path):
+    files, alice_rows, bob_rows = messy_files(tmp_path)
+    dm = TabularDataModule(
+        "csv", csv_files=files, task="classification", test_fraction=0.25, categorical=["onehot"], missing=["impute"]
+    )
+    dm.setup()
+    alice, bob = dm.data.views
+    colours = {f"colour={c}" for c in ("red", "green", "blue", "violet")}
+    assert alice.columns == ["x"] and bob.columns[0] == "z" and set(bob.columns[1:]) <= colours
+    rows = dm.row_splits(len(alice_rows))
+    train_ids = {alice_rows[i][0] for i in rows["train"]}
+    # the encoder saw the training rows only: violet (one test row) has no column, and encodes as zeros
+    assert ("p39" in train_ids) == ("colour=violet" in bob.columns)
+    # a missing number gets its party's training mean: after z-scoring with training statistics, exactly 0
+    for split, idx in rows.items():
+        for pos, i in enumerate(idx):
+            if alice_rows[i][1] == "":
+                assert float(alice.splits[split][pos, 0]) == pytest.approx(0.0, abs=1e-6)
+    # one-hot columns hold two values each (z-scored 0/1), one 1 per row where the colour was known in training
+    train = bob.splits["train"][:, 1:]
+    assert all(len(torch.unique(train[:, j])) == 2 for j in range(train.shape[1]))
+
+
+def test_drop_removes_a_partys_incomplete_rows_from_every_party_before_the_split(tmp_path):
+    files, alice_rows, bob_rows = messy_files(tmp_path)
+    dm = TabularDataModule(
+        "csv", csv_files=files, task="classification", categorical=["onehot"], missing=["impute", "drop"]
+    )
+    dm.setup()
+    kept = set(dm.data.ids)
+    bob_gaps = {r[0] for r in bob_rows if r[1] == ""}
+    assert kept == {r[0] for r in alice_rows} - bob_gaps  # Bob drops his incomplete rows; Alice imputes hers
+    n = sum(v.shape[0] for v in dm.data.views[0].splits.values())
+    assert n == sum(v.shape[0] for v in dm.data.views[1].splits.values()) == len(kept)
+
+
+def test_a_party_alone_prepares_its_file_as_the_whole_table_does(tmp_path):
+    """Where parties run apart each reads its own file on the shared IDs (drop: each offers only its complete
+    rows): the same views as one process reading every file."""
+    from datamodules.sources import csv_ids, shared_ids
+
+    files, _, _ = messy_files(tmp_path)
+    policy = dict(task="classification", categorical=["onehot"], missing=["impute", "drop"])
+    whole = TabularDataModule("csv", csv_files=files, **policy)
+    whole.setup()
+    ids = shared_ids([csv_ids(files[0]), csv_ids(files[1], drop_incomplete=True)])
+    for k, view in enumerate(whole.data.views):
+        alone = TabularDataModule("csv", csv_files=files, only=k, ids=ids, **policy)
+        alone.setup()
+        mine = alone.data.views[0]
+        assert mine.columns == view.columns
+        # equal up to the rounding of a column mean summed over another memory layout (~1e-17 here)
+        assert all(torch.allclose(mine.splits[s], view.splits[s], atol=1e-6, rtol=0) for s in view.splits)

@@ -243,3 +243,16 @@ def test_mpdl_parties_in_their_own_processes_give_the_same_run(tiny, tmp_path, o
         assert scores[0] == scores[1] and ("attack_mae" in scores[0] or "ftl_a" in scores[0])
     assert {p["name"] for p in ray_run["parties"]} == {"a", "b", "experimenter"}
     assert len({p["pid"] for p in ray_run["parties"]} | {ray_run["coordinator_pid"]}) == 4
+
+
+def test_a_messy_csv_prepared_by_each_party_in_its_own_process(tiny, tmp_path):
+    """categorical: onehot, missing: drop — each actor reads and prepares its own file; the coordinator aligns
+    on the complete rows each party offers; the run is the one-process run."""
+    from tests.test_datamodules import messy_files
+
+    files, _, _ = messy_files(tmp_path, n=60)
+    base = dict(dataset="csv", csv_files=[str(f) for f in files], task="classification", organizations=2, rounds=2)
+    base |= dict(categorical=["onehot"], missing=["impute", "drop"], epochs=5)
+    local = train(tiny(concurrent=False, out=str(tmp_path / "local"), **base), verbose=False)
+    ray_run = train(tiny(transport="ray", out=str(tmp_path / "ray"), **base), verbose=False)
+    assert rounds_of(ray_run) == rounds_of(local) and ray_run["bytes_sent"] == local["bytes_sent"]

@@ -55,6 +55,16 @@ class RunConfig:
     id_column: str = _f("id", "dataset=csv: the shared ID column used to align rows")
     label_column: str = _f("label", "dataset=csv: the label column in Alice's file")
     task: str = _f("", "dataset=csv: classification or regression")
+    categorical: list = _f(
+        ["error"],
+        "dataset=csv: a text column is refused (error) or one-hot encoded on the party's own training rows "
+        "(onehot); one value for all files or one per file",
+    )
+    missing: list = _f(
+        ["error"],
+        "dataset=csv: a missing value is refused (error), drops its row from every party before the split (drop), "
+        "or is imputed on the party's own training rows (impute); one value for all files or one per file",
+    )
     task_loss: str = _f("auto", "Alice's loss L1: ce (classification), l1 or mse (regression); auto: ce / l1")
     learner: list = _f(
         ["linear"],

@@ -10,6 +10,7 @@ import torch
 
 from datamodules.grid import FEATURE_SPLITS, GridData
 from datamodules.image import IMAGE_DATASETS
+from datamodules.sources import csv_policies
 from datamodules.tabular import VerticalData
 from models import (
     DEEP,
@@ -102,6 +103,13 @@ def check_config(config: RunConfig) -> None:
             raise VCLInputError(f"compare lists unknown method {m!r}; use methods from {', '.join(METHODS)}.")
     if config.rounds < 1:
         raise VCLInputError(f"rounds={config.rounds}; use at least 1.")
+    if config.dataset == "csv":
+        csv_policies(config.categorical, config.missing, len(config.csv_files) or 1)
+    elif config.categorical != ["error"] or config.missing != ["error"]:
+        raise VCLInputError(
+            f"categorical / missing prepare CSV files (dataset=csv); dataset={config.dataset!r} needs neither, "
+            "so leave them at error."
+        )
     ascii_run = config.method in ASCII_METHODS
     for m in config.compare:
         if (ascii_method(config, m) in ASCII_METHODS) != ascii_run:

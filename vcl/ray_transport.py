@@ -82,16 +82,20 @@ def coordinator_data(config: RunConfig) -> VerticalData:
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
     import ray
 
-    from datamodules.sources import csv_ids, shared_ids
+    from datamodules.sources import csv_ids, csv_policies, shared_ids
 
     files = config.csv_files
     if not files:
         raise VCLInputError("dataset=csv needs csv_files: one CSV per organization, Alice's (with the label) first.")
     start_ray(config.ray_address, sum(per_party(config.party_cpus, len(files), "party_cpus")))
     nodes = per_party(config.party_nodes, len(files), "party_nodes")
+    drop = [m == "drop" for _, m in csv_policies(config.categorical, config.missing, len(files))]
     read = ray.remote(num_cpus=0)(csv_ids)
-    refs = [read.options(**_placement(nodes[k])).remote(f, config.id_column) for k, f in enumerate(files[1:], 1)]
-    lists = [csv_ids(files[0], config.id_column)] + _get(refs, [Path(f).stem for f in files[1:]], "the ID alignment")
+    refs = [
+        read.options(**_placement(nodes[k])).remote(f, config.id_column, drop[k]) for k, f in enumerate(files[1:], 1)
+    ]
+    own = csv_ids(files[0], config.id_column, drop[0])
+    lists = [own] + _get(refs, [Path(f).stem for f in files[1:]], "the ID alignment")
     ids = shared_ids(lists, config.id_column)
     dm = datamodule_for(config, only=0, ids=ids)
     dm.setup()

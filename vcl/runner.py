@@ -103,6 +103,8 @@ def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | 
         root=config.data_root,
         only=only,
         ids=ids,
+        categorical=config.categorical,
+        missing=config.missing,
     )
 
 
