@@ -15,8 +15,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 def add_cluster_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``--workers``, ``--ray-address``, ``--cpus-per-run``, ``--gpus-per-run``: every script's runs spread."""

@@ -45,8 +45,8 @@ from functools import partial
 from pathlib import Path
 
 from common import add_cluster_args, run_all, summarize, write_records
+from vcl.datamodules.sources import BANK_FILES
 
-from datamodules.sources import BANK_FILES
 from vcl.config import RunConfig
 
 GAMMAS = [0.05, 0.1, 0.2, 0.4, 0.6, 0.8]

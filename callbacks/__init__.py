@@ -1,10 +1,10 @@
 """Round-level callbacks: TensorBoard, checkpoints, early stop on η, progress."""
 
-from callbacks.base import RoundCallback
-from callbacks.checkpoint import RoundCheckpoint, atomic_torch_save
-from callbacks.early_stop import EarlyStopOnEta
-from callbacks.progress import ProgressTable
-from callbacks.tensorboard import TensorBoardRounds
+from vcl.callbacks.base import RoundCallback
+from vcl.callbacks.checkpoint import RoundCheckpoint, atomic_torch_save
+from vcl.callbacks.early_stop import EarlyStopOnEta
+from vcl.callbacks.progress import ProgressTable
+from vcl.callbacks.tensorboard import TensorBoardRounds
 
 __all__ = [
     "EarlyStopOnEta",

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from vcl.callbacks.base import RoundCallback
 
-from callbacks.base import RoundCallback
 from vcl.errors import VCLInputError
 from vcl.rundir import PARTIES
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from callbacks.base import RoundCallback
+from vcl.callbacks.base import RoundCallback
 
 
 class EarlyStopOnEta(RoundCallback):

@@ -4,7 +4,7 @@ NMI, Dice_t, AMD, EMD) under ``scores/``."""
 
 from __future__ import annotations
 
-from callbacks.base import RoundCallback
+from vcl.callbacks.base import RoundCallback
 
 
 class TensorBoardRounds(RoundCallback):

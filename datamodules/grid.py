@@ -18,9 +18,9 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
+from vcl.datamodules.sources import Table, load_table
+from vcl.datamodules.tabular import named_column_split, random_column_split
 
-from datamodules.sources import Table, load_table
-from datamodules.tabular import named_column_split, random_column_split
 from vcl.errors import VCLInputError
 from vcl.organization import FeatureView
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from vcl.datamodules.tabular import VerticalData, VerticalDataModule, check_fractions, seeded_row_splits
 
-from datamodules.tabular import VerticalData, VerticalDataModule, check_fractions, seeded_row_splits
 from vcl.errors import VCLInputError
 from vcl.organization import FeatureView
 

@@ -24,10 +24,10 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
+from vcl.datamodules.image import IMAGE_DATASETS, load_images
+from vcl.datamodules.sources import load_table
+from vcl.datamodules.tabular import named_column_split, random_column_split
 
-from datamodules.image import IMAGE_DATASETS, load_images
-from datamodules.sources import load_table
-from datamodules.tabular import named_column_split, random_column_split
 from vcl.errors import VCLInputError
 
 # (rows A keeps at the bottom, (stained rows, stained columns) of B's lower-right corner) for 28×28 and 32×32

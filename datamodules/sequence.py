@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from datamodules.tabular import (
+from vcl.datamodules.tabular import (
     VerticalData,
     VerticalDataModule,
     check_fractions,
     random_column_split,
     seeded_row_splits,
 )
+
 from vcl.errors import VCLInputError
 from vcl.organization import FeatureView
 

@@ -17,8 +17,8 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
+from vcl.datamodules.sources import Table, load_table
 
-from datamodules.sources import Table, load_table
 from vcl.errors import VCLInputError
 from vcl.organization import FeatureView
 
@@ -104,7 +104,7 @@ def seeded_row_splits(
 
 def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[Table, list[list[int]]]:
     """``table`` with each group's columns prepared alone (:func:`datamodules.prepare.prepare_group`)."""
-    from datamodules.prepare import prepare_group
+    from vcl.datamodules.prepare import prepare_group
 
     blocks, columns, new_groups = [], [], []
     for g, (_, missing) in zip(groups, table.policies, strict=True):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from models.classifier import (
+from vcl.models.classifier import (
     CLASSIFIERS,
     ClassifierSettings,
     NetClassifier,
@@ -22,11 +22,12 @@ from models.classifier import (
     check_classifier_name,
     check_weighted,
 )
-from models.concurrent import concurrency_key, fit_concurrently
-from models.dms import RoundHead, SharedExtractorRegressor
-from models.networks import build_mlp, build_network
-from models.residual import ResidualRegressor
-from models.sklearn import SklearnRegressor, estimator_class
+from vcl.models.concurrent import concurrency_key, fit_concurrently
+from vcl.models.dms import RoundHead, SharedExtractorRegressor
+from vcl.models.networks import build_mlp, build_network
+from vcl.models.residual import ResidualRegressor
+from vcl.models.sklearn import SklearnRegressor, estimator_class
+
 from vcl.errors import VCLInputError
 
 LEARNERS = ("linear", "mlp", "cnn", "lstm", "gb", "svm")

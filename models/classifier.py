@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from sklearn.base import clone
 from torch import Tensor
+from vcl.models.residual import ResidualRegressor
 
-from models.residual import ResidualRegressor
 from vcl.errors import VCLInputError
 from vcl.losses import one_hot
 
@@ -42,7 +42,7 @@ def check_classifier_name(name: str) -> str:
     if name in CLASSIFIERS:
         return name
     if name.startswith("sklearn:"):
-        from models.sklearn import estimator_class
+        from vcl.models.sklearn import estimator_class
 
         estimator_class(name, "learner")
         return name
@@ -85,7 +85,7 @@ def _estimator(name: str, settings: ClassifierSettings):
         from sklearn.svm import SVC
 
         return SVC()
-    from models.sklearn import estimator_class
+    from vcl.models.sklearn import estimator_class
 
     return estimator_class(check_classifier_name(name), "learner")()
 
@@ -168,12 +168,12 @@ class SklearnClassifier:
         return torch.from_numpy(out).to(features.device)
 
     def state_dict(self) -> dict:
-        from models.sklearn import dump_estimator
+        from vcl.models.sklearn import dump_estimator
 
         return {"estimator": dump_estimator(self.fitted_)}
 
     def load_state_dict(self, state: dict) -> None:
-        from models.sklearn import load_estimator
+        from vcl.models.sklearn import load_estimator
 
         self.fitted_ = load_estimator(state["estimator"])
 

@@ -18,8 +18,8 @@ import copy
 import torch
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
+from vcl.models.residual import ResidualRegressor, build_optimizer, step
 
-from models.residual import ResidualRegressor, build_optimizer, step
 from vcl.losses import local_loss
 
 _SHARED = (

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-
-from models.residual import ResidualRegressor, seeded_draws
+from vcl.models.residual import ResidualRegressor, seeded_draws
 
 
 class SharedExtractorRegressor(ResidualRegressor):

@@ -20,8 +20,8 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
+from vcl.models.networks import build_network
 
-from models.networks import build_network
 from vcl.losses import check_local_loss, local_loss
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")

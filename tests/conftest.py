@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 import torch
+from vcl.callbacks import RoundCallback
 
-from callbacks import RoundCallback
 from vcl.config import RunConfig
 
 

@@ -9,10 +9,10 @@ from scipy.optimize import minimize_scalar
 from sklearn.ensemble import AdaBoostClassifier
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
+from vcl.callbacks import RoundCheckpoint
+from vcl.datamodules import TabularDataModule
+from vcl.models import ClassifierSettings, LearnerSettings, NetClassifier, SklearnClassifier
 
-from callbacks import RoundCheckpoint
-from datamodules import TabularDataModule
-from models import ClassifierSettings, LearnerSettings, NetClassifier, SklearnClassifier
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.messages import Ack, ClassVotes, IgnoranceScores, Interchange, Labels, PredictionRequest

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
+from vcl.datamodules import TabularDataModule, random_column_split
 
-from datamodules import TabularDataModule, random_column_split
 from tests.conftest import write_csv
 from vcl.errors import VCLInputError
 
@@ -151,8 +151,8 @@ def write_bank_full(path, n=60, seed=0):
 
 
 def test_bank_marketing_reads_uci_format_one_hot_and_splits_whole_attributes(tmp_path):
-    from datamodules import OverlapDataModule
-    from datamodules.sources import load_table
+    from vcl.datamodules import OverlapDataModule
+    from vcl.datamodules.sources import load_table
 
     with pytest.raises(VCLInputError, match="bank-full.csv under data_root"):
         load_table("bank_marketing", root=str(tmp_path))
@@ -243,7 +243,7 @@ def test_drop_removes_a_partys_incomplete_rows_from_every_party_before_the_split
 def test_a_party_alone_prepares_its_file_as_the_whole_table_does(tmp_path):
     """Where parties run apart each reads its own file on the shared IDs (drop: each offers only its complete
     rows): the same views as one process reading every file."""
-    from datamodules.sources import csv_ids, shared_ids
+    from vcl.datamodules.sources import csv_ids, shared_ids
 
     files, _, _ = messy_files(tmp_path)
     policy = dict(task="classification", categorical=["onehot"], missing=["impute", "drop"])

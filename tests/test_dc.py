@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import wasserstein_distance
+from vcl.datamodules.grid import GridDataModule
 
 import train as cli
-from datamodules.grid import GridDataModule
 from vcl.anchors import smote
 from vcl.config import RunConfig
 from vcl.dc_metrics import amd, dice, emd, nmi, top_features

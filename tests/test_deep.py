@@ -3,8 +3,8 @@ and GAL runs on image patches and sequences that resume exactly."""
 
 import pytest
 import torch
+from vcl.models import ResidualRegressor, SharedExtractorRegressor, fit_concurrently
 
-from models import ResidualRegressor, SharedExtractorRegressor, fit_concurrently
 from vcl.losses import local_loss
 from vcl.runner import train
 
@@ -79,7 +79,7 @@ def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny
 
 @pytest.mark.parametrize("dms", [False, True])
 def test_resume_with_deep_learners_equals_uninterrupted_run(tiny, tmp_path, crash_at, dms):
-    from callbacks import RoundCheckpoint
+    from vcl.callbacks import RoundCheckpoint
 
     full = train(_images(tiny, rounds=3, dms=dms, out=str(tmp_path / "full")), verbose=False)
     cfg = _images(tiny, rounds=3, dms=dms, out=str(tmp_path / "cut"))
@@ -131,7 +131,7 @@ def test_lstm_runs_with_dropout_are_reproducible(tiny, tmp_path, dms):
 
 @pytest.mark.parametrize("dms", [False, True])
 def test_lstm_resume_with_dropout_equals_uninterrupted_run(tiny, tmp_path, crash_at, dms):
-    from callbacks import RoundCheckpoint
+    from vcl.callbacks import RoundCheckpoint
 
     full = train(_lstm(tiny, dms=dms, out=str(tmp_path / "full")), verbose=False)
     cfg = _lstm(tiny, dms=dms, out=str(tmp_path / "cut"))
@@ -151,7 +151,7 @@ def test_interm_with_lstm_dropout_is_reproducible(tiny, tmp_path):
 
 
 def test_learners_with_dropout_are_not_vmapped_together():
-    from models import concurrency_key
+    from vcl.models import concurrency_key
 
     plain = ResidualRegressor(6, 2, hidden=(8,), seed=0)
     dropped = ResidualRegressor(6, 2, hidden=(8,), seed=0)
@@ -160,7 +160,8 @@ def test_learners_with_dropout_are_not_vmapped_together():
 
 
 def test_cnn_pools_after_every_block_as_table_8_and_the_authors_variant_is_an_option(tiny):
-    from models import LearnerSettings, build_learner, build_network
+    from vcl.models import LearnerSettings, build_learner, build_network
+
     from vcl.methods import learner_settings
 
     def pools(net):

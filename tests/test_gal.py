@@ -4,8 +4,8 @@ import json
 
 import pytest
 import torch
+from vcl.datamodules import TabularDataModule
 
-from datamodules import TabularDataModule
 from vcl.config import RunConfig
 from vcl.messages import FittedValues, PseudoResidual
 from vcl.methods import build_protocol
@@ -59,7 +59,7 @@ def test_concurrent_organizations_match_sequential_run(tiny):
 def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at):
     full = train(tiny(rounds=4, out=str(tmp_path / "full")), verbose=False)
     cfg = tiny(rounds=4, out=str(tmp_path / "cut"))
-    from callbacks import RoundCheckpoint
+    from vcl.callbacks import RoundCheckpoint
 
     with pytest.raises(KeyboardInterrupt):
         train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(2)])

@@ -1,13 +1,9 @@
 """The ablation benchmark's run list covers every transcribed figure of GAL Tables 4–6 and 15–21."""
 
-import sys
-from pathlib import Path
+from tests.helpers import benchmark
+from vcl.methods import check_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import gal_ablations as abl  # noqa: E402
-
-from vcl.methods import check_config  # noqa: E402
+abl = benchmark("gal_ablations")
 
 
 def test_full_mode_runs_every_transcribed_tabular_cell():

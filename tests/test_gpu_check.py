@@ -3,12 +3,11 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCH))
+from tests.helpers import BENCHMARKS as BENCH
+from tests.helpers import benchmark
 
-import gpu_check  # noqa: E402
+gpu_check = benchmark("gpu_check")
 
 
 def test_without_cuda_it_says_so_and_exits_0(tmp_path):

@@ -7,8 +7,7 @@ import urllib.request
 import numpy as np
 import pytest
 import torch
-
-from datamodules import (
+from vcl.datamodules import (
     ImageDataModule,
     SequenceDataModule,
     patch_boxes,
@@ -16,7 +15,8 @@ from datamodules import (
     split_image_views,
     synthetic_sequences,
 )
-from datamodules.image import load_images
+from vcl.datamodules.image import load_images
+
 from tests.conftest import write_cifar_batches
 from vcl.errors import VCLInputError
 

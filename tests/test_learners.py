@@ -5,8 +5,8 @@ import torch
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.svm import SVR
+from vcl.models import LearnerSettings, ResidualRegressor, SklearnRegressor, build_learner, fit_concurrently
 
-from models import LearnerSettings, ResidualRegressor, SklearnRegressor, build_learner, fit_concurrently
 from vcl.errors import VCLInputError
 from vcl.losses import local_loss
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import gaussian_kde, norm
+from vcl.callbacks import RoundCheckpoint
+from vcl.datamodules.overlap import OverlapDataModule, PartyData, image_masks, overlap_counts
 
-from callbacks import RoundCheckpoint
-from datamodules.overlap import OverlapDataModule, PartyData, image_masks, overlap_counts
 from tests.conftest import write_cifar_batches
 from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.config import RunConfig
@@ -638,9 +638,6 @@ def test_benchmark_uses_the_papers_settings_per_dataset():
 
 def benchmark_module():
     """``benchmarks/mpdl.py`` imported as a module (its ``run`` and ``PAPER``)."""
-    import importlib
-    import sys
-    from pathlib import Path
+    from tests.helpers import benchmark
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    return importlib.import_module("mpdl")
+    return benchmark("mpdl")

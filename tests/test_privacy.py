@@ -2,8 +2,8 @@
 
 import pytest
 import torch
+from vcl.datamodules import TabularDataModule
 
-from datamodules import TabularDataModule
 from vcl.assistance import assistance_weights
 from vcl.messages import FittedValues, PseudoResidual
 from vcl.methods import build_protocol

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from vcl.callbacks import RoundCallback, RoundCheckpoint
 
-from callbacks import RoundCallback, RoundCheckpoint
 from vcl.errors import PartyLost, VCLInputError
 from vcl.runner import train
 

@@ -5,11 +5,11 @@ import json
 
 import pytest
 import torch
+from vcl.callbacks import RoundCallback, TensorBoardRounds
+from vcl.callbacks.checkpoint import load_checkpoint
+from vcl.models.sklearn import dump_estimator, estimator_class, load_estimator
 
 import train as cli
-from callbacks import RoundCallback, TensorBoardRounds
-from callbacks.checkpoint import load_checkpoint
-from models.sklearn import dump_estimator, estimator_class, load_estimator
 from tests.conftest import write_csv
 from vcl.errors import VCLInputError
 from vcl.methods import build_protocol, check_config

@@ -4,8 +4,8 @@ import json
 
 import pytest
 import torch
+from vcl.datamodules import TabularDataModule
 
-from datamodules import TabularDataModule
 from vcl.config import RunConfig
 from vcl.messages import (
     Ack,

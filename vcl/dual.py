@@ -20,8 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from datamodules.overlap import PartyData
-from models.networks import build_mlp
+from vcl.datamodules.overlap import PartyData
 from vcl.errors import VCLInputError
 from vcl.kde import GaussianKDE
 from vcl.messages import (
@@ -33,6 +32,7 @@ from vcl.messages import (
     PublicKey,
     as_float,
 )
+from vcl.models.networks import build_mlp
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer
 from vcl.split_network import CanvasConv, cnn_top

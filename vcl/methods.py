@@ -8,11 +8,17 @@ from pathlib import Path
 
 import torch
 
-from datamodules.grid import FEATURE_SPLITS, GridData
-from datamodules.image import IMAGE_DATASETS
-from datamodules.sources import csv_policies
-from datamodules.tabular import VerticalData
-from models import (
+from vcl.anchors import GridLayout, make_anchor_construction
+from vcl.config import ASCII_METHODS, DC_METHODS, METHODS, MPDL_METHODS, RunConfig
+from vcl.datamodules.grid import FEATURE_SPLITS, GridData
+from vcl.datamodules.image import IMAGE_DATASETS
+from vcl.datamodules.sources import csv_policies
+from vcl.datamodules.tabular import VerticalData
+from vcl.errors import VCLInputError
+from vcl.federation import Federation
+from vcl.losses import check_local_loss
+from vcl.messages import EXPERIMENTER
+from vcl.models import (
     DEEP,
     ClassifierSettings,
     LearnerSettings,
@@ -21,13 +27,7 @@ from models import (
     check_learner_name,
     check_weighted,
 )
-from models.residual import PRECISIONS
-from vcl.anchors import GridLayout, make_anchor_construction
-from vcl.config import ASCII_METHODS, DC_METHODS, METHODS, MPDL_METHODS, RunConfig
-from vcl.errors import VCLInputError
-from vcl.federation import Federation
-from vcl.losses import check_local_loss
-from vcl.messages import EXPERIMENTER
+from vcl.models.residual import PRECISIONS
 from vcl.organization import FeatureView, Organization, seed_for
 from vcl.paillier import check_key_bits
 from vcl.privacy import check_dp_noise, make_mechanism

@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from models import LearnerSettings, build_learner
 from vcl.messages import (
     FittedValues,
     Labels,
@@ -28,6 +27,7 @@ from vcl.messages import (
     PseudoResidual,
     as_float,
 )
+from vcl.models import LearnerSettings, build_learner
 
 
 @dataclass

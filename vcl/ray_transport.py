@@ -25,10 +25,10 @@ from pathlib import Path
 
 import torch
 
-from datamodules.grid import GridData
-from datamodules.overlap import OverlapData
-from datamodules.tabular import VerticalData
 from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
+from vcl.datamodules.grid import GridData
+from vcl.datamodules.overlap import OverlapData
+from vcl.datamodules.tabular import VerticalData
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord, record_of
 from vcl.organization import FeatureView
@@ -82,7 +82,7 @@ def coordinator_data(config: RunConfig) -> VerticalData:
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
     import ray
 
-    from datamodules.sources import csv_ids, csv_policies, shared_ids
+    from vcl.datamodules.sources import csv_ids, csv_policies, shared_ids
 
     files = config.csv_files
     if not files:

@@ -13,9 +13,10 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
-from callbacks.checkpoint import load_checkpoint
-from datamodules import (
+from vcl.callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
+from vcl.callbacks.checkpoint import load_checkpoint
+from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
+from vcl.datamodules import (
     IMAGE_DATASETS,
     SEQUENCE_DATASETS,
     GridDataModule,
@@ -24,7 +25,6 @@ from datamodules import (
     SequenceDataModule,
     TabularDataModule,
 )
-from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import EXPERIMENTER
 from vcl.methods import build_protocol, check_config, compare_methods

@@ -181,14 +181,14 @@ def party_file(root: Path, name: str, round_: int) -> Path:
 
 def save_party(party, name: str, root: Path, round_: int) -> None:
     """What a party does to checkpoint itself: its own state, written atomically where it runs."""
-    from callbacks.checkpoint import atomic_torch_save
+    from vcl.callbacks.checkpoint import atomic_torch_save
 
     atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_}, party_file(root, name, round_))
 
 
 def load_party(party, name: str, root: Path, round_: int) -> None:
     """A party reads back its own state of ``round_``; one sentence if it is missing or another's."""
-    from callbacks.checkpoint import PARTY_KEYS, load_checkpoint
+    from vcl.callbacks.checkpoint import PARTY_KEYS, load_checkpoint
     from vcl.errors import VCLInputError
 
     path = party_file(root, name, round_)
@@ -225,7 +225,7 @@ def party_place(name: str, party) -> dict:
 def run_jobs(jobs: list, concurrent: bool) -> None:
     """Fit every :class:`vcl.organization.FitJob`; jobs with the same targets and learner architecture are
     fitted in one pass if ``concurrent``."""
-    from models import concurrency_key, fit_concurrently
+    from vcl.models import concurrency_key, fit_concurrently
 
     groups: dict[object, list] = {}
     for i, job in enumerate(jobs):

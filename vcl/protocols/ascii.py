@@ -58,7 +58,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from models import ClassifierSettings, build_classifier
 from vcl.messages import (
     Ack,
     ClassVotes,
@@ -71,6 +70,7 @@ from vcl.messages import (
     as_classes,
     as_float,
 )
+from vcl.models import ClassifierSettings, build_classifier
 from vcl.organization import Organization, seed_for
 from vcl.protocols.base import Protocol
 

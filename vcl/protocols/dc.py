@@ -27,7 +27,6 @@ import torch
 from sklearn.base import is_classifier
 from torch import Tensor
 
-from models.sklearn import dump_estimator, load_estimator
 from vcl.anchors import AnchorConstruction, GridLayout
 from vcl.dc_metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.errors import VCLInputError
@@ -43,6 +42,7 @@ from vcl.messages import (
     Step,
     as_float,
 )
+from vcl.models.sklearn import dump_estimator, load_estimator
 from vcl.organization import FeatureView, seed_for
 from vcl.protocols.base import Protocol
 
@@ -54,7 +54,7 @@ MASTER = "master"
 
 # --- the scikit-learn pieces, by config name ---------------------------------------------------------
 def _import(name: str, key: str):
-    from models.sklearn import estimator_class
+    from vcl.models.sklearn import estimator_class
 
     return estimator_class(name, key)
 

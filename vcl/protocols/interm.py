@@ -16,10 +16,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models import LearnerSettings, build_learner
-from models.residual import DRAWS, build_optimizer, derived_seed, seeded_draws
 from vcl.losses import local_loss
 from vcl.messages import Ack, ActivationGradient, Activations, Message, Scalars, Step, as_float
+from vcl.models import LearnerSettings, build_learner
+from vcl.models.residual import DRAWS, build_optimizer, derived_seed, seeded_draws
 from vcl.organization import FeatureView, seed_for
 from vcl.protocols.base import Protocol
 

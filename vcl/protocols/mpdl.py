@@ -38,8 +38,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from datamodules.overlap import OverlapData, PartyData
 from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
+from vcl.datamodules.overlap import OverlapData, PartyData
 from vcl.dual import DualParty, seeded_mlp
 from vcl.federation import Federation
 from vcl.messages import (

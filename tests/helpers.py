@@ -1,0 +1,21 @@
+"""Helpers the test modules share (imported as ``tests.helpers``, not from conftest)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def benchmark(name: str):
+    """A script of ``benchmarks/`` imported as a module, by its path (with ``common``, the module its
+    scripts share), without putting ``benchmarks/`` on ``sys.path``."""
+    for module in ("common", name):
+        if module not in sys.modules:
+            spec = importlib.util.spec_from_file_location(module, BENCHMARKS / f"{module}.py")
+            loaded = importlib.util.module_from_spec(spec)
+            sys.modules[module] = loaded
+            spec.loader.exec_module(loaded)
+    return sys.modules[name]
