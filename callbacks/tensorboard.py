@@ -1,22 +1,43 @@
-"""TensorBoard logging per round: train loss, metric on every split, η, assistance weights, bytes,
-ASCII's model weight α of every agent and its interchange bytes, and a protocol's further scores (DC:
-NMI, Dice_t, AMD, EMD) under ``scores/``."""
+"""TensorBoard logging per round, one TensorBoard run per method under ``<out>/tensorboard/<method>/`` (the
+main method and each comparison method beside it, so GAL and Alone overlay): train loss, metric on every
+split, η, assistance weights, bytes per round and per message kind, ASCII's model weight α of every agent
+and its interchange bytes, and a protocol's further scores (DC: NMI, Dice_t, AMD, EMD) under ``scores/``. At
+the end of a run, its settings and final figures go to the HParams tab."""
 
 from __future__ import annotations
+
+from collections import defaultdict
 
 from vcl.callbacks.base import RoundCallback
 
 
+def hparams_of(config: dict) -> dict:
+    """The run's settings as TensorBoard takes them: numbers, booleans and strings (a list as its text)."""
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, bool | int | float | str):
+            out[key] = value
+        elif isinstance(value, list | tuple):
+            out[key] = ",".join(map(str, value))
+    return out
+
+
 class TensorBoardRounds(RoundCallback):
-    def __init__(self, subdir: str = "tensorboard"):
-        self.subdir = subdir
+    """``fresh``: the run starts at round 0 whatever was logged before (a comparison run, rerun in full)."""
+
+    def __init__(self, subdir: str = "tensorboard", fresh: bool = False):
+        self.subdir, self.fresh = subdir, fresh
         self.writer = None
+
+    def folder(self, run):
+        return run.out_dir / self.subdir / run.protocol.name
 
     def on_run_start(self, run) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        # purge_step drops events a crashed run logged after its last checkpoint.
-        self.writer = SummaryWriter(str(run.out_dir / self.subdir), purge_step=run.protocol.round + 1)
+        # purge_step drops events a crashed run logged after its last checkpoint (all of them, if fresh).
+        purge = 0 if self.fresh else run.protocol.round + 1
+        self.writer = SummaryWriter(str(self.folder(run)), purge_step=purge)
 
     def on_round_end(self, run, record: dict) -> None:
         w, t = self.writer, record["round"]
@@ -24,6 +45,12 @@ class TensorBoardRounds(RoundCallback):
         for split, value in record["metrics"].items():
             w.add_scalar(f"{run.metric_name}/{split}", value, t)
         w.add_scalar("comm/bytes_sent", record["bytes_sent"], t)
+        kinds: dict[str, int] = defaultdict(int)
+        for line in run.protocol.federation.channel.records:
+            if line.round == t and line.crosses_boundary:
+                kinds[line.kind] += line.nbytes
+        for kind, nbytes in kinds.items():
+            w.add_scalar(f"comm/bytes_by_kind/{kind}", nbytes, t)
         etas = record.get("eta")
         if etas is not None:
             for i, eta in enumerate(etas if isinstance(etas, list) else [etas]):
@@ -37,6 +64,24 @@ class TensorBoardRounds(RoundCallback):
         for name, value in record.get("scores", {}).items():
             w.add_scalar(f"scores/{name}", value, t)
         w.flush()
+
+    def on_run_end(self, run, results: dict) -> None:
+        """The run's settings and final figures in the HParams tab (its own run folder)."""
+        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard.summary import hparams
+
+        settings = {**hparams_of(run.config.to_dict()), "method": results["method"]}
+        figures = {
+            "final/value": results["value"],
+            "final/best_value": results["best_value"],
+            "final/bytes_sent": results["bytes_sent"],
+            "final/seconds": results["seconds"],
+        }
+        with SummaryWriter(str(self.folder(run))) as w:
+            for summary in hparams(settings, figures):
+                w.file_writer.add_summary(summary)
+            for tag, value in figures.items():
+                w.add_scalar(tag, value, results["value_round"])
 
     def teardown(self, run) -> None:
         if self.writer is not None:

@@ -20,7 +20,7 @@ def test_default_run_writes_valid_results(tmp_path, capsys):
     assert 0.8 <= results["value"] <= 1.0 and results["value"] > results["compare"]["alone"]["value"]
     assert results["bytes_sent"] > 0 and all(len(r["weights"]) == 8 for r in results["rounds"][1:])
     assert (out / "checkpoints" / "last.ckpt").is_file()
-    assert any((out / "tensorboard").iterdir())
+    assert sorted(p.name for p in (out / "tensorboard").iterdir()) == ["alone", "gal"]  # one TensorBoard run each
     printed = capsys.readouterr().out
     assert "alone test accuracy" in printed and "train loss" in printed
 
@@ -115,3 +115,25 @@ def test_a_messy_csv_runs_once_each_party_prepares_its_own_columns(tmp_path, cap
 
 def test_csv_preparation_is_refused_for_a_dataset_that_needs_none(tmp_path, capsys):
     _fails(["--categorical", "onehot", "--out", str(tmp_path / "o")], capsys, "categorical / missing prepare CSV files")
+
+
+def test_tensorboard_has_a_run_per_method_with_its_settings_and_bytes_per_message_kind(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "tb"
+    assert cli.main(["--out", str(out), "--device", "cpu", "--rounds", "2", "--compare", "alone", "late"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    for method, res in [("gal", results), *results["compare"].items()]:
+        board = EventAccumulator(str(out / "tensorboard" / method))
+        board.Reload()
+        scalars = board.Tags()["scalars"]
+        assert {"accuracy/test", "loss/train", "comm/bytes_sent", "final/value"} <= set(scalars)
+        assert board.Scalars("final/value")[-1].value == pytest.approx(res["value"])
+        assert "_hparams_/session_start_info" in board.PluginTagToContent("hparams")
+        by_kind = [t for t in scalars if t.startswith("comm/bytes_by_kind/")]
+        sent = {t: sum(e.value for e in board.Scalars(t)) for t in by_kind}
+        assert sum(sent.values()) == pytest.approx(res["bytes_sent"])  # the kinds add up to the run's bytes
+    assert (
+        "comm/bytes_by_kind/PseudoResidual"
+        in EventAccumulator(str(out / "tensorboard" / "gal")).Reload().Tags()["scalars"]
+    )

@@ -292,11 +292,16 @@ def train(
             if method == config.method:
                 continue
             other = Run(config, build_protocol(config, data, method), out_dir, verbose=False)
+            board = [TensorBoardRounds(fresh=True)] if write else []  # its own TensorBoard run, beside the main
             try:
-                run_rounds(other, [], config.rounds)
+                run_rounds(other, board, config.rounds)
                 results["compare"][method] = other.results({})
             finally:
+                for cb in board:
+                    cb.teardown(other)
                 other.protocol.federation.transport.close()
+            for cb in board:
+                cb.on_run_end(other, results["compare"][method])
             results["compare"][method].pop("config")
         for cb in callbacks:
             cb.on_run_end(run, results)
