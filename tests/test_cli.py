@@ -9,6 +9,7 @@ from tests.conftest import write_csv
 from vcl.config import RunConfig
 
 
+@pytest.mark.slow
 def test_default_run_writes_valid_results(tmp_path, capsys):
     out = tmp_path / "default"
     assert cli.main(["--out", str(out), "--device", "cpu"]) == 0

@@ -117,6 +117,7 @@ def _lstm(tiny, **kw):
     return tiny(**{**settings, **kw})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dms", [False, True])
 def test_lstm_runs_with_dropout_are_reproducible(tiny, tmp_path, dms):
     first = train(_lstm(tiny, dms=dms, out=str(tmp_path / "a")), verbose=False, write=False)
@@ -129,6 +130,7 @@ def test_lstm_runs_with_dropout_are_reproducible(tiny, tmp_path, dms):
     assert [r["train_loss"] for r in other["rounds"]] != [r["train_loss"] for r in first["rounds"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dms", [False, True])
 def test_lstm_resume_with_dropout_equals_uninterrupted_run(tiny, tmp_path, crash_at, dms):
     from vcl.callbacks import RoundCheckpoint

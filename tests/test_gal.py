@@ -135,6 +135,7 @@ def test_per_organization_local_losses_reach_their_learners(tiny):
     assert used == ["l1", "l2", "l1.5", "l4"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["gal", "al", "late"])
 def test_prediction_stage_on_new_rows_matches_training_time_outputs(tiny, method):
     """Algorithm 1's prediction stage from checkpointed organization models equals the running F."""

@@ -4,12 +4,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import BENCHMARKS as BENCH
 from tests.helpers import benchmark
 
 gpu_check = benchmark("gpu_check")
 
 
+@pytest.mark.slow
 def test_without_cuda_it_says_so_and_exits_0(tmp_path):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     out = tmp_path / "gpu.json"

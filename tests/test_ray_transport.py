@@ -13,7 +13,7 @@ from vcl.callbacks import RoundCallback, RoundCheckpoint
 from vcl.errors import PartyLost, VCLInputError
 from vcl.runner import train
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.slow]
 
 
 def rounds_of(results):

@@ -313,6 +313,7 @@ def test_ctrl_c_says_where_to_resume_and_resume_finishes_the_run(tmp_path, capsy
     assert [r["metrics"] for r in a] == [r["metrics"] for r in b]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_at_a_saved_round_with_one_line(tmp_path):
     import signal
     import subprocess
