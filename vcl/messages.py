@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -24,9 +25,19 @@ class Message:
     sender: str
     receiver: str
     round: int
+    # the message's tensors, declared once: payload key → the field that holds it ("*": a field holding a dict of
+    # them); a field left None is not sent
+    tensors: ClassVar[dict[str, str]] = {}
 
     def payload(self) -> dict[str, Tensor]:
-        raise NotImplementedError
+        out = {}
+        for key, name in self.tensors.items():
+            value = getattr(self, name)
+            if key == "*":
+                out.update({k: v for k, v in value.items() if isinstance(v, Tensor)})
+            elif value is not None:
+                out[key] = value
+        return out
 
     @property
     def kind(self) -> str:
@@ -37,10 +48,9 @@ class Message:
 class PseudoResidual(Message):
     """Alice → organization: the pseudo-residual ``r^t`` on the training rows (N × K)."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"train": self.values}
+    tensors = {"train": "values"}
 
 
 @dataclass(frozen=True)
@@ -53,11 +63,10 @@ class Labels(Message):
     "numerical labels").
     """
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
     loss: str | None = None
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"train": self.values}
+    tensors = {"train": "values"}
 
 
 @dataclass(frozen=True)
@@ -66,26 +75,19 @@ class PredictionRequest(Message):
 
     split: str = "test"
 
-    def payload(self) -> dict[str, Tensor]:
-        return {}
-
 
 @dataclass(frozen=True)
 class FittedValues(Message):
     """Organization → Alice: model outputs on its rows ({split: N × K}, or {round: N × K} for a prediction)."""
 
-    values: dict[str, Tensor] = field(repr=False, default_factory=dict)
+    values: dict[str, Tensor] = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return dict(self.values)
+    tensors = {"*": "values"}
 
 
 @dataclass(frozen=True)
 class ModelsRequest(Message):
     """Alice → organization: describe the models you keep for the prediction stage (for the run's report)."""
-
-    def payload(self) -> dict[str, Tensor]:
-        return {}
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,6 @@ class ModelsReport(Message):
     models: int = 0
     parameters: int = 0
     shared: bool = False
-
-    def payload(self) -> dict[str, Tensor]:
-        return {}
 
 
 @dataclass(frozen=True)
@@ -113,15 +112,11 @@ class IgnoranceScores(Message):
     scores alone.
     """
 
-    scores: Tensor = field(repr=False, default=None)
-    alphas: Tensor = field(repr=False, default=None)
+    scores: Tensor = field(repr=False)
+    alphas: Tensor = field(repr=False)
     round_start: Tensor | None = field(repr=False, default=None)
 
-    def payload(self) -> dict[str, Tensor]:
-        out = {"scores": self.scores, "alphas": self.alphas}
-        if self.round_start is not None:
-            out["round_start"] = self.round_start
-        return out
+    tensors = {"scores": "scores", "alphas": "alphas", "round_start": "round_start"}
 
 
 @dataclass(frozen=True)
@@ -133,11 +128,10 @@ class ClassVotes(Message):
     SAMME-coded vote ``Σ α g`` (Algorithm 1, line 12) from them; no feature leaves the agent.
     """
 
-    alphas: Tensor = field(repr=False, default=None)
-    classes: dict[str, Tensor] = field(repr=False, default_factory=dict)
+    alphas: Tensor = field(repr=False)
+    classes: dict[str, Tensor] = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"alphas": self.alphas, **self.classes}
+    tensors = {"alphas": "alphas", "*": "classes"}
 
 
 @dataclass(frozen=True)
@@ -155,9 +149,6 @@ class Interchange(Message):
     joint: bool = False
     seed: int = 0
 
-    def payload(self) -> dict[str, Tensor]:
-        return {}
-
 
 @dataclass(frozen=True)
 class Discarded(Message):
@@ -166,9 +157,6 @@ class Discarded(Message):
 
     alpha: float = 0.0
 
-    def payload(self) -> dict[str, Tensor]:
-        return {}
-
 
 @dataclass(frozen=True)
 class Ack(Message):
@@ -176,9 +164,6 @@ class Ack(Message):
     done; ``figures``: numbers about the sender's own work (a row count), if asked for. No tensor."""
 
     figures: dict = field(default_factory=dict)
-
-    def payload(self) -> dict[str, Tensor]:
-        return {}
 
 
 @dataclass(frozen=True)
@@ -189,19 +174,15 @@ class Step(Message):
     step: str = ""
     args: dict = field(default_factory=dict)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {}
-
 
 @dataclass(frozen=True)
 class Scalars(Message):
     """A few numbers as a tensor: an organization's gradient norms, or the whole network's norm it clips by
     (Interm fusion's clip over every part of one network)."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"values": self.values}
+    tensors = {"values": "values"}
 
 
 @dataclass(frozen=True)
@@ -209,10 +190,9 @@ class Report(Message):
     """A party (or the coordinator) → the experimenter: what it holds that the run's scores need (the models
     it keeps, what it received). Outside the protocol: recorded, never counted as communication."""
 
-    values: dict = field(repr=False, default_factory=dict)
+    values: dict = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {k: v for k, v in self.values.items() if isinstance(v, Tensor)}
+    tensors = {"*": "values"}  # its tensors; the rest (counts, row indices) rides along uncounted
 
 
 @dataclass(frozen=True)
@@ -221,11 +201,10 @@ class AnchorShare(Message):
     perturbed low-rank approximation for DC(TSVD), raw rows for DC(raw); DC(SMOTE) needs none), with the
     sender's place (i, j) in the grid."""
 
-    values: dict[str, Tensor] = field(repr=False, default_factory=dict)
+    values: dict[str, Tensor] = field(repr=False)
     position: tuple[int, int] = (0, 0)
 
-    def payload(self) -> dict[str, Tensor]:
-        return dict(self.values)
+    tensors = {"*": "values"}
 
 
 @dataclass(frozen=True)
@@ -233,10 +212,9 @@ class ReducedRepresentation(Message):
     """DC worker → master: dimensionality-reduced intermediate representations f_ij(·) of its private
     rows ({"train", "test"}) and of the anchor data ("anchor") — Algorithm 1 step 4."""
 
-    values: dict[str, Tensor] = field(repr=False, default_factory=dict)
+    values: dict[str, Tensor] = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return dict(self.values)
+    tensors = {"*": "values"}
 
 
 @dataclass(frozen=True)
@@ -244,20 +222,18 @@ class AnchorPredictions(Message):
     """DC master → worker: the central model's outputs on its row group's anchor representation,
     Y_i^anc = h(X̃_i^anc G_i) (r × K) — Algorithm 1 step 11."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"anchor": self.values}
+    tensors = {"anchor": "values"}
 
 
 @dataclass(frozen=True)
 class RawFeatures(Message):
     """Worker → master: its private rows themselves. Only DC's Centralized reference sends them."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"train": self.values}
+    tensors = {"train": "values"}
 
 
 @dataclass(frozen=True)
@@ -265,40 +241,36 @@ class BlindedIDs(Message):
     """MPDL PSI (:mod:`vcl.psi`): row IDs hashed into a group and blinded by secret exponents, one
     group element per row as big-endian bytes (N × bytes(p), uint8). No raw or merely hashed ID."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"blinded": self.values}
+    tensors = {"blinded": "values"}
 
 
 @dataclass(frozen=True)
 class IntersectionIndices(Message):
     """MPDL PSI, A → B: positions in B's shuffled blinded list of the rows both hold, in A's row order."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"positions": self.values}
+    tensors = {"positions": "values"}
 
 
 @dataclass(frozen=True)
 class FoldAssignment(Message):
     """MPDL, B → A: the fold (0..K−1) of each aligned co-occurring row (Algorithm 1's K shares of D_C)."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"fold": self.values}
+    tensors = {"fold": "values"}
 
 
 @dataclass(frozen=True)
 class PublicKey(Message):
     """MPDL, a party's Paillier public modulus n as big-endian bytes (uint8)."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"n": self.values}
+    tensors = {"n": "values"}
 
 
 @dataclass(frozen=True)
@@ -307,10 +279,9 @@ class PerturbedMeans(Message):
     under per-row DP they spend no further budget (post-processing). The other party's dual model generates
     around them (its output shift)."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"means": self.values}
+    tensors = {"means": "values"}
 
 
 @dataclass(frozen=True)
@@ -318,11 +289,10 @@ class GeneratedData(Message):
     """MPDL: a dual model's output — the sender's estimate of the receiver's (perturbed) features of the
     rows named by the protocol (co-occurring minibatch, B-only rows, A-only rows), N × d_receiver."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
     rows: str = "overlap"  # "overlap": a minibatch of D_C; "only": the sender's rows the receiver does not hold
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"generated": self.values}
+    tensors = {"generated": "values"}
 
 
 @dataclass(frozen=True)
@@ -330,10 +300,9 @@ class OutputGradient(Message):
     """MPDL Algorithm 2: the plaintext part of the gradient w.r.t. the generated data the receiver sent,
     ∇ℓ_align + λ∇log P(x̂)·(log P(x̂) − log P(x)) (N × d_sender)."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"gradient": self.values}
+    tensors = {"gradient": "values"}
 
 
 @dataclass(frozen=True)
@@ -345,10 +314,7 @@ class DensityDifference(Message):
     ciphertexts: Tensor | None = field(repr=False, default=None)
     exponents: Tensor | None = field(repr=False, default=None)
 
-    def payload(self) -> dict[str, Tensor]:
-        if self.ciphertexts is not None:
-            return {"ciphertexts": self.ciphertexts, "exponents": self.exponents}
-        return {"values": self.values}
+    tensors = {"values": "values", "ciphertexts": "ciphertexts", "exponents": "exponents"}  # plaintext, or encrypted
 
 
 @dataclass(frozen=True)
@@ -360,10 +326,7 @@ class CrossGradient(Message):
     ciphertexts: Tensor | None = field(repr=False, default=None)
     exponents: Tensor | None = field(repr=False, default=None)
 
-    def payload(self) -> dict[str, Tensor]:
-        if self.ciphertexts is not None:
-            return {"ciphertexts": self.ciphertexts, "exponents": self.exponents}
-        return {"values": self.values}
+    tensors = {"values": "values", "ciphertexts": "ciphertexts", "exponents": "exponents"}  # plaintext, or encrypted
 
 
 @dataclass(frozen=True)
@@ -371,20 +334,18 @@ class Activations(Message):
     """Split network (MPDL Section III-C3, FTL): a party's bottom-layer outputs z = x·W (or its shared
     representation) on a minibatch, party → collaborator."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"activations": self.values}
+    tensors = {"activations": "values"}
 
 
 @dataclass(frozen=True)
 class ActivationGradient(Message):
     """Split network: the errors δ of the collaborator's first layer w.r.t. a party's activations (eq. 18)."""
 
-    values: Tensor = field(repr=False, default=None)
+    values: Tensor = field(repr=False)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"gradient": self.values}
+    tensors = {"gradient": "values"}
 
 
 def _nbytes(t: Tensor) -> int:

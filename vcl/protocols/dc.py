@@ -200,13 +200,12 @@ class KeptModel(Message):
     """A worker (or the master) → the experimenter: the interpretable model it keeps (skops bytes), the global
     columns it reads, its place in the grid, and the anchors it built — to be scored outside the protocol."""
 
-    model: Tensor = field(repr=False, default=None)
+    model: Tensor = field(repr=False)
     columns: tuple[int, ...] = ()
     position: tuple[int, int] | None = None
     anchor: Tensor | None = field(repr=False, default=None)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {"model": self.model} | ({} if self.anchor is None else {"anchor": self.anchor})
+    tensors = {"model": "model", "anchor": "anchor"}
 
 
 @dataclass(frozen=True)
@@ -219,8 +218,7 @@ class ScoreRequest(Message):
     collab: Tensor | None = field(repr=False, default=None)
     local_train: bool = False
 
-    def payload(self) -> dict[str, Tensor]:
-        return {} if self.collab is None else {"collab": self.collab}
+    tensors = {"collab": "collab"}
 
 
 @dataclass(frozen=True)
@@ -231,8 +229,7 @@ class Scores(Message):
     scores: dict[str, float] = field(default_factory=dict)
     train: Tensor | None = field(repr=False, default=None)
 
-    def payload(self) -> dict[str, Tensor]:
-        return {} if self.train is None else {"train": self.train}
+    tensors = {"train": "train"}
 
 
 class DCWorker:
