@@ -141,7 +141,9 @@ class OverlapParty:
         self.inputs: dict[str, Tensor] = {}  # the central models' inputs on each row set
         self.bottoms: dict[int, tuple[nn.Module, torch.optim.Optimizer, torch.Generator]] = {}
         self._batches: list[Tensor] = []
+        self.labels: dict[str, Tensor] = {}  # B: the labels of each row set, sent to C when it asks
         self._pending: Tensor | None = None  # a bottom's output waiting for C's errors
+        self._pending_which = 0  # ... of central model ``which``
         self._seen: dict[str, Tensor] | None = None  # what crossed for the other's co-occurring rows
         self._logs: dict[str, list] = {"align": [], "difference": []}
         self.ftl: dict | None = None
