@@ -2,9 +2,9 @@
 
 Each actor builds its own party from the run config and the party's index: it loads only its own data
 (for ``dataset: csv`` only its own file; a built-in dataset is loaded and cut to its own columns at once),
-holds its own learners and randomness, trains on its own device, and answers messages. Alice's
-coordinator holds her labels and what arrives in replies; it never sees a party's features, and the
-parties' own messages to each other (ASCII's ignorance scores) go actor to actor.
+holds its own learners and randomness, trains on its own device, and answers messages. The coordinator
+(Alice, DC's master, MPDL's collaborator) holds what its paper gives it and what arrives in replies; it
+never sees a party's features, and the parties' own messages to each other go actor to actor.
 
 Everything the ledger counts is counted here, in the coordinator, exactly as the local transport counts
 it (the base class :class:`vcl.transport.Transport`), so ``bytes_sent`` does not depend on the transport.

@@ -1,4 +1,4 @@
-"""How the coordinator reaches the parties: messages in, replies out, both counted in Alice's ledger.
+"""How the coordinator reaches the parties: messages in, replies out, both counted in the run's ledger.
 
 A :class:`Transport` delivers a message to the party it names and brings back the party's reply
 (``party.handle(message)``). Nothing else crosses: the coordinator never calls a party's methods or
@@ -7,15 +7,15 @@ same way whatever carries it, so a run's byte counts do not depend on the transp
 
 :class:`LocalTransport` keeps the parties in this process. Its ``request_all`` fits the parties that
 received a fit request (a pseudo-residual, or labels) and share a learner architecture together in
-one vmapped pass (:mod:`models.concurrent`) — a simulation speed-up inside the transport that no
+one vmapped pass (:mod:`vcl.models.concurrent`) — a simulation speed-up inside the transport that no
 protocol knows about; ``concurrent=False`` is the sequential reference (each party's ``handle``).
 
-Some messages go from party to party, never through Alice (ASCII's ignorance scores, agent → next
-agent): a party that handles a request may leave such messages in its outbox, and after the request the
-transport relays each one — counted once in the ledger, sender → receiver, and handed to the receiving
-party's ``handle`` (which answers nothing). The coordinator neither sees nor holds them.
-:class:`vcl.ray_transport.RayTransport` puts each party in its own process and implements the same
-calls; its relay hands party-to-party messages from actor to actor.
+Some messages go from party to party, never through the coordinator (ASCII's ignorance scores, DC's
+anchor shares, MPDL's PSI and Algorithm 2, FTL's codes): a party that handles a request may leave such
+messages in its outbox, and after the request the transport relays each one — counted once in the
+ledger, sender → receiver, and handed to the receiving party's ``handle`` (which answers nothing). The
+coordinator neither sees nor holds them. :class:`vcl.ray_transport.RayTransport` puts each party in its
+own process and implements the same calls; its relay hands party-to-party messages from actor to actor.
 """
 
 from __future__ import annotations
