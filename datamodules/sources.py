@@ -51,7 +51,7 @@ class Table:
     train_rows: int | None = None  # the dataset's own split: the first train_rows rows train, the rest test
     test_rows: np.ndarray | None = None  # row indices the source reserves for test (generated data)
     attributes: list[str] | None = None  # each column's source attribute (one-hot columns share theirs)
-    # CSV files with text categories or missing values to be prepared per party (:mod:`datamodules.prepare`):
+    # CSV files with text categories or missing values to be prepared per party (:mod:`vcl.datamodules.prepare`):
     # X is then an object array; each column's kind ("numeric" / "categorical"), each group's policies
     kinds: list[str] | None = None
     policies: list[tuple[str, str]] | None = None  # (categorical, missing) per column group

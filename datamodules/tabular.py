@@ -103,7 +103,7 @@ def seeded_row_splits(
 
 
 def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[Table, list[list[int]]]:
-    """``table`` with each group's columns prepared alone (:func:`datamodules.prepare.prepare_group`)."""
+    """``table`` with each group's columns prepared alone (:func:`vcl.datamodules.prepare.prepare_group`)."""
     from vcl.datamodules.prepare import prepare_group
 
     blocks, columns, new_groups = [], [], []

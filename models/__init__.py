@@ -6,7 +6,7 @@ round. Names: ``linear``, ``mlp``, ``cnn`` (GAL Table 8), ``lstm`` (LightningMod
 regressor with default arguments. Unset optimizer settings take the paper's value for the learner
 (GAL Table 9): Linear/MLP SGD lr 0.1, batch 1024, 100 epochs, ×0.1 at epoch 50; CNN SGD lr 0.1,
 batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8, 10 epochs. ASCII's weighted classifiers are built
-by ``build_classifier`` (:mod:`models.classifier`).
+by ``build_classifier`` (:mod:`vcl.models.classifier`).
 """
 
 from __future__ import annotations

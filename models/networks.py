@@ -1,7 +1,7 @@
 """The networks a local learner can use: MLP (Linear when it has no hidden layer), GAL's CNN, an LSTM.
 
 Every network is ``nn.Sequential(extractor, head)``: ``head`` is the last Linear layer, ``extractor``
-everything before it. Deep Model Sharing (:mod:`models.dms`) and Interm fusion reuse the extractor
+everything before it. Deep Model Sharing (:mod:`vcl.models.dms`) and Interm fusion reuse the extractor
 and replace the head.
 """
 

@@ -81,7 +81,7 @@ def step(loss: Tensor, opt, scaler, clip) -> None:
 
 class ResidualRegressor(pl.LightningModule):
     """A regressor of Alice's pseudo-residual under a local loss: Linear/MLP on rows, CNN on images, LSTM on
-    sequences (``arch``; :func:`models.networks.build_network`). ``in_features`` is the width of a row or the
+    sequences (``arch``; :func:`vcl.models.networks.build_network`). ``in_features`` is the width of a row or the
     shape of one example."""
 
     def __init__(

@@ -91,7 +91,7 @@ class Federation:
 
     def state_dict(self) -> dict:
         """Alice's ledger, and the parties' states too unless each party keeps its own
-        (``parties_in_state = False``: a run's checkpoints, :class:`callbacks.RoundCheckpoint`)."""
+        (``parties_in_state = False``: a run's checkpoints, :class:`vcl.callbacks.RoundCheckpoint`)."""
         state = {"channel": self.channel.state_dict()}
         if self.parties_in_state:
             state["organizations"] = self.transport.state_dict()
