@@ -6,8 +6,6 @@ the end of a run, its settings and final figures go to the HParams tab."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from vcl.callbacks.base import RoundCallback
 
 
@@ -45,11 +43,7 @@ class TensorBoardRounds(RoundCallback):
         for split, value in record["metrics"].items():
             w.add_scalar(f"{run.metric_name}/{split}", value, t)
         w.add_scalar("comm/bytes_sent", record["bytes_sent"], t)
-        kinds: dict[str, int] = defaultdict(int)
-        for line in run.protocol.federation.channel.records:
-            if line.round == t and line.crosses_boundary:
-                kinds[line.kind] += line.nbytes
-        for kind, nbytes in kinds.items():
+        for kind, nbytes in run.protocol.federation.channel.bytes_by_kind(t).items():
             w.add_scalar(f"comm/bytes_by_kind/{kind}", nbytes, t)
         etas = record.get("eta")
         if etas is not None:

@@ -411,6 +411,14 @@ class Channel:
                 out[r.round] += r.nbytes
         return dict(out)
 
+    def bytes_by_kind(self, round_: int) -> dict[str, int]:
+        """Bytes that crossed a boundary in ``round_``, per message type."""
+        out: dict[str, int] = defaultdict(int)
+        for r in self.records:
+            if r.round == round_ and r.crosses_boundary:
+                out[r.kind] += r.nbytes
+        return dict(out)
+
     def total_bytes(self, kinds: tuple[str, ...] | None = None) -> int:
         return sum(self.bytes_by_round(kinds).values())
 

@@ -154,8 +154,8 @@ class IntermFusion(Protocol):
                 ]
                 replies = transport.request_all(zip(names, errors, strict=True))
                 if clip:  # ‖∇‖ over every part of the network, in one order: the organizations', then the head's
-                    head = [torch.linalg.vector_norm(p.grad).cpu() for p in self.head.parameters()]
-                    total = torch.linalg.vector_norm(torch.cat([*(r.values for r in replies), torch.stack(head)]))
+                    head = torch.stack([torch.linalg.vector_norm(p.grad) for p in self.head.parameters()]).cpu()
+                    total = torch.linalg.vector_norm(torch.cat([*(r.values for r in replies), head]))
                     transport.request_all((m, Scalars(alice, m, self.round, total.reshape(1))) for m in names)
                     torch.nn.utils.clip_grads_with_norm_(list(self.head.parameters()), clip, total.to(self.device))
                 opt.step()
