@@ -40,7 +40,7 @@ from vcl.config import RunConfig
 from vcl.sweep import Job
 
 TREE_DEPTH = 2  # weak decision trees: unlimited depth fits the training rows exactly (α = ∞, nothing to boost)
-FOREST = {"n_trees": 20, "max_depth": 4}
+FOREST = {"learner.n_trees": 20, "learner.max_depth": 4}
 FIG3 = ("ascii", "single", "oracle")
 FIG6 = ("ascii", "ascii_random", "ascii_simple", "ensemble_adaboost")
 ALPHA_RULES = ("exact", "paper")
@@ -68,15 +68,20 @@ def shown(dataset: str) -> str:
 
 def experiments(quick: bool):
     """(figure, dataset, M, learner, extra config, methods)."""
-    test = {"synthetic_test": 5000 if quick else 100000}
+    test = {"data.synthetic_test": 5000 if quick else 100000}
     yield "fig3", "ascii_blobs", 4, "forest", {**FOREST, **test}, FIG3
-    yield "fig3", "wine", 2, "tree", {"max_depth": TREE_DEPTH, "test_fraction": 0.3}, FIG3
-    yield "fig3", "breast_cancer", 2, "tree", {"max_depth": TREE_DEPTH, "test_fraction": 0.3}, FIG3
+    yield "fig3", "wine", 2, "tree", {"learner.max_depth": TREE_DEPTH, "data.test_fraction": 0.3}, FIG3
+    yield "fig3", "breast_cancer", 2, "tree", {"learner.max_depth": TREE_DEPTH, "data.test_fraction": 0.3}, FIG3
     yield "fig4", "ascii_blobs_redundant", 2, "forest", {**FOREST, **test}, FIG3
-    mlp = {"epochs": 30 if quick else 100, "milestones": [20 if quick else 50], "hidden": [64], "test_fraction": 0.3}
+    mlp = {
+        "learner.epochs": 30 if quick else 100,
+        "learner.milestones": [20 if quick else 50],
+        "learner.hidden": [64],
+        "data.test_fraction": 0.3,
+    }
     yield "fig4", "digits_halves", 2, "mlp", mlp, FIG3
     yield "fig6", "ascii_blobs20", 20, "logistic", test, FIG6
-    yield "fig6", "wine", 13, "tree", {"max_depth": TREE_DEPTH, "test_fraction": 0.3}, FIG6
+    yield "fig6", "wine", 13, "tree", {"learner.max_depth": TREE_DEPTH, "data.test_fraction": 0.3}, FIG6
 
 
 def details(res: dict) -> dict:
@@ -220,9 +225,15 @@ def main() -> None:
     for figure, ds, m, learner, extra, methods in experiments(args.quick):
         for method, alpha in runs(methods):
             for seed in seeds:
-                values = {"dataset": ds, "organizations": m, "method": method, "learner": [learner], "seed": seed}
-                values |= {"split_seed": seed, "rounds": rounds, "compare": [], "device": "cpu", **extra}
-                values |= {"ascii_alpha": alpha} if alpha else {}
+                values = {
+                    "data.dataset": ds,
+                    "data.organizations": m,
+                    "method": method,
+                    "learner.model": [learner],
+                    "run.seed": seed,
+                }
+                values |= {"data.split_seed": seed, "run.rounds": rounds, "compare": [], "run.device": "cpu", **extra}
+                values |= {"ascii.alpha": alpha} if alpha else {}
                 cfg = RunConfig.from_dict(values)
                 raw = {"raw_bytes_b": raw_bytes_of_b(cfg)} if figure == "fig4" and method == "ascii" else {}
                 tags = {"figure": figure, "alpha": alpha, "variant": label(method, alpha), **raw}

@@ -26,7 +26,7 @@ from vcl.config import RunConfig
 TABLE1_METHODS = ["centralized", "local", "dc_raw", "dc_rand", "dc_tsvd", "dc_tsvd_d0.4", "dc_smote"]
 # The paper gives no δ for TSVD: we run δ = 0.1 (our default) and δ = 0.4, at which TSVD's AMD(raw)
 # matches the paper's 1.87 (same confidentiality as the paper's DC(TSVD)).
-VARIANTS = {"dc_tsvd_d0.4": ("dc_tsvd", {"dc_tsvd_delta": 0.4})}
+VARIANTS = {"dc_tsvd_d0.4": ("dc_tsvd", {"dc.tsvd_delta": 0.4})}
 TABLE1_METRICS = ["nmi", "accuracy", "dice3", "amd_raw", "amd_anc"]
 # Table 1 of the paper: mean ± standard error over 20 trials
 PAPER_TABLE1 = {
@@ -39,27 +39,27 @@ PAPER_TABLE1 = {
     "dc_smote": [(0.97, 0.01), (0.99, 0.00), (1.00, 0.00), (2.02, 0.00), (1.90, 0.01)],
 }
 TABLE1_CONFIG = {
-    "dataset": "dc_artificial",
-    "dc_standardize": False,
-    "dc_row_groups": 2,
-    "dc_column_groups": 2,
-    "dc_feature_split": "alternate",
-    "dc_public_rows": 100,
-    "dc_anchor_rows": 1000,
-    "dc_dim": 5,
-    "dc_central": "ridge",
-    "dc_interpretable": "tree",
-    "dc_tree_splits": 5,
-    "dc_smote_k": 25,
-    "dc_smote_alpha": 1.5,
-    "dc_tsvd_rank": 3,
-    "dc_tsvd_delta": 0.1,
+    "data.dataset": "dc_artificial",
+    "dc.standardize": False,
+    "dc.row_groups": 2,
+    "dc.column_groups": 2,
+    "dc.feature_split": "alternate",
+    "dc.public_rows": 100,
+    "dc.anchor_rows": 1000,
+    "dc.dim": 5,
+    "dc.central": "ridge",
+    "dc.interpretable": "tree",
+    "dc.tree_splits": 5,
+    "dc.smote_k": 25,
+    "dc.smote_alpha": 1.5,
+    "dc.tsvd_rank": 3,
+    "dc.tsvd_delta": 0.1,
     "compare": [],
-    "device": "cpu",
+    "run.device": "cpu",
 }
 SWEEP_CONFIG = {  # Figure 3 on the data we have: m̃_ij = m_j − 1 as the paper's real-data runs
-    "breast_cancer": {"dc_public_rows": 100, "dc_dim": -1},
-    "wine": {"dc_public_rows": 40, "dc_dim": -1},
+    "breast_cancer": {"dc.public_rows": 100, "dc.dim": -1},
+    "wine": {"dc.public_rows": 40, "dc.dim": -1},
 }
 
 
@@ -69,19 +69,19 @@ def run(benchmark: str, values: dict, trial: int, **extra) -> list[dict]:
 
     from vcl.runner import train
 
-    cfg = RunConfig.from_dict({**values, "seed": trial, "split_seed": trial})
+    cfg = RunConfig.from_dict({**values, "run.seed": trial, "data.split_seed": trial})
     start = time.perf_counter()
     res = train(cfg, verbose=False, write=False)
     seconds = time.perf_counter() - start
     scores = res["rounds"][-1]["scores"]
     base = {
         "benchmark": benchmark,
-        "dataset": cfg.dataset,
+        "dataset": cfg.data.dataset,
         "method": cfg.method,
-        "model": f"{cfg.dc_central}+{cfg.dc_interpretable}",
-        "organizations": cfg.dc_row_groups * cfg.dc_column_groups,
-        "row_groups": cfg.dc_row_groups,
-        "column_groups": cfg.dc_column_groups,
+        "model": f"{cfg.dc.central}+{cfg.dc.interpretable}",
+        "organizations": cfg.dc.row_groups * cfg.dc.column_groups,
+        "row_groups": cfg.dc.row_groups,
+        "column_groups": cfg.dc.column_groups,
         "seed": trial,
         **extra,
         "seconds": seconds,
@@ -109,7 +109,7 @@ def sweep(datasets, ks, alphas, trials: int, args) -> list[dict]:
     for ds in datasets:
         for k in sorted({min(k, SWEEP_CONFIG[ds]["dc_public_rows"] - 1) for k in ks}):  # k ≤ p − 1
             for alpha in alphas:
-                values = {**TABLE1_CONFIG, "dataset": ds, "dc_standardize": True, "method": "dc_smote"}
+                values = {**TABLE1_CONFIG, "data.dataset": ds, "dc.standardize": True, "method": "dc_smote"}
                 values.update(SWEEP_CONFIG[ds], dc_smote_k=k, dc_smote_alpha=alpha)
                 for t in range(trials):
                     jobs.append(partial(run, "dc_figure3", values, t, smote_k=k, smote_alpha=alpha))

@@ -128,9 +128,9 @@ def _paper() -> dict:
 PAPER = _paper()
 METHODS = {
     "gal": {},
-    "gal_bag": {"weights": "bag"},
-    "gal_dp": {"privacy": "dp"},
-    "gal_ip": {"privacy": "ip"},
+    "gal_bag": {"gal.weights": "bag"},
+    "gal_dp": {"gal.privacy": "dp"},
+    "gal_ip": {"gal.privacy": "ip"},
     "alone": {"method": "alone"},
 }
 LOSSES = {"loss=l1": ["l1"], "loss=l1.5": ["l1.5"], "loss=l2": ["l2"], "loss=l4": ["l4"]}
@@ -141,14 +141,14 @@ def setting_values(setting: str, m: int) -> dict:
     if setting == "none":
         return {}
     if setting == "scope=all":
-        return {"privacy_scope": "all"}
+        return {"gal.privacy_scope": "all"}
     if setting.startswith("sigma="):
-        return {"noise_sigma": float(setting.removeprefix("sigma="))}
+        return {"gal.noise_sigma": float(setting.removeprefix("sigma="))}
     if setting == "noninformative":
-        return {"noninformative_organizations": ["half"]}
+        return {"gal.noninformative_organizations": ["half"]}
     if setting == "loss=l1+l2":  # half ℓ1 (Alice's half), half ℓ2, as the authors split a loss list
-        return {"local_loss": ["l1"] * (m // 2) + ["l2"] * (m - m // 2)}
-    return {"local_loss": LOSSES[setting]}
+        return {"gal.local_loss": ["l1"] * (m // 2) + ["l2"] * (m - m // 2)}
+    return {"gal.local_loss": LOSSES[setting]}
 
 
 def table_cells(table: int) -> list[tuple[str, str]]:
@@ -180,10 +180,11 @@ def run_list(quick: bool, tables=None, datasets=None) -> list[tuple[str, int, st
 
 
 def config(ds: str, m: int, method: str, setting: str, seed: int, args) -> RunConfig:
-    values = {"dataset": ds, "organizations": m, "seed": seed, "compare": [], "device": "cpu"}
+    values = {"data.dataset": ds, "data.organizations": m, "run.seed": seed, "compare": [], "run.device": "cpu"}
     if ds in IMAGES:  # the paper's CNN settings (gal_images.py); mnist_subset is small, batch 64
-        values.update(learner=["cnn"], device=args.device, data_root=args.data_root, rounds=10, epochs=10)
-        values["batch_size"] = 64 if ds == "mnist_subset" else 512
+        values |= {"learner.model": ["cnn"], "run.device": args.device, "data.root": args.data_root}
+        values |= {"run.rounds": 10, "learner.epochs": 10}
+        values["learner.batch_size"] = 64 if ds == "mnist_subset" else 512
     return RunConfig.from_dict({**values, **METHODS[method], **setting_values(setting, m)})
 
 
@@ -228,7 +229,7 @@ def plot_weights(out_png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cfg = RunConfig.from_dict({"dataset": "wine", "noise_sigma": 1.0, "compare": [], "device": "cpu"})
+    cfg = RunConfig.from_dict({"data.dataset": "wine", "gal.noise_sigma": 1.0, "compare": [], "run.device": "cpu"})
     res = train(cfg, verbose=False, write=False)
     rounds = res["rounds"][1:]
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -291,11 +292,11 @@ def main() -> None:
             cfg = config(ds, m, method, setting, seed, args)
             tags = dict(
                 setting=setting,
-                noise=cfg.noise_sigma,
-                privacy=cfg.privacy,
-                privacy_scope=cfg.privacy_scope,
-                noninformative=bool(cfg.noninformative_organizations),
-                local_loss=cfg.local_loss,
+                noise=cfg.gal.noise_sigma,
+                privacy=cfg.gal.privacy,
+                privacy_scope=cfg.gal.privacy_scope,
+                noninformative=bool(cfg.gal.noninformative_organizations),
+                local_loss=cfg.gal.local_loss,
             )
             jobs.append(Job("gal_ablations", cfg, method, "cnn" if ds in IMAGES else "linear", None, tags))
         records += run_all(jobs, args)  # a cell's seeds at once with --workers

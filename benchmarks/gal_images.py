@@ -68,10 +68,21 @@ for _m, _rows in _TABLES.items():
         PAPER[("cifar10", _m, _method, "cnn")] = (b, sb)
 
 QUICK = {
-    "digits_image": dict(organizations=4, cnn_widths=[8, 16, 32, 64], epochs=4, batch_size=64, rounds=3),
-    "mnist_subset": dict(
-        organizations=8, cnn_widths=[8, 16, 32, 64], epochs=2, batch_size=64, rounds=3, max_train=2000
-    ),
+    "digits_image": {
+        "data.organizations": 4,
+        "learner.cnn_widths": [8, 16, 32, 64],
+        "learner.epochs": 4,
+        "learner.batch_size": 64,
+        "run.rounds": 3,
+    },
+    "mnist_subset": {
+        "data.organizations": 8,
+        "learner.cnn_widths": [8, 16, 32, 64],
+        "learner.epochs": 2,
+        "learner.batch_size": 64,
+        "run.rounds": 3,
+        "data.max_train": 2000,
+    },
 }
 
 
@@ -80,12 +91,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="digits (M=4) and the MNIST subset (M=8) on CPU")
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2 3)")
-    p.add_argument("--data-root", default="data", help="root of the torchvision MNIST / CIFAR-10 files")
+    p.add_argument("--data.root", default="data", help="root of the torchvision MNIST / CIFAR-10 files")
     p.add_argument("--datasets", nargs="+", default=None, help="full mode: subset of mnist cifar10")
-    p.add_argument("--organizations", type=int, nargs="+", default=None, help="full mode: subset of 2 4 8")
+    p.add_argument("--data.organizations", type=int, nargs="+", default=None, help="full mode: subset of 2 4 8")
     p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
-    p.add_argument("--device", default="auto", help="cpu, cuda, auto")
-    p.add_argument("--precision", default="32-true", help="32-true, bf16-mixed or 16-mixed")
+    p.add_argument("--run.device", default="auto", help="cpu, cuda, auto")
+    p.add_argument("--run.precision", default="32-true", help="32-true, bf16-mixed or 16-mixed")
     return add_cluster_args(p).parse_args()  # seconds are comparable only between runs made with --workers 1
 
 
@@ -101,20 +112,29 @@ def settings(args):
             print(f"skipping {ds}: no files under {args.data_root}", file=sys.stderr)
             continue
         for m in args.organizations or [2, 4, 8]:
-            yield ds, dict(organizations=m, rounds=10, batch_size=512, epochs=10, data_root=args.data_root)
+            yield (
+                ds,
+                {
+                    "data.organizations": m,
+                    "run.rounds": 10,
+                    "learner.batch_size": 512,
+                    "learner.epochs": 10,
+                    "data.root": args.data_root,
+                },
+            )
 
 
 def config(ds: str, values: dict, method: str, seed: int, args, **extra) -> RunConfig:
     base = {
-        "dataset": ds,
-        "learner": ["cnn"],
+        "data.dataset": ds,
+        "learner.model": ["cnn"],
         "method": "gal" if method == "gal_dms" else method,
-        "dms": method == "gal_dms",
-        "seed": seed,
+        "gal.dms": method == "gal_dms",
+        "run.seed": seed,
         "compare": [],
-        "device": args.device,
-        "precision": args.precision,
-        "baseline_epochs": values.get("epochs", 10) * values["rounds"],
+        "run.device": args.device,
+        "run.precision": args.precision,
+        "gal.baseline_epochs": values.get("learner.epochs", 10) * values["run.rounds"],
         "out": "",
     }
     return RunConfig.from_dict({**base, **values, **extra})
@@ -155,11 +175,11 @@ def main() -> None:
         for seed in seeds:
             for method in args.methods:
                 cfg = config(ds, values, method, seed, args)
-                extra = {"concurrent": True} if method in ("gal", "gal_dms") else {}
+                extra = {"run.concurrent": True} if method in ("gal", "gal_dms") else {}
                 jobs.append(Job("gal_images", cfg, method, "cnn", None, extra))
             if "gal" in args.methods:  # the same GAL run with organizations fitted one after another
-                cfg = config(ds, values, "gal", seed, args, concurrent=False)
-                jobs.append(Job("gal_images", cfg, "gal", "cnn", None, {"concurrent": False}))
+                cfg = config(ds, values, "gal", seed, args, **{"run.concurrent": False})
+                jobs.append(Job("gal_images", cfg, "gal", "cnn", None, {"run.concurrent": False}))
     records = run_all(jobs, args)
     write_records(records, args.out)
     print(summarize([r for r in records if r.get("concurrent", True)], PAPER))

@@ -81,13 +81,13 @@ def main() -> None:
         for seed in args.seeds:
             cfg = RunConfig.from_dict(
                 {
-                    "dataset": ds,
-                    "organizations": m,
+                    "data.dataset": ds,
+                    "data.organizations": m,
                     "method": method,
-                    "learner": [model],
-                    "seed": seed,
+                    "learner.model": [model],
+                    "run.seed": seed,
                     "compare": [],
-                    "device": "cpu",
+                    "run.device": "cpu",
                 }
             )
             jobs.append(Job("gal_uci", cfg, method, model))

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPER_CNN = dict(cnn_widths=[64, 128, 256, 512], epochs=10, batch_size=512)
-QUICK_CNN = dict(cnn_widths=[8, 16, 32, 64], epochs=2, batch_size=256)
+PAPER_CNN = {"learner.cnn_widths": [64, 128, 256, 512], "learner.epochs": 10, "learner.batch_size": 512}
+QUICK_CNN = {"learner.cnn_widths": [8, 16, 32, 64], "learner.epochs": 2, "learner.batch_size": 256}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -70,17 +70,17 @@ def gal_step(args) -> dict:
     from vcl.config import RunConfig
     from vcl.runner import train
 
-    values = dict(
-        dataset="mnist_subset",
-        organizations=8,
-        learner=["cnn"],
-        rounds=args.rounds,
-        compare=[],
-        device="cuda",
-        concurrent=bool(args.concurrent),
-        out="",
+    values = {
+        "data.dataset": "mnist_subset",
+        "data.organizations": 8,
+        "learner.model": ["cnn"],
+        "run.rounds": args.rounds,
+        "compare": [],
+        "run.device": "cuda",
+        "run.concurrent": bool(args.concurrent),
+        "out": "",
         **(QUICK_CNN if args.quick else PAPER_CNN),
-    )
+    }
     torch.cuda.reset_peak_memory_stats()
     with UtilizationSampler() as sampler:
         res = train(RunConfig.from_dict(values), verbose=False, write=False)
@@ -89,8 +89,8 @@ def gal_step(args) -> dict:
         "organizations": 8,
         "concurrent": bool(args.concurrent),
         "rounds": args.rounds,
-        "cnn_widths": values["cnn_widths"],
-        "epochs": values["epochs"],
+        "cnn_widths": values["learner.cnn_widths"],
+        "epochs": values["learner.epochs"],
         "accuracy": res["value"],
         "seconds_per_round": res["seconds"] / max(1, len(res["rounds"]) - 1),
         "gpu_utilization_median": statistics.median(sampler.samples) if sampler.samples else None,

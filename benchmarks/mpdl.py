@@ -95,12 +95,12 @@ PAPER = {
     for g, fig in zip(GAMMAS, figs, strict=True)
 }
 IMAGE_DATASETS = ("mnist_subset", "mnist", "cifar10")
-IMAGE = {"mpdl_lambda": 0.01, "mpdl_dual_clip": 5.0}  # the paper's lambda; see docs/mpdl.md on the clip
-BASE = {"method": "mpdl", "test_fraction": 0.1, "mpdl_psi_bits": 1024, "compare": ["ftl"], "device": "cpu"}
+IMAGE = {"mpdl.lam": 0.01, "mpdl.dual_clip": 5.0}  # the paper's lambda; see docs/mpdl.md on the clip
+BASE = {"method": "mpdl", "data.test_fraction": 0.1, "mpdl.psi_bits": 1024, "compare": ["ftl"], "run.device": "cpu"}
 # Section IV-B: "T = 0.15 and m = 2" for MNIST and Breast Cancer, "T = 0.1 and m = 4 for the CIFAR-10 and Bank
 # Marketing datasets"; epsilon "0.5 for the simple datasets and 2 for the complicated ones"
-SIMPLE = {"mpdl_threshold": 0.15, "mpdl_max_iterations": 2, "mpdl_epsilon": 0.5}
-COMPLICATED = {"mpdl_threshold": 0.1, "mpdl_max_iterations": 4, "mpdl_epsilon": 2.0}
+SIMPLE = {"mpdl.threshold": 0.15, "mpdl.max_iterations": 2, "mpdl.epsilon": 0.5}
+COMPLICATED = {"mpdl.threshold": 0.1, "mpdl.max_iterations": 4, "mpdl.epsilon": 2.0}
 PRIVACY_KEYS = (
     "h0_attack_mae", "attack_mae", "trivial_mae", "h0_attack_mae_a", "attack_mae_a", "trivial_mae_a",
     "h0_attack_mae_b", "attack_mae_b", "trivial_mae_b", "attack_mae_overlap", "inference_mae", "perturbation_mae",
@@ -118,7 +118,7 @@ FORCED: dict = {}  # --epsilon: replaces the paper's epsilon in every run that d
 
 def config(dataset: str, seed: int, **overrides) -> RunConfig:
     settings = {**paper_settings(dataset), **FORCED}
-    return RunConfig.from_dict({**BASE, "dataset": dataset, "seed": seed, **settings, **overrides})
+    return RunConfig.from_dict({**BASE, "data.dataset": dataset, "run.seed": seed, **settings, **overrides})
 
 
 def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
@@ -135,24 +135,24 @@ def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
     common = {
         "benchmark": benchmark,
         "dataset": dataset,
-        "model": cfg.mpdl_central,
+        "model": cfg.mpdl.central,
         "organizations": 2,
         "seed": seed,
         "metric": "accuracy",
-        "gamma": cfg.mpdl_gamma,
-        "epsilon": cfg.mpdl_epsilon,
+        "gamma": cfg.mpdl.gamma,
+        "epsilon": cfg.mpdl.epsilon,
         "seconds": res["seconds"],
         "bytes_sent": res["bytes_sent"],
         **{k: scores[k] for k in PRIVACY_KEYS},
         "dual_seconds_per_epoch": scores["dual_seconds_per_epoch"],
-        "paillier": cfg.mpdl_paillier,
-        "dp_noise": cfg.mpdl_dp_noise,
-        "iterations": cfg.mpdl_max_iterations,
-        "threshold": cfg.mpdl_threshold,
+        "paillier": cfg.mpdl.paillier,
+        "dp_noise": cfg.mpdl.dp_noise,
+        "iterations": cfg.mpdl.max_iterations,
+        "threshold": cfg.mpdl.threshold,
     }
     records = [{**common, "method": m, "value": v, "best_value": v} for m, v in values.items()]
     print(
-        f"{dataset} {cfg.mpdl_central} gamma={cfg.mpdl_gamma} eps={cfg.mpdl_epsilon} {cfg.mpdl_dp_noise} seed={seed}: "
+        f"{dataset} {cfg.mpdl.central} gamma={cfg.mpdl.gamma} eps={cfg.mpdl.epsilon} {cfg.mpdl.dp_noise} seed={seed}: "
         + " ".join(f"{m} {v:.3f}" for m, v in values.items())
         + f" | attack MAE h0 {scores['h0_attack_mae']:.4f} crossing {scores['attack_mae']:.4f}"
         + f" trivial {scores['trivial_mae']:.4f} | {res['seconds']:.1f}s",
@@ -169,10 +169,12 @@ def paillier_cost(quick: bool) -> list[dict]:
             "breast_cancer",
             0,
             "mpdl_paillier",
-            mpdl_gamma=0.1,
-            mpdl_paillier=paillier,
-            mpdl_max_iterations=1,
-            mpdl_dual_epochs=1 if quick else 3,
+            **{
+                "mpdl.gamma": 0.1,
+                "mpdl.paillier": paillier,
+                "mpdl.max_iterations": 1,
+                "mpdl.dual_epochs": 1 if quick else 3,
+            },
             compare=[],
         )
         out += [r for r in recs if r["method"] == "dual_t"]
@@ -281,8 +283,8 @@ def parse_args() -> argparse.Namespace:
         "--image-dataset", default="mnist_subset", choices=IMAGE_DATASETS,
         help="--images: mnist_subset (offline; Table I beside it), mnist (Table I) or cifar10 (Table II)",
     )  # fmt: skip
-    p.add_argument("--data-root", default="data", help="--bank: UCI's bank-full.csv; --images: torchvision's files")
-    p.add_argument("--device", default="cpu", help="where the parties and C compute: cpu, cuda, cuda:N or auto")
+    p.add_argument("--data.root", default="data", help="--bank: UCI's bank-full.csv; --images: torchvision's files")
+    p.add_argument("--run.device", default="cpu", help="where the parties and C compute: cpu, cuda, cuda:N or auto")
     p.add_argument(
         "--epsilon", type=float, default=None,
         help="h0's budget for the table modes (default: the paper's, 0.5 or 2; 0 = no privacy)",
@@ -299,9 +301,7 @@ def images(gammas: list[float], seeds: list[int], dataset: str = "mnist_subset",
             dataset,
             seed,
             table,
-            mpdl_gamma=g,
-            mpdl_central=central,
-            data_root=data_root,
+            **{"mpdl.gamma": g, "mpdl.central": central, "data.root": data_root},
             compare=["ftl"] if central == "mlp" else [],
             **IMAGE,
         )  # fmt: skip
@@ -314,10 +314,12 @@ def images(gammas: list[float], seeds: list[int], dataset: str = "mnist_subset",
 def m_sweep(seeds: list[int], data_root: str) -> list:
     """Figure 7: Algorithm 1 run for exactly m iterations (T = 1 never stops it early), gamma = 0.4, K = 5."""
     bank = any((Path(data_root) / f).is_file() for f in BANK_FILES)
-    dataset, extra = ("bank_marketing", {"data_root": data_root}) if bank else ("breast_cancer", {})
-    fig7 = dict(mpdl_gamma=0.4, mpdl_threshold=1.0, **extra)
+    dataset, extra = ("bank_marketing", {"data.root": data_root}) if bank else ("breast_cancer", {})
+    fig7 = {"mpdl.gamma": 0.4, "mpdl.threshold": 1.0, **extra}
     return [
-        partial(run, dataset, seed, "mpdl_fig7", mpdl_max_iterations=m, **fig7) for m in range(1, 6) for seed in seeds
+        partial(run, dataset, seed, "mpdl_fig7", **{"mpdl.max_iterations": m}, **fig7)
+        for m in range(1, 6)
+        for seed in seeds
     ]
 
 
@@ -334,9 +336,9 @@ def print_m_sweep(records: list[dict]) -> None:
 
 
 def dp_sweep(seeds: list[int], epsilons: list[float], noises=("per_row", "offset_no_dp")) -> list:
-    fig13 = dict(mpdl_gamma=0.1, compare=[])
+    fig13 = {"mpdl.gamma": 0.1, "compare": []}
     return [
-        partial(run, "breast_cancer", seed, "mpdl_fig13", mpdl_epsilon=eps, mpdl_dp_noise=noise, **fig13)
+        partial(run, "breast_cancer", seed, "mpdl_fig13", **{"mpdl.epsilon": eps, "mpdl.dp_noise": noise}, **fig13)
         for noise in noises
         for eps in epsilons
         for seed in seeds
@@ -371,24 +373,24 @@ def main() -> None:
         plot_epsilon(sweep, out.with_name(out.stem + "_fig13.png"))
         return
     if args.table4 or args.bank:
-        dataset, extra = ("bank_marketing", {"data_root": args.data_root}) if args.bank else ("breast_cancer", {})
+        dataset, extra = ("bank_marketing", {"data.root": args.data_root}) if args.bank else ("breast_cancer", {})
         bench = f"mpdl_table{3 if args.bank else 4}"
         gammas = args.gammas or GAMMAS
         records = run_jobs(
-            [partial(run, dataset, s, bench, mpdl_gamma=g, **extra) for g in gammas for s in args.seeds], args
+            [partial(run, dataset, s, bench, **{"mpdl.gamma": g}, **extra) for g in gammas for s in args.seeds], args
         )
         write_records(records, args.out)
         print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
         return
     seeds = args.seeds[:2] if args.quick else list(range(10))
     gammas = [0.05, 0.2, 0.6] if args.quick else GAMMAS
-    jobs = [partial(run, "breast_cancer", seed, "mpdl_table4", mpdl_gamma=g) for g in gammas for seed in seeds]
+    jobs = [partial(run, "breast_cancer", seed, "mpdl_table4", **{"mpdl.gamma": g}) for g in gammas for seed in seeds]
     if not args.quick:
         jobs += images(GAMMAS, range(3))
         if any((Path(args.data_root) / f).is_file() for f in BANK_FILES):
             root = args.data_root
             jobs += [
-                partial(run, "bank_marketing", s, "mpdl_table3", mpdl_gamma=g, data_root=root)
+                partial(run, "bank_marketing", s, "mpdl_table3", **{"mpdl.gamma": g, "data.root": root})
                 for g in GAMMAS
                 for s in seeds
             ]

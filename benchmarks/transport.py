@@ -22,13 +22,13 @@ from vcl.messages import ModelsRequest
 from vcl.runner import train
 
 SETTINGS = {
-    "wine": {"dataset": "wine", "learner": ["linear"], "epochs": 100},
+    "wine": {"data.dataset": "wine", "learner.model": ["linear"], "learner.epochs": 100},
     "mnist_subset": {
-        "dataset": "mnist_subset",
-        "learner": ["cnn"],
-        "cnn_widths": [8, 16],
-        "epochs": 2,
-        "max_train": 1000,
+        "data.dataset": "mnist_subset",
+        "learner.model": ["cnn"],
+        "learner.cnn_widths": [8, 16],
+        "learner.epochs": 2,
+        "data.max_train": 1000,
     },
 }
 
@@ -52,10 +52,17 @@ def cells(quick: bool):
 
 
 def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: str, concurrent: bool) -> dict:
-    values = {**SETTINGS[name], "organizations": m, "seed": seed, "rounds": rounds, "compare": [], "device": device}
-    values |= {"transport": transport, "concurrent": concurrent}
+    values = {
+        **SETTINGS[name],
+        "data.organizations": m,
+        "run.seed": seed,
+        "run.rounds": rounds,
+        "compare": [],
+        "run.device": device,
+    }
+    values |= {"transport.kind": transport, "run.concurrent": concurrent}
     if transport == "ray" and device.startswith("cuda"):
-        values |= {"party_gpus": [1.0 / m], "party_cpus": [1.0]}
+        values |= {"transport.party_gpus": [1.0 / m], "transport.party_cpus": [1.0]}
     start = time.perf_counter()
     res = train(RunConfig.from_dict(values), verbose=False, write=False)
     wall = time.perf_counter() - start
@@ -87,7 +94,9 @@ def message_overhead(calls: int = 200) -> dict:
 
     out = {}
     for transport in ("local", "ray"):
-        cfg = RunConfig.from_dict({"organizations": 2, "compare": [], "device": "cpu", "transport": transport})
+        cfg = RunConfig.from_dict(
+            {"data.organizations": 2, "compare": [], "run.device": "cpu", "transport.kind": transport}
+        )
         if transport == "ray":
             data = coordinator_data(cfg)
         else:

@@ -10,9 +10,12 @@ from vcl.callbacks.base import RoundCallback
 
 
 def hparams_of(config: dict) -> dict:
-    """The run's settings as TensorBoard takes them: numbers, booleans and strings (a list as its text)."""
+    """The run's settings as TensorBoard takes them, by dotted name: numbers, booleans and strings (a list as
+    its text)."""
+    from vcl.config import flatten
+
     out = {}
-    for key, value in config.items():
+    for key, value in flatten(config).items():
         if isinstance(value, bool | int | float | str):
             out[key] = value
         elif isinstance(value, list | tuple):

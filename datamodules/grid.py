@@ -34,7 +34,7 @@ def feature_groups(
     m = len(table.columns)
     if how == "named":
         if not assignment:
-            raise VCLInputError("dc_feature_split=named needs `assignment`: {group: [column, ...]}, one per group.")
+            raise VCLInputError("dc.feature_split=named needs `assignment`: {group: [column, ...]}, one per group.")
         return named_column_split(table.columns, assignment)
     if how == "type":
         values = table.X
@@ -44,17 +44,17 @@ def feature_groups(
         continuous = [k for k in range(m) if k not in categorical]
         if groups != 2 or not categorical or not continuous:
             raise VCLInputError(
-                f"dc_feature_split=type needs 2 column groups and both continuous and categorical columns "
+                f"dc.feature_split=type needs 2 column groups and both continuous and categorical columns "
                 f"(found {len(continuous)} continuous, {len(categorical)} categorical); use alternate or random."
             )
         return [continuous, categorical], ["continuous", "categorical"]
     if groups < 1 or groups > m:
-        raise VCLInputError(f"dc_column_groups={groups}; use 1..{m} so every group holds a feature.")
+        raise VCLInputError(f"dc.column_groups={groups}; use 1..{m} so every group holds a feature.")
     if how == "alternate":
         return [list(range(j, m, groups)) for j in range(groups)], [f"g{j + 1}" for j in range(groups)]
     if how == "random":
         return random_column_split(m, groups, seed), [f"g{j + 1}" for j in range(groups)]
-    raise VCLInputError(f"dc_feature_split={how!r} is unknown; use one of {', '.join(FEATURE_SPLITS)}.")
+    raise VCLInputError(f"dc.feature_split={how!r} is unknown; use one of {', '.join(FEATURE_SPLITS)}.")
 
 
 @dataclass
@@ -108,11 +108,11 @@ class GridDataModule(pl.LightningDataModule):
     ):
         super().__init__()
         if not 0.0 < test_fraction < 1.0:
-            raise VCLInputError(f"test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
+            raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
         if row_groups < 1:
-            raise VCLInputError(f"dc_row_groups={row_groups}; use at least 1.")
+            raise VCLInputError(f"dc.row_groups={row_groups}; use at least 1.")
         if public_rows < 0:
-            raise VCLInputError(f"dc_public_rows={public_rows}; use 0 or more.")
+            raise VCLInputError(f"dc.public_rows={public_rows}; use 0 or more.")
         self.dataset, self.row_groups, self.column_groups = dataset, row_groups, column_groups
         self.feature_split, self.public_rows = feature_split, public_rows
         self.seed, self.split_seed, self.test_fraction = seed, split_seed, test_fraction
@@ -122,7 +122,7 @@ class GridDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.data is None:
             if self.dataset == "csv":
-                raise VCLInputError("the DC methods take one table (a built-in dataset), not dataset=csv.")
+                raise VCLInputError("the DC methods take one table (a built-in dataset), not data.dataset=csv.")
             self.data = self.split(load_table(self.dataset, seed=self.split_seed))
 
     def row_splits(self, table: Table) -> dict[str, np.ndarray]:

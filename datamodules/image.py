@@ -35,7 +35,7 @@ def patch_grid(organizations: int) -> tuple[int, int]:
     """(rows, columns) of the patch grid for M organizations; M must be a power of two."""
     if organizations < 1 or organizations & (organizations - 1):
         raise VCLInputError(
-            f"organizations={organizations}: images are cut into a grid of 2^k patches; use 1, 2, 4, 8 or 16."
+            f"data.organizations={organizations}: images are cut into a grid of 2^k patches; use 1, 2, 4, 8 or 16."
         )
     p = int(math.log2(organizations))
     return 2 ** (p // 2), 2 ** (p - p // 2)
@@ -45,7 +45,9 @@ def patch_boxes(height: int, width: int, organizations: int) -> list[tuple[int, 
     """(top, bottom, left, right) of each organization's patch, row-major; every pixel in exactly one."""
     rows, cols = patch_grid(organizations)
     if rows > height or cols > width:
-        raise VCLInputError(f"organizations={organizations} needs a {rows}×{cols} grid; images are {height}×{width}.")
+        raise VCLInputError(
+            f"data.organizations={organizations} needs a {rows}×{cols} grid; images are {height}×{width}."
+        )
     r = [round(i * height / rows) for i in range(rows + 1)]
     c = [round(j * width / cols) for j in range(cols + 1)]
     return [(r[i], r[i + 1], c[j], c[j + 1]) for i in range(rows) for j in range(cols)]
@@ -67,8 +69,9 @@ class ImageSet:
 
 def _missing(name: str, root: Path, err: Exception) -> VCLInputError:
     return VCLInputError(
-        f"dataset={name}: no {TORCHVISION[name]} files under data_root={str(root)!r} ({err}); put the released files "
-        f"there (as torchvision lays them out) or set download=true on a machine with internet."
+        f"data.dataset={name}: no {TORCHVISION[name]} files under data.root={str(root)!r} ({err}); put the "
+        f"released files "
+        f"there (as torchvision lays them out) or set data.download=true on a machine with internet."
     )
 
 
@@ -82,8 +85,9 @@ def download_torchvision(name: str, root: str | Path) -> None:
             cls(str(root), train=train, download=True)
     except Exception as err:  # URLError, HTTPError, socket errors, checksum failures
         raise VCLInputError(
-            f"dataset={name}: download into {str(root)!r} failed ({type(err).__name__}: {' '.join(str(err).split())}); "
-            "this machine may be offline: copy the files there and set download=false."
+            f"data.dataset={name}: download into {str(root)!r} failed "
+            f"({type(err).__name__}: {' '.join(str(err).split())}); "
+            "this machine may be offline: copy the files there and set data.download=false."
         ) from None
 
 
@@ -159,7 +163,7 @@ def load_images(name: str, root: str | Path = "data") -> ImageSet:
 
         d = load_digits()
         return ImageSet(d.images[:, None].astype(np.float32) / 16.0, d.target.astype(np.int64))
-    raise VCLInputError(f"dataset={name!r} is not an image dataset; use one of {', '.join(IMAGE_DATASETS)}.")
+    raise VCLInputError(f"data.dataset={name!r} is not an image dataset; use one of {', '.join(IMAGE_DATASETS)}.")
 
 
 def pixel_names(box: tuple[int, int, int, int]) -> list[str]:
@@ -172,7 +176,9 @@ def split_image_views(
 ) -> list[FeatureView]:
     """Each organization's patch of every image, per split: cropped (``patch``) or zero-masked (``masked``)."""
     if view not in VIEWS:
-        raise VCLInputError(f"image_view={view!r}; use patch (the patch only) or masked (full size, zeros elsewhere).")
+        raise VCLInputError(
+            f"data.image_view={view!r}; use patch (the patch only) or masked (full size, zeros elsewhere)."
+        )
     height, width = next(iter(images.values())).shape[-2:]
     boxes = patch_boxes(height, width, organizations)
     names = names or ["alice"] + [f"org{m}" for m in range(1, organizations)]
@@ -206,11 +212,13 @@ class ImageDataModule(VerticalDataModule):
     ):
         super().__init__()
         if dataset not in IMAGE_DATASETS:
-            raise VCLInputError(f"dataset={dataset!r} is not an image dataset; use one of {', '.join(IMAGE_DATASETS)}.")
+            raise VCLInputError(
+                f"data.dataset={dataset!r} is not an image dataset; use one of {', '.join(IMAGE_DATASETS)}."
+            )
         if view not in VIEWS:
-            raise VCLInputError(f"image_view={view!r}; use patch or masked.")
+            raise VCLInputError(f"data.image_view={view!r}; use patch or masked.")
         if max_train < 0:
-            raise VCLInputError(f"max_train={max_train}; use 0 (all training images) or a positive count.")
+            raise VCLInputError(f"data.max_train={max_train}; use 0 (all training images) or a positive count.")
         check_fractions(test_fraction, val_fraction)
         patch_grid(organizations)
         self.dataset, self.organizations, self.root, self.download = dataset, organizations, root, download

@@ -112,11 +112,11 @@ class OverlapDataModule(pl.LightningDataModule):
     ):
         super().__init__()
         if not 0.0 < gamma < 1.0:
-            raise VCLInputError(f"mpdl_gamma={gamma}; use a co-occurrence probability strictly between 0 and 1.")
+            raise VCLInputError(f"mpdl.gamma={gamma}; use a co-occurrence probability strictly between 0 and 1.")
         if not 0.0 < test_fraction < 1.0:
-            raise VCLInputError(f"test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
+            raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
         if dataset == "csv":
-            raise VCLInputError("MPDL takes one built-in table or image dataset, not dataset=csv.")
+            raise VCLInputError("MPDL takes one built-in table or image dataset, not data.dataset=csv.")
         self.dataset, self.gamma, self.seed, self.split_seed = dataset, gamma, seed, split_seed
         self.test_fraction, self.assignment, self.root, self.max_rows = test_fraction, assignment, root, max_rows
         self.data: OverlapData | None = None
@@ -167,7 +167,7 @@ class OverlapDataModule(pl.LightningDataModule):
         counts = overlap_counts(len(rest), self.gamma)
         if counts["overlap"] < 10 or counts["b_only"] < 1 or counts["a_only"] < 1:
             raise VCLInputError(
-                f"dataset {self.dataset!r}: {len(rest)} training rows with mpdl_gamma={self.gamma} give "
+                f"dataset {self.dataset!r}: {len(rest)} training rows with mpdl.gamma={self.gamma} give "
                 f"{counts['overlap']} co-occurring rows (D_C), {counts['b_only']} B-only and "
                 f"{counts['a_only']} A-only; "
                 "raise mpdl_gamma so D_C has at least 10 rows (2 per fold) and leave rows for D_B and D_A."

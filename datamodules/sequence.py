@@ -49,7 +49,7 @@ def synthetic_sequences(
 def load_npz(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str]:
     p = Path(path)
     if not p.is_file():
-        raise VCLInputError(f"dataset=npz: data_root={str(p)!r} is not a file; point it at an .npz with X, y.")
+        raise VCLInputError(f"data.dataset=npz: data.root={str(p)!r} is not a file; point it at an .npz with X, y.")
     with np.load(p, allow_pickle=False) as f:
         missing = {"X", "y"} - set(f.files)
         if missing:
@@ -66,7 +66,7 @@ def load_npz(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | Non
     if groups is not None and groups.shape != (x.shape[2],):
         raise VCLInputError(f"{p}: groups has shape {groups.shape}; give one organization index per feature.")
     if task not in ("classification", "regression"):
-        raise VCLInputError(f"{p}: task={task!r}; use classification or regression.")
+        raise VCLInputError(f"{p}: data.task={task!r}; use classification or regression.")
     return x.astype(np.float32), y, groups, task
 
 
@@ -85,7 +85,7 @@ class SequenceDataModule(VerticalDataModule):
     ):
         super().__init__()
         if dataset not in SEQUENCE_DATASETS:
-            raise VCLInputError(f"dataset={dataset!r}; sequence datasets are {', '.join(SEQUENCE_DATASETS)}.")
+            raise VCLInputError(f"data.dataset={dataset!r}; sequence datasets are {', '.join(SEQUENCE_DATASETS)}.")
         check_fractions(test_fraction, val_fraction)
         self.dataset, self.organizations, self.root = dataset, organizations, root
         self.feature_seed, self.split_seed, self.size = feature_seed, split_seed, size

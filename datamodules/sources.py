@@ -134,7 +134,7 @@ def load_table(
         return load_csv_organizations(csv_files, id_column, label_column, task, only, ids, categorical, missing)
     if dataset == "bank_marketing":
         return bank_marketing(root)
-    raise VCLInputError(f"dataset={dataset!r} is unknown; use one of {', '.join(DATASETS)}.")
+    raise VCLInputError(f"data.dataset={dataset!r} is unknown; use one of {', '.join(DATASETS)}.")
 
 
 def bank_marketing(root: str = "data") -> Table:
@@ -147,7 +147,7 @@ def bank_marketing(root: str = "data") -> Table:
     path = next((base / f for f in BANK_FILES if (base / f).is_file()), None)
     if path is None:
         raise VCLInputError(
-            f"dataset=bank_marketing needs bank-full.csv under data_root={root!r} (looked for "
+            f"data.dataset=bank_marketing needs bank-full.csv under data.root={root!r} (looked for "
             f"{', '.join(BANK_FILES)}); download bank.zip from https://archive.ics.uci.edu/dataset/222/bank+marketing "
             "and unpack it there."
         )
@@ -209,7 +209,7 @@ def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
         if len(classes) < 2:
             raise VCLInputError(
                 f"{what} holds a single class ({str(classes[0])!r}); classification needs at least two classes, "
-                "or use task=regression."
+                "or use data.task=regression."
             )
         return Table(_features(X), y.astype(np.int64), names, kind, len(classes))
     return Table(_features(X), y.astype(np.float64).reshape(-1, 1), names, kind, 1)
@@ -236,7 +236,9 @@ def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str
         reader = csv.DictReader(io.StringIO(text, newline=""))
         header = list(reader.fieldnames or [])
         if id_column not in header:
-            raise VCLInputError(f"csv file {path} has no ID column {id_column!r}; add it or set id_column to its name.")
+            raise VCLInputError(
+                f"csv file {path} has no ID column {id_column!r}; add it or set data.id_column to its name."
+            )
         rows: dict[str, dict[str, str]] = {}
         for row in reader:
             key = row[id_column]
@@ -272,11 +274,11 @@ def _number(value: str | None, path: Path, column: str, key: str) -> float:
     except ValueError:
         raise VCLInputError(
             f"csv file {path}, column {column!r}, ID {key!r}: {value!r} is not a number; features must be numeric, "
-            "or set categorical: onehot for that file."
+            "or set data.categorical: onehot for that file."
         ) from None
     if not math.isfinite(x):
         raise VCLInputError(
-            f"csv file {path}, column {column!r}, ID {key!r} is missing or NaN; fill it in, or set missing: drop "
+            f"csv file {path}, column {column!r}, ID {key!r} is missing or NaN; fill it in, or set data.missing: drop "
             "(or impute) for that file."
         )
     return x
@@ -363,9 +365,11 @@ def load_csv_organizations(
     """
     paths = [Path(f) for f in files]
     if len(paths) < 1:
-        raise VCLInputError("dataset=csv needs csv_files: one CSV per organization, Alice's (with the label) first.")
+        raise VCLInputError(
+            "data.dataset=csv needs data.csv_files: one CSV per organization, Alice's (with the label) first."
+        )
     if task not in ("classification", "regression"):
-        raise VCLInputError(f"dataset=csv needs task=classification or task=regression (got {task!r}).")
+        raise VCLInputError(f"data.dataset=csv needs data.task=classification or data.task=regression (got {task!r}).")
     policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
     tables = {k: _read_csv(paths[k], id_column) for k in read}
@@ -425,8 +429,8 @@ def _csv_labels(X, rows, ids, columns, path, label_column, task) -> Table:
     numeric = [_maybe_float(v) for v in raw_labels]
     if all(v is not None for v in numeric) and any(v != int(v) for v in numeric):
         raise VCLInputError(
-            f"label column {label_column!r} holds non-integer numbers but task=classification; "
-            "use task=regression or class labels."
+            f"label column {label_column!r} holds non-integer numbers but data.task=classification; "
+            "use data.task=regression or class labels."
         )
     return _finish(X, np.array(raw_labels), columns, task, f"label column {label_column!r} in {path}")
 

@@ -34,10 +34,10 @@ def random_column_split(
         owner = {units[u]: m for m, chunk in enumerate(chunks) for u in chunk}
         return [[j for j, a in enumerate(attributes) if owner[a] == m] for m in range(len(chunks))]
     if organizations < 1:
-        raise VCLInputError(f"organizations={organizations}; use at least 1.")
+        raise VCLInputError(f"data.organizations={organizations}; use at least 1.")
     if organizations > num_features:
         raise VCLInputError(
-            f"organizations={organizations} exceeds the {num_features} features; "
+            f"data.organizations={organizations} exceeds the {num_features} features; "
             f"use organizations ≤ {num_features} so every organization holds a feature."
         )
     perm = np.random.RandomState(seed).permutation(num_features)
@@ -72,9 +72,9 @@ def named_column_split(columns: list[str], assignment: dict[str, list[str]]) -> 
 
 def check_fractions(test_fraction: float, val_fraction: float) -> None:
     if not 0.0 < test_fraction < 1.0:
-        raise VCLInputError(f"test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
+        raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
     if not 0.0 <= val_fraction < 1.0:
-        raise VCLInputError(f"val_fraction={val_fraction}; use a fraction in [0, 1).")
+        raise VCLInputError(f"data.val_fraction={val_fraction}; use a fraction in [0, 1).")
 
 
 def seeded_row_splits(
@@ -93,7 +93,7 @@ def seeded_row_splits(
         raise VCLInputError(f"only {n} rows: too few for the train/test split; supply more data.")
     if n_train - n_val < 2:
         raise VCLInputError(
-            f"val_fraction={val_fraction} leaves {n_train - n_val} of {n_train} training rows for training; "
+            f"data.val_fraction={val_fraction} leaves {n_train - n_val} of {n_train} training rows for training; "
             "use a smaller val_fraction."
         )
     splits = {"train": perm[: n_train - n_val], "test": perm[n_train:]}

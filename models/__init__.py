@@ -104,7 +104,8 @@ def check_learner_loss(name: str, loss: str, where: str = "") -> None:
     """Refuse a local loss the learner cannot fit (GB: only ℓ1 and ℓ2), rather than fit another one."""
     if name == "gb" and loss not in GB_LOSSES:
         raise VCLInputError(
-            f"learner=gb{where} cannot fit local_loss={loss}: scikit-learn's GradientBoostingRegressor offers "
+            f"learner.model=gb{where} cannot fit gal.local_loss={loss}: scikit-learn's "
+            f"GradientBoostingRegressor offers "
             "l1 (absolute error) and l2 (squared error) only; give that organization local_loss l1 or l2, "
             "or a torch learner (linear, mlp) for l1.5 and l4."
         )
@@ -117,7 +118,7 @@ def check_learner_name(name: str) -> str:
         estimator_class(name, "learner")
         return name
     raise VCLInputError(
-        f"learner={name!r} is unknown; use one of {', '.join(LEARNERS)} or sklearn:sklearn.<module>.<Class>."
+        f"learner.model={name!r} is unknown; use one of {', '.join(LEARNERS)} or sklearn:sklearn.<module>.<Class>."
     )
 
 
@@ -161,10 +162,12 @@ def build_learner(
             last_pool=s.last_pool,
         )
     if shared:
-        raise VCLInputError(f"dms=true needs a deep learner (linear, mlp, cnn or lstm), not learner={name!r}.")
+        raise VCLInputError(
+            f"gal.dms=true needs a deep learner (linear, mlp, cnn or lstm), not learner.model={name!r}."
+        )
     if len(in_shape) > 1:
         raise VCLInputError(
-            f"learner={name!r} takes rows of features, but this organization holds examples of shape {in_shape}; "
+            f"learner.model={name!r} takes rows of features, but this organization holds examples of shape {in_shape}; "
             "use cnn (images), lstm (sequences), linear or mlp."
         )
     if name == "gb":

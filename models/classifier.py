@@ -47,7 +47,7 @@ def check_classifier_name(name: str) -> str:
         estimator_class(name, "learner")
         return name
     raise VCLInputError(
-        f"learner={name!r} is not a classifier; for ASCII use one of {', '.join(CLASSIFIERS)} "
+        f"learner.model={name!r} is not a classifier; for ASCII use one of {', '.join(CLASSIFIERS)} "
         "or sklearn:sklearn.<module>.<Class>."
     )
 
@@ -59,8 +59,8 @@ def check_weighted(name: str, resample: bool) -> None:
     est = _estimator(name, ClassifierSettings())
     if not takes_sample_weight(est):
         raise VCLInputError(
-            f"learner={name!r}: {type(est).__name__}.fit takes no sample_weight, which ASCII's weighted training "
-            "needs; choose a classifier that does or set ascii_resample: true to fit on a weighted resample."
+            f"learner.model={name!r}: {type(est).__name__}.fit takes no sample_weight, which ASCII's weighted training "
+            "needs; choose a classifier that does or set ascii.resample: true to fit on a weighted resample."
         )
 
 
@@ -158,7 +158,7 @@ class SklearnClassifier:
         else:
             raise VCLInputError(
                 f"{type(est).__name__}.fit takes no sample_weight, which ASCII's weighted training needs; "
-                "choose a classifier that does or set ascii_resample: true to fit on a weighted resample."
+                "choose a classifier that does or set ascii.resample: true to fit on a weighted resample."
             )
         self.fitted_ = est
         return self

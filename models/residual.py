@@ -114,9 +114,9 @@ class ResidualRegressor(pl.LightningModule):
         super().__init__()
         check_local_loss(loss, "loss")
         if engine not in ("fast", "trainer"):
-            raise ValueError(f"engine={engine!r}; use 'fast' or 'trainer'.")
+            raise ValueError(f"run.engine={engine!r}; use 'fast' or 'trainer'.")
         if precision not in PRECISIONS:
-            raise ValueError(f"precision={precision!r}; use one of {', '.join(PRECISIONS)}.")
+            raise ValueError(f"run.precision={precision!r}; use one of {', '.join(PRECISIONS)}.")
         in_shape = (in_features,) if isinstance(in_features, int) else tuple(in_features)
         self.save_hyperparameters()
         with torch.random.fork_rng(devices=[]):

@@ -28,14 +28,14 @@ def tiny(tmp_path):
 
     def make(**overrides) -> RunConfig:
         values = {
-            "dataset": "wine",
-            "organizations": 4,
-            "rounds": 3,
-            "epochs": 20,
-            "milestones": [10],
+            "data.dataset": "wine",
+            "data.organizations": 4,
+            "run.rounds": 3,
+            "learner.epochs": 20,
+            "learner.milestones": [10],
             "compare": [],
             "out": str(tmp_path / "run"),
-            "device": "cpu",
+            "run.device": "cpu",
         }
         values.update(overrides)
         return RunConfig.from_dict(values)

@@ -104,7 +104,7 @@ def _exp_loss(beta, w, fixed, g, y, k):
 
 @pytest.mark.parametrize("agents", [2, 3])
 def test_paper_alpha_minimizes_eq_8_as_printed_by_brute_force(agents):
-    """ascii_alpha=paper: each α (eqs 9, 11, 13) is (K−1)²/K times argmin_β of eq. 8 as printed (Appendix B):
+    """ascii.alpha=paper: each α (eqs 9, 11, 13) is (K−1)²/K times argmin_β of eq. 8 as printed (Appendix B):
     the received scores w^(m) times the exponential loss of the round's preceding models (counted twice)."""
     k, n = 4, 60
     gen = torch.Generator().manual_seed(agents)
@@ -148,7 +148,7 @@ def _joint_loss_argmin(labels, k, before, g):
 @pytest.mark.parametrize("k", [2, 3, 10])
 @pytest.mark.parametrize("agents", [2, 3])
 def test_exact_alpha_is_the_numerical_minimizer_of_the_joint_loss(agents, k):
-    """ascii_alpha=exact: every α of a 3-round chain is (K−1)²/K times the numerical argmin of the joint
+    """ascii.alpha=exact: every α of a 3-round chain is (K−1)²/K times the numerical argmin of the joint
     forward-stagewise loss (eq. 6) given the models before it; the paper's eqs 11/13 miss it."""
     n, rounds = 300, 3
     rng = np.random.RandomState(10 * agents + k)
@@ -182,7 +182,16 @@ def test_exact_ascii_is_ascii_simple(tiny):
     """With the exact α, ASCII fits the models ASCII-Simple fits and sends the same messages."""
     out = {}
     for method in ("ascii", "ascii_simple"):
-        cfg = tiny(method=method, organizations=3, learner=["tree"], max_depth=2, rounds=3, ascii_alpha="exact")
+        cfg = tiny(
+            method=method,
+            **{
+                "data.organizations": 3,
+                "learner.model": ["tree"],
+                "learner.max_depth": 2,
+                "run.rounds": 3,
+                "ascii.alpha": "exact",
+            },
+        )
         dm = TabularDataModule("wine", organizations=3)
         dm.setup()
         protocol = build_protocol(cfg, dm.data)
@@ -191,7 +200,16 @@ def test_exact_ascii_is_ascii_simple(tiny):
     assert out["ascii"][0] == out["ascii_simple"][0] and out["ascii"][2] == out["ascii_simple"][2]
     torch.testing.assert_close(out["ascii"][1], out["ascii_simple"][1])
     # the paper's α is another rule: the second agent's α of round 1 differs
-    cfg = tiny(method="ascii", organizations=3, learner=["tree"], max_depth=2, rounds=1, ascii_alpha="paper")
+    cfg = tiny(
+        method="ascii",
+        **{
+            "data.organizations": 3,
+            "learner.model": ["tree"],
+            "learner.max_depth": 2,
+            "run.rounds": 1,
+            "ascii.alpha": "paper",
+        },
+    )
     dm = TabularDataModule("wine", organizations=3)
     dm.setup()
     paper = build_protocol(cfg, dm.data).run_round()["alphas"]
@@ -203,7 +221,13 @@ def test_one_agent_is_samme():
     rounds = 6
     dm = TabularDataModule("wine", organizations=1)
     dm.setup()
-    cfg = {"dataset": "wine", "organizations": 1, "learner": ["tree"], "max_depth": 1, "rounds": rounds}
+    cfg = {
+        "data.dataset": "wine",
+        "data.organizations": 1,
+        "learner.model": ["tree"],
+        "learner.max_depth": 1,
+        "run.rounds": rounds,
+    }
     from vcl.config import RunConfig
 
     protocol = build_protocol(RunConfig.from_dict({**cfg, "method": "ascii", "compare": []}), dm.data)
@@ -219,7 +243,10 @@ def test_one_agent_is_samme():
 
 
 def test_ignorance_scores_are_positive_and_sum_to_one(tiny):
-    cfg = tiny(method="ascii_random", organizations=3, learner=["tree"], max_depth=2, rounds=3)
+    cfg = tiny(
+        method="ascii_random",
+        **{"data.organizations": 3, "learner.model": ["tree"], "learner.max_depth": 2, "run.rounds": 3},
+    )
     dm = TabularDataModule("wine", organizations=3)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
@@ -235,7 +262,16 @@ def test_ignorance_scores_are_positive_and_sum_to_one(tiny):
 
 @pytest.mark.parametrize("alpha", ["paper", "exact"])
 def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny, alpha):
-    cfg = tiny(method="ascii", organizations=2, learner=["tree", "logistic"], max_depth=3, rounds=2, ascii_alpha=alpha)
+    cfg = tiny(
+        method="ascii",
+        **{
+            "data.organizations": 2,
+            "learner.model": ["tree", "logistic"],
+            "learner.max_depth": 3,
+            "run.rounds": 2,
+            "ascii.alpha": alpha,
+        },
+    )
     dm = TabularDataModule("wine", organizations=2)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
@@ -262,7 +298,16 @@ def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny, alp
 
 @pytest.mark.parametrize("alpha", ["paper", "exact"])
 def test_longer_chains_send_the_round_start_where_eq_13_needs_it(tiny, alpha):
-    cfg = tiny(method="ascii", organizations=4, learner=["tree"], max_depth=2, rounds=2, ascii_alpha=alpha)
+    cfg = tiny(
+        method="ascii",
+        **{
+            "data.organizations": 4,
+            "learner.model": ["tree"],
+            "learner.max_depth": 2,
+            "run.rounds": 2,
+            "ascii.alpha": alpha,
+        },
+    )
     dm = TabularDataModule("wine", organizations=4)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
@@ -288,29 +333,56 @@ def test_alpha_stop_fires_and_discards_the_model(alpha):
 
 def test_runner_stops_at_alpha_below_zero(tiny):
     # the paper's α stops this run in round 1; the exact one (SAMME's stop, r̄ ≤ 1/K) runs all 8 rounds
-    cfg = tiny(method="ascii", organizations=6, learner=["tree"], max_depth=1, rounds=8, ascii_alpha="paper")
+    cfg = tiny(
+        method="ascii",
+        **{
+            "data.organizations": 6,
+            "learner.model": ["tree"],
+            "learner.max_depth": 1,
+            "run.rounds": 8,
+            "ascii.alpha": "paper",
+        },
+    )
     results = train(cfg, verbose=False)
     assert results["rounds"][-1]["stopped"].startswith("alpha <= 0")
     assert len(results["rounds"]) < 9
 
 
 def test_cv_stop_and_its_validation_choice(tiny):
-    cfg = tiny(method="ascii", organizations=2, learner=["tree"], max_depth=1, rounds=30, val_fraction=0.5)
-    cfg.ascii_stop = "cv"
+    cfg = tiny(
+        method="ascii",
+        **{
+            "data.organizations": 2,
+            "learner.model": ["tree"],
+            "learner.max_depth": 1,
+            "run.rounds": 30,
+            "data.val_fraction": 0.5,
+        },
+    )
+    cfg.ascii.stop = "cv"
     results = train(cfg, verbose=False, write=False)
     last = results["rounds"][-1]
     assert last["stopped"].startswith("validation accuracy did not improve")
     vals = [r["metrics"]["val"] for r in results["rounds"]]
     assert vals[-1] <= max(vals[:-1]) and results["value_selection"] == "validation"
-    with pytest.raises(VCLInputError, match="ascii_stop=cv needs a validation split"):
-        check_config(tiny(method="ascii", ascii_stop="cv"))
+    with pytest.raises(VCLInputError, match="ascii.stop=cv needs a validation split"):
+        check_config(tiny(method="ascii", **{"ascii.stop": "cv"}))
 
 
 @pytest.mark.parametrize(
     "method, alpha", [("ascii_random", "paper"), ("ascii_random", "exact"), ("ensemble_adaboost", "exact")]
 )
 def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at, method, alpha):
-    kw = dict(method=method, organizations=3, learner=["tree"], max_depth=2, rounds=4, ascii_alpha=alpha)
+    kw = dict(
+        method=method,
+        **{
+            "data.organizations": 3,
+            "learner.model": ["tree"],
+            "learner.max_depth": 2,
+            "run.rounds": 4,
+            "ascii.alpha": alpha,
+        },
+    )
     full = train(tiny(out=str(tmp_path / "full"), **kw), verbose=False)
     cfg = tiny(out=str(tmp_path / "cut"), **kw)
     with pytest.raises(KeyboardInterrupt):
@@ -323,7 +395,15 @@ def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at, method, alpha
 
 @pytest.mark.parametrize("method", ["ascii", "ensemble_adaboost"])
 def test_prediction_stage_from_checkpointed_agents_matches_the_running_votes(tiny, method):
-    cfg = tiny(method=method, organizations=3, learner=["tree", "logistic", "linear"], max_depth=2, rounds=2)
+    cfg = tiny(
+        method=method,
+        **{
+            "data.organizations": 3,
+            "learner.model": ["tree", "logistic", "linear"],
+            "learner.max_depth": 2,
+            "run.rounds": 2,
+        },
+    )
     dm = TabularDataModule("wine", organizations=3)
     dm.setup()
     trained = build_protocol(cfg, dm.data)
@@ -338,9 +418,16 @@ def test_prediction_stage_from_checkpointed_agents_matches_the_running_votes(tin
 
 def test_variants_and_references_on_four_agent_blobs(tiny):
     """The paper's Fig. 3a setting, small: ASCII far above Single and near the Oracle within a few rounds."""
-    kw = dict(dataset="ascii_blobs", organizations=4, learner=["forest"], n_trees=10, max_depth=4, rounds=4)
+    kw = {
+        "data.dataset": "ascii_blobs",
+        "data.organizations": 4,
+        "learner.model": ["forest"],
+        "learner.n_trees": 10,
+        "learner.max_depth": 4,
+        "run.rounds": 4,
+    }
     res = {
-        m: train(tiny(method=m, synthetic_test=2000, **kw), verbose=False, write=False)["value"]
+        m: train(tiny(method=m, **{"data.synthetic_test": 2000}, **kw), verbose=False, write=False)["value"]
         for m in ("ascii", "single", "oracle")
     }
     assert res["ascii"] > res["single"] + 0.05 and res["ascii"] >= res["oracle"] - 0.03
@@ -348,12 +435,12 @@ def test_variants_and_references_on_four_agent_blobs(tiny):
 
 def test_classifiers_need_sample_weights_or_resampling(tiny):
     x, y = torch.randn(40, 3), torch.randint(0, 3, (40,))
-    with pytest.raises(VCLInputError, match="ascii_resample"):
+    with pytest.raises(VCLInputError, match="ascii.resample"):
         SklearnClassifier(KNeighborsClassifier()).fit(x, y, torch.ones(40))
     with pytest.raises(VCLInputError, match="takes no sample_weight"):
-        check_config(tiny(method="ascii", learner=["sklearn:sklearn.neighbors.KNeighborsClassifier"]))
-    cfg = tiny(method="ascii", organizations=2, rounds=2, ascii_resample=True)
-    cfg.learner = ["sklearn:sklearn.neighbors.KNeighborsClassifier"]
+        check_config(tiny(method="ascii", **{"learner.model": ["sklearn:sklearn.neighbors.KNeighborsClassifier"]}))
+    cfg = tiny(method="ascii", **{"data.organizations": 2, "run.rounds": 2, "ascii.resample": True})
+    cfg.learner.model = ["sklearn:sklearn.neighbors.KNeighborsClassifier"]
     assert train(cfg, verbose=False, write=False)["value"] > 0.5
     # the weighted resample follows the weights: rows with zero weight are never drawn
     w = torch.zeros(40)
@@ -377,14 +464,16 @@ def test_net_classifier_weighted_cross_entropy_follows_the_weights():
 
 def test_ascii_config_errors(tiny):
     with pytest.raises(VCLInputError, match="is not a classifier"):
-        check_config(tiny(method="ascii", learner=["gb-svm"]))
-    with pytest.raises(VCLInputError, match="compare ASCII methods"):
+        check_config(tiny(method="ascii", **{"learner.model": ["gb-svm"]}))
+    with pytest.raises(VCLInputError, match="which is ASCII; methods of different families"):
         check_config(tiny(method="ascii", compare=["gal"]))
     with pytest.raises(VCLInputError, match="is for classification"):
-        train(tiny(method="ascii", dataset="diabetes", learner=["tree"]), verbose=False, write=False)
+        train(
+            tiny(method="ascii", **{"data.dataset": "diabetes", "learner.model": ["tree"]}), verbose=False, write=False
+        )
     assert check_config(tiny(method="ascii", compare=["alone", "joint", "ascii_simple"])) is None
-    with pytest.raises(VCLInputError, match="ascii_alpha='literal'; use exact or paper"):
-        check_config(tiny(method="ascii", ascii_alpha="literal"))
+    with pytest.raises(VCLInputError, match="ascii.alpha=literal is not valid; it takes one of exact, paper"):
+        check_config(tiny(method="ascii", **{"ascii.alpha": "literal"}))
 
 
 def test_ascii_datasets():

@@ -12,11 +12,11 @@ from vcl.config import RunConfig
 @pytest.mark.slow
 def test_default_run_writes_valid_results(tmp_path, capsys):
     out = tmp_path / "default"
-    assert cli.main(["--out", str(out), "--device", "cpu"]) == 0
+    assert cli.main(["--out", str(out), "--run.device", "cpu"]) == 0
     results = json.loads((out / "results.json").read_text())
     cfg = RunConfig()
-    assert results["config"]["dataset"] == "wine" and results["config"]["organizations"] == 8
-    assert [r["round"] for r in results["rounds"]] == list(range(cfg.rounds + 1))
+    assert results["config"]["data"]["dataset"] == "wine" and results["config"]["data"]["organizations"] == 8
+    assert [r["round"] for r in results["rounds"]] == list(range(cfg.run.rounds + 1))
     assert len(results["organizations"]) == 8
     assert 0.8 <= results["value"] <= 1.0 and results["value"] > results["compare"]["alone"]["value"]
     assert results["bytes_sent"] > 0 and all(len(r["weights"]) == 8 for r in results["rounds"][1:])
@@ -30,8 +30,28 @@ def test_help_documents_every_option(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     text = capsys.readouterr().out
-    for name in RunConfig.fields():
-        assert f"--{name.replace('_', '-')}" in text
+    for name in RunConfig().flat():
+        assert f"--{name} " in text or f"--{name}\n" in text, name
+    assert "one CSV per organization, Alice's (with the label) first" in " ".join(text.split())  # docstring = help
+
+
+def test_print_config_round_trips(tmp_path, capsys):
+    """--print_config writes a config that, read back, is the same run (and prints itself again unchanged)."""
+    args = ["--gal.weights", "bag", "--learner.model", "mlp", "cnn", "--compare", "alone", "late", "--out", "runs/t #2"]
+    with pytest.raises(SystemExit) as done:
+        cli.main([*args, "--print_config"])
+    assert done.value.code == 0
+    printed = capsys.readouterr().out
+    (tmp_path / "c.yaml").write_text(printed)
+    with pytest.raises(SystemExit):
+        cli.main(["--config", str(tmp_path / "c.yaml"), "--print_config"])
+    assert capsys.readouterr().out == printed
+    from vcl.config import parse_args
+
+    assert parse_args(["--config", str(tmp_path / "c.yaml")]) == parse_args(args)
+    cfg = parse_args(args)
+    assert (cfg.gal.weights, cfg.learner.model, cfg.out) == ("bag", ["mlp", "cnn"], "runs/t #2")
+    assert cfg.compare == ["alone", "late"]
 
 
 def _fails(args, capsys, message):
@@ -43,13 +63,13 @@ def _fails(args, capsys, message):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--dataset", "imagenet"], "dataset='imagenet' is unknown"),
-        (["--dataset", "iris", "--organizations", "8"], "organizations=8 exceeds the 4 features"),
-        (["--method", "vfl"], "method='vfl' is unknown"),
-        (["--learner", "forest"], "learner='forest' is unknown"),
-        (["--local-loss", "l3"], "local_loss='l3' is not a local loss"),
-        (["--task-loss", "mse"], "does not fit a classification task"),
-        (["--rounds", "2.5"], "--rounds '2.5' is not a valid int; give a whole number"),
+        (["--data.dataset", "imagenet"], "data.dataset='imagenet' is unknown"),
+        (["--data.dataset", "iris", "--data.organizations", "8"], "data.organizations=8 exceeds the 4 features"),
+        (["--method", "vfl"], "method=vfl is not valid; it takes one of gal, alone,"),
+        (["--learner.model", "forest"], "learner.model='forest' is unknown"),
+        (["--gal.local_loss", "l3"], "gal.local_loss=l3 is not valid; it takes one of auto, l1, l1.5, l2, l4"),
+        (["--gal.task_loss", "mse"], "does not fit a classification task"),
+        (["--run.rounds", "2.5"], "run.rounds=2.5 is not valid; it takes a whole number > 0"),
     ],
 )
 def test_bad_flags(tmp_path, capsys, args, message):
@@ -60,30 +80,47 @@ def test_bad_flags(tmp_path, capsys, args, message):
 
 def test_unknown_config_key(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("dataset: wine\nroundz: 3\n")
-    _fails(["--config", str(cfg)], capsys, "unknown key(s) roundz")
+    cfg.write_text("data: {dataset: wine}\nrun:\n  roundz: 3\n")
+    _fails(["--config", str(cfg)], capsys, f"{cfg}: unknown option run.roundz; see `python train.py --help`")
+    cfg.write_text("dataset: wine\n")  # a flat key names the group it belongs to
+    _fails(["--config", str(cfg)], capsys, f"{cfg}: unknown option dataset; did you mean data.dataset?")
 
 
 def test_resume_without_checkpoint_and_with_other_config(tmp_path, capsys):
     out = str(tmp_path / "r")
     _fails(["--out", out, "--resume"], capsys, "no checkpoint")
-    assert cli.main(["--out", out, "--rounds", "1", "--epochs", "5", "--compare", "--quiet"]) == 0
+    assert cli.main(["--out", out, "--run.rounds", "1", "--learner.epochs", "5", "--compare", "--quiet"]) == 0
     capsys.readouterr()
-    _fails(["--out", out, "--rounds", "2", "--epochs", "6", "--resume"], capsys, "other settings (epochs)")
+    again = ["--out", out, "--run.rounds", "2", "--learner.epochs", "6", "--resume"]
+    _fails(again, capsys, "other settings (learner.epochs)")
 
 
 def test_regression_label_that_is_not_a_number(tmp_path, capsys):
     a = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(i, i, "high" if i % 2 else "low") for i in range(10)])
     b = write_csv(tmp_path / "b.csv", ["id", "z"], [(i, -i) for i in range(10)])
     _fails(
-        ["--dataset", "csv", "--csv-files", str(a), str(b), "--task", "regression", "--out", str(tmp_path / "o")],
+        [
+            "--data.dataset",
+            "csv",
+            "--data.csv_files",
+            str(a),
+            str(b),
+            "--data.task",
+            "regression",
+            "--out",
+            str(tmp_path / "o"),
+        ],
         capsys,
         "is not a number",
     )
 
 
 def test_csv_without_task(tmp_path, capsys, signal_csvs):
-    _fails(["--dataset", "csv", "--csv-files", *signal_csvs, "--out", str(tmp_path / "o")], capsys, "needs task=")
+    _fails(
+        ["--data.dataset", "csv", "--data.csv_files", *signal_csvs, "--out", str(tmp_path / "o")],
+        capsys,
+        "needs data.task=",
+    )
 
 
 def test_every_shipped_config_loads_and_checks():
@@ -103,26 +140,40 @@ def test_a_messy_csv_runs_once_each_party_prepares_its_own_columns(tmp_path, cap
     from tests.test_datamodules import messy_files
 
     files, _, _ = messy_files(tmp_path, n=60)
-    base = ["--dataset", "csv", "--csv-files", *map(str, files), "--task", "classification", "--rounds", "2"]
-    base += ["--compare", "alone", "--device", "cpu", "--quiet"]
-    _fails([*base, "--out", str(tmp_path / "refused")], capsys, "set missing: drop (or impute) for that file")
-    _fails([*base, "--out", str(tmp_path / "x"), "--missing", "guess"], capsys, "missing='guess'; use one of")
+    base = [
+        "--data.dataset",
+        "csv",
+        "--data.csv_files",
+        *map(str, files),
+        "--data.task",
+        "classification",
+        "--run.rounds",
+        "2",
+    ]
+    base += ["--compare", "alone", "--run.device", "cpu", "--quiet"]
+    _fails([*base, "--out", str(tmp_path / "refused")], capsys, "set data.missing: drop (or impute) for that file")
+    guess = "data.missing=guess is not valid; it takes one of error, drop, impute"
+    _fails([*base, "--out", str(tmp_path / "x"), "--data.missing", "guess"], capsys, guess)
     for missing in ("impute", "drop"):
         out = tmp_path / missing
-        assert cli.main([*base, "--categorical", "onehot", "--missing", missing, "--out", str(out)]) == 0
+        assert cli.main([*base, "--data.categorical", "onehot", "--data.missing", missing, "--out", str(out)]) == 0
         results = json.loads((out / "results.json").read_text())
         assert 0.0 <= results["value"] <= 1.0 and results["organizations"] == ["alice", "bob"]
 
 
 def test_csv_preparation_is_refused_for_a_dataset_that_needs_none(tmp_path, capsys):
-    _fails(["--categorical", "onehot", "--out", str(tmp_path / "o")], capsys, "categorical / missing prepare CSV files")
+    _fails(
+        ["--data.categorical", "onehot", "--out", str(tmp_path / "o")],
+        capsys,
+        "data.categorical / data.missing prepare CSV files",
+    )
 
 
 def test_tensorboard_has_a_run_per_method_with_its_settings_and_bytes_per_message_kind(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "tb"
-    assert cli.main(["--out", str(out), "--device", "cpu", "--rounds", "2", "--compare", "alone", "late"]) == 0
+    assert cli.main(["--out", str(out), "--run.device", "cpu", "--run.rounds", "2", "--compare", "alone", "late"]) == 0
     results = json.loads((out / "results.json").read_text())
     for method, res in [("gal", results), *results["compare"].items()]:
         board = EventAccumulator(str(out / "tensorboard" / method))

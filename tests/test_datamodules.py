@@ -98,7 +98,7 @@ def test_csv_missing_id_and_label_columns(tmp_path):
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"dataset": "mnist_tabular"}, "dataset='mnist_tabular' is unknown"),
+        ({"dataset": "mnist_tabular"}, "data.dataset='mnist_tabular' is unknown"),
         ({"dataset": "iris", "organizations": 5}, "exceeds the 4 features"),
         ({"dataset": "wine", "assignment": {"alice": ["alcohol"], "bob": []}}, "no columns"),
         ({"dataset": "wine", "assignment": {"alice": ["colour"]}}, "unknown column 'colour'"),
@@ -154,7 +154,7 @@ def test_bank_marketing_reads_uci_format_one_hot_and_splits_whole_attributes(tmp
     from vcl.datamodules import OverlapDataModule
     from vcl.datamodules.sources import load_table
 
-    with pytest.raises(VCLInputError, match="bank-full.csv under data_root"):
+    with pytest.raises(VCLInputError, match="bank-full.csv under data.root"):
         load_table("bank_marketing", root=str(tmp_path))
     write_bank_full(tmp_path / "bank-full.csv")
     table = load_table("bank_marketing", root=str(tmp_path))
@@ -198,7 +198,7 @@ def messy_files(folder, n=40):
 
 def test_text_categories_and_missing_values_are_refused_by_default_naming_the_fix(tmp_path):
     files, _, _ = messy_files(tmp_path)
-    with pytest.raises(VCLInputError, match=r"alice\.csv, column 'x', ID 'p04' is missing .* set missing: drop"):
+    with pytest.raises(VCLInputError, match=r"alice\.csv, column 'x', ID 'p04' is missing .* set data.missing: drop"):
         TabularDataModule("csv", csv_files=files, task="classification").setup()
     with pytest.raises(VCLInputError, match=r"bob\.csv, column 'colour', ID 'p00': 'red' is not a number.*onehot"):
         TabularDataModule("csv", csv_files=files, task="classification", missing=["impute", "error"]).setup()

@@ -31,13 +31,13 @@ from vcl.runner import datamodule_for, train
 def dc_config(tmp_path, **overrides) -> RunConfig:
     values = {
         "method": "dc_smote",
-        "dataset": "wine",
-        "dc_public_rows": 30,
-        "dc_anchor_rows": 200,
-        "dc_dim": 3,
-        "dc_smote_k": 10,
+        "data.dataset": "wine",
+        "dc.public_rows": 30,
+        "dc.anchor_rows": 200,
+        "dc.dim": 3,
+        "dc.smote_k": 10,
         "compare": [],
-        "device": "cpu",
+        "run.device": "cpu",
         "out": str(tmp_path / "dc"),
     }
     return RunConfig.from_dict({**values, **overrides})
@@ -82,7 +82,9 @@ def test_raw_anchors_and_lossless_reduction_match_centralized_least_squares(tmp_
     from sklearn.linear_model import LinearRegression
 
     cfg = dc_config(
-        tmp_path, method="dc_raw", dc_reduction="identity", dc_central="sklearn:sklearn.linear_model.LinearRegression"
+        tmp_path,
+        method="dc_raw",
+        **{"dc.reduction": "identity", "dc.central": "sklearn:sklearn.linear_model.LinearRegression"},
     )
     data, protocol = built(cfg)
     protocol.run_round()
@@ -90,7 +92,9 @@ def test_raw_anchors_and_lossless_reduction_match_centralized_least_squares(tmp_
     central = LinearRegression().fit(X, np.eye(data.num_classes)[y]).predict(X)
     assert np.abs(protocol.F["train"].numpy() - central).max() < 1e-3
     # and with PCA keeping every dimension (lossless up to each party's centering), nearly the same fit
-    cfg = dc_config(tmp_path, method="dc_raw", dc_dim=0, dc_central="sklearn:sklearn.linear_model.LinearRegression")
+    cfg = dc_config(
+        tmp_path, method="dc_raw", **{"dc.dim": 0, "dc.central": "sklearn:sklearn.linear_model.LinearRegression"}
+    )
     _, pca = built(cfg)
     pca.run_round()
     assert np.mean(pca.F["train"].numpy().argmax(1) == central.argmax(1)) > 0.95
@@ -114,7 +118,7 @@ def test_smote_interpolates_within_k_neighbours_and_refuses_bad_k():
     assert anchors.shape == (50, 3)
     from vcl.errors import VCLInputError
 
-    with pytest.raises(VCLInputError, match="dc_smote_k=50 with 50 public rows"):
+    with pytest.raises(VCLInputError, match="dc.smote_k=50 with 50 public rows"):
         smote(X, 10, k=50, alpha=1.5, rng=rng)
 
 
@@ -217,7 +221,7 @@ def test_dc_smote_on_the_artificial_problem_from_a_config(tmp_path):
     from pathlib import Path
 
     config = Path(__file__).resolve().parents[1] / "configs" / "dc_smote_artificial.yaml"
-    values = {**RunConfig.from_yaml(config).to_dict(), "compare": ["centralized", "local"], "device": "cpu"}
+    values = {**RunConfig.from_yaml(config).to_dict(), "compare": ["centralized", "local"], "run.device": "cpu"}
     cfg = RunConfig.from_dict({**values, "out": str(tmp_path / "a")})
     results = train(cfg, verbose=False)
     on_disk = json.loads((tmp_path / "a" / "results.json").read_text())
@@ -240,14 +244,14 @@ def _fails(args, capsys, message):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--dc-smote-k", "40", "--dc-public-rows", "30"], "dc_smote_k=40 with dc_public_rows=30"),
-        (["--dc-dim", "9"], "dc_dim=9: party party1.1 holds 7 columns"),
-        (["--compare", "gal"], "mixes DC methods"),
-        (["--dataset", "diabetes"], "the DC methods need a classification dataset"),
-        (["--dc-reduction", "umap"], "dc_reduction='umap' is unknown"),
-        (["--dc-interpretable", "sklearn:sklearn.svm.SVC"], "is not a classifier with feature_importances_"),
-        (["--dc-feature-split", "type"], "dc_feature_split=type needs 2 column groups"),
-        (["--dc-row-groups", "0"], "dc_row_groups=0; use at least 1."),
+        (["--dc.smote_k", "40", "--dc.public_rows", "30"], "dc.smote_k=40 with dc.public_rows=30"),
+        (["--dc.dim", "9"], "dc.dim=9: party party1.1 holds 7 columns"),
+        (["--compare", "gal"], "which is DC; methods of different families"),
+        (["--data.dataset", "diabetes"], "the DC methods need a classification dataset"),
+        (["--dc.reduction", "umap"], "dc.reduction='umap' is unknown"),
+        (["--dc.interpretable", "sklearn:sklearn.svm.SVC"], "is not a classifier with feature_importances_"),
+        (["--dc.feature_split", "type"], "dc.feature_split=type needs 2 column groups"),
+        (["--dc.row_groups", "0"], "dc.row_groups=0 is not valid; it takes a whole number > 0."),
     ],
 )
 def test_bad_dc_input_fails_before_work(tmp_path, capsys, args, message):
@@ -256,11 +260,11 @@ def test_bad_dc_input_fails_before_work(tmp_path, capsys, args, message):
         [
             "--method",
             "dc_smote",
-            "--dataset",
+            "--data.dataset",
             "wine",
-            "--dc-public-rows",
+            "--dc.public_rows",
             "30",
-            "--dc-smote-k",
+            "--dc.smote_k",
             "10",
             *args,
             "--out",

@@ -54,17 +54,22 @@ def test_deep_model_sharing_adds_one_head_per_round_on_one_extractor():
 
 
 def _images(tiny, **kw):
-    settings = dict(
-        dataset="digits_image", organizations=4, learner=["cnn"], cnn_widths=[4, 8], epochs=2, batch_size=128
-    )
-    return tiny(**{**settings, "max_train": 300, **kw})
+    settings = {
+        "data.dataset": "digits_image",
+        "data.organizations": 4,
+        "learner.model": ["cnn"],
+        "learner.cnn_widths": [4, 8],
+        "learner.epochs": 2,
+        "learner.batch_size": 128,
+    }
+    return tiny(**{**settings, "data.max_train": 300, **kw})
 
 
 def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny):
     from vcl.methods import build_protocol
     from vcl.runner import datamodule_for
 
-    cfg = _images(tiny, dms=True, rounds=2)
+    cfg = _images(tiny, **{"gal.dms": True, "run.rounds": 2})
     dm = datamodule_for(cfg)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
@@ -81,8 +86,8 @@ def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny
 def test_resume_with_deep_learners_equals_uninterrupted_run(tiny, tmp_path, crash_at, dms):
     from vcl.callbacks import RoundCheckpoint
 
-    full = train(_images(tiny, rounds=3, dms=dms, out=str(tmp_path / "full")), verbose=False)
-    cfg = _images(tiny, rounds=3, dms=dms, out=str(tmp_path / "cut"))
+    full = train(_images(tiny, **{"run.rounds": 3, "gal.dms": dms}, out=str(tmp_path / "full")), verbose=False)
+    cfg = _images(tiny, **{"run.rounds": 3, "gal.dms": dms}, out=str(tmp_path / "cut"))
     with pytest.raises(KeyboardInterrupt):
         train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(2)])
     resumed = train(cfg, resume=True, verbose=False)
@@ -91,42 +96,44 @@ def test_resume_with_deep_learners_equals_uninterrupted_run(tiny, tmp_path, cras
 
 def test_interm_and_late_run_on_image_patches(tiny):
     for method in ("interm", "late"):
-        results = train(_images(tiny, method=method, epochs=4, batch_size=32), verbose=False, write=False)
+        results = train(
+            _images(tiny, method=method, **{"learner.epochs": 4, "learner.batch_size": 32}), verbose=False, write=False
+        )
         assert results["value"] > 0.5, method  # ten classes: chance is 0.1
 
 
 def test_gal_with_lstms_learns_on_sequences(tiny):
-    cfg = _lstm(tiny, sequence_size=300, dropout=0.3, epochs=4, rounds=2)
+    cfg = _lstm(tiny, **{"data.sequence_size": 300, "learner.dropout": 0.3, "learner.epochs": 4, "run.rounds": 2})
     results = train(cfg, verbose=False, write=False)
     assert results["best_value"] > 0.65  # balanced binary labels: chance is 0.5
 
 
 def _lstm(tiny, **kw):
-    settings = dict(
-        dataset="sequence_synthetic",
-        sequence_size=200,
-        organizations=4,
-        learner=["lstm"],
-        lstm_hidden=8,
-        dropout=0.3,
-        lr=0.01,
-        epochs=2,
-        batch_size=32,
-        rounds=3,
-    )
+    settings = {
+        "data.dataset": "sequence_synthetic",
+        "data.sequence_size": 200,
+        "data.organizations": 4,
+        "learner.model": ["lstm"],
+        "learner.lstm_hidden": 8,
+        "learner.dropout": 0.3,
+        "learner.lr": 0.01,
+        "learner.epochs": 2,
+        "learner.batch_size": 32,
+        "run.rounds": 3,
+    }
     return tiny(**{**settings, **kw})
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dms", [False, True])
 def test_lstm_runs_with_dropout_are_reproducible(tiny, tmp_path, dms):
-    first = train(_lstm(tiny, dms=dms, out=str(tmp_path / "a")), verbose=False, write=False)
+    first = train(_lstm(tiny, **{"gal.dms": dms}, out=str(tmp_path / "a")), verbose=False, write=False)
     torch.manual_seed(12345)  # whatever the global RNG holds, every draw comes from the run seed and the party
     torch.randn(7)
-    second = train(_lstm(tiny, dms=dms, out=str(tmp_path / "b")), verbose=False, write=False)
+    second = train(_lstm(tiny, **{"gal.dms": dms}, out=str(tmp_path / "b")), verbose=False, write=False)
     assert [r["train_loss"] for r in first["rounds"]] == [r["train_loss"] for r in second["rounds"]]
     assert [r["metrics"] for r in first["rounds"]] == [r["metrics"] for r in second["rounds"]]
-    other = train(_lstm(tiny, dms=dms, seed=1, out=str(tmp_path / "c")), verbose=False, write=False)
+    other = train(_lstm(tiny, **{"gal.dms": dms, "run.seed": 1}, out=str(tmp_path / "c")), verbose=False, write=False)
     assert [r["train_loss"] for r in other["rounds"]] != [r["train_loss"] for r in first["rounds"]]
 
 
@@ -135,8 +142,8 @@ def test_lstm_runs_with_dropout_are_reproducible(tiny, tmp_path, dms):
 def test_lstm_resume_with_dropout_equals_uninterrupted_run(tiny, tmp_path, crash_at, dms):
     from vcl.callbacks import RoundCheckpoint
 
-    full = train(_lstm(tiny, dms=dms, out=str(tmp_path / "full")), verbose=False)
-    cfg = _lstm(tiny, dms=dms, out=str(tmp_path / "cut"))
+    full = train(_lstm(tiny, **{"gal.dms": dms}, out=str(tmp_path / "full")), verbose=False)
+    cfg = _lstm(tiny, **{"gal.dms": dms}, out=str(tmp_path / "cut"))
     with pytest.raises(KeyboardInterrupt):
         train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(1)])
     torch.randn(11)  # a restarted process does not share the crashed one's global RNG state
@@ -174,7 +181,7 @@ def test_cnn_pools_after_every_block_as_table_8_and_the_authors_variant_is_an_op
     x = torch.randn(2, 1, 28, 28)
     assert paper[0][:-2](x).shape == (2, 512, 2, 2)  # every pool halves: 28 → 14 → 7 → 4 → 2
     assert len(pools(build_network("cnn", (1, 28, 28), 10, last_pool=False))) == 3
-    settings = learner_settings(tiny(cnn_last_pool=False), "gal")
+    settings = learner_settings(tiny(**{"learner.cnn_last_pool": False}), "gal")
     assert len(pools(build_learner("cnn", (1, 4, 4), 10, "l2", 0, settings).net)) == 3
     assert len(pools(build_learner("cnn", (1, 4, 4), 10, "l2", 0, LearnerSettings()).net)) == 4
     for shape in [(1, 1, 1), (1, 4, 2), (1, 4, 4), (3, 16, 8)]:  # patches smaller than 2⁴ still pass

@@ -13,8 +13,8 @@ from vcl.runner import train
 
 
 def test_no_raw_feature_ever_appears_in_a_message(tiny):
-    cfg = tiny(organizations=4, rounds=2, learner=["linear", "mlp", "gb", "svm"])
-    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)
+    cfg = tiny(**{"data.organizations": 4, "run.rounds": 2, "learner.model": ["linear", "mlp", "gb", "svm"]})
+    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.run.seed)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
     sent = []
@@ -35,7 +35,10 @@ def test_no_raw_feature_ever_appears_in_a_message(tiny):
 
 
 def test_gal_beats_alone_when_alice_holds_no_signal(tiny, signal_csvs):
-    cfg = tiny(dataset="csv", csv_files=signal_csvs, task="classification", rounds=4, compare=["alone", "joint"])
+    cfg = tiny(
+        **{"data.dataset": "csv", "data.csv_files": signal_csvs, "data.task": "classification", "run.rounds": 4},
+        compare=["alone", "joint"],
+    )
     results = train(cfg, verbose=False)
     assert results["value"] >= 0.85
     assert results["compare"]["alone"]["value"] <= 0.7
@@ -43,22 +46,22 @@ def test_gal_beats_alone_when_alice_holds_no_signal(tiny, signal_csvs):
 
 
 def test_gal_on_regression_lowers_mad_below_the_mean_predictor(tiny):
-    results = train(tiny(dataset="diabetes", rounds=3, compare=["alone"]), verbose=False)
+    results = train(tiny(**{"data.dataset": "diabetes", "run.rounds": 3}, compare=["alone"]), verbose=False)
     mads = [r["metrics"]["test"] for r in results["rounds"]]
     assert mads[-1] < 0.8 * mads[0]
 
 
 def test_concurrent_organizations_match_sequential_run(tiny):
-    a = train(tiny(concurrent=True), verbose=False, write=False)
-    b = train(tiny(concurrent=False), verbose=False, write=False)
+    a = train(tiny(**{"run.concurrent": True}), verbose=False, write=False)
+    b = train(tiny(**{"run.concurrent": False}), verbose=False, write=False)
     for ra, rb in zip(a["rounds"], b["rounds"], strict=True):
         assert ra["metrics"] == pytest.approx(rb["metrics"], abs=1e-6)
         assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-4)
 
 
 def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at):
-    full = train(tiny(rounds=4, out=str(tmp_path / "full")), verbose=False)
-    cfg = tiny(rounds=4, out=str(tmp_path / "cut"))
+    full = train(tiny(**{"run.rounds": 4}, out=str(tmp_path / "full")), verbose=False)
+    cfg = tiny(**{"run.rounds": 4}, out=str(tmp_path / "cut"))
     from vcl.callbacks import RoundCheckpoint
 
     with pytest.raises(KeyboardInterrupt):
@@ -73,34 +76,34 @@ def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at):
 
 
 def test_more_rounds_on_resume_extend_the_run(tiny, tmp_path):
-    cfg = tiny(rounds=2)
+    cfg = tiny(**{"run.rounds": 2})
     train(cfg, verbose=False)
-    cfg.rounds = 3
+    cfg.run.rounds = 3
     extended = train(cfg, resume=True, verbose=False)
     assert [r["round"] for r in extended["rounds"]] == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("method", ["al", "joint", "late", "alone"])
 def test_baselines_run_and_learn(tiny, method):
-    results = train(tiny(method=method, rounds=2), verbose=False, write=False)
+    results = train(tiny(method=method, **{"run.rounds": 2}), verbose=False, write=False)
     assert results["value"] > 0.7  # wine: far above the 0.40 of predicting the most frequent class
 
 
 def test_al_modes_differ_as_described():
     base = {
-        "dataset": "wine",
-        "organizations": 4,
-        "rounds": 2,
-        "epochs": 20,
-        "milestones": [10],
+        "data.dataset": "wine",
+        "data.organizations": 4,
+        "run.rounds": 2,
+        "learner.epochs": 20,
+        "learner.milestones": [10],
         "compare": [],
         "method": "al",
-        "device": "cpu",
+        "run.device": "cpu",
     }
     dm = TabularDataModule("wine", organizations=4)
     dm.setup()
     chained = build_protocol(RunConfig.from_dict(base), dm.data)
-    authors = build_protocol(RunConfig.from_dict({**base, "al_mode": "authors"}), dm.data)
+    authors = build_protocol(RunConfig.from_dict({**base, "gal.al_mode": "authors"}), dm.data)
     rc, ra = chained.run_round(), authors.run_round()
     assert rc["weights"] == [1.0] * 4 and len(rc["eta"]) == 4  # one step per organization
     assert ra["weights"] == [0.0, 0.0, 0.0, 1.0] and ra["eta"] == 1.0  # only the last one is kept
@@ -110,13 +113,15 @@ def test_al_modes_differ_as_described():
 def test_bag_weights_are_uniform_and_eta_cap_applies(tiny):
     dm = TabularDataModule("wine", organizations=4)
     dm.setup()
-    p = build_protocol(tiny(weights="bag", eta="constant", eta_value=-5.0, eta_cap=2.0), dm.data)
+    p = build_protocol(
+        tiny(**{"gal.weights": "bag", "gal.eta": "constant", "gal.eta_value": -5.0, "gal.eta_cap": 2.0}), dm.data
+    )
     record = p.run_round()
     assert record["weights"] == [0.25] * 4 and record["eta"] == 2.0
 
 
 def test_mixed_learners_gb_svm(tiny):
-    cfg = tiny(organizations=4, learner=["gb-svm"], rounds=2)
+    cfg = tiny(**{"data.organizations": 4, "learner.model": ["gb-svm"], "run.rounds": 2})
     dm = TabularDataModule("wine", organizations=4)
     dm.setup()
     p = build_protocol(cfg, dm.data)
@@ -126,7 +131,7 @@ def test_mixed_learners_gb_svm(tiny):
 
 
 def test_per_organization_local_losses_reach_their_learners(tiny):
-    cfg = tiny(organizations=4, local_loss=["l1", "l2", "l1.5", "l4"], rounds=1)
+    cfg = tiny(**{"data.organizations": 4, "gal.local_loss": ["l1", "l2", "l1.5", "l4"], "run.rounds": 1})
     dm = TabularDataModule("wine", organizations=4)
     dm.setup()
     p = build_protocol(cfg, dm.data)
@@ -139,11 +144,11 @@ def test_per_organization_local_losses_reach_their_learners(tiny):
 @pytest.mark.parametrize("method", ["gal", "al", "late"])
 def test_prediction_stage_on_new_rows_matches_training_time_outputs(tiny, method):
     """Algorithm 1's prediction stage from checkpointed organization models equals the running F."""
-    cfg = tiny(method=method, organizations=3, learner=["linear", "gb", "mlp"], rounds=2)
-    dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.seed)
+    cfg = tiny(method=method, **{"data.organizations": 3, "learner.model": ["linear", "gb", "mlp"], "run.rounds": 2})
+    dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.run.seed)
     dm.setup()
     trained = build_protocol(cfg, dm.data)
-    while trained.round < (trained.max_rounds or cfg.rounds):
+    while trained.round < (trained.max_rounds or cfg.run.rounds):
         trained.run_round()
     restored = build_protocol(cfg, dm.data)  # as after a restart: state from the checkpoint only
     restored.load_state_dict(trained.state_dict())
@@ -153,7 +158,7 @@ def test_prediction_stage_on_new_rows_matches_training_time_outputs(tiny, method
 
 
 def test_early_stop_on_small_eta(tiny):
-    results = train(tiny(rounds=5, early_stop_eta=1e9), verbose=False)
+    results = train(tiny(**{"run.rounds": 5, "gal.early_stop_eta": 1e9}), verbose=False)
     assert [r["round"] for r in results["rounds"]] == [0, 1]
 
 
@@ -161,12 +166,12 @@ def test_late_fusion_sums_or_averages_the_organizations_outputs(tiny):
     from vcl.errors import VCLInputError
     from vcl.methods import check_config
 
-    assert RunConfig().late_fusion == "mean"  # the authors' code, which gives the paper's Late figures
+    assert RunConfig().gal.late_fusion == "mean"  # the authors' code, which gives the paper's Late figures
     dm = TabularDataModule("wine", organizations=4)
     dm.setup()
     fused = {}
     for fusion in ("mean", "sum"):
-        p = build_protocol(tiny(method="late", late_fusion=fusion), dm.data)
+        p = build_protocol(tiny(method="late", **{"gal.late_fusion": fusion}), dm.data)
         record = p.run_round()
         assert record["coefficients"] == ([0.25] * 4 if fusion == "mean" else [1.0] * 4)
         fused[fusion] = p
@@ -175,4 +180,4 @@ def test_late_fusion_sums_or_averages_the_organizations_outputs(tiny):
     assert fused["sum"].train_loss() != pytest.approx(fused["mean"].train_loss(), rel=1e-3)  # sharper softmax
     torch.testing.assert_close(fused["sum"].predict("test"), fused["sum"].F["test"], rtol=1e-4, atol=1e-4)
     with pytest.raises(VCLInputError, match="late_fusion"):
-        check_config(tiny(method="late", late_fusion="max"))
+        check_config(tiny(method="late", **{"gal.late_fusion": "max"}))

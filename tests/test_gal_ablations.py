@@ -29,6 +29,6 @@ def test_every_setting_makes_a_valid_config():
         cfg = abl.config(ds, m, method, setting, 0, Args)
         check_config(cfg)
     mixed = abl.config("wine", 8, "gal", "loss=l1+l2", 0, Args)
-    assert mixed.local_loss == ["l1"] * 4 + ["l2"] * 4
-    assert abl.config("wine", 8, "gal_dp", "scope=all", 0, Args).privacy_scope == "all"
-    assert abl.config("wine", 4, "gal_bag", "noninformative", 0, Args).weights == "bag"
+    assert mixed.gal.local_loss == ["l1"] * 4 + ["l2"] * 4
+    assert abl.config("wine", 8, "gal_dp", "scope=all", 0, Args).gal.privacy_scope == "all"
+    assert abl.config("wine", 4, "gal_bag", "noninformative", 0, Args).gal.weights == "bag"

@@ -14,29 +14,41 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-IMAGES = dict(
-    dataset="digits_image", organizations=4, learner=["cnn"], cnn_widths=[4, 8], epochs=3, batch_size=32, max_train=300
-)
-DC = dict(method="dc_smote", dc_public_rows=30, dc_anchor_rows=200, dc_dim=3, dc_smote_k=10)
-MPDL = dict(
-    dataset="breast_cancer",
-    test_fraction=0.1,
-    mpdl_gamma=0.2,
-    mpdl_max_rows=240,
-    mpdl_dual_epochs=2,
-    mpdl_central_epochs=3,
-    mpdl_psi_bits=1024,
-)
+IMAGES = {
+    "data.dataset": "digits_image",
+    "data.organizations": 4,
+    "learner.model": ["cnn"],
+    "learner.cnn_widths": [4, 8],
+    "learner.epochs": 3,
+    "learner.batch_size": 32,
+    "data.max_train": 300,
+}
+DC = dict(method="dc_smote", **{"dc.public_rows": 30, "dc.anchor_rows": 200, "dc.dim": 3, "dc.smote_k": 10})
+MPDL = {
+    "data.dataset": "breast_cancer",
+    "data.test_fraction": 0.1,
+    "mpdl.gamma": 0.2,
+    "mpdl.max_rows": 240,
+    "mpdl.dual_epochs": 2,
+    "mpdl.central_epochs": 3,
+    "mpdl.psi_bits": 1024,
+}
 RUNS = {
     "gal": {},
-    "gal_dms_cnn": dict(IMAGES, dms=True),
-    "gal_mlp_lstm": dict(dataset="sequence_synthetic", sequence_size=200, learner=["lstm"], lstm_hidden=8, epochs=2),
+    "gal_dms_cnn": dict(IMAGES, **{"gal.dms": True}),
+    "gal_mlp_lstm": {
+        "data.dataset": "sequence_synthetic",
+        "data.sequence_size": 200,
+        "learner.model": ["lstm"],
+        "learner.lstm_hidden": 8,
+        "learner.epochs": 2,
+    },
     "alone": dict(method="alone"),
     "joint": dict(method="joint"),
     "al": dict(method="al"),
     "late_cnn": dict(IMAGES, method="late"),
     "interm_cnn": dict(IMAGES, method="interm"),
-    "ascii": dict(method="ascii", organizations=2, learner=["mlp"]),
+    "ascii": dict(method="ascii", **{"data.organizations": 2, "learner.model": ["mlp"]}),
     "dc_smote": DC,
     "mpdl": dict(MPDL, method="mpdl"),
     "ftl": dict(MPDL, method="ftl"),
@@ -44,7 +56,17 @@ RUNS = {
 
 
 def config(tmp_path, device: str, **overrides) -> RunConfig:
-    values = dict(dataset="wine", organizations=4, rounds=2, epochs=20, milestones=[10], compare=[], device=device)
+    values = dict(
+        **{
+            "data.dataset": "wine",
+            "data.organizations": 4,
+            "run.rounds": 2,
+            "learner.epochs": 20,
+            "learner.milestones": [10],
+            "run.device": device,
+        },
+        compare=[],
+    )
     return RunConfig.from_dict({**values, "out": str(tmp_path / device.replace(":", "")), **overrides})
 
 
@@ -57,16 +79,16 @@ def test_every_protocol_runs_on_cuda(tmp_path, name):
 
 def test_gal_on_cuda_matches_cpu(tmp_path):
     """Linear organizations on wine: the same run on both devices ends at the same accuracy (float tolerance)."""
-    cpu = train(config(tmp_path, "cpu", rounds=3), verbose=False, write=False)
-    gpu = train(config(tmp_path, "cuda", rounds=3), verbose=False, write=False)
+    cpu = train(config(tmp_path, "cpu", **{"run.rounds": 3}), verbose=False, write=False)
+    gpu = train(config(tmp_path, "cuda", **{"run.rounds": 3}), verbose=False, write=False)
     for a, b in zip(cpu["rounds"], gpu["rounds"], strict=True):
         assert abs(a["metrics"]["test"] - b["metrics"]["test"]) <= 0.06
         assert a["bytes_sent"] == b["bytes_sent"]
 
 
 def test_concurrent_cnns_equal_sequential_on_cuda(tmp_path):
-    a = train(config(tmp_path, "cuda", **IMAGES, concurrent=True), verbose=False, write=False)
-    b = train(config(tmp_path, "cuda", **IMAGES, concurrent=False), verbose=False, write=False)
+    a = train(config(tmp_path, "cuda", **IMAGES, **{"run.concurrent": True}), verbose=False, write=False)
+    b = train(config(tmp_path, "cuda", **IMAGES, **{"run.concurrent": False}), verbose=False, write=False)
     for ra, rb in zip(a["rounds"], b["rounds"], strict=True):
         assert abs(ra["metrics"]["test"] - rb["metrics"]["test"]) <= 0.02
 
@@ -75,7 +97,9 @@ def test_concurrent_cnns_equal_sequential_on_cuda(tmp_path):
 @pytest.mark.parametrize("engine", ["fast", "trainer"])
 def test_mixed_precision_cnns_learn_on_cuda(tmp_path, precision, engine):
     results = train(
-        config(tmp_path, "cuda", **{**IMAGES, "epochs": 4}, precision=precision, engine=engine),
+        config(
+            tmp_path, "cuda", **{**IMAGES, "learner.epochs": 4}, **{"run.precision": precision, "run.engine": engine}
+        ),
         verbose=False,
         write=False,
     )
@@ -88,10 +112,13 @@ def test_ray_parties_on_a_shared_gpu_equal_one_process_there(tmp_path, ray_clust
     reference on the same GPU (equal to float tolerance: kernels may differ between processes)."""
     if ray_cluster.cluster_resources().get("GPU", 0) < 1:
         pytest.skip("the test's Ray instance sees no GPU")
-    base = dict(IMAGES, rounds=2, compare=[], device="cuda", seed=0)
-    local = train(RunConfig.from_dict(dict(base, concurrent=False, out=str(tmp_path / "l"))), verbose=False)
+    base = dict(IMAGES, **{"run.rounds": 2, "run.device": "cuda", "run.seed": 0}, compare=[])
+    local = train(RunConfig.from_dict(dict(base, **{"run.concurrent": False}, out=str(tmp_path / "l"))), verbose=False)
     ray_run = train(
-        RunConfig.from_dict(dict(base, transport="ray", party_gpus=[0.25], out=str(tmp_path / "r"))), verbose=False
+        RunConfig.from_dict(
+            dict(base, **{"transport.kind": "ray", "transport.party_gpus": [0.25]}, out=str(tmp_path / "r"))
+        ),
+        verbose=False,
     )
     assert all(p["device"].startswith("cuda") for p in ray_run["parties"])
     assert ray_run["bytes_sent"] == local["bytes_sent"]

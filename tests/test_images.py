@@ -119,7 +119,7 @@ def test_a_crafted_cifar_batch_runs_nothing_and_is_refused(tmp_path):
 
 
 def test_missing_files_and_offline_download_fail_clearly(tmp_path, monkeypatch):
-    with pytest.raises(VCLInputError, match="data_root=.*download=true"):
+    with pytest.raises(VCLInputError, match="data.root=.*data.download=true"):
         ImageDataModule("mnist", organizations=2, root=str(tmp_path)).setup()
 
     def offline(*args, **kwargs):

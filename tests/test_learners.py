@@ -87,7 +87,7 @@ def test_build_learner_names():
     s = LearnerSettings()
     assert isinstance(build_learner("linear", 3, 2, "l2", 0, s), ResidualRegressor)
     assert isinstance(build_learner("sklearn:sklearn.linear_model.Ridge", 3, 2, "l2", 0, s), SklearnRegressor)
-    with pytest.raises(VCLInputError, match="learner='forest' is unknown"):
+    with pytest.raises(VCLInputError, match="learner.model='forest' is unknown"):
         build_learner("forest", 3, 2, "l2", 0, s)
 
 
@@ -95,11 +95,15 @@ def test_build_learner_names():
 def test_gb_refuses_a_local_loss_it_cannot_fit(tiny, loss):
     from vcl.methods import check_config
 
-    with pytest.raises(VCLInputError, match=f"learner=gb \\(organization 0\\) cannot fit local_loss={loss}"):
-        check_config(tiny(learner=["gb"], local_loss=[loss]))
+    with pytest.raises(VCLInputError, match=f"learner.model=gb \\(organization 0\\) cannot fit gal.local_loss={loss}"):
+        check_config(tiny(**{"learner.model": ["gb"], "gal.local_loss": [loss]}))
     with pytest.raises(VCLInputError, match="organization 1"):  # gb-svm: GB for organizations 0 and 1
-        check_config(tiny(organizations=4, learner=["gb-svm"], local_loss=["l1", loss, "l2", "l2"]))
-    check_config(tiny(organizations=4, learner=["gb-svm"], local_loss=["l1", "l2", loss, loss]))  # SVMs take it
+        check_config(
+            tiny(**{"data.organizations": 4, "learner.model": ["gb-svm"], "gal.local_loss": ["l1", loss, "l2", "l2"]})
+        )
+    check_config(
+        tiny(**{"data.organizations": 4, "learner.model": ["gb-svm"], "gal.local_loss": ["l1", "l2", loss, loss]})
+    )  # SVMs take it
     with pytest.raises(VCLInputError, match="cannot fit"):
         build_learner("gb", 3, 1, loss, 0, LearnerSettings())
     assert build_learner("gb", 3, 1, "l1", 0, LearnerSettings()).estimator.loss == "absolute_error"

@@ -45,15 +45,15 @@ MPDL_KINDS = {
 def mpdl_config(tmp_path, **overrides) -> RunConfig:
     values = {
         "method": "mpdl",
-        "dataset": "breast_cancer",
-        "test_fraction": 0.1,
-        "mpdl_gamma": 0.2,
-        "mpdl_max_rows": 240,
-        "mpdl_dual_epochs": 2,
-        "mpdl_central_epochs": 3,
-        "mpdl_psi_bits": 1024,
+        "data.dataset": "breast_cancer",
+        "data.test_fraction": 0.1,
+        "mpdl.gamma": 0.2,
+        "mpdl.max_rows": 240,
+        "mpdl.dual_epochs": 2,
+        "mpdl.central_epochs": 3,
+        "mpdl.psi_bits": 1024,
         "compare": [],
-        "device": "cpu",
+        "run.device": "cpu",
         "out": str(tmp_path / "mpdl"),
     }
     return RunConfig.from_dict({**values, **overrides})
@@ -116,9 +116,11 @@ def test_cifar10_overlap_split_reads_the_real_batches_with_the_papers_masks(tmp_
     assert rows_a == set(range(12, 32))  # A: the bottom 20 rows of every channel
     assert len(dm.data.labels["test"]) == 12 and dm.data.labels["test"].max() < 10
     bench = benchmark_module()
-    short = dict(mpdl_dual_epochs=1, mpdl_central_epochs=1, mpdl_max_iterations=1, data_root=str(tmp_path))
+    short = {"mpdl.dual_epochs": 1, "mpdl.central_epochs": 1, "mpdl.max_iterations": 1, "data.root": str(tmp_path)}
     for central, compare in (("cnn", []), ("mlp", ["ftl"])):
-        records = bench.run("cifar10", 0, "mpdl_table2", mpdl_gamma=0.2, mpdl_central=central, compare=compare, **short)
+        records = bench.run(
+            "cifar10", 0, "mpdl_table2", **{"mpdl.gamma": 0.2, "mpdl.central": central}, compare=compare, **short
+        )
         assert all(0 <= r["value"] <= 1 for r in records)
         assert all(("cifar10", 2, r["method"], central, 0.2) in bench.PAPER for r in records)
 
@@ -155,7 +157,7 @@ def test_psi_finds_exactly_the_intersection_and_no_raw_id_crosses():
 def test_psi_refuses_duplicate_ids_and_a_tiny_intersection():
     with pytest.raises(VCLInputError, match="not unique"):
         PSIParty("a", ["x", "x"], 1024)
-    with pytest.raises(VCLInputError, match="mpdl_folds"):
+    with pytest.raises(VCLInputError, match="mpdl.folds"):
         private_set_intersection(
             PSIParty("a", list("abcdef"), 1024), PSIParty("b", list("defg"), 1024), Channel(), 1, 5, 0
         )
@@ -186,7 +188,7 @@ def test_dp_layer_per_row_is_the_laplace_mechanism_on_each_row():
     assert not torch.allclose(layer(x), out)  # every call draws afresh: a row must pass h₀ only once
     assert torch.equal(FeatureDPLayer(x, 0.0, torch.Generator())(x), clean)  # ε = 0: no privacy
     assert math.isclose(FeatureDPLayer(x, 0.05, torch.Generator()).entry_scale, 40 * layer.entry_scale)  # ∝ 1/ε
-    with pytest.raises(VCLInputError, match="mpdl_epsilon"):
+    with pytest.raises(VCLInputError, match="mpdl.epsilon"):
         FeatureDPLayer(x, -1.0, torch.Generator())
 
 
@@ -214,7 +216,7 @@ def test_dp_layer_offset_is_a_constant_shift_and_is_not_called_private():
     assert not FeatureDPLayer(x, 0.0, torch.Generator(), noise="offset_no_dp").offset.any()
 
 
-@pytest.mark.parametrize("noise,match", [("shared", "not differential privacy"), ("rows", "mpdl_dp_noise")])
+@pytest.mark.parametrize("noise,match", [("shared", "not differential privacy"), ("rows", "mpdl.dp_noise")])
 def test_dp_layer_refuses_the_removed_and_unknown_noise(noise, match):
     with pytest.raises(VCLInputError, match=match):
         FeatureDPLayer(torch.rand(5, 2), 0.5, torch.Generator(), noise=noise)
@@ -369,7 +371,7 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
     from vcl.methods import build_protocol
     from vcl.runner import datamodule_for
 
-    cfg = mpdl_config(tmp_path, mpdl_epsilon=0.0)  # no DP noise: the hardest case for the raw-row check
+    cfg = mpdl_config(tmp_path, **{"mpdl.epsilon": 0.0})  # no DP noise: the hardest case for the raw-row check
     dm = datamodule_for(cfg)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
@@ -401,7 +403,9 @@ def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
     from vcl.methods import build_protocol
     from vcl.runner import datamodule_for
 
-    cfg = mpdl_config(tmp_path, method="ftl", mpdl_central_epochs=40, mpdl_epsilon=0.0)  # the mechanism, no noise
+    cfg = mpdl_config(
+        tmp_path, method="ftl", **{"mpdl.central_epochs": 40, "mpdl.epsilon": 0.0}
+    )  # the mechanism, no noise
     dm = datamodule_for(cfg)
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
@@ -485,7 +489,14 @@ def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
     from vcl.runner import datamodule_for
 
     cfg = mpdl_config(
-        tmp_path, dataset="digits_image", mpdl_max_rows=300, mpdl_central="cnn", mpdl_dual_arch="cnn", mpdl_lambda=1e-4
+        tmp_path,
+        **{
+            "data.dataset": "digits_image",
+            "mpdl.max_rows": 300,
+            "mpdl.central": "cnn",
+            "mpdl.dual_arch": "cnn",
+            "mpdl.lam": 1e-4,
+        },
     )
     dm = datamodule_for(cfg)
     dm.setup()
@@ -514,7 +525,7 @@ def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
 
 
 def test_mpdl_end_to_end_scores_and_resume(tmp_path, crash_at):
-    cfg = mpdl_config(tmp_path, mpdl_threshold=1.0, compare=["ftl"])
+    cfg = mpdl_config(tmp_path, **{"mpdl.threshold": 1.0}, compare=["ftl"])
     full = train(cfg, verbose=False)
     assert full["method"] == "mpdl" and len(full["rounds"]) == 3  # round 0, then m = 2 iterations
     scores = full["rounds"][-1]["scores"]
@@ -525,7 +536,7 @@ def test_mpdl_end_to_end_scores_and_resume(tmp_path, crash_at):
     ftl = full["compare"]["ftl"]["rounds"][-1]["scores"]
     assert 0 <= ftl["ftl_b_test"] <= 1 and ftl["code_std_a"] > 0 and ftl["code_std_b"] > 0 and ftl["code_gap"] >= 0
     assert (tmp_path / "mpdl" / "tensorboard").is_dir()
-    other = mpdl_config(tmp_path, mpdl_threshold=1.0, out=str(tmp_path / "resumed"))
+    other = mpdl_config(tmp_path, **{"mpdl.threshold": 1.0}, out=str(tmp_path / "resumed"))
     with pytest.raises(KeyboardInterrupt):
         train(other, verbose=False, callbacks=[RoundCheckpoint(), crash_at(1)])
     assert not (tmp_path / "resumed" / "results.json").exists()
@@ -539,7 +550,9 @@ def test_mpdl_end_to_end_scores_and_resume(tmp_path, crash_at):
 def test_inference_error_rises_as_epsilon_falls(tmp_path):
     mae = []
     for eps in (0.0, 5.0, 0.5):
-        res = train(mpdl_config(tmp_path, mpdl_epsilon=eps, mpdl_max_iterations=1), verbose=False, write=False)
+        res = train(
+            mpdl_config(tmp_path, **{"mpdl.epsilon": eps, "mpdl.max_iterations": 1}), verbose=False, write=False
+        )
         mae.append(res["rounds"][-1]["scores"]["inference_mae"])
     assert mae[0] < mae[1] < mae[2]
 
@@ -550,7 +563,7 @@ def test_attack_through_what_crosses_succeeds_without_privacy_and_fails_under_h0
     guessing the means."""
     scores = {}
     for noise, eps in (("per_row", 0.0), ("offset_no_dp", 0.5), ("per_row", 0.5)):
-        cfg = mpdl_config(tmp_path, mpdl_epsilon=eps, mpdl_dp_noise=noise, mpdl_max_iterations=1)
+        cfg = mpdl_config(tmp_path, **{"mpdl.epsilon": eps, "mpdl.dp_noise": noise, "mpdl.max_iterations": 1})
         scores[noise, eps] = train(cfg, verbose=False, write=False)["rounds"][-1]["scores"]
     for s in scores.values():
         assert 0.05 < s["trivial_mae"] < 0.2
@@ -569,17 +582,17 @@ def test_attack_through_what_crosses_succeeds_without_privacy_and_fails_under_h0
 @pytest.mark.parametrize(
     "overrides,message",
     [
-        ({"mpdl_gamma": 1.2}, "mpdl_gamma"),
-        ({"mpdl_folds": 1}, "mpdl_folds"),
-        ({"mpdl_epsilon": -1}, "mpdl_epsilon"),
-        ({"mpdl_key_bits": 100}, "mpdl_key_bits"),
-        ({"mpdl_psi_bits": 512}, "mpdl_psi_bits"),
-        ({"mpdl_dual_epochs": 0}, "mpdl_dual_epochs"),
-        ({"compare": ["gal"]}, "mixes MPDL methods"),
-        ({"mpdl_central": "cnn"}, "needs an image dataset"),
-        ({"mpdl_dual_arch": "rnn"}, "mpdl_dual_arch"),
-        ({"mpdl_dp_noise": "rows"}, "mpdl_dp_noise"),
-        ({"mpdl_dp_noise": "shared"}, "mpdl_dp_noise=shared .*use per_row"),
+        ({"mpdl.gamma": 1.2}, "mpdl.gamma"),
+        ({"mpdl.folds": 1}, "mpdl.folds"),
+        ({"mpdl.epsilon": -1}, "mpdl.epsilon"),
+        ({"mpdl.key_bits": 100}, "mpdl.key_bits"),
+        ({"mpdl.psi_bits": 512}, "mpdl.psi_bits"),
+        ({"mpdl.dual_epochs": 0}, "mpdl.dual_epochs"),
+        ({"compare": ["gal"]}, "which is MPDL; methods of different families"),
+        ({"mpdl.central": "cnn"}, "needs an image dataset"),
+        ({"mpdl.dual_arch": "rnn"}, "mpdl.dual_arch"),
+        ({"mpdl.dp_noise": "rows"}, "mpdl.dp_noise"),
+        ({"mpdl.dp_noise": "shared"}, "mpdl.dp_noise=shared is not valid; it takes one of per_row, offset_no_dp"),
     ],
 )
 def test_bad_mpdl_config_is_refused_before_work(tmp_path, overrides, message):
@@ -589,11 +602,11 @@ def test_bad_mpdl_config_is_refused_before_work(tmp_path, overrides, message):
 
 def test_bad_mpdl_data_is_refused(tmp_path):
     with pytest.raises(VCLInputError, match="at least 10 rows"):
-        train(mpdl_config(tmp_path, mpdl_gamma=0.02), verbose=False, write=False)
+        train(mpdl_config(tmp_path, **{"mpdl.gamma": 0.02}), verbose=False, write=False)
     with pytest.raises(VCLInputError, match="classification"):
-        train(mpdl_config(tmp_path, dataset="diabetes"), verbose=False, write=False)
+        train(mpdl_config(tmp_path, **{"data.dataset": "diabetes"}), verbose=False, write=False)
     with pytest.raises(VCLInputError, match="two parties"):
-        train(mpdl_config(tmp_path, assignment={"alice": ["mean radius"]}), verbose=False, write=False)
+        train(mpdl_config(tmp_path, **{"data.assignment": {"alice": ["mean radius"]}}), verbose=False, write=False)
 
 
 def test_table3_benchmark_runs_mpdl_on_a_bank_full_file(tmp_path):
@@ -604,8 +617,8 @@ def test_table3_benchmark_runs_mpdl_on_a_bank_full_file(tmp_path):
     bench = benchmark_module()
     write_bank_full(tmp_path / "bank-full.csv", n=80)
     records = bench.run(
-        "bank_marketing", 0, "mpdl_table3", mpdl_gamma=0.4, data_root=str(tmp_path),
-        mpdl_dual_epochs=1, mpdl_central_epochs=1, mpdl_max_iterations=1,
+        "bank_marketing", 0, "mpdl_table3", **{"mpdl.gamma": 0.4, "data.root": str(tmp_path), "mpdl.dual_epochs": 1},
+        **{"mpdl.central_epochs": 1, "mpdl.max_iterations": 1},
     )  # fmt: skip
     assert {r["method"] for r in records} == {"joint_t", "dual_t", "mpdl_a", "ftl_a"}
     assert all(0 <= r["value"] <= 1 and r["gamma"] == 0.4 for r in records)
@@ -627,13 +640,13 @@ def test_benchmark_uses_the_papers_settings_per_dataset():
         ("bank_marketing", (0.1, 4, 2.0)),
     ):
         cfg = bench.config(dataset, 0)
-        assert (cfg.mpdl_threshold, cfg.mpdl_max_iterations, cfg.mpdl_epsilon) == want, dataset
-        assert cfg.mpdl_dp_noise == "per_row"
+        assert (cfg.mpdl.threshold, cfg.mpdl.max_iterations, cfg.mpdl.epsilon) == want, dataset
+        assert cfg.mpdl.dp_noise == "per_row"
     root = Path(__file__).resolve().parents[1] / "configs"
     for name in ("mpdl_cifar10_cnn.yaml", "mpdl_bank_marketing.yaml"):
         cfg = RunConfig.from_yaml(root / name)
-        assert (cfg.mpdl_threshold, cfg.mpdl_max_iterations, cfg.mpdl_epsilon) == (0.1, 4, 2.0), name
-    assert RunConfig.from_yaml(root / "mpdl_cifar10_cnn.yaml").mpdl_central == "cnn"
+        assert (cfg.mpdl.threshold, cfg.mpdl.max_iterations, cfg.mpdl.epsilon) == (0.1, 4, 2.0), name
+    assert RunConfig.from_yaml(root / "mpdl_cifar10_cnn.yaml").mpdl.central == "cnn"
 
 
 def benchmark_module():

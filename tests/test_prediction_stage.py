@@ -10,42 +10,42 @@ from vcl.methods import build_protocol
 from vcl.runner import Run, datamodule_for, run_rounds, train
 
 SMALL = {
-    "tabular": dict(dataset="wine", organizations=4, rounds=2),
-    "regression": dict(dataset="diabetes", organizations=4, rounds=2),
-    "cnn": dict(
-        dataset="digits_image",
-        organizations=4,
-        learner=["cnn"],
-        cnn_widths=[4, 8],
-        epochs=2,
-        batch_size=128,
-        max_train=300,
-        rounds=2,
-    ),
-    "lstm": dict(
-        dataset="sequence_synthetic",
-        sequence_size=200,
-        organizations=4,
-        learner=["lstm"],
-        lstm_hidden=8,
-        lr=0.01,
-        epochs=2,
-        batch_size=32,
-        rounds=2,
-    ),
+    "tabular": {"data.dataset": "wine", "data.organizations": 4, "run.rounds": 2},
+    "regression": {"data.dataset": "diabetes", "data.organizations": 4, "run.rounds": 2},
+    "cnn": {
+        "data.dataset": "digits_image",
+        "data.organizations": 4,
+        "learner.model": ["cnn"],
+        "learner.cnn_widths": [4, 8],
+        "learner.epochs": 2,
+        "learner.batch_size": 128,
+        "data.max_train": 300,
+        "run.rounds": 2,
+    },
+    "lstm": {
+        "data.dataset": "sequence_synthetic",
+        "data.sequence_size": 200,
+        "data.organizations": 4,
+        "learner.model": ["lstm"],
+        "learner.lstm_hidden": 8,
+        "learner.lr": 0.01,
+        "learner.epochs": 2,
+        "learner.batch_size": 32,
+        "run.rounds": 2,
+    },
 }
 
 CASES = {
-    "linear": dict(SMALL["tabular"], learner=["linear"]),
-    "mlp": dict(SMALL["tabular"], learner=["mlp"]),
-    "gb": dict(SMALL["tabular"], learner=["gb"]),
-    "svm": dict(SMALL["tabular"], learner=["svm"]),
-    "linear-l1": dict(SMALL["regression"], learner=["linear"]),
-    "gb-svm-l1": dict(SMALL["regression"], learner=["gb-svm"]),
+    "linear": dict(SMALL["tabular"], **{"learner.model": ["linear"]}),
+    "mlp": dict(SMALL["tabular"], **{"learner.model": ["mlp"]}),
+    "gb": dict(SMALL["tabular"], **{"learner.model": ["gb"]}),
+    "svm": dict(SMALL["tabular"], **{"learner.model": ["svm"]}),
+    "linear-l1": dict(SMALL["regression"], **{"learner.model": ["linear"]}),
+    "gb-svm-l1": dict(SMALL["regression"], **{"learner.model": ["gb-svm"]}),
     "cnn": SMALL["cnn"],
     "lstm": SMALL["lstm"],
-    "cnn-dms": dict(SMALL["cnn"], dms=True, rounds=3),
-    "lstm-dms": dict(SMALL["lstm"], dms=True, rounds=3),
+    "cnn-dms": dict(SMALL["cnn"], **{"gal.dms": True, "run.rounds": 3}),
+    "lstm-dms": dict(SMALL["lstm"], **{"gal.dms": True, "run.rounds": 3}),
 }
 
 
@@ -54,7 +54,7 @@ def run_protocol(cfg):
     dm.setup()
     protocol = build_protocol(cfg, dm.data)
     run = Run(cfg, protocol, cfg.run_dir, verbose=False)
-    run_rounds(run, [], cfg.rounds)
+    run_rounds(run, [], cfg.run.rounds)
     return dm, protocol, run
 
 
@@ -73,12 +73,12 @@ def test_reported_metrics_are_the_prediction_stage_of_the_kept_models(tiny, case
     # value, final and best come from the kept models through the prediction stage
     assert results["prediction_stage"] == results["final"]
     assert results["prediction_stage"]["test"] == results["value"]
-    assert results["prediction_stage_round"] == results["value_round"] == cfg.rounds
+    assert results["prediction_stage_round"] == results["value_round"] == cfg.run.rounds
     # the prediction requests and replies are real messages, counted apart from the rounds' traffic
     assert results["bytes_sent"] == sum(r["bytes_sent"] for r in results["rounds"]) > 0
     assert results["prediction_bytes"] > 0
     kept = [r["metrics"]["test"] for r in results["rounds"]]
-    assert results["best_value"] == (min(kept) if cfg.dataset == "diabetes" else max(kept))
+    assert results["best_value"] == (min(kept) if cfg.data.dataset == "diabetes" else max(kept))
     # a fresh prediction from the checkpointed state, on every split, gives the same figures
     again = restored(cfg, dm, protocol)
     for split, y in dm.data.labels.items():
@@ -88,7 +88,7 @@ def test_reported_metrics_are_the_prediction_stage_of_the_kept_models(tiny, case
     for t, record in enumerate(results["rounds"]):
         truncated, used = again.prediction_stage(upto=t)
         assert used == t and truncated == pytest.approx(record["metrics"], abs=1e-6)
-    if cfg.dms:  # the figures Alice saw during the run (older extractors) are kept beside, labelled
+    if cfg.gal.dms:  # the figures Alice saw during the run (older extractors) are kept beside, labelled
         assert all("round_time_metrics" in r for r in results["rounds"])
         return
     # without model sharing, Alice's running F is what the kept models give, round by round
@@ -100,7 +100,7 @@ def test_reported_metrics_are_the_prediction_stage_of_the_kept_models(tiny, case
 
 
 def test_dms_round_metrics_use_the_final_extractor_with_the_first_heads(tiny):
-    cfg = tiny(**dict(CASES["cnn-dms"], rounds=2))
+    cfg = tiny(**dict(CASES["cnn-dms"], **{"run.rounds": 2}))
     dm, protocol, run = run_protocol(cfg)
     results = run.results({})
     test = dm.data.labels["test"]
@@ -114,7 +114,7 @@ def test_dms_round_metrics_use_the_final_extractor_with_the_first_heads(tiny):
 @pytest.mark.parametrize("method", ["alone", "joint", "al", "late", "interm"])
 def test_baselines_report_their_prediction_stage(tiny, method):
     learner = ["mlp"] if method == "interm" else ["linear"]
-    results = train(tiny(method=method, rounds=2, learner=learner), verbose=False)
+    results = train(tiny(method=method, **{"run.rounds": 2, "learner.model": learner}), verbose=False)
     assert results["prediction_stage"] == results["final"]
     assert results["prediction_stage"]["test"] == results["value"]
     on_disk = json.loads((Path(results["config"]["out"]) / "results.json").read_text())
@@ -122,7 +122,7 @@ def test_baselines_report_their_prediction_stage(tiny, method):
 
 
 def test_validation_selection_predicts_with_the_chosen_round(tiny):
-    results = train(tiny(rounds=3, val_fraction=0.3), verbose=False, write=False)
+    results = train(tiny(**{"run.rounds": 3, "data.val_fraction": 0.3}), verbose=False, write=False)
     assert results["value_selection"] == "validation"
     assert results["prediction_stage_round"] == results["value_round"]
     assert results["prediction_stage"]["test"] == results["value"]
@@ -131,7 +131,7 @@ def test_validation_selection_predicts_with_the_chosen_round(tiny):
 
 @pytest.mark.parametrize("method", ["dc_smote", "centralized", "local"])
 def test_dc_reports_a_fresh_prediction_of_its_kept_models(tiny, method):
-    cfg = tiny(method=method, dataset="breast_cancer", rounds=1)
+    cfg = tiny(method=method, **{"data.dataset": "breast_cancer", "run.rounds": 1})
     dm, protocol, run = run_protocol(cfg)
     results = run.results({})
     assert results["prediction_stage"] == results["final"]
@@ -143,11 +143,11 @@ def test_dc_reports_a_fresh_prediction_of_its_kept_models(tiny, method):
 @pytest.mark.parametrize("method", ["ascii", "mpdl"])
 def test_every_protocol_writes_a_prediction_stage(tiny, method):
     extra = (
-        dict(dataset="breast_cancer", mpdl_psi_bits=1024, mpdl_dual_epochs=1, mpdl_central_epochs=2)
+        {"data.dataset": "breast_cancer", "mpdl.psi_bits": 1024, "mpdl.dual_epochs": 1, "mpdl.central_epochs": 2}
         if method == "mpdl"
-        else dict(learner=["tree"])
+        else {"learner.model": ["tree"]}
     )
-    results = train(tiny(method=method, rounds=2, **extra), verbose=False, write=False)
+    results = train(tiny(method=method, **{"run.rounds": 2}, **extra), verbose=False, write=False)
     assert set(results["prediction_stage"]) == set(results["final"])
     assert results["prediction_stage_round"] == results["value_round"]
 
@@ -156,7 +156,7 @@ def test_every_protocol_writes_a_prediction_stage(tiny, method):
 def test_ascii_prediction_equals_the_running_votes_ties_included(tiny, method):
     """Wine, four tree agents, two rounds: SAMME votes tie exactly on some rows, so only the same order of
     summation gives the same classes (summed per agent first, the prediction stage said 97.2 % vs 94.4 %)."""
-    cfg = tiny(method=method, organizations=4, learner=["tree"], rounds=2)
+    cfg = tiny(method=method, **{"data.organizations": 4, "learner.model": ["tree"], "run.rounds": 2})
     _, protocol, run = run_protocol(cfg)
     for split, f in protocol.F.items():
         assert torch.equal(protocol.predict(split), f), split

@@ -40,7 +40,7 @@ def test_interval_privacy_is_unbiased_inside_the_interval():
 
 def one_private_round(cfg):
     """One GAL round on wine with 3 organizations: (clean residual, residual each receiver got, messages, record)."""
-    dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.seed)
+    dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.run.seed)
     dm.setup()
     p = build_protocol(cfg, dm.data)
     clean = p.task.pseudo_residual(p.F["train"], p.labels["train"])
@@ -53,7 +53,9 @@ def one_private_round(cfg):
 
 @pytest.mark.parametrize("privacy", ["dp", "ip"])
 def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
-    clean, residuals, sent, record = one_private_round(tiny(organizations=3, privacy=privacy, rounds=1))
+    clean, residuals, sent, record = one_private_round(
+        tiny(**{"data.organizations": 3, "gal.privacy": privacy, "run.rounds": 1})
+    )
     assert torch.equal(residuals["alice"], clean)  # Alice fits her own model on the clean residual
     assert torch.equal(residuals["org1"], residuals["org2"])  # one perturbed broadcast
     assert not torch.allclose(residuals["org1"], clean, atol=1e-3)
@@ -64,14 +66,14 @@ def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
 
 @pytest.mark.parametrize("privacy", ["dp", "ip"])
 def test_privacy_scope_all_gives_alice_the_perturbed_broadcast_but_keeps_her_weights_clean(tiny, privacy):
-    cfg = tiny(organizations=3, privacy=privacy, privacy_scope="all", rounds=1)
+    cfg = tiny(**{"data.organizations": 3, "gal.privacy": privacy, "gal.privacy_scope": "all", "run.rounds": 1})
     clean, residuals, sent, record = one_private_round(cfg)
     assert torch.equal(residuals["alice"], residuals["org1"]) and torch.equal(residuals["org1"], residuals["org2"])
     assert not torch.allclose(residuals["alice"], clean, atol=1e-3)  # the authors' code: Alice fits it too
     fitted = torch.stack([m.values["train"] for m in sent if isinstance(m, FittedValues)])
     torch.testing.assert_close(torch.tensor(record["weights"]), assistance_weights(fitted, clean, "l2"))
     # the same broadcast as with scope "others": only Alice's own target differs
-    _, broadcast, _, _ = one_private_round(tiny(organizations=3, privacy=privacy, rounds=1))
+    _, broadcast, _, _ = one_private_round(tiny(**{"data.organizations": 3, "gal.privacy": privacy, "run.rounds": 1}))
     assert torch.equal(broadcast["org1"], residuals["org1"]) and torch.equal(broadcast["alice"], clean)
 
 
@@ -80,12 +82,14 @@ def test_privacy_scope_is_checked(tiny):
     from vcl.methods import check_config
 
     with pytest.raises(VCLInputError, match="privacy_scope"):
-        check_config(tiny(privacy="dp", privacy_scope="alice"))
+        check_config(tiny(**{"gal.privacy": "dp", "gal.privacy_scope": "alice"}))
 
 
 def test_noisy_organizations_get_smaller_assistance_weights(tiny):
-    cfg = tiny(organizations=4, noise_sigma=5.0, noisy_organizations=["half"], rounds=3)
-    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)
+    cfg = tiny(
+        **{"data.organizations": 4, "gal.noise_sigma": 5.0, "gal.noisy_organizations": ["half"], "run.rounds": 3}
+    )
+    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.run.seed)
     dm.setup()
     p = build_protocol(cfg, dm.data)
     assert [p.federation.transport.party(n).output_noise for n in p.federation.names] == [0.0, 0.0, 5.0, 5.0]
@@ -94,8 +98,8 @@ def test_noisy_organizations_get_smaller_assistance_weights(tiny):
 
 
 def test_noninformative_organizations_see_only_noise(tiny):
-    cfg = tiny(organizations=4, noninformative_organizations=[3])
-    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.seed)
+    cfg = tiny(**{"data.organizations": 4, "gal.noninformative_organizations": [3]})
+    dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.run.seed)
     dm.setup()
     p = build_protocol(cfg, dm.data)
     party = p.federation.transport.party  # the parties in this process, looked at from the test

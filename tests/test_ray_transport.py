@@ -24,16 +24,16 @@ def rounds_of(results):
     "overrides",
     [
         {"method": "gal", "compare": ["alone", "late"]},
-        {"method": "al", "local_loss": ["l1"], "privacy": "dp"},
-        {"method": "ascii", "learner": ["tree"], "compare": ["ascii_simple"]},
-        {"method": "interm", "learner": ["mlp"]},
+        {"method": "al", "gal.local_loss": ["l1"], "gal.privacy": "dp"},
+        {"method": "ascii", "learner.model": ["tree"], "compare": ["ascii_simple"]},
+        {"method": "interm", "learner.model": ["mlp"]},
     ],
     ids=["gal+alone+late", "al+dp", "ascii", "interm"],
 )
 def test_ray_equals_one_process_bit_for_bit(tiny, tmp_path, overrides):
-    base = dict(organizations=3, rounds=2, epochs=5, **overrides)
-    local = train(tiny(concurrent=False, out=str(tmp_path / "local"), **base), verbose=False)
-    ray_run = train(tiny(transport="ray", out=str(tmp_path / "ray"), **base), verbose=False)
+    base = dict(**{"data.organizations": 3, "run.rounds": 2, "learner.epochs": 5}, **overrides)
+    local = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "local"), **base), verbose=False)
+    ray_run = train(tiny(**{"transport.kind": "ray"}, out=str(tmp_path / "ray"), **base), verbose=False)
     assert rounds_of(ray_run) == rounds_of(local)
     assert (ray_run["value"], ray_run["bytes_sent"], ray_run["prediction_bytes"]) == (
         local["value"],
@@ -61,10 +61,14 @@ class KillParty(RoundCallback):
 
 
 def test_a_lost_party_ends_the_run_in_one_sentence_and_resume_equals_uninterrupted(tiny, tmp_path, capsys):
-    base = dict(organizations=3, rounds=3, epochs=5)
-    whole = train(tiny(out=str(tmp_path / "whole"), concurrent=False, **base), verbose=False)  # = ray's (above)
+    base = {"data.organizations": 3, "run.rounds": 3, "learner.epochs": 5}
+    whole = train(
+        tiny(out=str(tmp_path / "whole"), **{"run.concurrent": False}, **base), verbose=False
+    )  # = ray's (above)
     elsewhere = tmp_path / "org2s-machine"  # org2 keeps its checkpoints in its own place (party_dirs)
-    config = tiny(out=str(tmp_path / "cut"), transport="ray", party_dirs=["", "", str(elsewhere)], **base)
+    config = tiny(
+        out=str(tmp_path / "cut"), **{"transport.kind": "ray", "transport.party_dirs": ["", "", str(elsewhere)]}, **base
+    )
     with pytest.raises(PartyLost, match=r"^party org2 stopped during round 2: its process ended$") as lost:
         train(config, verbose=False, callbacks=[RoundCheckpoint(), KillParty(1, "org2")])
     assert lost.value.saved_round == 1
@@ -84,16 +88,16 @@ def test_the_cli_names_the_lost_party_and_the_resume_command(tiny, tmp_path, cap
     out = tmp_path / "cli"
     code = cli.main(
         [
-            "--transport",
+            "--transport.kind",
             "ray",
-            "--organizations",
+            "--data.organizations",
             "2",
-            "--rounds",
+            "--run.rounds",
             "2",
-            "--epochs",
+            "--learner.epochs",
             "3",
             "--compare",
-            "--device",
+            "--run.device",
             "cpu",
             "--out",
             str(out),
@@ -108,22 +112,29 @@ def test_the_cli_names_the_lost_party_and_the_resume_command(tiny, tmp_path, cap
 
 def test_the_parties_ask_for_more_than_the_cluster_has(tiny):
     with pytest.raises(VCLInputError, match=r"ask for 400 CPUs .* the Ray cluster has 8"):
-        train(tiny(transport="ray", party_cpus=[100.0]), verbose=False, write=False)
+        train(tiny(**{"transport.kind": "ray", "transport.party_cpus": [100.0]}), verbose=False, write=False)
 
 
-DC = dict(dataset="wine", dc_public_rows=30, dc_anchor_rows=100, dc_dim=3, dc_smote_k=10, rounds=1)
+DC = {
+    "data.dataset": "wine",
+    "dc.public_rows": 30,
+    "dc.anchor_rows": 100,
+    "dc.dim": 3,
+    "dc.smote_k": 10,
+    "run.rounds": 1,
+}
 
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"method": "dc_smote", "compare": ["centralized", "local"], "dc_row_groups": 1}, {"method": "dc_tsvd"}],
+    [{"method": "dc_smote", "compare": ["centralized", "local"], "dc.row_groups": 1}, {"method": "dc_tsvd"}],
     ids=["dc_smote+centralized+local 1x2", "dc_tsvd 2x2"],
 )
 def test_dc_workers_in_their_own_processes_give_the_same_run(tiny, tmp_path, overrides):
     """c × d workers and the experimenter as actors; the master (coordinator) gets the same messages."""
     base = {**DC, **overrides}
     local = train(tiny(out=str(tmp_path / "local"), **base), verbose=False)
-    ray_run = train(tiny(transport="ray", out=str(tmp_path / "ray"), **base), verbose=False)
+    ray_run = train(tiny(**{"transport.kind": "ray"}, out=str(tmp_path / "ray"), **base), verbose=False)
     for a, b in [(local, ray_run)] + [(local["compare"][m], ray_run["compare"][m]) for m in local["compare"]]:
         assert a["rounds"][1]["scores"] == b["rounds"][1]["scores"] and a["rounds"][1]["metrics"]
         assert rounds_of(a) == rounds_of(b) and a["prediction_stage"] == b["prediction_stage"]
@@ -173,7 +184,16 @@ def test_csv_the_coordinator_opens_only_alices_file_and_gets_no_other_feature(ti
         received.extend(replies)
         return replies
 
-    config = tiny(dataset="csv", csv_files=files, task="classification", transport="ray", rounds=2, epochs=5)
+    config = tiny(
+        **{
+            "data.dataset": "csv",
+            "data.csv_files": files,
+            "data.task": "classification",
+            "transport.kind": "ray",
+            "run.rounds": 2,
+            "learner.epochs": 5,
+        }
+    )
     ray_transport.RayTransport.deliver = tapped
     try:
         ray_run = train(config, verbose=False, write=False)
@@ -182,7 +202,16 @@ def test_csv_the_coordinator_opens_only_alices_file_and_gets_no_other_feature(ti
     assert set(opened) == {"alice.csv"}  # the coordinator's process opened Alice's file and no other
     assert {type(r).__name__ for r in received} == {"FittedValues", "ModelsReport"}  # model outputs, counts
     local = train(
-        tiny(dataset="csv", csv_files=files, task="classification", rounds=2, epochs=5, concurrent=False),
+        tiny(
+            **{
+                "data.dataset": "csv",
+                "data.csv_files": files,
+                "data.task": "classification",
+                "run.rounds": 2,
+                "learner.epochs": 5,
+                "run.concurrent": False,
+            }
+        ),
         verbose=False,
         write=False,
     )
@@ -193,7 +222,14 @@ def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
     from vcl.sweep import Job, run_jobs
 
     jobs = [
-        Job("t", tiny(organizations=2, rounds=2, epochs=5, seed=seed, method=method), method, "linear", None, {"k": i})
+        Job(
+            "t",
+            tiny(**{"data.organizations": 2, "run.rounds": 2, "learner.epochs": 5, "run.seed": seed}, method=method),
+            method,
+            "linear",
+            None,
+            {"k": i},
+        )
         for i, (seed, method) in enumerate([(0, "gal"), (1, "gal"), (0, "al"), (0, "alone")])
     ]
     timeless = [{k: v for k, v in r.items() if "seconds" not in k} for r in run_jobs(jobs, workers=1)]
@@ -204,16 +240,17 @@ def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
 @pytest.mark.parametrize(
     "overrides, message",
     [
+        ({"transport.kind": "carrier"}, r"^config: transport.kind=carrier is not valid; it takes one of local, ray\.$"),
         (
-            {"transport": "carrier"},
-            r"^transport='carrier'; use local \(one process\) or ray \(one actor per party\)\.$",
+            {"transport.kind": "ray", "transport.party_cpus": [1.0, 1.0, 1.0]},
+            r"^transport.party_cpus lists 3 values for 4 parties; give 1 or 4\.$",
         ),
         (
-            {"transport": "ray", "party_cpus": [1.0, 1.0, 1.0]},
-            r"^party_cpus lists 3 values for 4 parties; give 1 or 4\.$",
+            {"transport.kind": "ray", "transport.party_gpus": [-1.0]},
+            r"^config: transport.party_gpus=\[-1.0\] is not valid; it takes a number >= 0 or a list of a number "
+            r">= 0\.$",
         ),
-        ({"transport": "ray", "party_gpus": [-1.0]}, r"give CPUs > 0 and GPUs >= 0 per party\.$"),
-        ({"party_dirs": ["a", "b"]}, r"^party_dirs lists 2 values for 4 parties; give 1 or 4\.$"),
+        ({"transport.party_dirs": ["a", "b"]}, r"^transport.party_dirs lists 2 values for 4 parties; give 1 or 4\.$"),
     ],
 )
 def test_bad_transport_settings_are_one_sentence_before_any_party_starts(tiny, overrides, message):
@@ -221,21 +258,27 @@ def test_bad_transport_settings_are_one_sentence_before_any_party_starts(tiny, o
         train(tiny(**overrides), verbose=False, write=False)
 
 
-MPDL = dict(dataset="breast_cancer", test_fraction=0.1, mpdl_gamma=0.2, mpdl_max_rows=240, mpdl_psi_bits=1024)
-MPDL |= dict(mpdl_dual_epochs=2, mpdl_central_epochs=2, mpdl_threshold=1.0)
+MPDL = {
+    "data.dataset": "breast_cancer",
+    "data.test_fraction": 0.1,
+    "mpdl.gamma": 0.2,
+    "mpdl.max_rows": 240,
+    "mpdl.psi_bits": 1024,
+}
+MPDL |= {"mpdl.dual_epochs": 2, "mpdl.central_epochs": 2, "mpdl.threshold": 1.0}
 
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"method": "mpdl", "compare": ["ftl"]}, {"method": "mpdl", "mpdl_paillier": True, "mpdl_key_bits": 256}],
+    [{"method": "mpdl", "compare": ["ftl"]}, {"method": "mpdl", "mpdl.paillier": True, "mpdl.key_bits": 256}],
     ids=["mpdl+ftl", "mpdl paillier"],
 )
 def test_mpdl_parties_in_their_own_processes_give_the_same_run(tiny, tmp_path, overrides):
     """A, B and the experimenter as actors, the collaborator C as coordinator: PSI, Algorithm 2 (party to
     party, encrypted), the split networks and FTL give the same scores and the same ledger."""
-    base = {**MPDL, **overrides, "rounds": 2}
+    base = {**MPDL, **overrides, "run.rounds": 2}
     local = train(tiny(out=str(tmp_path / "local"), **base), verbose=False)
-    ray_run = train(tiny(transport="ray", out=str(tmp_path / "ray"), **base), verbose=False)
+    ray_run = train(tiny(**{"transport.kind": "ray"}, out=str(tmp_path / "ray"), **base), verbose=False)
     timing = ("psi_seconds", "dual_seconds_per_epoch")
     for a, b in [(local, ray_run)] + [(local["compare"][m], ray_run["compare"][m]) for m in local["compare"]]:
         assert rounds_of(a) == rounds_of(b) and a["bytes_sent"] == b["bytes_sent"] > 0
@@ -251,8 +294,14 @@ def test_a_messy_csv_prepared_by_each_party_in_its_own_process(tiny, tmp_path):
     from tests.test_datamodules import messy_files
 
     files, _, _ = messy_files(tmp_path, n=60)
-    base = dict(dataset="csv", csv_files=[str(f) for f in files], task="classification", organizations=2, rounds=2)
-    base |= dict(categorical=["onehot"], missing=["impute", "drop"], epochs=5)
-    local = train(tiny(concurrent=False, out=str(tmp_path / "local"), **base), verbose=False)
-    ray_run = train(tiny(transport="ray", out=str(tmp_path / "ray"), **base), verbose=False)
+    base = {
+        "data.dataset": "csv",
+        "data.csv_files": [str(f) for f in files],
+        "data.task": "classification",
+        "data.organizations": 2,
+        "run.rounds": 2,
+    }
+    base |= {"data.categorical": ["onehot"], "data.missing": ["impute", "drop"], "learner.epochs": 5}
+    local = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "local"), **base), verbose=False)
+    ray_run = train(tiny(**{"transport.kind": "ray"}, out=str(tmp_path / "ray"), **base), verbose=False)
     assert rounds_of(ray_run) == rounds_of(local) and ray_run["bytes_sent"] == local["bytes_sent"]

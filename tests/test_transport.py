@@ -44,7 +44,7 @@ class Guarded:
 
 
 def protocol_for(cfg):
-    dm = TabularDataModule(cfg.dataset, organizations=cfg.organizations, feature_seed=cfg.seed)
+    dm = TabularDataModule(cfg.data.dataset, organizations=cfg.data.organizations, feature_seed=cfg.run.seed)
     dm.setup()
     return build_protocol(cfg, dm.data)
 
@@ -59,14 +59,14 @@ def guard(protocol):
 
 def results(protocol, cfg):
     r = Run(cfg, protocol, None, verbose=False)
-    run_rounds(r, [], cfg.rounds)
+    run_rounds(r, [], cfg.run.rounds)
     out = r.results({})
     out.pop("seconds")
     return out
 
 
 def test_a_guarded_party_refuses_everything_but_messages(tiny):
-    protocol = guard(protocol_for(tiny(rounds=1)))
+    protocol = guard(protocol_for(tiny(**{"run.rounds": 1})))
     party = protocol.federation.transport.party("org1")
     for name in ("predict", "name", "_view", "_models", "stored_parameters", "add_rows"):
         with pytest.raises(BoundaryCrossed):
@@ -77,21 +77,21 @@ def test_a_guarded_party_refuses_everything_but_messages(tiny):
 
 CASES = {
     "gal": {},
-    "gal sequential": {"concurrent": False},
+    "gal sequential": {"run.concurrent": False},
     "alone": {"method": "alone"},
     "joint": {"method": "joint"},
     "al": {"method": "al"},
-    "al authors": {"method": "al", "al_mode": "authors"},
-    "dms": {"learner": ["mlp"], "dms": True},
+    "al authors": {"method": "al", "gal.al_mode": "authors"},
+    "dms": {"learner.model": ["mlp"], "gal.dms": True},
     "late": {"method": "late"},
-    "interm": {"method": "interm", "learner": ["mlp"]},
-    "privacy": {"privacy": "dp"},
+    "interm": {"method": "interm", "learner.model": ["mlp"]},
+    "privacy": {"gal.privacy": "dp"},
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_gal_family_runs_with_every_party_behind_the_guard(tiny, case):
-    cfg = tiny(rounds=2, **CASES[case])
+    cfg = tiny(**{"run.rounds": 2}, **CASES[case])
     torch.manual_seed(0)
     guarded = results(guard(protocol_for(cfg)), cfg)
     torch.manual_seed(0)
@@ -99,16 +99,16 @@ def test_the_gal_family_runs_with_every_party_behind_the_guard(tiny, case):
     assert guarded == plain
 
 
-ASCII = dict(learner=["tree"], max_depth=2, organizations=4, rounds=3)
+ASCII = {"learner.model": ["tree"], "learner.max_depth": 2, "data.organizations": 4, "run.rounds": 3}
 ASCII_CASES = {
     "ascii": {"method": "ascii"},
-    "ascii paper alpha": {"method": "ascii", "ascii_alpha": "paper"},
+    "ascii paper alpha": {"method": "ascii", "ascii.alpha": "paper"},
     "ascii_simple": {"method": "ascii_simple"},
-    "ascii_random paper alpha": {"method": "ascii_random", "ascii_alpha": "paper"},
+    "ascii_random paper alpha": {"method": "ascii_random", "ascii.alpha": "paper"},
     "ensemble_adaboost": {"method": "ensemble_adaboost"},
     "single": {"method": "single"},
     "oracle": {"method": "oracle"},
-    "ascii alpha stop": {"method": "ascii", "ascii_alpha": "paper", "organizations": 6, "max_depth": 1},
+    "ascii alpha stop": {"method": "ascii", "ascii.alpha": "paper", "data.organizations": 6, "learner.max_depth": 1},
 }
 
 
@@ -143,7 +143,7 @@ def test_ascii_runs_with_every_agent_behind_the_guard(tiny, case):
 
 def test_an_ascii_checkpoint_is_data_only_and_resumes_the_chain(tiny, tmp_path):
     """The scores in flight between rounds sit in the receiving agent's checkpoint, loadable as weights only."""
-    cfg = tiny(**{**ASCII, "method": "ascii", "ascii_alpha": "paper"})
+    cfg = tiny(**{**ASCII, "method": "ascii", "ascii.alpha": "paper"})
     full = protocol_for(cfg)
     for _ in range(3):
         full.run_round()
@@ -181,19 +181,19 @@ def test_the_ledger_counts_every_message_and_reply_the_same_for_concurrent_and_s
     """Per round, and equal to the figures before parties moved behind the transport (wine, M = 4)."""
     figures = {}
     for concurrent in (True, False):
-        cfg = tiny(rounds=2, concurrent=concurrent, learner=["linear", "mlp", "gb", "svm"])
+        cfg = tiny(**{"run.rounds": 2, "run.concurrent": concurrent, "learner.model": ["linear", "mlp", "gb", "svm"]})
         out = results(protocol_for(cfg), cfg)
         figures[concurrent] = [r["bytes_sent"] for r in out["rounds"]], out["prediction_bytes"]
     assert figures[True] == figures[False] == ([0, 11520, 11520], 12816)
-    late = results(protocol_for(tiny(method="late", rounds=1)), tiny(method="late", rounds=1))
+    late = results(protocol_for(tiny(method="late", **{"run.rounds": 1})), tiny(method="late", **{"run.rounds": 1}))
     assert [r["bytes_sent"] for r in late["rounds"]] == [0, 11520] and late["prediction_bytes"] == 6408
 
 
 def test_request_all_concurrent_equals_sequential(tiny):
-    cfg = tiny(learner=["linear", "linear", "mlp", "mlp"])
+    cfg = tiny(**{"learner.model": ["linear", "linear", "mlp", "mlp"]})
     replies = {}
     for concurrent in (True, False):
-        protocol = protocol_for(tiny(**{**cfg.to_dict(), "concurrent": concurrent}))
+        protocol = protocol_for(tiny(**{**cfg.to_dict(), "run.concurrent": concurrent}))
         fed = protocol.federation
         residual = protocol.task.pseudo_residual(protocol.F["train"], protocol.labels["train"])
         requests = [(n, PseudoResidual(fed.alice, n, 1, residual)) for n in fed.names]
@@ -219,8 +219,11 @@ def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_pat
     from vcl.runner import datamodule_for
 
     cfg = RunConfig.from_dict(
-        dict(method=method, dataset="wine", dc_public_rows=30, dc_anchor_rows=100, dc_dim=3, dc_smote_k=10)
-        | dict(dc_row_groups=2, rounds=1, compare=[], device="cpu", out=str(tmp_path / "dc"))
+        dict(
+            method=method,
+            **{"data.dataset": "wine", "dc.public_rows": 30, "dc.anchor_rows": 100, "dc.dim": 3, "dc.smote_k": 10},
+        )
+        | dict(**{"dc.row_groups": 2, "run.rounds": 1, "run.device": "cpu"}, compare=[], out=str(tmp_path / "dc"))
     )
     dm = datamodule_for(cfg)
     dm.setup()
@@ -235,8 +238,15 @@ def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guar
     from vcl.runner import datamodule_for
 
     cfg = RunConfig.from_dict(
-        dict(method=method, dataset="breast_cancer", mpdl_gamma=0.2, mpdl_max_rows=200, mpdl_psi_bits=1024)
-        | dict(mpdl_dual_epochs=1, mpdl_central_epochs=2, rounds=2, compare=[], device="cpu", out=str(tmp_path / "m"))
+        dict(
+            method=method,
+            **{"data.dataset": "breast_cancer", "mpdl.gamma": 0.2, "mpdl.max_rows": 200, "mpdl.psi_bits": 1024},
+        )
+        | dict(
+            **{"mpdl.dual_epochs": 1, "mpdl.central_epochs": 2, "run.rounds": 2, "run.device": "cpu"},
+            compare=[],
+            out=str(tmp_path / "m"),
+        )
     )
     dm = datamodule_for(cfg)
     dm.setup()

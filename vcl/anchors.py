@@ -31,7 +31,7 @@ def truncated_svd_approximation(X: np.ndarray, rank: int, delta: float, rng: np.
     """DC(TSVD), one worker: X^TSVD (rank ``rank``) + δ E with E ~ N(0, 1) entries (Section 3.1)."""
     if not 1 <= rank <= min(X.shape):
         raise VCLInputError(
-            f"dc_tsvd_rank={rank}, but a party holds a {X.shape[0]}×{X.shape[1]} block; use 1..{min(X.shape)}."
+            f"dc.tsvd_rank={rank}, but a party holds a {X.shape[0]}×{X.shape[1]} block; use 1..{min(X.shape)}."
         )
     U, s, Vt = np.linalg.svd(X, full_matrices=False)
     return (U[:, :rank] * s[:rank]) @ Vt[:rank] + delta * rng.standard_normal(X.shape)
@@ -58,9 +58,9 @@ def smote(X_pub: np.ndarray, r: int, k: int, alpha: float, rng: np.random.Genera
     """
     p = X_pub.shape[0]
     if not 1 <= k <= p - 1:
-        raise VCLInputError(f"dc_smote_k={k} with {p} public rows; use 1 ≤ k ≤ {p - 1} (or more dc_public_rows).")
+        raise VCLInputError(f"dc.smote_k={k} with {p} public rows; use 1 ≤ k ≤ {p - 1} (or more dc.public_rows).")
     if alpha <= 0:
-        raise VCLInputError(f"dc_smote_alpha={alpha}; use a positive α (1.5 keeps the variance).")
+        raise VCLInputError(f"dc.smote_alpha={alpha}; use a positive α (1.5 keeps the variance).")
     mean, std = X_pub.mean(0), X_pub.std(0)
     std = np.where(std > 0, std, 1.0)
     Z = (X_pub - mean) / std
@@ -182,7 +182,7 @@ def make_anchor_construction(
         return RandomAnchors(anchors)
     if name == "tsvd":
         if tsvd_delta < 0:
-            raise VCLInputError(f"dc_tsvd_delta={tsvd_delta}; use a perturbation δ ≥ 0.")
+            raise VCLInputError(f"dc.tsvd_delta={tsvd_delta}; use a perturbation δ ≥ 0.")
         return TSVDAnchors(anchors, tsvd_rank, tsvd_delta)
     if name == "smote":
         return SMOTEAnchors(anchors, smote_k, smote_alpha)

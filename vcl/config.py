@@ -1,382 +1,705 @@
-"""Run configuration: one flat dataclass, loaded from YAML and overridden from the command line.
+"""Run configuration: typed option groups, read by jsonargparse from YAML files and command-line flags.
 
-Every field carries its help text, so ``train.py --help`` documents every option and an unknown key
-in a YAML file is refused by name. Precedence: defaults < ``--config FILE`` < command-line flags.
+A run is one :class:`RunConfig`: the method, the methods compared with it, the run directory, and one group
+of options per concern (``data``, ``run``, ``learner``, ``transport``) and per method family (``gal``,
+``ascii``, ``dc``, ``mpdl``). In YAML the groups nest (``gal: {weights: bag}``); on the command line they
+are dotted (``--gal.weights bag``). Each option's type says what it accepts (a ``Literal`` lists the
+choices, ``PositiveInt`` and friends bound numbers) and its docstring is its help, so ``train.py --help``
+documents every option and ``--print_config`` writes a config that reproduces the run. What a type cannot
+say is checked in the group's ``__post_init__`` (one option against another) or, where it needs the data,
+when the data are loaded. Precedence: defaults < ``--config FILE`` < the flags after it.
+
+This module imports no torch: ``train.py --help`` needs none.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import re
+import types
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Literal, Union
 
-import yaml
+from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, OpenUnitInterval, PositiveFloat, PositiveInt
 
 from vcl.errors import VCLInputError
 
+GAL_METHODS = ("gal", "alone", "joint", "al", "late", "interm")
 ASCII_METHODS = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
 DC_METHODS = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
 MPDL_METHODS = ("mpdl", "ftl")
-# Where parties run, not what they compute: a run may resume on another transport.
-RUNTIME = ("transport", "ray_address", "party_cpus", "party_gpus", "party_nodes", "party_dirs")
-METHODS = ("gal", "alone", "joint", "al", "late", "interm", *ASCII_METHODS, *DC_METHODS, *MPDL_METHODS)
+METHODS = (*GAL_METHODS, *ASCII_METHODS, *DC_METHODS, *MPDL_METHODS)
+Method = Literal[
+    "gal", "alone", "joint", "al", "late", "interm",
+    "ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle",
+    "dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local",
+    "mpdl", "ftl",
+]  # fmt: skip
+Categorical = Literal["error", "onehot"]
+Missing = Literal["error", "drop", "impute"]
+LocalLoss = Literal["auto", "l1", "l1.5", "l2", "l4"]
+# Where parties run and how a run is shown, not what it computes: a run may resume with other values.
+NOT_IDENTITY = (
+    "out", "compare", "run.rounds", "run.device", "run.concurrent", "run.engine", "data.download",
+    "gal.early_stop_eta", "transport",
+)  # fmt: skip
 
 
-def _f(default, help: str, **kw):
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help, **kw})
-    return field(default=default, metadata={"help": help, **kw})
+# PositiveInt and friends bound numbers when jsonargparse parses (a dataclass built in code holds plain numbers)
+
+
+@dataclass
+class DataGroup:
+    """data: which rows and features, and how they are split among the organizations"""
+
+    dataset: str = "wine"
+    """tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv, (ASCII) digits_halves, ascii_blobs,
+    ascii_blobs20, ascii_blobs_redundant, (DC) dc_artificial, bank_marketing (bank-full.csv under root); images:
+    mnist, fashion_mnist, cifar10 (files under root), mnist_subset, digits_image; sequences: sequence_synthetic, npz"""
+    organizations: PositiveInt = 8
+    """number of organizations M (Alice is organization 0); csv: one per file"""
+    root: str = "data"
+    """image datasets and bank_marketing: their root directory; dataset=npz: the .npz file"""
+    download: bool = False
+    """download a torchvision dataset into root first (needs internet)"""
+    image_view: Literal["patch", "masked"] = "patch"
+    """what an organization holds of an image: its patch only, or the image with the rest masked"""
+    max_train: NonNegativeInt = 0
+    """image datasets: use only the first N (shuffled) training images (0: all)"""
+    sequence_size: PositiveInt = 2000
+    """dataset=sequence_synthetic: number of sequences"""
+    split_seed: int = 0
+    """seed of the train/test row split, kept fixed across run seeds"""
+    test_fraction: OpenUnitInterval = 0.2
+    """fraction of rows held out for test"""
+    val_fraction: NonNegativeFloat = 0.0
+    """fraction of the training rows held out for validation (0: none)"""
+    assignment: dict[str, list[str]] = field(default_factory=dict)
+    """explicit columns per organization by name, e.g. {alice: [a, b], bob: [c]}"""
+    csv_files: list[str] = field(default_factory=list)
+    """dataset=csv: one CSV per organization, Alice's (with the label) first"""
+    id_column: str = "id"
+    """dataset=csv: the shared ID column used to align rows"""
+    label_column: str = "label"
+    """dataset=csv: the label column in Alice's file"""
+    task: Literal["", "classification", "regression"] = ""
+    """dataset=csv: classification or regression"""
+    categorical: Literal["error", "onehot"] | list[Literal["error", "onehot"]] = field(
+        default_factory=lambda: ["error"]
+    )
+    """dataset=csv: a text column is refused (error) or one-hot encoded on the party's own training rows (onehot);
+    one value for all files or one per file"""
+    missing: Literal["error", "drop", "impute"] | list[Literal["error", "drop", "impute"]] = field(
+        default_factory=lambda: ["error"]
+    )
+    """dataset=csv: a missing value is refused (error), drops its row from every party before the split (drop), or
+    is imputed on the party's own training rows (impute); one value for all files or one per file"""
+    synthetic_train: PositiveInt = 1000
+    """ascii_blobs* datasets: training rows (the paper: 1000)"""
+    synthetic_test: PositiveInt = 100000
+    """ascii_blobs* datasets: test rows (the paper: 100000)"""
+
+    def __post_init__(self):
+        listed(self, "categorical", "missing")
+        if self.val_fraction >= 1 or self.test_fraction + self.val_fraction >= 1:
+            raise VCLInputError(
+                f"data.test_fraction={self.test_fraction} and data.val_fraction={self.val_fraction} leave no "
+                "training rows; keep their sum below 1."
+            )
+        if self.synthetic_train < 2:
+            raise VCLInputError(f"data.synthetic_train={self.synthetic_train}; use at least 2 training rows.")
+        if self.dataset != "csv" and (self.categorical != ["error"] or self.missing != ["error"]):
+            raise VCLInputError(
+                f"data.categorical / data.missing prepare CSV files (dataset=csv); dataset={self.dataset!r} needs "
+                "neither, so leave them at error."
+            )
+
+
+@dataclass
+class RunGroup:
+    """run: how long, which seed, where the numbers are computed"""
+
+    rounds: PositiveInt = 10
+    """assistance rounds T (MPDL: iterations of Algorithm 1, at most mpdl.max_iterations)"""
+    seed: int = 0
+    """run seed: feature split, model initialization, minibatch order"""
+    device: str = "auto"
+    """cpu, cuda, cuda:N, or auto (cuda when available); cuda with several GPUs spreads organizations"""
+    concurrent: bool = True
+    """fit same-architecture organizations in one pass (false: one after another)"""
+    engine: Literal["fast", "trainer"] = "fast"
+    """fit engine of torch learners: fast (a device-resident loop) or trainer (Lightning's Trainer)"""
+    precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
+    """numeric precision of torch learners (16-mixed: fp16 with loss scaling), for either engine"""
+    accelerator: str = "auto"
+    """engine=trainer: Lightning accelerator"""
+    devices: str = "1"
+    """engine=trainer: Lightning devices (a count, a list, or auto)"""
+    strategy: str = "auto"
+    """engine=trainer: Lightning strategy, e.g. ddp for one organization on several GPUs"""
+
+    def __post_init__(self):
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
+            raise VCLInputError(f"run.device={self.device!r} is not a device; use cpu, cuda, cuda:N or auto.")
+
+
+@dataclass
+class LearnerGroup:
+    """learner: each organization's local model and how it is fitted (0 / auto: the paper's value)"""
+
+    model: str | list[str] = field(default_factory=lambda: ["linear"])
+    """local model per organization: linear, mlp, cnn, lstm, gb, svm, sklearn:<path>, gb-svm (GB for the first half,
+    SVM after); for ASCII methods a classifier: linear, mlp, tree, forest, logistic, gb, svm, sklearn:<path>; one for
+    all or one each"""
+    epochs: NonNegativeInt = 0
+    """local training epochs per round (0: the paper's, 100 linear/mlp, 10 cnn/lstm)"""
+    lr: NonNegativeFloat = 0.0
+    """local learning rate (0: the paper's, 0.1 SGD for linear/mlp/cnn, 1e-3 Adam for lstm)"""
+    optimizer: Literal["auto", "sgd", "adam"] = "auto"
+    """local optimizer (auto: adam for lstm, sgd otherwise)"""
+    momentum: NonNegativeFloat = 0.9
+    """local SGD momentum"""
+    weight_decay: NonNegativeFloat = 5e-4
+    """local weight decay"""
+    milestones: list[PositiveInt | Literal["auto"]] = field(default_factory=lambda: ["auto"])
+    """epochs at which the local rate is multiplied by gamma ([auto]: [50] for linear/mlp; []: none)"""
+    gamma: PositiveFloat = 0.1
+    """local learning-rate decay factor"""
+    batch_size: NonNegativeInt = 0
+    """local batch size (0: the paper's, 1024 linear/mlp, 512 cnn, 8 lstm; at least N: full batch)"""
+    hidden: list[PositiveInt] = field(default_factory=lambda: [64])
+    """hidden widths of the mlp learner"""
+    cnn_widths: list[PositiveInt] = field(default_factory=lambda: [64, 128, 256, 512])
+    """channel widths of the cnn learner's conv blocks (GAL Table 8)"""
+    cnn_last_pool: bool = True
+    """cnn learner: max-pool after the last conv block too, as GAL Table 8 (false: only after the others, as the GAL
+    authors' code does)"""
+    lstm_hidden: PositiveInt = 128
+    """hidden size of the lstm learner"""
+    dropout: NonNegativeFloat = 0.3
+    """dropout after the lstm learner's last step"""
+    grad_clip: NonNegativeFloat = 1.0
+    """local gradient-norm clip (0: off)"""
+    max_depth: NonNegativeInt = 0
+    """ASCII tree, forest and gb classifiers: maximum depth (0: unlimited; gb: 3)"""
+    n_trees: PositiveInt = 100
+    """ASCII forest classifier: number of trees"""
+
+    def __post_init__(self):
+        listed(self, "model")
+        if "auto" in self.milestones and self.milestones != ["auto"]:
+            raise VCLInputError(f"learner.milestones={self.milestones}; give epoch numbers, [] for none, or [auto].")
+        if not self.cnn_widths:
+            raise VCLInputError("learner.cnn_widths is empty; give channel counts, e.g. [64, 128, 256, 512].")
+
+
+@dataclass
+class TransportGroup:
+    """transport: how the coordinator reaches the parties (where they run, not what they compute)"""
+
+    kind: Literal["local", "ray"] = "local"
+    """local (every party in this process) or ray (one Ray actor per party, each loading only its own data)"""
+    address: str = ""
+    """kind=ray: the Ray cluster to join (auto, or host:port); empty starts a local one"""
+    party_cpus: PositiveFloat | list[PositiveFloat] = field(default_factory=lambda: [1.0])
+    """kind=ray: CPUs per party actor (its torch threads), one for all or one per party"""
+    party_gpus: NonNegativeFloat | list[NonNegativeFloat] = field(default_factory=lambda: [0.0])
+    """kind=ray: GPUs per party actor (fractions share a GPU), one for all or one per party"""
+    party_nodes: str | list[str] = field(default_factory=lambda: [""])
+    """kind=ray: a custom Ray resource per party (e.g. node_bob, from `ray start --resources`) that pins its actor to
+    the machine holding its data; empty: anywhere"""
+    party_dirs: str | list[str] = field(default_factory=lambda: [""])
+    """where each party keeps its checkpoints (<dir>/<name>/round-<t>.ckpt, on the machine it runs on), one for all
+    or one per party; empty: <out>/parties"""
+
+    def __post_init__(self):
+        listed(self, "party_cpus", "party_gpus", "party_nodes", "party_dirs")
+
+
+@dataclass
+class GALGroup:
+    """gal: Gradient Assisted Learning and its baselines (alone, joint, al, late, interm)"""
+
+    task_loss: Literal["auto", "ce", "l1", "mse"] = "auto"
+    """Alice's loss L1: ce (classification), l1 or mse (regression); auto: ce / l1"""
+    local_loss: LocalLoss | list[LocalLoss] = field(default_factory=lambda: ["auto"])
+    """residual loss per organization (auto: l1 for diabetes, boston and an l1 task loss, l2 otherwise); one for all
+    or one per organization"""
+    weights: Literal["learned", "bag", "last"] = "learned"
+    """assistance weights: learned (on the simplex), bag (plain average), last"""
+    eta: Literal["linesearch", "constant"] = "linesearch"
+    """assisted learning rate: linesearch (L-BFGS) or constant"""
+    eta_value: float = 1.0
+    """the constant rate (eta=constant), or the line search's start"""
+    eta_cap: NonNegativeFloat = 0.0
+    """the authors' eta = min(|eta|, cap); 0 follows the paper (no cap)"""
+    early_stop_eta: NonNegativeFloat = 0.0
+    """stop when |eta| falls below this (0: off)"""
+    al_mode: Literal["chained", "authors"] = "chained"
+    """AL baseline: chained (each organization fits the residual the previous one left) or authors (all fit the
+    round's residual, the last one is kept)"""
+    dms: bool = False
+    """Deep Model Sharing: one feature extractor per organization, one head per round"""
+    baseline_epochs: NonNegativeInt = 0
+    """epochs of the one-shot centralized baselines late and interm (0: learner.epochs)"""
+    late_fusion: Literal["mean", "sum"] = "mean"
+    """late baseline: mean (the organizations' outputs averaged, as the GAL authors' code does; it gives the paper's
+    Late figures) or sum (added, as the paper's text describes it)"""
+    privacy: Literal["none", "dp", "ip"] = "none"
+    """privacy on the residuals Alice sends: none, dp (Laplace), ip (interval privacy)"""
+    privacy_alpha: PositiveFloat = 1.0
+    """Laplace mechanism's alpha: noise scale (b - a)/alpha"""
+    privacy_scope: Literal["others", "all"] = "others"
+    """who fits the perturbed residual: others (Alice fits her own model on the clean one) or all (Alice's own fit uses
+    the same perturbed broadcast, as in the authors' code); weights and line search stay clean"""
+    noise_sigma: NonNegativeFloat = 0.0
+    """Gaussian noise sigma on the outputs of noisy_organizations (training and prediction)"""
+    noisy_organizations: list[NonNegativeInt | Literal["half"]] = field(default_factory=lambda: ["half"])
+    """organizations whose outputs get noise_sigma noise: indices, or half (M//2 .. M-1)"""
+    noninformative_organizations: list[NonNegativeInt | Literal["half"]] = field(default_factory=list)
+    """organizations whose inputs are replaced by N(0, 1) noise: indices, or half (M//2 .. M-1)"""
+
+    def __post_init__(self):
+        listed(self, "local_loss")
+
+
+@dataclass
+class ASCIIGroup:
+    """ascii: assisted learning by ignorance interchange (ascii, ascii_simple, ascii_random, ensemble_adaboost)"""
+
+    stop: Literal["alpha", "cv"] = "alpha"
+    """stop criterion: alpha (an agent's model weight alpha <= 0, the paper's default) or cv (validation accuracy
+    stops improving; needs data.val_fraction > 0)"""
+    alpha: Literal["exact", "paper"] = "exact"
+    """model weight of the agents after the first of a round: exact (the minimizer of the round's joint exponential
+    loss, eq. 6, given the scores received; no alphas are sent) or paper (eqs 11/13 as printed)"""
+    patience: PositiveInt = 1
+    """stop=cv: rounds without a better validation accuracy before stopping"""
+    resample: bool = False
+    """fit a classifier whose fit takes no sample_weight on a weighted resample instead of refusing it"""
+
+
+@dataclass
+class DCGroup:
+    """dc: Data Collaboration analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) and its references (centralized, local)"""
+
+    row_groups: PositiveInt = 2
+    """c, groups of training rows (horizontal split)"""
+    column_groups: PositiveInt = 2
+    """d, groups of columns (vertical split); party (i, j) holds rows i, columns j"""
+    feature_split: Literal["alternate", "random", "type", "named"] = "alternate"
+    """columns to groups: alternate (k mod d), random (seeded), type (continuous, categorical), named (from
+    data.assignment)"""
+    public_rows: NonNegativeInt = 100
+    """p, unlabeled public rows X_pub held out from the data (the SMOTE anchors' source)"""
+    standardize: bool = True
+    """z-score features with training statistics (false: raw units)"""
+    anchor_rows: PositiveInt = 1000
+    """r, anchor rows (dc_raw uses the training rows)"""
+    reduction: str = "pca"
+    """worker-side reduction f_ij: pca, tsvd, identity, or sklearn:sklearn.<module>.<Class>"""
+    dim: int = 5
+    """reduced dimension per party; <= 0 means the party's columns + dim (0: keep all)"""
+    collab_dim: NonNegativeInt = 0
+    """collaboration dimension m-hat; 0: the summed reduced dimensions of a row group"""
+    central: str = "ridge"
+    """master's analysis h: ridge (one-hot targets), gb, or sklearn:sklearn.<module>.<Class>"""
+    interpretable: str = "tree"
+    """worker-side interpretable model t_i: tree, gb, or sklearn:sklearn.<module>.<Class>"""
+    tree_splits: PositiveInt = 5
+    """maximum number of branch-node splits of the tree"""
+    smote_k: PositiveInt = 25
+    """SMOTE neighbours k (at most public_rows - 1)"""
+    smote_alpha: PositiveFloat = 1.5
+    """SMOTE coefficients c ~ U(0, alpha); 1.5 keeps the variance"""
+    tsvd_rank: PositiveInt = 3
+    """TSVD: rank of each party's truncated SVD"""
+    tsvd_delta: NonNegativeFloat = 0.1
+    """TSVD: perturbation delta of the N(0, 1) noise added to it"""
+    top_t: PositiveInt = 3
+    """t of Dice_t, the top-t essential features compared with Centralized's"""
+
+
+@dataclass
+class MPDLGroup:
+    """mpdl: multi-party dual learning (mpdl) and its federated-transfer-learning reference (ftl)"""
+
+    gamma: OpenUnitInterval = 0.1
+    """co-occurrence probability gamma (D_C = N[0, g], D_B = N(g, 0.5+g/2], D_A the rest)"""
+    epsilon: NonNegativeFloat = 0.5
+    """privacy budget epsilon of the DP layer h0 (0: no privacy, epsilon = inf)"""
+    lam: NonNegativeFloat = 0.01
+    """lambda, the Lagrange weight of the duality regularizer (eq. 11; 0 turns it off)"""
+    folds: int = 5
+    """K, folds of the co-occurring rows for dual cross-validation (Algorithm 1; at least 2)"""
+    threshold: float = 0.15
+    """T, stop when V_D - V_C > T on the validation fold"""
+    max_iterations: PositiveInt = 2
+    """m, maximum iterations of Algorithm 1 (one round each; capped by run.rounds)"""
+    dual_epochs: PositiveInt = 10
+    """epochs of dual learning per iteration (FTL: autoencoder epochs)"""
+    central_epochs: PositiveInt = 20
+    """epochs of each central (split-network) model"""
+    lr: PositiveFloat = 0.1
+    """SGD learning rate of the dual, central and FTL models"""
+    batch_size: PositiveInt = 32
+    """minibatch size of dual and central training"""
+    hidden: NonNegativeInt = 0
+    """hidden width of the dual MLPs (0: (in + out)/2)"""
+    paillier: bool = False
+    """encrypt the density differences with Paillier (slow; false: plaintext)"""
+    key_bits: PositiveInt = 1024
+    """Paillier modulus bits"""
+    psi_bits: Literal[1024, 2048] = 2048
+    """MODP group of the private set intersection"""
+    max_rows: NonNegativeInt = 0
+    """use only the first N rows of a (shuffled) dataset (0: all)"""
+    ftl_dim: NonNegativeInt = 0
+    """FTL reference: common code dimension (0: min(64, min(d_A, d_B)/2))"""
+    central: Literal["mlp", "cnn"] = "mlp"
+    """central model at C: mlp, or cnn (images: the paper's CNN split at conv1; CIFAR-10's net for colour)"""
+    dual_arch: Literal["mlp", "cnn"] = "mlp"
+    """dual models f, g: mlp (the paper), or cnn (images: conv trunk + linear)"""
+    dual_clip: NonNegativeFloat = 0.0
+    """clip each dual model's gradient norm to this before its SGD step (0: off)"""
+    dp_noise: Literal["per_row", "offset_no_dp"] = "per_row"
+    """h0 noise: per_row (Laplace d/epsilon on every entry: epsilon-DP per row) or offset_no_dp (the paper's eq. 14
+    literally: one shift per feature; no privacy guarantee)"""
+
+    def __post_init__(self):
+        if self.folds < 2:
+            raise VCLInputError(f"mpdl.folds={self.folds}; use at least 2 folds (the paper: 5).")
+
+
+GROUPS = {
+    "data": DataGroup,
+    "run": RunGroup,
+    "learner": LearnerGroup,
+    "transport": TransportGroup,
+    "gal": GALGroup,
+    "ascii": ASCIIGroup,
+    "dc": DCGroup,
+    "mpdl": MPDLGroup,
+}
 
 
 @dataclass
 class RunConfig:
-    method: str = _f("gal", f"protocol to run: {', '.join(METHODS)}")
-    dataset: str = _f(
-        "wine",
-        "tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv, (ASCII) digits_halves, "
-        "ascii_blobs, ascii_blobs20, ascii_blobs_redundant, (DC) dc_artificial, bank_marketing (UCI bank-full.csv "
-        "under data_root); images: mnist, fashion_mnist, "
-        "cifar10 (files under data_root), mnist_subset, digits_image; sequences: sequence_synthetic, npz",
-    )
-    organizations: int = _f(8, "number of organizations M (Alice is organization 0); ignored for csv")
-    data_root: str = _f("data", "image datasets and bank_marketing: their root directory; dataset=npz: the .npz file")
-    download: bool = _f(False, "download a torchvision dataset into data_root first (needs internet)")
-    image_view: str = _f("patch", "what an organization holds of an image: patch (its patch only) or masked")
-    max_train: int = _f(0, "image datasets: use only the first N (shuffled) training images (0: all)")
-    sequence_size: int = _f(2000, "dataset=sequence_synthetic: number of sequences")
-    rounds: int = _f(10, "assistance rounds T")
-    seed: int = _f(0, "run seed: feature split and model initialization")
-    split_seed: int = _f(0, "seed of the train/test row split, kept fixed across run seeds")
-    test_fraction: float = _f(0.2, "fraction of rows held out for test")
-    val_fraction: float = _f(0.0, "fraction of the training rows held out for validation (0: none)")
-    assignment: dict = _f({}, "explicit columns per organization by name, e.g. {alice: [a, b], bob: [c]}")
-    csv_files: list = _f([], "dataset=csv: one CSV per organization, Alice's (with the label) first")
-    id_column: str = _f("id", "dataset=csv: the shared ID column used to align rows")
-    label_column: str = _f("label", "dataset=csv: the label column in Alice's file")
-    task: str = _f("", "dataset=csv: classification or regression")
-    categorical: list = _f(
-        ["error"],
-        "dataset=csv: a text column is refused (error) or one-hot encoded on the party's own training rows "
-        "(onehot); one value for all files or one per file",
-    )
-    missing: list = _f(
-        ["error"],
-        "dataset=csv: a missing value is refused (error), drops its row from every party before the split (drop), "
-        "or is imputed on the party's own training rows (impute); one value for all files or one per file",
-    )
-    task_loss: str = _f("auto", "Alice's loss L1: ce (classification), l1 or mse (regression); auto: ce / l1")
-    learner: list = _f(
-        ["linear"],
-        "local model per organization: linear, mlp, cnn, lstm, gb, svm, sklearn:<path>, gb-svm; for ASCII methods "
-        "a classifier: linear, mlp, tree, forest, logistic, gb, svm, sklearn:<path>; one for all or one each",
-    )
-    local_loss: list = _f(
-        ["auto"],
-        "residual loss per organization: l1, l1.5, l2, l4; auto: l1 for diabetes/"
-        "boston and l1 task loss, l2 otherwise; one for all or one per organization",
-    )
-    epochs: int = _f(0, "local training epochs per round (0: the paper's, 100 linear/mlp, 10 cnn/lstm)")
-    lr: float = _f(0.0, "local learning rate (0: the paper's, 0.1 SGD for linear/mlp/cnn, 1e-3 Adam for lstm)")
-    optimizer: str = _f("auto", "local optimizer: sgd, adam, or auto (adam for lstm, sgd otherwise)")
-    momentum: float = _f(0.9, "local SGD momentum")
-    weight_decay: float = _f(5e-4, "local weight decay")
-    milestones: list = _f(
-        ["auto"], "epochs at which the local rate is multiplied by gamma (auto: [50] linear/mlp)", item="int|str"
-    )
-    gamma: float = _f(0.1, "local learning-rate decay factor")
-    batch_size: int = _f(0, "local batch size (0: the paper's, 1024 linear/mlp, 512 cnn, 8 lstm; ≥ N: full batch)")
-    hidden: list = _f([64], "hidden widths of the mlp learner", item="int")
-    cnn_widths: list = _f(
-        [64, 128, 256, 512], "channel widths of the cnn learner's conv blocks (GAL Table 8)", item="int"
-    )
-    lstm_hidden: int = _f(128, "hidden size of the lstm learner")
-    dropout: float = _f(0.3, "dropout after the lstm learner's last step")
-    grad_clip: float = _f(1.0, "local gradient-norm clip (0: off)")
-    cnn_last_pool: bool = _f(
-        True,
-        "cnn learner: max-pool after the last conv block too, as GAL Table 8 (false: only after the others, "
-        "as the GAL authors' code does)",
-    )
-    dms: bool = _f(False, "Deep Model Sharing: one feature extractor per organization, one head per round")
-    baseline_epochs: int = _f(0, "epochs of the one-shot centralized baselines late and interm (0: epochs)")
-    late_fusion: str = _f(
-        "mean",
-        "late baseline: mean (the organizations' outputs averaged, as the GAL authors' code does; it gives "
-        "the paper's Late figures) or sum (added, as the paper's text describes it); the same accuracy, "
-        "different regression figures",
-    )
-    engine: str = _f("fast", "fit engine of torch learners: fast (device-resident loop) or trainer (Lightning)")
-    precision: str = _f("32-true", "32-true, bf16-mixed or 16-mixed (fp16 with loss scaling), for either engine")
-    accelerator: str = _f("auto", "engine=trainer: Lightning accelerator")
-    devices: str = _f("1", "engine=trainer: Lightning devices (a count, a list, or auto)")
-    strategy: str = _f("auto", "engine=trainer: Lightning strategy, e.g. ddp for one organization on several GPUs")
-    weights: str = _f("learned", "assistance weights: learned (simplex), bag (plain average), last")
-    eta: str = _f("linesearch", "assisted learning rate: linesearch (L-BFGS) or constant")
-    eta_value: float = _f(1.0, "constant rate (eta=constant) or the line search's start")
-    eta_cap: float = _f(0.0, "the authors' eta = min(|eta|, cap); 0 follows the paper (no cap)")
-    al_mode: str = _f(
-        "chained",
-        "AL baseline: chained (each org fits the residual the previous left) or "
-        "authors (all fit the round's residual, the last one is kept)",
-    )
-    privacy: str = _f("none", "privacy on the residuals Alice sends: none, dp (Laplace), ip (interval privacy)")
-    privacy_alpha: float = _f(1.0, "Laplace mechanism's alpha: noise scale (b - a)/alpha")
-    privacy_scope: str = _f(
-        "others",
-        "who fits the perturbed residual: others (Alice fits her own model on the clean one) or all (Alice's "
-        "own fit uses the same perturbed broadcast, as in the authors' code); weights and line search stay clean",
-    )
-    noise_sigma: float = _f(0.0, "Gaussian noise sigma on the outputs of noisy_organizations (training and prediction)")
-    noisy_organizations: list = _f(
-        ["half"], "organizations whose outputs get noise_sigma noise: indices, or half (M//2 .. M-1)", item="int|str"
-    )
-    noninformative_organizations: list = _f(
-        [], "organizations whose inputs are replaced by N(0, 1) noise: indices, or half (M//2 .. M-1)", item="int|str"
-    )
-    concurrent: bool = _f(True, "fit same-architecture organizations in one pass (false: sequential)")
-    device: str = _f(
-        "auto", "cpu, cuda, cuda:N, or auto (cuda when available); cuda with several GPUs spreads organizations"
-    )
-    transport: str = _f(
-        "local",
-        "how Alice's coordinator reaches the parties: local (in this process) or ray (one Ray actor per party, "
-        "each loading only its own data)",
-    )
-    ray_address: str = _f("", "transport=ray: the Ray cluster to join (auto, or host:port); empty starts a local one")
-    party_cpus: list = _f(
-        [1.0], "transport=ray: CPUs per party actor (its torch threads), one for all or one per party", item="float"
-    )
-    party_gpus: list = _f(
-        [0.0], "transport=ray: GPUs per party actor (fractions share a GPU), one for all or one per party", item="float"
-    )
-    party_nodes: list = _f(
-        [""],
-        "transport=ray: a custom Ray resource per party (e.g. node_bob, from `ray start --resources`) that pins "
-        "its actor to the machine holding its data; empty: anywhere",
-    )
-    party_dirs: list = _f(
-        [""],
-        "where each party keeps its checkpoints (<dir>/<name>/round-<t>.ckpt, on the machine it runs on), one for "
-        "all or one per party; empty: <out>/parties",
-    )
-    compare: list = _f(
-        ["alone"],
-        "methods also run for comparison; final metrics go beside the main one (ASCII: alone/joint mean "
-        "single/oracle; DC: alone means local; MPDL: alone means ftl)",
-    )
-    early_stop_eta: float = _f(0.0, "stop when |eta| falls below this (0: off)")
-    # --- ASCII (ascii, ascii_simple, ascii_random, ensemble_adaboost, single, oracle) ---------------
-    ascii_stop: str = _f(
-        "alpha",
-        "ASCII stop criterion: alpha (an agent's model weight alpha <= 0, the paper's default) or cv "
-        "(validation accuracy stops improving; needs val_fraction > 0)",
-    )
-    ascii_alpha: str = _f(
-        "exact",
-        "ASCII model weight of the agents after the first of a round: exact (the minimizer of the round's joint "
-        "exponential loss, eq. 6, given the scores received; the same as ASCII-Simple's, and no alphas are sent) "
-        "or paper (eqs 11/13 as printed, which count the earlier agents' loss twice)",
-    )
-    ascii_patience: int = _f(1, "ascii_stop=cv: rounds without a better validation accuracy before stopping")
-    ascii_resample: bool = _f(
-        False, "ASCII: fit a classifier whose fit takes no sample_weight on a weighted resample instead of refusing it"
-    )
-    max_depth: int = _f(0, "ASCII tree, forest and gb classifiers: maximum depth (0: unlimited; gb: 3)")
-    n_trees: int = _f(100, "ASCII forest classifier: number of trees")
-    synthetic_train: int = _f(1000, "ascii_blobs* datasets: training rows (the paper: 1000)")
-    synthetic_test: int = _f(100000, "ascii_blobs* datasets: test rows (the paper: 100000)")
-    # --- Data Collaboration analysis (methods dc_smote, dc_tsvd, dc_rand, dc_raw, centralized, local) ----------
-    dc_row_groups: int = _f(2, "DC: c, groups of training rows (horizontal split)")
-    dc_column_groups: int = _f(2, "DC: d, groups of columns (vertical split); party (i, j) holds rows i, columns j")
-    dc_feature_split: str = _f(
-        "alternate",
-        "DC: columns to groups: alternate (k mod d: odd/even for d=2), random (seeded), "
-        "type (continuous, categorical), named (from assignment)",
-    )
-    dc_public_rows: int = _f(100, "DC: p, unlabeled public rows X_pub held out from the data (SMOTE anchors' source)")
-    dc_standardize: bool = _f(True, "DC: z-score features with training statistics (false: raw units)")
-    dc_anchor_rows: int = _f(1000, "DC: r, anchor rows (dc_raw uses the training rows)")
-    dc_reduction: str = _f(
-        "pca", "DC: worker-side reduction f_ij: pca, tsvd, identity, or sklearn:sklearn.<module>.<Class>"
-    )
-    dc_dim: int = _f(5, "DC: reduced dimension per party; <= 0 means the party's columns + dc_dim (0: keep all)")
-    dc_collab_dim: int = _f(0, "DC: collaboration dimension m-hat; 0: the summed reduced dimensions of a row group")
-    dc_central: str = _f(
-        "ridge", "DC: master's analysis h: ridge (one-hot targets), gb, or sklearn:sklearn.<module>.<Class>"
-    )
-    dc_interpretable: str = _f(
-        "tree", "DC: worker-side interpretable model t_i: tree, gb, or sklearn:sklearn.<module>.<Class>"
-    )
-    dc_tree_splits: int = _f(5, "DC: maximum number of branch-node splits of the tree")
-    dc_smote_k: int = _f(25, "DC SMOTE: neighbours k (at most dc_public_rows - 1)")
-    dc_smote_alpha: float = _f(1.5, "DC SMOTE: coefficients c ~ U(0, alpha); 1.5 keeps the variance")
-    dc_tsvd_rank: int = _f(3, "DC TSVD: rank of each party's truncated SVD")
-    dc_tsvd_delta: float = _f(0.1, "DC TSVD: perturbation delta of the N(0, 1) noise added to it")
-    dc_top_t: int = _f(3, "DC: t of Dice_t, the top-t essential features compared with Centralized's")
-    # --- MPDL, multi-party dual learning (methods mpdl, ftl) -------------------------------------------------
-    mpdl_gamma: float = _f(0.1, "MPDL: co-occurrence probability gamma (D_C = N[0, g], D_B = N(g, 0.5+g/2], D_A rest)")
-    mpdl_epsilon: float = _f(0.5, "MPDL: privacy budget epsilon of the DP layer h0 (0: no privacy, epsilon = inf)")
-    mpdl_lambda: float = _f(0.01, "MPDL: Lagrange weight lambda of the duality regularizer (eq. 11)")
-    mpdl_folds: int = _f(5, "MPDL: K, folds of the co-occurring rows for dual cross-validation (Algorithm 1)")
-    mpdl_threshold: float = _f(0.15, "MPDL: T, stop when V_D - V_C > T on the validation fold")
-    mpdl_max_iterations: int = _f(2, "MPDL: m, maximum iterations of Algorithm 1 (one round each; capped by rounds)")
-    mpdl_dual_epochs: int = _f(10, "MPDL: epochs of dual learning per iteration (FTL: autoencoder epochs)")
-    mpdl_central_epochs: int = _f(20, "MPDL: epochs of each central (split-network) model")
-    mpdl_lr: float = _f(0.1, "MPDL: SGD learning rate of the dual, central and FTL models")
-    mpdl_batch_size: int = _f(32, "MPDL: minibatch size of dual and central training")
-    mpdl_hidden: int = _f(0, "MPDL: hidden width of the dual MLPs (0: (in + out)/2)")
-    mpdl_paillier: bool = _f(False, "MPDL: encrypt the density differences with Paillier (slow; false: plaintext)")
-    mpdl_key_bits: int = _f(1024, "MPDL: Paillier modulus bits")
-    mpdl_psi_bits: int = _f(2048, "MPDL: MODP group of the private set intersection: 1024 or 2048 bits")
-    mpdl_max_rows: int = _f(0, "MPDL: use only the first N rows of a (shuffled) dataset (0: all)")
-    mpdl_ftl_dim: int = _f(0, "MPDL FTL reference: common code dimension (0: min(64, min(d_A, d_B)/2))")
-    mpdl_central: str = _f(
-        "mlp",
-        "MPDL: central model at C: mlp, or cnn (images: the paper's CNN split at conv1; CIFAR-10's net for colour)",
-    )
-    mpdl_dual_arch: str = _f("mlp", "MPDL: dual models f, g: mlp (the paper), or cnn (images: conv trunk + linear)")
-    mpdl_dual_clip: float = _f(0.0, "MPDL: clip each dual model's gradient norm to this before its SGD step (0: off)")
-    mpdl_dp_noise: str = _f(
-        "per_row",
-        "MPDL: h0 noise: per_row (Laplace d/epsilon on every entry: epsilon-DP per row) or offset_no_dp "
-        "(the paper's eq. 14 literally: one shift per feature; no privacy guarantee)",
-    )
-    out: str = _f("", "run directory (default runs/<method>_<dataset>_M<M>_seed<seed>; DC: _<c>x<d>_)")
+    """a vertical collaborative learning run"""
+
+    method: Method = "gal"
+    """the method to run (GAL family: gal, alone, joint, al, late, interm; ASCII: ascii, ascii_simple, ascii_random,
+    ensemble_adaboost, single, oracle; DC: dc_smote, dc_tsvd, dc_rand, dc_raw, centralized, local; MPDL: mpdl, ftl)"""
+    compare: Method | list[Method] = field(default_factory=lambda: ["alone"])
+    """methods also run for comparison, their final metrics beside the main one's (ASCII: alone/joint mean
+    single/oracle; DC: alone means local; MPDL: alone means ftl)"""
+    out: str = ""
+    """run directory (default runs/<method>_<dataset>_M<M>_seed<seed>; DC: _<c>x<d>_)"""
+    data: DataGroup = field(default_factory=DataGroup)
+    run: RunGroup = field(default_factory=RunGroup)
+    learner: LearnerGroup = field(default_factory=LearnerGroup)
+    transport: TransportGroup = field(default_factory=TransportGroup)
+    gal: GALGroup = field(default_factory=GALGroup)
+    ascii: ASCIIGroup = field(default_factory=ASCIIGroup)
+    dc: DCGroup = field(default_factory=DCGroup)
+    mpdl: MPDLGroup = field(default_factory=MPDLGroup)
+
+    def __post_init__(self):
+        listed(self, "compare")
+        if self.ascii.stop == "cv" and self.data.val_fraction <= 0:
+            raise VCLInputError(
+                "ascii.stop=cv needs a validation split; set data.val_fraction (the paper holds out 0.5)."
+            )
+        if "dc_smote" in (self.method, *self.compare) and not 1 <= self.dc.smote_k <= self.dc.public_rows - 1:
+            raise VCLInputError(
+                f"dc.smote_k={self.dc.smote_k} with dc.public_rows={self.dc.public_rows}; "
+                "use 1 <= dc.smote_k <= dc.public_rows - 1."
+            )
 
     # --- loading ------------------------------------------------------------------------------
     @classmethod
-    def fields(cls) -> dict[str, dataclasses.Field]:
-        return {f.name: f for f in dataclasses.fields(cls)}
-
-    @classmethod
     def from_dict(cls, values: dict, source: str = "config") -> RunConfig:
-        known = cls.fields()
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise VCLInputError(
-                f"{source}: unknown key(s) {', '.join(unknown)}; see `python train.py --help` for the options."
-            )
-        cfg = cls()
-        for k, v in values.items():
-            setattr(cfg, k, coerce(k, v, known[k], source))
-        return cfg
+        """A config from nested groups (``{"gal": {"weights": "bag"}}``), dotted keys (``{"gal.weights": "bag"}``)
+        or both; what is not given keeps its default. Types are checked as the command line checks them."""
+        return from_namespace(parse_object(nest(values), source))
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> RunConfig:
-        p = Path(path)
-        if p.is_dir():
-            raise VCLInputError(f"config file {p} is a directory; pass a YAML file, e.g. one from configs/.")
-        if not p.is_file():
-            raise VCLInputError(f"config file {p} does not exist; pass a YAML file from configs/.")
-        try:
-            values = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except UnicodeDecodeError:
-            raise VCLInputError(f"config file {p} is not UTF-8 text; pass a YAML file.") from None
-        except yaml.YAMLError as err:
-            raise VCLInputError(f"config file {p} is not valid YAML ({_yaml_problem(err)}); fix its syntax.") from None
-        if not isinstance(values, dict):
-            raise VCLInputError(f"config file {p} must hold a mapping of option: value.")
-        return cls.from_dict(values, source=str(p))
+        return cls.from_dict(read_yaml(path), source=str(path))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def flat(self) -> dict:
+        """Every option under its dotted name (``gal.weights``)."""
+        return flatten(self.to_dict())
+
     @property
     def run_dir(self) -> Path:
         if self.method in DC_METHODS:
-            parties = f"{self.dc_row_groups}x{self.dc_column_groups}"
+            parties = f"{self.dc.row_groups}x{self.dc.column_groups}"
         else:
-            parties = f"M{self.organizations}"
-        return Path(self.out or f"runs/{self.method}_{self.dataset}_{parties}_seed{self.seed}")
+            parties = f"M{self.data.organizations}"
+        return Path(self.out or f"runs/{self.method}_{self.data.dataset}_{parties}_seed{self.run.seed}")
 
     def identity(self) -> dict:
         """The settings a resumed run must share with its checkpoint (all but where/how long/how shown)."""
-        d = self.to_dict()
-        for k in ("rounds", "out", "compare", "early_stop_eta", "device", "concurrent", "engine", "download", *RUNTIME):
-            d.pop(k)
-        return d
+        return {
+            k: v
+            for k, v in self.flat().items()
+            if not any(k == skip or k.startswith(skip + ".") for skip in NOT_IDENTITY)
+        }
 
 
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None) or type(err).__name__
-    return f"line {mark.line + 1}: {problem}" if mark is not None else problem
+def listed(group, *names: str) -> None:
+    """Options that take one value for all or one each hold a list, whichever was given."""
+    for name in names:
+        if not isinstance(getattr(group, name), list):
+            setattr(group, name, [getattr(group, name)])
 
 
-def _kind(f: dataclasses.Field) -> type:
-    return type(f.default) if f.default is not dataclasses.MISSING else type(f.default_factory())
+def flatten(values: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in values.items():
+        if k in GROUPS and not prefix and isinstance(v, dict):
+            out.update(flatten(v, f"{k}."))
+        else:
+            out[prefix + k] = v
+    return out
 
 
-def parse_flag(name: str, text: str):
-    """A command-line value as its option declares: the text itself for strings, never YAML's guesses
-    (``--out 'runs/trial #2'`` is that path, ``--label-column yes`` the string ``yes``)."""
-    f = RunConfig.fields()[name]
-    kind, flag = _kind(f), f"--{name.replace('_', '-')}"
-    if kind is dict:
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise VCLInputError(f"{flag} {text!r} is not a valid mapping ({_yaml_problem(err)}).") from None
-        if not isinstance(value, dict):
-            raise VCLInputError(f"{flag} {text!r} is not a mapping; write it as {{name: [columns], ...}}.")
-        return value
-    item = f.metadata.get("item", "str") if kind is list else kind.__name__
+def nest(values: dict) -> dict:
+    """Dotted keys into their groups (``gal.weights`` → ``{"gal": {"weights": ...}}``), merged with nested ones."""
+    out: dict = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and key in GROUPS:
+            out.setdefault(key, {}).update(value)
+        elif "." in key:
+            group, name = key.split(".", 1)
+            out.setdefault(group, {})[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+def read_yaml(path: str | Path) -> dict:
+    import yaml
+
+    p = Path(path)
+    if p.is_dir():
+        raise VCLInputError(f"config file {p} is a directory; pass a YAML file, e.g. one from configs/.")
+    if not p.is_file():
+        raise VCLInputError(f"config file {p} does not exist; pass a YAML file from configs/.")
     try:
-        if item in ("int", "int|str"):
-            try:
-                return int(text)
-            except ValueError:
-                if item == "int" or _looks_numeric(text):
-                    raise
-                return text
-        if item == "float":
-            return float(text)
-        if item == "bool":
-            if text.lower() not in _BOOLS:
-                raise ValueError
-            return _BOOLS[text.lower()]
-        return text
-    except ValueError:
-        want = {"int": "a whole number", "int|str": "a whole number", "float": "a number", "bool": "true or false"}
-        raise VCLInputError(f"{flag} {text!r} is not a valid {item.split('|')[0]}; give {want[item]}.") from None
+        values = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise VCLInputError(f"config file {p} is not UTF-8 text; pass a YAML file.") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or type(err).__name__
+        where = f"line {mark.line + 1}: {problem}" if mark is not None else problem
+        raise VCLInputError(f"config file {p} is not valid YAML ({where}); fix its syntax.") from None
+    if not isinstance(values, dict):
+        raise VCLInputError(f"config file {p} must hold a mapping of option: value.")
+    return values
 
 
-_BOOLS = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
+# --- the parser (jsonargparse) ------------------------------------------------------------------------------
 
 
-def _looks_numeric(text: str) -> bool:
+@lru_cache(maxsize=1)
+def parser():
+    """The command line: every option of :class:`RunConfig` (help from its docstrings), ``--config`` and
+    ``--print_config``; train.py takes its switches (``--resume``, ``--overwrite``, ``--quiet``) off first."""
+    import jsonargparse
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    jsonargparse.set_parsing_settings(docstring_parse_attribute_docstrings=True)
+    p = ArgumentParser(
+        prog="train.py",
+        description="Train a vertical collaborative learning method (default: GAL on wine, M=8).",
+        epilog="Switches (not part of a config): --resume continues the run in --out from its last checkpoint; "
+        "--overwrite starts afresh in an --out that holds a run (removing only the suite's own outputs there); "
+        "--quiet prints only the final summary.",
+        exit_on_error=False,
+    )
+    p.add_argument(
+        "--config", action=ActionConfigFile, help="a YAML file of options (see configs/); flags after it override it"
+    )
+    p.add_class_arguments(RunConfig, fail_untyped=True, sub_configs=False)
+    return p
+
+
+def parse_object(values: dict, source: str):
+    """Nested values checked against the options' types, defaults filled in: a jsonargparse Namespace."""
+    from argparse import ArgumentError
+
+    try:
+        return parser().parse_object(values, defaults=True)
+    except ArgumentError as err:
+        raise VCLInputError(explain(str(err), source)) from None
+
+
+def parse_args(argv: list[str]) -> RunConfig:
+    """The command line parsed, or a :class:`VCLInputError` naming the flag and the fix."""
+    from argparse import ArgumentError
+
+    argv = _gather_lists(argv)
+    for k, arg in enumerate(argv):  # a config file's own problems, said as for one loaded in code
+        if arg == "--config" and k + 1 < len(argv) or arg.startswith("--config="):
+            path = argv[k + 1] if arg == "--config" else arg.split("=", 1)[1]
+            parse_object(nest(read_yaml(path)), path)
+    try:
+        ns = parser().parse_args(argv)
+    except ArgumentError as err:
+        raise VCLInputError(explain(str(err), "command line")) from None
+    return from_namespace(ns)
+
+
+def _list_options() -> dict[str, bool]:
+    """Options that hold a list, by flag: True where a single value is a list too (``list[X]``), False where it
+    means one value for all (``X | list[X]``)."""
+    import typing
+
+    out = {}
+    for prefix, cls in [("", RunConfig), *((f"{g}.", c) for g, c in GROUPS.items())]:
+        for name, hint in typing.get_type_hints(cls).items():
+            args = typing.get_args(hint)
+            if typing.get_origin(hint) is list:
+                out[f"--{prefix}{name}"] = True
+            elif typing.get_origin(hint) in (Union, types.UnionType) and list in map(typing.get_origin, args):
+                out[f"--{prefix}{name}"] = False
+    return out
+
+
+def _gather_lists(argv: list[str]) -> list[str]:
+    """``--compare alone late`` as ``--compare '[alone, late]'`` and a bare ``--compare`` as ``[]``: list options
+    take the values after them, up to the next flag, as the old command line did."""
+    import json
+
+    lists, out, k = _list_options(), [], 0
+    while k < len(argv):
+        arg = argv[k]
+        out.append(arg)
+        k += 1
+        if arg not in lists:
+            continue
+        values = []
+        while k < len(argv) and not argv[k].startswith("--"):
+            values.append(argv[k])
+            k += 1
+        if len(values) == 1 and (values[0].lstrip().startswith("[") or not lists[arg]):
+            out.append(values[0])  # a list written out, or one value for all
+        else:
+            out.append("[" + ", ".join(_scalar(v, json) for v in values) + "]")
+    return out
+
+
+def _scalar(text: str, json) -> str:
+    """A command-line value inside a YAML list: numbers as written, anything else quoted (``#``, ``:`` and
+    ``yes`` stay text)."""
     try:
         float(text)
-        return True
+        return text
     except ValueError:
-        return False
+        return json.dumps(text)
 
 
-def coerce(name: str, value, f: dataclasses.Field, source: str = "config"):
-    """Convert a YAML/CLI value to the field's type, or say which key is wrong and what it takes."""
-    kind = _kind(f)
-    if kind is str and (value is None or isinstance(value, bool)):
-        raise VCLInputError(f"{source}: {name}={value!r} is not a string; quote it (YAML reads yes/no/null otherwise).")
-    try:
-        if kind is bool:
-            if isinstance(value, str):
-                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError
-                return value.lower() in ("true", "1", "yes")
-            return bool(value)
-        if kind is list:
-            return list(value) if isinstance(value, (list, tuple)) else [value]
-        if kind is dict:
-            if not isinstance(value, dict):
-                raise ValueError
-            return value
-        if kind is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(value)
-        if kind is float:
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        raise VCLInputError(f"{source}: {name}={value!r} is not a valid {kind.__name__}.") from None
+def from_namespace(ns) -> RunConfig:
+    values = _plain(ns.as_dict())
+    groups = {k: GROUPS[k](**values.pop(k)) for k in GROUPS}
+    return RunConfig(**{k: values[k] for k in ("method", "compare", "out")}, **groups)
+
+
+def _plain(value):
+    """Bounded numbers back to plain ones (a checkpoint holds only built-in types)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return value
+
+
+def explain(message: str, source: str) -> str:
+    """jsonargparse's error as one sentence that names the option and what it takes."""
+    first = message.strip().splitlines()[0].strip()
+    key = re.search(r'[Kk]ey "([^"]+)"', message)
+    if key:
+        name = key.group(1)
+        if name in GROUPS:
+            return f"{source}: {name} is a group of options; set them one by one, e.g. --{name}.<option>."
+        got = (
+            re.search(r"(?:Got|Given) value: (.+)", message)
+            or re.search(r": (\S+) does not conform", message)
+            or re.search(r"invalid literal for \w+\(\) with base 10: '(.*)'", message)
+        )
+        value = f"={got.group(1).strip()}" if got else ""
+        wants = _wants(name)
+        if value in ("=True", "=False", "=None") and wants.endswith("text"):
+            wants += " (quote it: YAML reads yes, no and null as true, false and null)"
+        return f"{source}: {name}{value} is not valid; {wants}."
+    for pattern in (
+        r"Group '(\w+)' does not accept (?:option|nested key) '([^']+)'",
+        r"Option '([^']+)' is not accepted",
+        r"nrecognized arguments: --([\w.]+)",
+    ):
+        found = re.search(pattern, first)
+        if found:
+            return _unknown(source, ".".join(found.groups()))
+    return f"{source}: {first.rstrip('.')}; see `python train.py --help` for the options."
+
+
+def _unknown(source: str, name: str) -> str:
+    """An unknown option, with the option of that name in its group when there is one (``seed`` → ``run.seed``,
+    ``dc_dim`` → ``dc.dim``)."""
+    last = name.rsplit(".", 1)[-1]
+    for group, cls in GROUPS.items():
+        for f in dataclasses.fields(cls):
+            if last in (f.name, f"{group}_{f.name}"):
+                return f"{source}: unknown option {name}; did you mean {group}.{f.name}?"
+    return f"{source}: unknown option {name}; see `python train.py --help` for the options."
+
+
+def _wants(name: str) -> str:
+    """What an option takes, from its type."""
+    import typing
+
+    cls, parts = RunConfig, name.split(".")
+    for part in parts[:-1]:
+        cls = GROUPS.get(part, cls)
+    hint = typing.get_type_hints(cls).get(parts[-1])
+    return "it takes " + _describe(hint) if hint is not None else "see `python train.py --help` for what it takes"
+
+
+def _describe(hint) -> str:
+    import typing
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        return "one of " + ", ".join(str(a) if a != "" else "'' (empty)" for a in args)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if origin is list:
+        return f"a list of {_describe(args[0]) if args else 'values'}"
+    if origin is dict:
+        return "a mapping such as {name: [column, ...]}"
+    names = {
+        "PositiveInt": "a whole number > 0",
+        "NonNegativeInt": "a whole number >= 0",
+        "PositiveFloat": "a number > 0",
+        "NonNegativeFloat": "a number >= 0",
+        "OpenUnitInterval": "a number strictly between 0 and 1",
+        "int": "a whole number",
+        "float": "a number",
+        "bool": "true or false",
+        "str": "text",
+    }
+    return names.get(getattr(hint, "__name__", ""), str(hint))

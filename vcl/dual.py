@@ -98,7 +98,7 @@ class DualParty:
         self.hidden = hidden or (self.dim + other_dim) // 2
         if arch == "cnn":
             if self.image_shape is None:
-                raise VCLInputError("mpdl_dual_arch=cnn needs image parties (an image dataset).")
+                raise VCLInputError("mpdl.dual_arch=cnn needs image parties (an image dataset).")
             self.model = seeded_cnn_generator(self.image_shape, self.pixels, other_dim, seed + 1)
         else:
             self.model = seeded_mlp(self.dim, other_dim, self.hidden, seed + 1)

@@ -103,7 +103,7 @@ class ModelsReport(Message):
 @dataclass(frozen=True)
 class IgnoranceScores(Message):
     """ASCII, agent → next agent in the chain: the ignorance scores ``w`` (length N, sum one; eqs 10, 12) and
-    the model weights α of the agents before it in the round, the sender's included (with ``ascii_alpha=paper``
+    the model weights α of the agents before it in the round, the sender's included (with ``ascii.alpha=paper``
     only: ASCII-Simple and the exact α send none).
 
     ``round_start`` (the scores the round began from) rides along, with ``ascii_alpha=paper``, only to an
@@ -140,7 +140,7 @@ class Interchange(Message):
     the transport delivered to you, and pass yours on to ``next``. Public facts only, no tensor: the agent's
     place in the round's order (``position`` 0 starts the round), whether ``next`` is in this round (False on
     the last hop: the scores start the next round), whether ``next`` knows the round's start scores, whether α
-    is the paper's joint one (``ascii_alpha=paper``, the α's travel on), and the seed of the agent's model."""
+    is the paper's joint one (``ascii.alpha=paper``, the α's travel on), and the seed of the agent's model."""
 
     position: int = 0
     next: str = ""

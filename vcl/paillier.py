@@ -18,7 +18,7 @@ from vcl.errors import VCLInputError
 
 def check_key_bits(bits: int) -> int:
     if bits < 256 or bits % 8:
-        raise VCLInputError(f"mpdl_key_bits={bits}; use a Paillier modulus of at least 256 bits, a multiple of 8.")
+        raise VCLInputError(f"mpdl.key_bits={bits}; use a Paillier modulus of at least 256 bits, a multiple of 8.")
     return bits
 
 

@@ -35,7 +35,7 @@ def laplace(shape, scale, generator: torch.Generator, device=None, dtype=torch.f
 class LaplaceMechanism:
     def __init__(self, alpha: float = 1.0, quantiles: tuple[float, float] = (0.025, 0.975)):
         if alpha <= 0:
-            raise VCLInputError(f"privacy_alpha={alpha}; use a positive number (smaller is more private).")
+            raise VCLInputError(f"gal.privacy_alpha={alpha}; use a positive number (smaller is more private).")
         self.alpha, self.quantiles = alpha, quantiles
 
     def scale(self, values: Tensor) -> Tensor:
@@ -65,13 +65,13 @@ class IntervalPrivacy:
 def make_mechanism(name: str, alpha: float = 1.0):
     """``none`` → None, ``dp`` → Laplace, ``ip`` → interval privacy."""
     if name not in MECHANISMS:
-        raise VCLInputError(f"privacy={name!r} is unknown; use one of {', '.join(MECHANISMS)}.")
+        raise VCLInputError(f"gal.privacy={name!r} is unknown; use one of {', '.join(MECHANISMS)}.")
     return None if name == "none" else LaplaceMechanism(alpha) if name == "dp" else IntervalPrivacy()
 
 
 DP_NOISE = ("per_row", "offset_no_dp")
 REMOVED_DP_NOISE = {
-    "shared": "mpdl_dp_noise=shared is no longer accepted: one offset per feature is not differential privacy "
+    "shared": "mpdl.dp_noise=shared is no longer accepted: one offset per feature is not differential privacy "
     "(each party's mean-centring cancels it and the receiver can subtract it); use per_row (ε-DP per row, "
     "the default), or offset_no_dp to run that offset knowingly, without any guarantee."
 }
@@ -81,7 +81,7 @@ def check_dp_noise(noise: str) -> None:
     if noise in REMOVED_DP_NOISE:
         raise VCLInputError(REMOVED_DP_NOISE[noise])
     if noise not in DP_NOISE:
-        raise VCLInputError(f"mpdl_dp_noise={noise!r}; use one of {', '.join(DP_NOISE)}.")
+        raise VCLInputError(f"mpdl.dp_noise={noise!r}; use one of {', '.join(DP_NOISE)}.")
 
 
 class FeatureDPLayer:
@@ -119,7 +119,7 @@ class FeatureDPLayer:
         bounds: tuple[float, float] | None = None,
     ):
         if epsilon < 0:
-            raise VCLInputError(f"mpdl_epsilon={epsilon}; use a privacy budget > 0, or 0 for no privacy (ε = ∞).")
+            raise VCLInputError(f"mpdl.epsilon={epsilon}; use a privacy budget > 0, or 0 for no privacy (ε = ∞).")
         check_dp_noise(noise)
         self.public_bounds = bounds is not None
         if bounds is None:

@@ -50,7 +50,7 @@ EXPONENT_BITS = 256  # short secret exponents: the DH security level of these gr
 
 def check_psi_bits(bits: int) -> int:
     if bits not in MODP_PRIMES:
-        raise VCLInputError(f"mpdl_psi_bits={bits}; use one of {', '.join(map(str, MODP_PRIMES))} (the MODP group).")
+        raise VCLInputError(f"mpdl.psi_bits={bits}; use one of {', '.join(map(str, MODP_PRIMES))} (the MODP group).")
     return bits
 
 
@@ -120,7 +120,7 @@ class PSIParty:
         n = len(rows)
         if n < 2 * folds:
             raise VCLInputError(
-                f"the parties share {n} rows, too few for mpdl_folds={folds} (2 rows per fold); "
+                f"the parties share {n} rows, too few for mpdl.folds={folds} (2 rows per fold); "
                 "raise mpdl_gamma or lower mpdl_folds."
             )
         fold = np.random.default_rng(fold_seed).permutation(n) % folds

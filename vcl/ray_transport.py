@@ -69,7 +69,7 @@ def coordinator_data(config: RunConfig) -> VerticalData:
     """
     from vcl.runner import datamodule_for
 
-    if config.dataset != "csv":
+    if config.data.dataset != "csv":
         dm = datamodule_for(config)
         dm.setup()
         data = dm.data
@@ -84,19 +84,22 @@ def coordinator_data(config: RunConfig) -> VerticalData:
 
     from vcl.datamodules.sources import csv_ids, csv_policies, shared_ids
 
-    files = config.csv_files
+    files = config.data.csv_files
     if not files:
-        raise VCLInputError("dataset=csv needs csv_files: one CSV per organization, Alice's (with the label) first.")
-    start_ray(config.ray_address, sum(per_party(config.party_cpus, len(files), "party_cpus")))
-    nodes = per_party(config.party_nodes, len(files), "party_nodes")
-    drop = [m == "drop" for _, m in csv_policies(config.categorical, config.missing, len(files))]
+        raise VCLInputError(
+            "data.dataset=csv needs data.csv_files: one CSV per organization, Alice's (with the label) first."
+        )
+    start_ray(config.transport.address, sum(per_party(config.transport.party_cpus, len(files), "transport.party_cpus")))
+    nodes = per_party(config.transport.party_nodes, len(files), "transport.party_nodes")
+    drop = [m == "drop" for _, m in csv_policies(config.data.categorical, config.data.missing, len(files))]
     read = ray.remote(num_cpus=0)(csv_ids)
     refs = [
-        read.options(**_placement(nodes[k])).remote(f, config.id_column, drop[k]) for k, f in enumerate(files[1:], 1)
+        read.options(**_placement(nodes[k])).remote(f, config.data.id_column, drop[k])
+        for k, f in enumerate(files[1:], 1)
     ]
-    own = csv_ids(files[0], config.id_column, drop[0])
+    own = csv_ids(files[0], config.data.id_column, drop[0])
     lists = [own] + _get(refs, [Path(f).stem for f in files[1:]], "the ID alignment")
-    ids = shared_ids(lists, config.id_column)
+    ids = shared_ids(lists, config.data.id_column)
     dm = datamodule_for(config, only=0, ids=ids)
     dm.setup()
     alice = dm.data
@@ -110,13 +113,13 @@ def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_c
     from vcl.runner import datamodule_for
 
     everything = method in ("joint", "oracle")
-    if config.dataset == "csv" and not everything:
+    if config.data.dataset == "csv" and not everything:
         dm = datamodule_for(config, only=index, ids=ids)
         dm.setup()
-        views = [FeatureView(Path(f).stem, [], {}) for f in config.csv_files]
+        views = [FeatureView(Path(f).stem, [], {}) for f in config.data.csv_files]
         views[index] = dm.data.views[0]
         return VerticalData(views, {}, kind, num_classes)
-    dm = datamodule_for(config, ids=ids) if config.dataset == "csv" else datamodule_for(config)
+    dm = datamodule_for(config, ids=ids) if config.data.dataset == "csv" else datamodule_for(config)
     dm.setup()
     data = dm.data
     views = [v if everything or m == index else hollow(v) for m, v in enumerate(data.views)]
@@ -143,7 +146,7 @@ class PartyHost:
                 self.party = collaboration_parties(config, dm.data, method, only=index)[0]
             else:
                 options = mpdl_options(config)
-                self.party = overlap_parties(options, dm.data, config.seed, method == "mpdl", only=index)[0]
+                self.party = overlap_parties(options, dm.data, config.run.seed, method == "mpdl", only=index)[0]
             del dm
         else:
             data = party_data(config, method, index, ids, kind, num_classes)
@@ -220,22 +223,20 @@ class RayTransport(Transport):
 
         super().__init__(names, channel)
         count = len(names)
-        cpus = per_party(config.party_cpus, count, "party_cpus")
-        gpus = per_party(config.party_gpus, count, "party_gpus")
-        nodes = per_party(config.party_nodes, count, "party_nodes")
-        if any(c <= 0 for c in cpus) or any(g < 0 for g in gpus):
-            raise VCLInputError(f"party_cpus={cpus}, party_gpus={gpus}; give CPUs > 0 and GPUs >= 0 per party.")
-        if config.device.startswith("cuda") and not all(gpus):
+        cpus = per_party(config.transport.party_cpus, count, "transport.party_cpus")
+        gpus = per_party(config.transport.party_gpus, count, "transport.party_gpus")
+        nodes = per_party(config.transport.party_nodes, count, "transport.party_nodes")
+        if config.run.device.startswith("cuda") and not all(gpus):
             raise VCLInputError(
-                f"device={config.device} with transport=ray: Ray hides the GPUs from an actor that holds none; "
-                "give every party party_gpus > 0 (a fraction shares a GPU), or use device=cpu."
+                f"run.device={config.run.device} with transport.kind=ray: Ray hides the GPUs from an actor that holds "
+                "none; give every party transport.party_gpus > 0 (a fraction shares a GPU), or use run.device=cpu."
             )
-        start_ray(config.ray_address, sum(cpus))
+        start_ray(config.transport.address, sum(cpus))
         held = ray.cluster_resources()
         for what, want in (("CPU", sum(cpus)), ("GPU", sum(gpus))):
             if want > held.get(what, 0) + 1e-9:
                 raise VCLInputError(
-                    f"the parties ask for {want:g} {what}s (party_{what.lower()}s) but the Ray cluster has "
+                    f"the parties ask for {want:g} {what}s (transport.party_{what.lower()}s) but the Ray cluster has "
                     f"{held.get(what, 0):g}; ask for less per party or add nodes."
                 )
         actor = ray.remote(PartyHost)
@@ -244,8 +245,8 @@ class RayTransport(Transport):
             for name, c, g, node in zip(names, cpus, gpus, nodes, strict=True)
         }
         settings = config.to_dict()
-        if config.device == "auto" and not any(gpus):
-            settings["device"] = "cpu"  # an actor given no GPU trains on its CPUs
+        if config.run.device == "auto" and not any(gpus):
+            settings["run"]["device"] = "cpu"  # an actor given no GPU trains on its CPUs
         refs = [
             host.build.remote(settings, method, m, getattr(data, "ids", None), data.task, data.num_classes)
             for m, host in enumerate(self._hosts.values())

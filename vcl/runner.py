@@ -38,73 +38,73 @@ def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | 
     patches, sequence feature groups, or columns (``only``, ``ids``: one CSV organization's file alone)."""
     if config.method in MPDL_METHODS:
         return OverlapDataModule(
-            dataset=config.dataset,
-            gamma=config.mpdl_gamma,
-            seed=config.seed,
-            split_seed=config.split_seed,
-            test_fraction=config.test_fraction,
-            assignment=config.assignment or None,
-            root=config.data_root,
-            max_rows=config.mpdl_max_rows,
+            dataset=config.data.dataset,
+            gamma=config.mpdl.gamma,
+            seed=config.run.seed,
+            split_seed=config.data.split_seed,
+            test_fraction=config.data.test_fraction,
+            assignment=config.data.assignment or None,
+            root=config.data.root,
+            max_rows=config.mpdl.max_rows,
         )
     if config.method in DC_METHODS:
         return GridDataModule(
-            dataset=config.dataset,
-            row_groups=config.dc_row_groups,
-            column_groups=config.dc_column_groups,
-            feature_split=config.dc_feature_split,
-            public_rows=config.dc_public_rows,
-            seed=config.seed,
-            split_seed=config.split_seed,
-            test_fraction=config.test_fraction,
-            standardize=config.dc_standardize,
-            assignment=config.assignment or None,
+            dataset=config.data.dataset,
+            row_groups=config.dc.row_groups,
+            column_groups=config.dc.column_groups,
+            feature_split=config.dc.feature_split,
+            public_rows=config.dc.public_rows,
+            seed=config.run.seed,
+            split_seed=config.data.split_seed,
+            test_fraction=config.data.test_fraction,
+            standardize=config.dc.standardize,
+            assignment=config.data.assignment or None,
         )
-    if config.dataset in IMAGE_DATASETS:
+    if config.data.dataset in IMAGE_DATASETS:
         return ImageDataModule(
-            dataset=config.dataset,
-            organizations=config.organizations,
-            root=config.data_root,
-            download=config.download,
-            view=config.image_view,
-            split_seed=config.split_seed,
-            test_fraction=config.test_fraction,
-            val_fraction=config.val_fraction,
-            max_train=config.max_train,
-            batch_size=config.batch_size or 512,
+            dataset=config.data.dataset,
+            organizations=config.data.organizations,
+            root=config.data.root,
+            download=config.data.download,
+            view=config.data.image_view,
+            split_seed=config.data.split_seed,
+            test_fraction=config.data.test_fraction,
+            val_fraction=config.data.val_fraction,
+            max_train=config.data.max_train,
+            batch_size=config.learner.batch_size or 512,
         )
-    if config.dataset in SEQUENCE_DATASETS:
+    if config.data.dataset in SEQUENCE_DATASETS:
         return SequenceDataModule(
-            dataset=config.dataset,
-            organizations=config.organizations,
-            root=config.data_root,
-            feature_seed=config.seed,
-            split_seed=config.split_seed,
-            test_fraction=config.test_fraction,
-            val_fraction=config.val_fraction,
-            size=config.sequence_size,
-            batch_size=config.batch_size or 8,
+            dataset=config.data.dataset,
+            organizations=config.data.organizations,
+            root=config.data.root,
+            feature_seed=config.run.seed,
+            split_seed=config.data.split_seed,
+            test_fraction=config.data.test_fraction,
+            val_fraction=config.data.val_fraction,
+            size=config.data.sequence_size,
+            batch_size=config.learner.batch_size or 8,
         )
     return TabularDataModule(
-        dataset=config.dataset,
-        organizations=config.organizations,
-        feature_seed=config.seed,
-        split_seed=config.split_seed,
-        test_fraction=config.test_fraction,
-        val_fraction=config.val_fraction,
-        assignment=config.assignment or None,
-        csv_files=config.csv_files,
-        id_column=config.id_column,
-        label_column=config.label_column,
-        task=config.task or None,
-        batch_size=config.batch_size or 1024,
-        synthetic_train=config.synthetic_train,
-        synthetic_test=config.synthetic_test,
-        root=config.data_root,
+        dataset=config.data.dataset,
+        organizations=config.data.organizations,
+        feature_seed=config.run.seed,
+        split_seed=config.data.split_seed,
+        test_fraction=config.data.test_fraction,
+        val_fraction=config.data.val_fraction,
+        assignment=config.data.assignment or None,
+        csv_files=config.data.csv_files,
+        id_column=config.data.id_column,
+        label_column=config.data.label_column,
+        task=config.data.task or None,
+        batch_size=config.learner.batch_size or 1024,
+        synthetic_train=config.data.synthetic_train,
+        synthetic_test=config.data.synthetic_test,
+        root=config.data.root,
         only=only,
         ids=ids,
-        categorical=config.categorical,
-        missing=config.missing,
+        categorical=config.data.categorical,
+        missing=config.data.missing,
     )
 
 
@@ -174,7 +174,7 @@ class Run:
         stage, stage_round = prediction_stage(self.protocol, recs[pick]["round"], kept)
         return {
             "method": self.protocol.name,
-            "dataset": self.config.dataset,
+            "dataset": self.config.data.dataset,
             "metric": task.metric_name,
             "organizations": self.organization_names,
             "value": tests[pick],
@@ -189,7 +189,7 @@ class Run:
             "prediction_bytes": channel.total_bytes() - sent,
             "seconds": self.seconds,
             "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
-            "transport": self.config.transport,
+            "transport": self.config.transport.kind,
             "parties": self.protocol.federation.transport.where(),  # where each party ran
             "coordinator_pid": os.getpid(),
             "compare": dict(compare),
@@ -201,8 +201,8 @@ def default_callbacks(config: RunConfig, verbose: bool) -> list[RoundCallback]:
     cbs: list[RoundCallback] = [TensorBoardRounds(), RoundCheckpoint()]
     if verbose:
         cbs.insert(0, ProgressTable())
-    if config.early_stop_eta > 0:
-        cbs.append(EarlyStopOnEta(config.early_stop_eta))
+    if config.gal.early_stop_eta > 0:
+        cbs.append(EarlyStopOnEta(config.gal.early_stop_eta))
     return cbs
 
 
@@ -253,7 +253,7 @@ def train(
         rundir.check()
     with rundir if rundir is not None else nullcontext():
         state = _resume_state(config, out_dir) if resume else None
-        if config.transport == "ray":  # the coordinator loads Alice's labels and the parties' names only
+        if config.transport.kind == "ray":  # the coordinator loads Alice's labels and the parties' names only
             from vcl.ray_transport import coordinator_data
 
             data = coordinator_data(config)
@@ -276,7 +276,7 @@ def train(
                 run.saved_round = protocol.round
                 run.log(f"resumed {out_dir} at round {protocol.round}")
             try:
-                run_rounds(run, callbacks, config.rounds)
+                run_rounds(run, callbacks, config.run.rounds)
             finally:
                 for cb in callbacks:
                     cb.teardown(run)
@@ -294,7 +294,7 @@ def train(
             other = Run(config, build_protocol(config, data, method), out_dir, verbose=False)
             board = [TensorBoardRounds(fresh=True)] if write else []  # its own TensorBoard run, beside the main
             try:
-                run_rounds(other, board, config.rounds)
+                run_rounds(other, board, config.run.rounds)
                 results["compare"][method] = other.results({})
             finally:
                 for cb in board:
@@ -327,9 +327,9 @@ def _resume_state(config: RunConfig, out_dir: Path) -> dict:
             "resume with the same config or use another --out."
         )
     done = state["records"][-1]["round"] if state["records"] else 0
-    if config.rounds < done:
+    if config.run.rounds < done:
         raise VCLInputError(
-            f"--resume: rounds={config.rounds} is below the {done} rounds already run in {out_dir}; "
+            f"--resume: run.rounds={config.run.rounds} is below the {done} rounds already run in {out_dir}; "
             f"resume with rounds >= {done}."
         )
     return state

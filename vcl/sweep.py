@@ -34,11 +34,11 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
     res = train(cfg, verbose=False, write=False)
     return {
         "benchmark": benchmark,
-        "dataset": cfg.dataset,
+        "dataset": cfg.data.dataset,
         "method": method,
         "model": model,
-        "organizations": cfg.organizations,
-        "seed": cfg.seed,
+        "organizations": cfg.data.organizations,
+        "seed": cfg.run.seed,
         "metric": res["metric"],
         "value": res["value"],
         "best_value": res["best_value"],

@@ -28,10 +28,10 @@ class Task:
 
     def __post_init__(self):
         if self.kind not in TASK_LOSSES:
-            raise VCLInputError(f"task={self.kind!r} is unknown; use classification or regression.")
+            raise VCLInputError(f"data.task={self.kind!r} is unknown; use classification or regression.")
         if self.loss not in TASK_LOSSES[self.kind]:
             raise VCLInputError(
-                f"task_loss={self.loss!r} does not fit a {self.kind} task; use one of "
+                f"gal.task_loss={self.loss!r} does not fit a {self.kind} task; use one of "
                 f"{', '.join(TASK_LOSSES[self.kind])}."
             )
 

@@ -81,10 +81,10 @@ def make_reduction(name: str, dim: int, seed: int):
         if "random_state" in params:
             est.set_params(random_state=seed)
         if not hasattr(est, "transform"):
-            raise VCLInputError(f"dc_reduction={name!r} has no transform(); use a scikit-learn transformer.")
+            raise VCLInputError(f"dc.reduction={name!r} has no transform(); use a scikit-learn transformer.")
         return est
     raise VCLInputError(
-        f"dc_reduction={name!r} is unknown; use one of {', '.join(REDUCTIONS)} or sklearn:sklearn.<module>.<Class>."
+        f"dc.reduction={name!r} is unknown; use one of {', '.join(REDUCTIONS)} or sklearn:sklearn.<module>.<Class>."
     )
 
 
@@ -104,7 +104,7 @@ def make_central(name: str, seed: int):
             est.set_params(random_state=seed)
         return est
     raise VCLInputError(
-        f"dc_central={name!r} is unknown; use one of {', '.join(CENTRAL_MODELS)} or sklearn:sklearn.<module>.<Class>."
+        f"dc.central={name!r} is unknown; use one of {', '.join(CENTRAL_MODELS)} or sklearn:sklearn.<module>.<Class>."
     )
 
 
@@ -114,7 +114,7 @@ def make_interpretable(name: str, splits: int, seed: int):
         from sklearn.tree import DecisionTreeClassifier
 
         if splits < 1:
-            raise VCLInputError(f"dc_tree_splits={splits}; allow the tree at least 1 split.")
+            raise VCLInputError(f"dc.tree_splits={splits}; allow the tree at least 1 split.")
         return DecisionTreeClassifier(max_leaf_nodes=splits + 1, random_state=seed)
     if name == "gb":
         from sklearn.ensemble import GradientBoostingClassifier
@@ -128,14 +128,14 @@ def make_interpretable(name: str, splits: int, seed: int):
             hasattr(type(est), "feature_importances_") or isinstance(est, LinearClassifierMixin)
         ):
             raise VCLInputError(
-                f"dc_interpretable={name!r} is not a classifier with feature_importances_ or coef_; "
+                f"dc.interpretable={name!r} is not a classifier with feature_importances_ or coef_; "
                 "use a tree, boosting or linear classifier."
             )
         if "random_state" in est.get_params():
             est.set_params(random_state=seed)
         return est
     raise VCLInputError(
-        f"dc_interpretable={name!r} is unknown; use one of {', '.join(INTERPRETABLE_MODELS)} "
+        f"dc.interpretable={name!r} is unknown; use one of {', '.join(INTERPRETABLE_MODELS)} "
         "or sklearn:sklearn.<module>.<Class>."
     )
 
@@ -172,7 +172,7 @@ def collaboration_maps(anchor_reps: list[np.ndarray], dim: int) -> tuple[np.ndar
     A = np.hstack(anchor_reps)
     r = A.shape[0]
     if not 1 <= dim <= min(A.shape):
-        raise VCLInputError(f"dc_collab_dim={dim}; use 1..{min(A.shape)} for these anchor representations.")
+        raise VCLInputError(f"dc.collab_dim={dim}; use 1..{min(A.shape)} for these anchor representations.")
     U = np.linalg.svd(A, full_matrices=False)[0]
     Z = U[:, :dim] * np.sqrt(r)
     return Z, [np.linalg.lstsq(Ai, Z, rcond=None)[0] for Ai in anchor_reps]
@@ -276,7 +276,7 @@ class DCWorker:
             return m_j
         if not 1 <= dim <= min(m_j, n_i):
             raise VCLInputError(
-                f"dc_dim={self.options.dim}: party {self.name} holds {m_j} columns of {n_i} rows, so it can "
+                f"dc.dim={self.options.dim}: party {self.name} holds {m_j} columns of {n_i} rows, so it can "
                 f"keep 1..{min(m_j, n_i)} dimensions; lower dc_dim (≤ 0 counts down from the party's columns)."
             )
         return dim
@@ -378,7 +378,7 @@ class Evaluation:
         self.y = {s: y.cpu().numpy().astype(np.int64) for s, y in labels.items()}
         self.num_features = self.X["train"].shape[1]
         if not 1 <= options.top_t <= self.num_features:
-            raise VCLInputError(f"dc_top_t={options.top_t}; use 1..{self.num_features} (the number of features).")
+            raise VCLInputError(f"dc.top_t={options.top_t}; use 1..{self.num_features} (the number of features).")
         self.top_t = options.top_t
         reference = make_interpretable(options.interpretable, options.tree_splits, reference_seed(seed))
         reference.fit(self.X["train"], self.y["train"])

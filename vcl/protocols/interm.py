@@ -27,7 +27,7 @@ HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer",
 
 
 def optimizer_for(params, hp: dict):
-    """The learner's optimizer and step schedule (``hp``: its settings) over ``params``: one part's."""
+    """The learner's learner.optimizer and step schedule (``hp``: its settings) over ``params``: one part's."""
     keys = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer")
     return build_optimizer(params, *(hp[k] for k in keys))
 
