@@ -107,10 +107,10 @@ def table1(trials: int, args) -> list[dict]:
 def sweep(datasets, ks, alphas, trials: int, args) -> list[dict]:
     jobs = []
     for ds in datasets:
-        for k in sorted({min(k, SWEEP_CONFIG[ds]["dc_public_rows"] - 1) for k in ks}):  # k ≤ p − 1
+        for k in sorted({min(k, SWEEP_CONFIG[ds]["dc.public_rows"] - 1) for k in ks}):  # k ≤ p − 1
             for alpha in alphas:
                 values = {**TABLE1_CONFIG, "data.dataset": ds, "dc.standardize": True, "method": "dc_smote"}
-                values.update(SWEEP_CONFIG[ds], dc_smote_k=k, dc_smote_alpha=alpha)
+                values |= {**SWEEP_CONFIG[ds], "dc.smote_k": k, "dc.smote_alpha": alpha}
                 for t in range(trials):
                     jobs.append(partial(run, "dc_figure3", values, t, smote_k=k, smote_alpha=alpha))
     records = [r for rs in run_all(jobs, args) for r in rs]

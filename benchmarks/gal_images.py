@@ -91,12 +91,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="digits (M=4) and the MNIST subset (M=8) on CPU")
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2 3)")
-    p.add_argument("--data.root", default="data", help="root of the torchvision MNIST / CIFAR-10 files")
+    p.add_argument("--data-root", default="data", help="root of the torchvision MNIST / CIFAR-10 files")
     p.add_argument("--datasets", nargs="+", default=None, help="full mode: subset of mnist cifar10")
-    p.add_argument("--data.organizations", type=int, nargs="+", default=None, help="full mode: subset of 2 4 8")
+    p.add_argument("--organizations", type=int, nargs="+", default=None, help="full mode: subset of 2 4 8")
     p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
-    p.add_argument("--run.device", default="auto", help="cpu, cuda, auto")
-    p.add_argument("--run.precision", default="32-true", help="32-true, bf16-mixed or 16-mixed")
+    p.add_argument("--device", default="auto", help="cpu, cuda, auto")
+    p.add_argument("--precision", default="32-true", help="32-true, bf16-mixed or 16-mixed")
     return add_cluster_args(p).parse_args()  # seconds are comparable only between runs made with --workers 1
 
 

@@ -283,8 +283,8 @@ def parse_args() -> argparse.Namespace:
         "--image-dataset", default="mnist_subset", choices=IMAGE_DATASETS,
         help="--images: mnist_subset (offline; Table I beside it), mnist (Table I) or cifar10 (Table II)",
     )  # fmt: skip
-    p.add_argument("--data.root", default="data", help="--bank: UCI's bank-full.csv; --images: torchvision's files")
-    p.add_argument("--run.device", default="cpu", help="where the parties and C compute: cpu, cuda, cuda:N or auto")
+    p.add_argument("--data-root", default="data", help="--bank: UCI's bank-full.csv; --images: torchvision's files")
+    p.add_argument("--device", default="cpu", help="where the parties and C compute: cpu, cuda, cuda:N or auto")
     p.add_argument(
         "--epsilon", type=float, default=None,
         help="h0's budget for the table modes (default: the paper's, 0.5 or 2; 0 = no privacy)",
@@ -352,9 +352,9 @@ def run_jobs(jobs: list, args) -> list[dict]:
 
 def main() -> None:
     args = parse_args()
-    BASE["device"] = args.device
+    BASE["run.device"] = args.device
     if args.epsilon is not None:
-        FORCED["mpdl_epsilon"] = args.epsilon
+        FORCED["mpdl.epsilon"] = args.epsilon
     out = Path(args.out or "runs/bench/mpdl.json")
     if args.images:
         records = run_jobs(images(args.gammas or [0.05, 0.2], args.seeds, args.image_dataset, args.data_root), args)
