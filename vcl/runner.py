@@ -36,75 +36,55 @@ from vcl.rundir import PARTIES, RunDirectory
 def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
     """The data module the run needs: c × d parties (DC), two partly overlapping parties (MPDL), image
     patches, sequence feature groups, or columns (``only``, ``ids``: one CSV organization's file alone)."""
+    d = config.data
+    common = {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction}
     if config.method in MPDL_METHODS:
         return OverlapDataModule(
-            dataset=config.data.dataset,
+            **common,
             gamma=config.mpdl.gamma,
             seed=config.run.seed,
-            split_seed=config.data.split_seed,
-            test_fraction=config.data.test_fraction,
-            assignment=config.data.assignment or None,
-            root=config.data.root,
+            assignment=d.assignment or None,
+            root=d.root,
             max_rows=config.mpdl.max_rows,
         )
     if config.method in DC_METHODS:
         return GridDataModule(
-            dataset=config.data.dataset,
+            **common,
             row_groups=config.dc.row_groups,
             column_groups=config.dc.column_groups,
             feature_split=config.dc.feature_split,
             public_rows=config.dc.public_rows,
             seed=config.run.seed,
-            split_seed=config.data.split_seed,
-            test_fraction=config.data.test_fraction,
             standardize=config.dc.standardize,
-            assignment=config.data.assignment or None,
+            assignment=d.assignment or None,
         )
-    if config.data.dataset in IMAGE_DATASETS:
+    common |= {"organizations": d.organizations, "val_fraction": d.val_fraction, "root": d.root}
+    batch = config.learner.batch_size
+    if d.dataset in IMAGE_DATASETS:
         return ImageDataModule(
-            dataset=config.data.dataset,
-            organizations=config.data.organizations,
-            root=config.data.root,
-            download=config.data.download,
-            view=config.data.image_view,
-            split_seed=config.data.split_seed,
-            test_fraction=config.data.test_fraction,
-            val_fraction=config.data.val_fraction,
-            max_train=config.data.max_train,
-            batch_size=config.learner.batch_size or 512,
+            **common,
+            download=d.download,
+            view=d.image_view,
+            max_train=d.max_train,
+            batch_size=batch or 512,
         )
-    if config.data.dataset in SEQUENCE_DATASETS:
-        return SequenceDataModule(
-            dataset=config.data.dataset,
-            organizations=config.data.organizations,
-            root=config.data.root,
-            feature_seed=config.run.seed,
-            split_seed=config.data.split_seed,
-            test_fraction=config.data.test_fraction,
-            val_fraction=config.data.val_fraction,
-            size=config.data.sequence_size,
-            batch_size=config.learner.batch_size or 8,
-        )
+    common["feature_seed"] = config.run.seed
+    if d.dataset in SEQUENCE_DATASETS:
+        return SequenceDataModule(**common, size=d.sequence_size, batch_size=batch or 8)
     return TabularDataModule(
-        dataset=config.data.dataset,
-        organizations=config.data.organizations,
-        feature_seed=config.run.seed,
-        split_seed=config.data.split_seed,
-        test_fraction=config.data.test_fraction,
-        val_fraction=config.data.val_fraction,
-        assignment=config.data.assignment or None,
-        csv_files=config.data.csv_files,
-        id_column=config.data.id_column,
-        label_column=config.data.label_column,
-        task=config.data.task or None,
-        batch_size=config.learner.batch_size or 1024,
-        synthetic_train=config.data.synthetic_train,
-        synthetic_test=config.data.synthetic_test,
-        root=config.data.root,
+        **common,
+        assignment=d.assignment or None,
+        csv_files=d.csv_files,
+        id_column=d.id_column,
+        label_column=d.label_column,
+        task=d.task or None,
+        batch_size=batch or 1024,
+        synthetic_train=d.synthetic_train,
+        synthetic_test=d.synthetic_test,
         only=only,
         ids=ids,
-        categorical=config.data.categorical,
-        missing=config.data.missing,
+        categorical=d.categorical,
+        missing=d.missing,
     )
 
 
