@@ -8,6 +8,17 @@ from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
+# a tiny MPDL run: breast cancer, 240 rows, few epochs, the small PSI group
+TINY_MPDL = {
+    "data.dataset": "breast_cancer",
+    "data.test_fraction": 0.1,
+    "mpdl.gamma": 0.2,
+    "mpdl.max_rows": 240,
+    "mpdl.dual_epochs": 2,
+    "mpdl.central_epochs": 3,
+    "mpdl.psi_bits": 1024,
+}
+
 
 def benchmark(name: str):
     """A script of ``benchmarks/`` imported as a module, by its path (with ``common``, the module its

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from tests.helpers import TINY_MPDL
 from vcl.config import RunConfig
 from vcl.runner import train
 
@@ -24,15 +25,7 @@ IMAGES = {
     "data.max_train": 300,
 }
 DC = dict(method="dc_smote", **{"dc.public_rows": 30, "dc.anchor_rows": 200, "dc.dim": 3, "dc.smote_k": 10})
-MPDL = {
-    "data.dataset": "breast_cancer",
-    "data.test_fraction": 0.1,
-    "mpdl.gamma": 0.2,
-    "mpdl.max_rows": 240,
-    "mpdl.dual_epochs": 2,
-    "mpdl.central_epochs": 3,
-    "mpdl.psi_bits": 1024,
-}
+MPDL = TINY_MPDL
 RUNS = {
     "gal": {},
     "gal_dms_cnn": dict(IMAGES, **{"gal.dms": True}),

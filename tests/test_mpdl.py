@@ -13,6 +13,7 @@ from vcl.callbacks import RoundCheckpoint
 from vcl.datamodules.overlap import OverlapDataModule, PartyData, image_masks, overlap_counts
 
 from tests.conftest import write_cifar_batches
+from tests.helpers import TINY_MPDL
 from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.config import RunConfig
 from vcl.dual import DualParty, duality_loss
@@ -45,13 +46,7 @@ MPDL_KINDS = {
 def mpdl_config(tmp_path, **overrides) -> RunConfig:
     values = {
         "method": "mpdl",
-        "data.dataset": "breast_cancer",
-        "data.test_fraction": 0.1,
-        "mpdl.gamma": 0.2,
-        "mpdl.max_rows": 240,
-        "mpdl.dual_epochs": 2,
-        "mpdl.central_epochs": 3,
-        "mpdl.psi_bits": 1024,
+        **TINY_MPDL,
         "compare": [],
         "run.device": "cpu",
         "out": str(tmp_path / "mpdl"),
