@@ -175,11 +175,11 @@ def main() -> None:
         for seed in seeds:
             for method in args.methods:
                 cfg = config(ds, values, method, seed, args)
-                extra = {"run.concurrent": True} if method in ("gal", "gal_dms") else {}
+                extra = {"concurrent": True} if method in ("gal", "gal_dms") else {}
                 jobs.append(Job("gal_images", cfg, method, "cnn", None, extra))
             if "gal" in args.methods:  # the same GAL run with organizations fitted one after another
                 cfg = config(ds, values, "gal", seed, args, **{"run.concurrent": False})
-                jobs.append(Job("gal_images", cfg, "gal", "cnn", None, {"run.concurrent": False}))
+                jobs.append(Job("gal_images", cfg, "gal", "cnn", None, {"concurrent": False}))
     records = run_all(jobs, args)
     write_records(records, args.out)
     print(summarize([r for r in records if r.get("concurrent", True)], PAPER))

@@ -102,7 +102,18 @@ def gal_step(args) -> dict:
 def run_tests() -> dict:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "gpu",
+            "-o",
+            "addopts=-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_gpu.py",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

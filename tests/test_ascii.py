@@ -238,7 +238,7 @@ def test_one_agent_is_samme():
         x["train"], y
     )
     assert [r["alphas"][0] for r in records] == pytest.approx(list(ada.estimator_weights_), rel=1e-4)
-    ours = protocol.F["test"].argmax(1).numpy()
+    ours = protocol.F["test"].argmax(1).cpu().numpy()
     np.testing.assert_array_equal(ours, ada.predict(x["test"]))
 
 
@@ -288,7 +288,8 @@ def test_only_named_messages_cross_and_bytes_are_what_the_paper_counts(tiny, alp
     raw = [col for v in dm.data.views for x in v.splits.values() for col in x.T]
     for message in sent:
         for tensor in message.payload().values():
-            for col in tensor.T.float():
+            columns = tensor[:, None] if tensor.ndim == 1 else tensor  # a vector is one column
+            for col in columns.T.float():
                 assert not any(col.shape == r.shape and torch.allclose(col, r, atol=1e-4) for r in raw)
     # labels once (uint8, to bob only: Alice's own copy does not cross), then per round one n-vector
     # of float32 scores each way; with the paper's α, the α's of the agents before: 1 from Alice, 2 from bob.

@@ -90,14 +90,14 @@ def test_raw_anchors_and_lossless_reduction_match_centralized_least_squares(tmp_
     protocol.run_round()
     X, y = data.full("train").double().numpy(), data.labels["train"].numpy()
     central = LinearRegression().fit(X, np.eye(data.num_classes)[y]).predict(X)
-    assert np.abs(protocol.F["train"].numpy() - central).max() < 1e-3
+    assert np.abs(protocol.F["train"].cpu().numpy() - central).max() < 1e-3
     # and with PCA keeping every dimension (lossless up to each party's centering), nearly the same fit
     cfg = dc_config(
         tmp_path, method="dc_raw", **{"dc.dim": 0, "dc.central": "sklearn:sklearn.linear_model.LinearRegression"}
     )
     _, pca = built(cfg)
     pca.run_round()
-    assert np.mean(pca.F["train"].numpy().argmax(1) == central.argmax(1)) > 0.95
+    assert np.mean(pca.F["train"].cpu().numpy().argmax(1) == central.argmax(1)) > 0.95
 
 
 # --- anchors ------------------------------------------------------------------------------------------

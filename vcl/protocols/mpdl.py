@@ -30,6 +30,7 @@ alignment losses); C's classifier is then applied to A's codes.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -405,6 +406,19 @@ class OverlapParty:
         self.rows, self.fold, self.only = state["rows"], state["fold"], state["only"]
 
 
+def to_cpu(value):
+    """A report's value on the CPU: tensors and modules moved (a module copied), containers walked."""
+    if isinstance(value, Tensor):
+        return value.cpu()
+    if isinstance(value, nn.Module):
+        return copy.deepcopy(value).cpu()
+    if isinstance(value, dict):
+        return {k: to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(to_cpu(v) for v in value)
+    return value
+
+
 class OverlapExperimenter:
     """Who scores an MPDL or FTL run from outside it: the raw features of the rows only one party holds and
     each party's clean normalized rows (:attr:`OverlapData.truth`), and the parties' reports."""
@@ -425,8 +439,8 @@ class OverlapExperimenter:
         self.options = options
 
     def handle(self, message: Message) -> Message | None:
-        if isinstance(message, Report):
-            self.reports[message.sender] = message.values
+        if isinstance(message, Report):  # the experimenter scores on the CPU, whatever device a party used
+            self.reports[message.sender] = {k: to_cpu(v) for k, v in message.values.items()}
             return Ack(self.name, message.sender, message.round) if message.sender == COLLABORATOR else None
         if not isinstance(message, Step) or message.step not in ("mpdl_scores", "ftl_scores"):
             raise TypeError(f"the experimenter cannot answer a {message.kind}.")
@@ -511,7 +525,7 @@ class OverlapExperimenter:
         c, b = self.reports[COLLABORATOR], self.reports["b"]
         codes_a, codes_b = c["codes_a"], b["test_codes"]
         with torch.no_grad():
-            scores = c["classifier"](codes_b.to(codes_a.device)).cpu()
+            scores = c["classifier"](codes_b)
         return {
             "ftl_b_test": self.task.metric(scores, self.test_labels),
             "code_std_a": float(codes_a.std(0).mean()),
@@ -653,7 +667,7 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
         m_c, m_d = self.central(1), self.central(2)
         self.fit_central(m_c, 1, "train")
         self._loss = self.fit_central(m_d, 2, "train+p")
-        y_val = self.ask(["b"], "labels", rows="val")[0].values.long()  # C scores with B's validation labels
+        y_val = self.ask(["b"], "labels", rows="val")[0].values.cpu().long()  # C scores with B's validation labels
         v_c = self.task.metric(self.predict(m_c, 1, "val"), y_val)
         v_d = self.task.metric(self.predict(m_d, 2, "val"), y_val)
         final = v_d - v_c > o.threshold or r >= o.iterations
