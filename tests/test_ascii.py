@@ -332,6 +332,7 @@ def test_alpha_stop_fires_and_discards_the_model(alpha):
     torch.testing.assert_close(protocol.F["train"], math.log(6) * samme_code(torch.tensor([0, 1, 0, 0]), 3))
 
 
+@pytest.mark.slow
 def test_runner_stops_at_alpha_below_zero(tiny):
     # the paper's α stops this run in round 1; the exact one (SAMME's stop, r̄ ≤ 1/K) runs all 8 rounds
     cfg = tiny(

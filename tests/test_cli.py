@@ -134,6 +134,7 @@ def test_every_shipped_config_loads_and_checks():
         check_config(RunConfig.from_yaml(path))
 
 
+@pytest.mark.slow
 def test_a_messy_csv_runs_once_each_party_prepares_its_own_columns(tmp_path, capsys):
     """Text categories and gaps: refused in one sentence by default; with onehot and impute (or drop) the run
     goes through, and the prepared columns are named by category."""

@@ -82,6 +82,7 @@ def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny
     assert outputs[0]["2"].shape == (len(dm.data.labels["test"]), 10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dms", [False, True])
 def test_resume_with_deep_learners_equals_uninterrupted_run(tiny, tmp_path, crash_at, dms):
     from vcl.callbacks import RoundCheckpoint

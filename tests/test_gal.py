@@ -59,6 +59,7 @@ def test_concurrent_organizations_match_sequential_run(tiny):
         assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at):
     full = train(tiny(**{"run.rounds": 4}, out=str(tmp_path / "full")), verbose=False)
     cfg = tiny(**{"run.rounds": 4}, out=str(tmp_path / "cut"))

@@ -65,7 +65,9 @@ def restored(cfg, dm, protocol):
     return again
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "gb" else c for c in CASES])
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.slow) if c in ("gb", "gb-svm-l1") else c for c in CASES]
+)
 def test_reported_metrics_are_the_prediction_stage_of_the_kept_models(tiny, case):
     cfg = tiny(**CASES[case])
     dm, protocol, run = run_protocol(cfg)

@@ -76,7 +76,7 @@ def test_damaged_or_foreign_checkpoints_are_refused_with_one_sentence(tmp_path, 
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"learner.model": ["gb", "svm", "sklearn:sklearn.linear_model.Ridge"]},
+        pytest.param({"learner.model": ["gb", "svm", "sklearn:sklearn.linear_model.Ridge"]}, marks=pytest.mark.slow),
         dict(
             method="ascii", **{"data.organizations": 2, "learner.model": ["tree", "logistic"], "learner.max_depth": 2}
         ),
@@ -323,6 +323,7 @@ def test_an_unknown_flag_prints_one_line_and_a_hint(capsys):
     _one_error_line(capsys, "unknown option rounds; did you mean run.rounds?")
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_where_to_resume_and_resume_finishes_the_run(tmp_path, capsys, monkeypatch, crash_at):
     import vcl.runner
 
