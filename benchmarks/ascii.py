@@ -217,6 +217,13 @@ def claims(curves: dict, cost: list[dict], rounds: int) -> str:
     return "\n".join(lines)
 
 
+def report(records: list[dict]) -> str:
+    """The tables and the paper's claims checked, from this benchmark's records."""
+    rounds = max(len(r["curve"]) for r in records) - 1
+    table = summarize(records, {}, keys=("figure", "dataset", "organizations", "variant", "model"))
+    return f"{table}\n\nwine: {WINE}.\n\n{claims(mean_curves(records, rounds), transmission(records), rounds)}"
+
+
 def main() -> None:
     args = parse_args(__doc__)
     seeds = args.seeds if "--seeds" in sys.argv else ([0] if args.quick else list(range(20)))
@@ -240,12 +247,8 @@ def main() -> None:
                 jobs.append(Job("ascii", cfg, method, learner, details, tags))
     records = run_all(jobs, args)
     write_records(records, args.out)
-    print(summarize(records, {}, keys=("figure", "dataset", "organizations", "variant", "model")))
-    print(f"\nwine: {WINE}.")
+    print(report(records))
     curves = mean_curves(records, rounds)
-    cost = transmission(records)
-    print()
-    print(claims(curves, cost, rounds))
     base = Path(args.out or "runs/bench/ascii.json")
     base.parent.mkdir(parents=True, exist_ok=True)
     plot(curves, "fig3", base.with_suffix(".fig3.png"), "ASCII vs Single and Oracle (cf. Fig. 3)")

@@ -227,6 +227,11 @@ def plot_anchors(path: Path) -> None:
     print(f"saved {path}")
 
 
+def report(records: list[dict]) -> str:
+    """The tables this benchmark prints, from its records."""
+    return table1_markdown(records) + "\n\n" + sweep_markdown(records)
+
+
 def main() -> None:
     args = parse_args(__doc__)
     if args.quick:
@@ -238,9 +243,7 @@ def main() -> None:
         alphas = [0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]
         records += sweep(["breast_cancer", "wine"], ks, alphas, 3, args)
     write_records(records, args.out)
-    print(table1_markdown(records))
-    print()
-    print(sweep_markdown(records))
+    print(report(records))
     stem = Path(args.out).with_suffix("") if args.out else Path("runs/bench/dc")
     stem.parent.mkdir(parents=True, exist_ok=True)
     plot_sweep(records, stem.with_name(stem.name + ".figure3.png"))

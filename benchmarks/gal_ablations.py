@@ -269,6 +269,15 @@ def parse_args() -> argparse.Namespace:
     return add_cluster_args(p).parse_args()
 
 
+def report(records: list[dict]) -> str:
+    """The per-cell table and one table per paper table, from this benchmark's records."""
+    return (
+        summarize(records, PAPER, keys=("dataset", "organizations", "method", "setting"))
+        + "\n\n"
+        + tables_view(records)
+    )
+
+
 def main() -> None:
     args = parse_args()
     if args.threads:
@@ -301,8 +310,7 @@ def main() -> None:
             jobs.append(Job("gal_ablations", cfg, method, "cnn" if ds in IMAGES else "linear", None, tags))
         records += run_all(jobs, args)  # a cell's seeds at once with --workers
         write_records(records, args.out)  # after every cell, so a cut-off run keeps what it did
-    print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "setting")))
-    print("\n" + tables_view(records))
+    print(report(records))
     if not args.no_plot:
         plot_weights(Path(args.out or "runs/bench/gal_ablations.json").with_suffix(".weights.png"))
 

@@ -167,6 +167,17 @@ def memory_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def report(records: list[dict]) -> str:
+    """The tables this benchmark prints, from its records."""
+    return "\n".join(
+        [
+            summarize([r for r in records if r.get("concurrent", True)], PAPER),
+            "\nSeconds per GAL round (median over seeds):\n" + speed_table(records),
+            "\nDeep Model Sharing: parameters kept for prediction after T rounds, and time:\n" + memory_table(records),
+        ]
+    )
+
+
 def main() -> None:
     args = parse_args()
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2, 3])
@@ -182,9 +193,7 @@ def main() -> None:
                 jobs.append(Job("gal_images", cfg, "gal", "cnn", None, {"concurrent": False}))
     records = run_all(jobs, args)
     write_records(records, args.out)
-    print(summarize([r for r in records if r.get("concurrent", True)], PAPER))
-    print("\nSeconds per GAL round (median over seeds):\n" + speed_table(records))
-    print("\nDeep Model Sharing: parameters kept for prediction after T rounds, and time:\n" + memory_table(records))
+    print(report(records))
 
 
 if __name__ == "__main__":

@@ -74,6 +74,11 @@ def settings(quick: bool):
                 yield ds, m, method, model
 
 
+def report(records: list[dict]) -> str:
+    """The table this benchmark prints, from its records."""
+    return summarize(records, PAPER)
+
+
 def main() -> None:
     args = parse_args(__doc__)
     jobs = []
@@ -93,7 +98,7 @@ def main() -> None:
             jobs.append(Job("gal_uci", cfg, method, model))
     records = run_all(jobs, args)
     write_records(records, args.out)
-    print(summarize(records, PAPER))
+    print(report(records))
 
 
 if __name__ == "__main__":

@@ -228,12 +228,12 @@ def plot_epsilon(records: list[dict], path: Path) -> None:
     print(f"saved {path}")
 
 
-def print_sweep(sweep: list[dict]) -> None:
-    print("\nFigure 13 (breast_cancer, gamma = 0.1): mean over seeds; MAE in normalized units, both parties' rows")
-    print(
+def sweep_markdown(sweep: list[dict]) -> str:
+    lines = [
+        "\nFigure 13 (breast_cancer, gamma = 0.1): mean over seeds; MAE in normalized units, both parties' rows",
         "| h0 noise | epsilon | dual_T % | MPDL_A % | h0_attack_mae | attack_mae | attack_mae_overlap | trivial_mae "
-        "| inference MAE | seeds |\n|---|---|---|---|---|---|---|---|---|---|"
-    )
+        "| inference MAE | seeds |\n|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for noise in ("per_row", "offset_no_dp"):
         for eps in _eps_order(sweep):
             rs = [r for r in sweep if r["epsilon"] == eps and r["dp_noise"] == noise and r["method"] == "dual_t"]
@@ -245,22 +245,50 @@ def print_sweep(sweep: list[dict]) -> None:
             ]
             keys = ("h0_attack_mae", "attack_mae", "attack_mae_overlap", "trivial_mae", "inference_mae")
             cells = [_mean([r[k] for r in rs]) for k in keys]
-            print(
+            lines.append(
                 f"| {noise} | {'inf' if eps == 0 else eps} | {100 * _mean(dual):.1f} | {100 * _mean(mpdl_a):.1f} | "
                 + " | ".join(f"{c:.4f}" for c in cells)
                 + f" | {len(dual)} |"
             )
-    print(
+    lines.append(
         f"The paper at this setting (Table IV, gamma = 0.1, epsilon = 0.5): dual_T {PAPER_FIG13_SETTING['dual_t']}, "
         f"MPDL_A {PAPER_FIG13_SETTING['mpdl_a']}."
     )
     for r in sweep:  # the target: at epsilon = 0.5 the attack on h0 does no better than 0.8 x guessing the mean
         if r["method"] == "dual_t" and r["dp_noise"] == "per_row" and r["epsilon"] == 0.5:
             ratio = r["h0_attack_mae"] / r["trivial_mae"]
-            print(
+            lines.append(
                 f"seed {r['seed']}, epsilon 0.5: h0_attack_mae / trivial_mae = {ratio:.3f}"
                 f" (target >= 0.8: {'met' if ratio >= 0.8 else 'NOT met'})"
             )
+    return "\n".join(lines)
+
+
+def paillier_markdown(cost: list[dict]) -> str:
+    lines = [
+        "\nSeconds per dual epoch (Algorithm 2 over D_C; breast_cancer, gamma = 0.1, 1024-bit Paillier key)",
+        "| Paillier | seconds per dual epoch | bytes sent (whole run) |\n|---|---|---|",
+    ]
+    for r in cost:
+        lines.append(f"| {'on' if r['paillier'] else 'off'} | {r['dual_seconds_per_epoch']:.3f} | {r['bytes_sent']} |")
+    return "\n".join(lines)
+
+
+def report(records: list[dict]) -> str:
+    """The tables this benchmark prints, from its records (of any mode)."""
+    parts = []
+    tables = [r for r in records if r["benchmark"].startswith("mpdl_table")]
+    if tables:
+        parts.append(summarize(tables, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
+    for bench, markdown in (
+        ("mpdl_fig13", sweep_markdown),
+        ("mpdl_fig7", m_sweep_markdown),
+        ("mpdl_paillier", paillier_markdown),
+    ):
+        rs = [r for r in records if r["benchmark"] == bench]
+        if rs:
+            parts.append(markdown(rs))
+    return "\n".join(parts)
 
 
 def parse_args() -> argparse.Namespace:
@@ -323,16 +351,19 @@ def m_sweep(seeds: list[int], data_root: str) -> list:
     ]
 
 
-def print_m_sweep(records: list[dict]) -> None:
-    print(f"\nFigure 7 ({records[0]['dataset']}, gamma = 0.4): mean test accuracy % over seeds, per max iterations m")
-    print("| m | joint_T | dual_T | MPDL_A | FTL_A | seeds |\n|---|---|---|---|---|---|")
+def m_sweep_markdown(records: list[dict]) -> str:
+    lines = [
+        f"\nFigure 7 ({records[0]['dataset']}, gamma = 0.4): mean test accuracy % over seeds, per max iterations m",
+        "| m | joint_T | dual_T | MPDL_A | FTL_A | seeds |\n|---|---|---|---|---|---|",
+    ]
     for m in sorted({r["iterations"] for r in records}):
         cells = []
         for method in ("joint_t", "dual_t", "mpdl_a", "ftl_a"):
             values = [r["value"] for r in records if r["iterations"] == m and r["method"] == method]
             cells.append(f"{100 * sum(values) / len(values):.1f}")
         seeds = len({r["seed"] for r in records if r["iterations"] == m})
-        print(f"| {m} | {' | '.join(cells)} | {seeds} |")
+        lines.append(f"| {m} | {' | '.join(cells)} | {seeds} |")
+    return "\n".join(lines)
 
 
 def dp_sweep(seeds: list[int], epsilons: list[float], noises=("per_row", "offset_no_dp")) -> list:
@@ -359,17 +390,17 @@ def main() -> None:
     if args.images:
         records = run_jobs(images(args.gammas or [0.05, 0.2], args.seeds, args.image_dataset, args.data_root), args)
         write_records(records, args.out)
-        print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
+        print(report(records))
         return
     if args.m_sweep:
         records = run_jobs(m_sweep(args.seeds, args.data_root), args)
         write_records(records, args.out)
-        print_m_sweep(records)
+        print(report(records))
         return
     if args.dp_sweep:
         sweep = run_jobs(dp_sweep(args.seeds, [0.0, 1000.0, 300.0, 100.0, 30.0, 8.0, 2.0, 0.5, 0.1]), args)
         write_records(sweep, args.out)
-        print_sweep(sweep)
+        print(report(sweep))
         plot_epsilon(sweep, out.with_name(out.stem + "_fig13.png"))
         return
     if args.table4 or args.bank:
@@ -380,7 +411,7 @@ def main() -> None:
             [partial(run, dataset, s, bench, **{"mpdl.gamma": g}, **extra) for g in gammas for s in args.seeds], args
         )
         write_records(records, args.out)
-        print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
+        print(report(records))
         return
     seeds = args.seeds[:2] if args.quick else list(range(10))
     gammas = [0.05, 0.2, 0.6] if args.quick else GAMMAS
@@ -404,13 +435,8 @@ def main() -> None:
     records, sweep = (sum(part, []) for part in (done[: len(jobs)], done[len(jobs) :]))
     cost = paillier_cost(args.quick)  # timed one after the other, side by side (never spread over workers)
     write_records(records + sweep + cost, args.out)
-    print(summarize(records, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
-    print_sweep(sweep)
+    print(report(records + sweep + cost))
     plot_epsilon(sweep, out.with_name("mpdl_fig13.png"))
-    print("\nSeconds per dual epoch (Algorithm 2 over D_C; breast_cancer, gamma = 0.1, 1024-bit Paillier key)")
-    print("| Paillier | seconds per dual epoch | bytes sent (whole run) |\n|---|---|---|")
-    for r in cost:
-        print(f"| {'on' if r['paillier'] else 'off'} | {r['dual_seconds_per_epoch']:.3f} | {r['bytes_sent']} |")
 
 
 if __name__ == "__main__":

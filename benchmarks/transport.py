@@ -131,6 +131,24 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def report(records: list[dict]) -> str:
+    """The table, the per-message overhead and the bytes check, from this benchmark's records."""
+    runs = [r for r in records if "message_seconds" not in r]
+    lines = [table(runs)]
+    for r in records:
+        if "message_seconds" in r:
+            overhead = r["message_seconds"]
+            lines.append(
+                f"\nper request/reply of a tiny message: local {overhead['local'] * 1e6:.0f} µs, "
+                f"ray {overhead['ray'] * 1e3:.2f} ms ({overhead['ray'] / overhead['local']:.0f}x)"
+            )
+    same = {(r["dataset"], r["organizations"], r["seed"]): set() for r in runs}
+    for r in runs:
+        same[(r["dataset"], r["organizations"], r["seed"])].add(r["bytes_per_round"])
+    lines.append(f"bytes per round equal across transports: {all(len(v) == 1 for v in same.values())}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     args = parse_args()
     if args.workers != 1 or args.ray_address:
@@ -149,15 +167,7 @@ def main() -> None:
                 records.append(one_run(name, m, seed, rounds, args.device, transport, concurrent))
     overhead = message_overhead()
     write_records(records + [{"benchmark": "transport", "message_seconds": overhead}], args.out)
-    print(table(records))
-    print(
-        f"\nper request/reply of a tiny message: local {overhead['local'] * 1e6:.0f} µs, "
-        f"ray {overhead['ray'] * 1e3:.2f} ms ({overhead['ray'] / overhead['local']:.0f}x)"
-    )
-    same = {(r["dataset"], r["organizations"], r["seed"]): set() for r in records}
-    for r in records:
-        same[(r["dataset"], r["organizations"], r["seed"])].add(r["bytes_per_round"])
-    print("bytes per round equal across transports:", all(len(v) == 1 for v in same.values()))
+    print(report(records + [{"benchmark": "transport", "message_seconds": overhead}]))
 
 
 if __name__ == "__main__":

@@ -21,12 +21,10 @@ TINY_MPDL = {
 
 
 def benchmark(name: str):
-    """A script of ``benchmarks/`` imported as a module, by its path (with ``common``, the module its
-    scripts share), without putting ``benchmarks/`` on ``sys.path``."""
-    for module in ("common", name):
-        if module not in sys.modules:
-            spec = importlib.util.spec_from_file_location(module, BENCHMARKS / f"{module}.py")
-            loaded = importlib.util.module_from_spec(spec)
-            sys.modules[module] = loaded
-            spec.loader.exec_module(loaded)
-    return sys.modules[name]
+    """A script of ``benchmarks/`` imported as a module, by its path, without putting ``benchmarks/`` on
+    ``sys.path`` (``benchmarks/results.py`` knows how)."""
+    if "results" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("results", BENCHMARKS / "results.py")
+        sys.modules["results"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["results"])
+    return sys.modules["results"].load(name)
