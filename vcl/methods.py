@@ -3,6 +3,7 @@ config and the split data."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,28 +176,9 @@ def compare_methods(config: RunConfig) -> list[str]:
 
 
 def mpdl_options(config: RunConfig) -> MPDLOptions:
-    return MPDLOptions(
-        gamma=config.mpdl.gamma,
-        epsilon=config.mpdl.epsilon,
-        lam=config.mpdl.lam,
-        folds=config.mpdl.folds,
-        threshold=config.mpdl.threshold,
-        iterations=min(config.mpdl.max_iterations, config.run.rounds),
-        dual_epochs=config.mpdl.dual_epochs,
-        central_epochs=config.mpdl.central_epochs,
-        lr=config.mpdl.lr,
-        batch_size=config.mpdl.batch_size,
-        paillier=config.mpdl.paillier,
-        key_bits=config.mpdl.key_bits,
-        psi_bits=config.mpdl.psi_bits,
-        hidden=config.mpdl.hidden,
-        ftl_dim=config.mpdl.ftl_dim,
-        central=config.mpdl.central,
-        dual_arch=config.mpdl.dual_arch,
-        dp_noise=config.mpdl.dp_noise,
-        dual_clip=config.mpdl.dual_clip,
-        device=str(resolve_device(config.run.device)),
-    )
+    iterations = min(config.mpdl.max_iterations, config.run.rounds)
+    device = str(resolve_device(config.run.device))
+    return MPDLOptions(**dataclasses.asdict(config.mpdl), iterations=iterations, device=device)
 
 
 def ascii_method(config: RunConfig, method: str) -> str:
@@ -273,16 +255,7 @@ def organization_devices(device: torch.device, count: int) -> list[torch.device]
 
 
 def dc_options(config: RunConfig, method: str) -> DCOptions:
-    return DCOptions(
-        anchor=method.removeprefix("dc_"),
-        reduction=config.dc.reduction,
-        dim=config.dc.dim,
-        collab_dim=config.dc.collab_dim,
-        central=config.dc.central,
-        interpretable=config.dc.interpretable,
-        tree_splits=config.dc.tree_splits,
-        top_t=config.dc.top_t,
-    )
+    return DCOptions(**dataclasses.asdict(config.dc), anchor=method.removeprefix("dc_"))
 
 
 def collaboration_parties(config: RunConfig, data: GridData, method: str, only: int | None = None) -> list:

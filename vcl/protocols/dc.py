@@ -28,6 +28,7 @@ from sklearn.base import is_classifier
 from torch import Tensor
 
 from vcl.anchors import AnchorConstruction, GridLayout
+from vcl.config import DCGroup
 from vcl.dc_metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.errors import VCLInputError
 from vcl.messages import (
@@ -179,15 +180,10 @@ def collaboration_maps(anchor_reps: list[np.ndarray], dim: int) -> tuple[np.ndar
 
 
 @dataclass
-class DCOptions:
+class DCOptions(DCGroup):
+    """The ``dc`` options and the anchor construction the method names (``dc_smote`` → ``smote``)."""
+
     anchor: str = "smote"
-    reduction: str = "pca"
-    dim: int = 5
-    collab_dim: int = 0
-    central: str = "ridge"
-    interpretable: str = "tree"
-    tree_splits: int = 5
-    top_t: int = 3
 
 
 def _np(t: Tensor) -> np.ndarray:

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
+from vcl.config import MPDLGroup
 from vcl.datamodules.overlap import OverlapData, PartyData
 from vcl.dual import DualParty, seeded_mlp
 from vcl.federation import Federation
@@ -72,27 +73,13 @@ PARTIES = ("a", "b")
 
 
 @dataclass
-class MPDLOptions:
-    gamma: float = 0.1
-    epsilon: float = 0.5
-    lam: float = 0.01
-    folds: int = 5
-    threshold: float = 0.15
+class MPDLOptions(MPDLGroup):
+    """The ``mpdl`` options and what the run decides: Algorithm 1's iterations (``mpdl.max_iterations``
+    capped by ``run.rounds``) and the device the parties and C compute on (PSI, Paillier and scoring stay on
+    the CPU)."""
+
     iterations: int = 2
-    dual_epochs: int = 10
-    central_epochs: int = 20
-    lr: float = 0.1
-    batch_size: int = 32
-    paillier: bool = False
-    key_bits: int = 1024
-    psi_bits: int = 2048
-    hidden: int = 0
-    ftl_dim: int = 0
-    central: str = "mlp"
-    dual_arch: str = "mlp"
-    dp_noise: str = "per_row"
-    dual_clip: float = 0.0
-    device: str = "cpu"  # where the parties and C compute (PSI, Paillier and scoring stay on the CPU)
+    device: str = "cpu"
 
 
 def ftl_code_dim(options: MPDLOptions, dims: dict[str, int]) -> int:
