@@ -16,7 +16,6 @@ from vcl.models import ClassifierSettings, LearnerSettings, NetClassifier, Sklea
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.messages import Ack, ClassVotes, IgnoranceScores, Interchange, Labels, PredictionRequest
-from vcl.methods import build_protocol, check_config
 from vcl.organization import FeatureView
 from vcl.protocols.ascii import (
     ASCIIOptions,
@@ -27,6 +26,7 @@ from vcl.protocols.ascii import (
     pass_on,
     samme_code,
 )
+from vcl.registry import build_protocol, check_config
 from vcl.runner import train
 from vcl.tasks import Task
 

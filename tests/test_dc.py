@@ -23,9 +23,9 @@ from vcl.messages import (
     ReducedRepresentation,
     Step,
 )
-from vcl.methods import build_protocol
 from vcl.protocols.dc import KeptModel, Scores, collaboration_maps
-from vcl.runner import datamodule_for, train
+from vcl.registry import build_protocol, datamodule_for
+from vcl.runner import train
 
 
 def dc_config(tmp_path, **overrides) -> RunConfig:

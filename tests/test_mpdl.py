@@ -20,10 +20,10 @@ from vcl.dual import DualParty, duality_loss
 from vcl.errors import VCLInputError
 from vcl.kde import GaussianKDE, bandwidth
 from vcl.messages import EXPERIMENTER, Ack, Activations, Channel, Step
-from vcl.methods import check_config
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer, laplace
 from vcl.psi import PSIParty, decode, hash_to_group, private_set_intersection
+from vcl.registry import check_config
 from vcl.runner import train
 from vcl.split_network import CanvasConv
 
@@ -363,8 +363,7 @@ def test_encrypted_and_plaintext_exchange_give_the_same_gradients():
 
 # --- the protocol -----------------------------------------------------------------------------------------
 def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
-    from vcl.methods import build_protocol
-    from vcl.runner import datamodule_for
+    from vcl.registry import build_protocol, datamodule_for
 
     cfg = mpdl_config(tmp_path, **{"mpdl.epsilon": 0.0})  # no DP noise: the hardest case for the raw-row check
     dm = datamodule_for(cfg)
@@ -395,8 +394,7 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
 def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
     """FTL_A (Liu et al.'s objective): B's codes learn the label through C's classifier, A's codes are pulled
     onto B's on D_C, so C's classifier works on A's codes of the A-only rows; only B and C see labels."""
-    from vcl.methods import build_protocol
-    from vcl.runner import datamodule_for
+    from vcl.registry import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path, method="ftl", **{"mpdl.central_epochs": 40, "mpdl.epsilon": 0.0}
@@ -480,8 +478,7 @@ def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kerne
 
 
 def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
-    from vcl.methods import build_protocol
-    from vcl.runner import datamodule_for
+    from vcl.registry import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path,

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from vcl.methods import build_protocol
-from vcl.runner import Run, datamodule_for, run_rounds, train
+from vcl.registry import build_protocol, datamodule_for
+from vcl.runner import Run, run_rounds, train
 
 SMALL = {
     "tabular": {"data.dataset": "wine", "data.organizations": 4, "run.rounds": 2},

@@ -6,8 +6,8 @@ from vcl.datamodules import TabularDataModule
 
 from vcl.assistance import assistance_weights
 from vcl.messages import FittedValues, PseudoResidual
-from vcl.methods import build_protocol
 from vcl.privacy import IntervalPrivacy, LaplaceMechanism
+from vcl.registry import build_protocol
 
 
 def test_laplace_noise_scale_matches_quantile_range_over_alpha():
@@ -79,7 +79,7 @@ def test_privacy_scope_all_gives_alice_the_perturbed_broadcast_but_keeps_her_wei
 
 def test_privacy_scope_is_checked(tiny):
     from vcl.errors import VCLInputError
-    from vcl.methods import check_config
+    from vcl.registry import check_config
 
     with pytest.raises(VCLInputError, match="privacy_scope"):
         check_config(tiny(**{"gal.privacy": "dp", "gal.privacy_scope": "alice"}))

@@ -12,9 +12,9 @@ from vcl.models.sklearn import dump_estimator, estimator_class, load_estimator
 import train as cli
 from tests.conftest import write_csv
 from vcl.errors import VCLInputError
-from vcl.methods import build_protocol, check_config
+from vcl.registry import build_protocol, check_config, datamodule_for
 from vcl.rundir import LOCK
-from vcl.runner import datamodule_for, train
+from vcl.runner import train
 
 QUICK = ["--run.rounds", "2", "--learner.epochs", "5", "--data.organizations", "3", "--compare", "--quiet"]
 

@@ -17,7 +17,7 @@ from vcl.messages import (
     PredictionRequest,
     PseudoResidual,
 )
-from vcl.methods import build_protocol
+from vcl.registry import build_protocol
 from vcl.runner import Run, run_rounds
 from vcl.transport import LOCAL_CALLS, LocalTransport
 
@@ -216,7 +216,7 @@ def test_a_message_goes_only_to_the_party_it_names(tiny):
 @pytest.mark.parametrize("method", ["dc_smote", "dc_rand", "centralized", "local"])
 def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_path, method):
     """The master reaches the c × d workers and the experimenter only by messages: the same results."""
-    from vcl.runner import datamodule_for
+    from vcl.registry import datamodule_for
 
     cfg = RunConfig.from_dict(
         dict(
@@ -235,7 +235,7 @@ def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_pat
 @pytest.mark.parametrize("method", ["mpdl", "ftl"])
 def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guard(tmp_path, method):
     """The collaborator reaches A, B and the experimenter only by messages: the same results."""
-    from vcl.runner import datamodule_for
+    from vcl.registry import datamodule_for
 
     cfg = RunConfig.from_dict(
         dict(

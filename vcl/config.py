@@ -25,18 +25,9 @@ from typing import Literal, Union
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, OpenUnitInterval, PositiveFloat, PositiveInt
 
 from vcl.errors import VCLInputError
+from vcl.registry import METHODS, family_of
 
-GAL_METHODS = ("gal", "alone", "joint", "al", "late", "interm")
-ASCII_METHODS = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
-DC_METHODS = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
-MPDL_METHODS = ("mpdl", "ftl")
-METHODS = (*GAL_METHODS, *ASCII_METHODS, *DC_METHODS, *MPDL_METHODS)
-Method = Literal[
-    "gal", "alone", "joint", "al", "late", "interm",
-    "ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle",
-    "dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local",
-    "mpdl", "ftl",
-]  # fmt: skip
+Method = Literal[tuple(METHODS)]  # every method in the registry (vcl/registry.py)
 Categorical = Literal["error", "onehot"]
 Missing = Literal["error", "drop", "impute"]
 LocalLoss = Literal["auto", "l1", "l1.5", "l2", "l4"]
@@ -438,7 +429,7 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
-        if self.method in DC_METHODS:
+        if family_of(self.method) == "DC":
             parties = f"{self.dc.row_groups}x{self.dc.column_groups}"
         else:
             parties = f"M{self.data.organizations}"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
+from vcl.config import RunConfig
 from vcl.datamodules.grid import GridData
 from vcl.datamodules.overlap import OverlapData
 from vcl.datamodules.tabular import VerticalData
@@ -41,7 +41,7 @@ def hollow(view: FeatureView) -> FeatureView:
 
 
 def per_party(values: list, count: int, key: str) -> list:
-    from vcl.methods import per_organization
+    from vcl.parties import per_organization
 
     return per_organization(values, count, key, who="parties")
 
@@ -67,7 +67,7 @@ def coordinator_data(config: RunConfig) -> VerticalData:
     For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
     process (on its node) for the row alignment.
     """
-    from vcl.runner import datamodule_for
+    from vcl.registry import datamodule_for
 
     if config.data.dataset != "csv":
         dm = datamodule_for(config)
@@ -110,7 +110,7 @@ def coordinator_data(config: RunConfig) -> VerticalData:
 def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
     """What party ``index`` loads in its own process: its own view (every view for Joint, which is one
     party holding every feature), no labels (they come, if at all, in messages)."""
-    from vcl.runner import datamodule_for
+    from vcl.registry import datamodule_for
 
     everything = method in ("joint", "oracle")
     if config.data.dataset == "csv" and not everything:
@@ -134,23 +134,9 @@ class PartyHost:
         self.party = None
 
     def build(self, config: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
-        from vcl.methods import build_parties, collaboration_parties, mpdl_options
-        from vcl.protocols.mpdl import overlap_parties
-        from vcl.runner import datamodule_for
+        from vcl.registry import own_party
 
-        config = RunConfig.from_dict(config)
-        if method in DC_METHODS or method in MPDL_METHODS:  # a party keeps its own part at once; the experimenter all
-            dm = datamodule_for(config)
-            dm.setup()
-            if method in DC_METHODS:
-                self.party = collaboration_parties(config, dm.data, method, only=index)[0]
-            else:
-                options = mpdl_options(config)
-                self.party = overlap_parties(options, dm.data, config.run.seed, method == "mpdl", only=index)[0]
-            del dm
-        else:
-            data = party_data(config, method, index, ids, kind, num_classes)
-            self.party = build_parties(config, method, data, index)[0]
+        self.party = own_party(RunConfig.from_dict(config), method, index, ids, kind, num_classes)
         return party_place(self.party.name, self.party)
 
     def pid(self) -> int:

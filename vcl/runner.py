@@ -15,77 +15,13 @@ from pathlib import Path
 
 from vcl.callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.callbacks.checkpoint import load_checkpoint
-from vcl.config import DC_METHODS, MPDL_METHODS, RunConfig
-from vcl.datamodules import (
-    IMAGE_DATASETS,
-    SEQUENCE_DATASETS,
-    GridDataModule,
-    ImageDataModule,
-    OverlapDataModule,
-    SequenceDataModule,
-    TabularDataModule,
-)
+from vcl.config import RunConfig
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import EXPERIMENTER
-from vcl.methods import build_protocol, check_config, compare_methods
 from vcl.prediction import kept_records, prediction_stage
 from vcl.protocols import Protocol
+from vcl.registry import build_protocol, check_config, compare_methods, datamodule_for
 from vcl.rundir import PARTIES, RunDirectory
-
-
-def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
-    """The data module the run needs: c × d parties (DC), two partly overlapping parties (MPDL), image
-    patches, sequence feature groups, or columns (``only``, ``ids``: one CSV organization's file alone)."""
-    d = config.data
-    common = {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction}
-    if config.method in MPDL_METHODS:
-        return OverlapDataModule(
-            **common,
-            gamma=config.mpdl.gamma,
-            seed=config.run.seed,
-            assignment=d.assignment or None,
-            root=d.root,
-            max_rows=config.mpdl.max_rows,
-        )
-    if config.method in DC_METHODS:
-        return GridDataModule(
-            **common,
-            row_groups=config.dc.row_groups,
-            column_groups=config.dc.column_groups,
-            feature_split=config.dc.feature_split,
-            public_rows=config.dc.public_rows,
-            seed=config.run.seed,
-            standardize=config.dc.standardize,
-            assignment=d.assignment or None,
-        )
-    common |= {"organizations": d.organizations, "val_fraction": d.val_fraction, "root": d.root}
-    batch = config.learner.batch_size
-    if d.dataset in IMAGE_DATASETS:
-        return ImageDataModule(
-            **common,
-            download=d.download,
-            view=d.image_view,
-            max_train=d.max_train,
-            batch_size=batch or 512,
-        )
-    common["feature_seed"] = config.run.seed
-    if d.dataset in SEQUENCE_DATASETS:
-        return SequenceDataModule(**common, size=d.sequence_size, batch_size=batch or 8)
-    return TabularDataModule(
-        **common,
-        assignment=d.assignment or None,
-        csv_files=d.csv_files,
-        id_column=d.id_column,
-        label_column=d.label_column,
-        task=d.task or None,
-        batch_size=batch or 1024,
-        synthetic_train=d.synthetic_train,
-        synthetic_test=d.synthetic_test,
-        only=only,
-        ids=ids,
-        categorical=d.categorical,
-        missing=d.missing,
-    )
 
 
 def atomic_write_json(obj, path: Path) -> None:

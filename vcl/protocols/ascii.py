@@ -58,6 +58,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from vcl.config import RunConfig
+from vcl.errors import VCLInputError
+from vcl.federation import Federation
 from vcl.messages import (
     Ack,
     ClassVotes,
@@ -70,8 +73,9 @@ from vcl.messages import (
     as_classes,
     as_float,
 )
-from vcl.models import ClassifierSettings, build_classifier
+from vcl.models import ClassifierSettings, build_classifier, check_classifier_name, check_weighted
 from vcl.organization import Organization, seed_for
+from vcl.parties import build_parties, make_task, organizations, organizations_datamodule
 from vcl.protocols.base import Protocol
 
 VARIANTS = ("ascii", "simple", "random", "ensemble")
@@ -259,8 +263,8 @@ class AssistedClassification(Protocol):
         alphas = record.get("alphas") or []
         return f"{min(alphas):.4g}" if alphas else ""
 
-    def __init__(self, task, federation, labels, options: ASCIIOptions | None = None, seed: int = 0):
-        super().__init__(task, federation, labels, seed)
+    def __init__(self, task, federation, labels, options: ASCIIOptions | None = None, seed: int = 0, name=None):
+        super().__init__(task, federation, labels, seed, name)
         self.options = options or ASCIIOptions()
         k, m = task.num_outputs, len(federation)
         self.F = {s: torch.zeros_like(f) for s, f in self.F.items()}
@@ -427,3 +431,49 @@ class AssistedClassification(Protocol):
             state["best_val"],
             state["since_best"],
         )
+
+
+# --- the ASCII family: how its runs are built (vcl.registry) ----------------------------------------------
+PARTY_LOADS_ALL_DATA = False
+datamodule = organizations_datamodule
+VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
+REFERENCES = {"alone": "single", "joint": "oracle"}  # beside ASCII, Alone and Joint are its own references
+
+
+def reference(method: str) -> str:
+    return REFERENCES.get(method, method)
+
+
+def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
+    """The agents (Single: Alice alone; Oracle: one agent holding every feature)."""
+    trees = ClassifierSettings(
+        max_depth=config.learner.max_depth or None, n_trees=config.learner.n_trees, resample=config.ascii.resample
+    )
+
+    def agent(plan, m, device):
+        return IgnoranceAgent(plan.views[m], plan.learners[m], plan.settings, trees, max(data.num_classes, 1), device)
+
+    return build_parties(config, method, data, agent, only, plan)
+
+
+def build(config: RunConfig, data, method: str) -> AssistedClassification:
+    check_task(config, method, make_task(config, data))
+    task, _, labels, transport = organizations(config, method, data, parties, concurrent=False)
+    a = config.ascii
+    options = ASCIIOptions(variant=VARIANTS.get(method, "ascii"), stop=a.stop, patience=a.patience, alpha=a.alpha)
+    return AssistedClassification(task, Federation(transport=transport), labels, options, config.run.seed, method)
+
+
+def check_task(config: RunConfig, method: str, task) -> None:
+    if task.kind != "classification":
+        raise VCLInputError(
+            f"method={method} is for classification; data.dataset={config.data.dataset!r} is a regression task."
+        )
+    if task.num_outputs < 2:
+        raise VCLInputError(f"method={method} needs at least 2 classes in data.dataset={config.data.dataset!r}.")
+
+
+def check(config: RunConfig) -> None:
+    """Every agent's classifier exists and, with ``ascii.resample`` off, takes sample weights."""
+    for name in config.learner.model:
+        check_weighted(check_classifier_name(name), config.ascii.resample)

@@ -24,7 +24,10 @@ class Protocol:
     starts_from_prior = True  # F = F⁰ + Σ_t Σ_m c_m^t f_m^t; Late fusion has no F⁰ term
     progress_header = "eta"  # the protocol's own column in the console's per-round table ("" for none)
 
-    def __init__(self, task: Task, federation: Federation, labels: dict[str, Tensor], seed: int = 0):
+    def __init__(
+        self, task: Task, federation: Federation, labels: dict[str, Tensor], seed: int = 0, name: str | None = None
+    ):
+        self.name = name or self.name  # a configuration of the protocol runs under its method's name (alone)
         self.task = task
         self.federation = federation
         self.labels = labels

@@ -20,17 +20,19 @@ Local fits it on each party's own (X_{i,j}, Y_i). Evaluation uses an experimente
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 from sklearn.base import is_classifier
 from torch import Tensor
 
-from vcl.anchors import AnchorConstruction, GridLayout
-from vcl.config import DCGroup
+from vcl.anchors import AnchorConstruction, GridLayout, make_anchor_construction
+from vcl.config import DCGroup, RunConfig
+from vcl.datamodules.grid import GridData, GridDataModule
 from vcl.dc_metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.errors import VCLInputError
+from vcl.federation import Federation
 from vcl.messages import (
     EXPERIMENTER,
     Ack,
@@ -45,7 +47,9 @@ from vcl.messages import (
 )
 from vcl.models.sklearn import dump_estimator, load_estimator
 from vcl.organization import FeatureView, seed_for
+from vcl.parties import open_transport
 from vcl.protocols.base import Protocol
+from vcl.tasks import Task
 
 REDUCTIONS = ("pca", "tsvd", "identity")
 CENTRAL_MODELS = ("ridge", "gb")
@@ -485,8 +489,8 @@ class CollaborationProtocol(Protocol):
     name = "dc"
     max_rounds = 1
 
-    def __init__(self, task, federation, labels, grid: list[list[str]], layout: GridLayout, options: DCOptions, seed=0):
-        super().__init__(task, federation, labels, seed)
+    def __init__(self, task, federation, labels, grid, layout: GridLayout, options: DCOptions, seed=0, name=None):
+        super().__init__(task, federation, labels, seed, name)
         self.grid, self.layout, self.options = grid, layout, options
         self.kept: tuple[str, ...] = ()  # who keeps the models the run reports (workers, or the master)
         prior = torch.bincount(labels["train"].long(), minlength=task.num_outputs).float()
@@ -622,3 +626,95 @@ class Local(CollaborationProtocol):
         self.kept = tuple(self.flat)
         self.ask("report", list(self.kept))
         return self._finish(None)
+
+
+# --- the DC family: how its runs are built (vcl.registry) -------------------------------------------------
+PARTY_LOADS_ALL_DATA = True
+
+
+def reference(method: str) -> str:
+    return "local" if method == "alone" else method  # beside DC, Alone is the Local reference
+
+
+def datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> GridDataModule:
+    """c × d parties: row groups by column groups, plus the public rows the anchors start from."""
+    d, dc = config.data, config.dc
+    return GridDataModule(
+        dataset=d.dataset,
+        split_seed=d.split_seed,
+        test_fraction=d.test_fraction,
+        row_groups=dc.row_groups,
+        column_groups=dc.column_groups,
+        feature_split=dc.feature_split,
+        public_rows=dc.public_rows,
+        seed=config.run.seed,
+        standardize=dc.standardize,
+        assignment=d.assignment or None,
+    )
+
+
+def dc_options(config: RunConfig, method: str) -> DCOptions:
+    return DCOptions(**asdict(config.dc), anchor=method.removeprefix("dc_"))
+
+
+def parties(config: RunConfig, method: str, data: GridData, only: int | None = None, plan=None) -> list:
+    """The c × d workers in row-major order, then the experimenter: every one, or only party ``only``
+    (what a party's own process builds from the config, :mod:`vcl.ray_transport`)."""
+    options = dc_options(config, method)
+    c = len(data.parties)
+    count = c * len(data.column_groups) + 1
+    construction = None
+    if method.startswith("dc_"):
+        construction = make_anchor_construction(
+            options.anchor,
+            config.dc.anchor_rows,
+            config.dc.smote_k,
+            config.dc.smote_alpha,
+            config.dc.tsvd_rank,
+            config.dc.tsvd_delta,
+        )
+    layout = GridLayout(c, data.column_groups)
+    parties = []
+    for k in range(count) if only is None else [only]:
+        if k == count - 1:
+            evaluation = Evaluation({s: data.full(s) for s in data.labels}, data.labels, options, config.run.seed)
+            rows = [row[0].splits["train"].shape[0] for row in data.parties]
+            parties.append(Experimenter(evaluation, rows, data.num_classes))
+            continue
+        i, j = divmod(k, len(data.column_groups))
+        worker = DCWorker(
+            data.parties[i][j],
+            (i, j),
+            data.column_groups[j],
+            data.group_labels[i],
+            data.public,
+            data.num_classes,
+            options,
+            config.run.seed,
+            construction,
+            layout,
+        )
+        _ = worker.dim  # a party too small for dc_dim fails here, before any work
+        parties.append(worker)
+    return parties
+
+
+def build(config: RunConfig, data: GridData, method: str) -> CollaborationProtocol:
+    """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d workers,
+    with the master as the coordinator and the experimenter as one more party."""
+    grid = [[v.name for v in row] for row in data.parties]
+    names = [n for row in grid for n in row] + [EXPERIMENTER]
+    transport = open_transport(config, method, data, names, lambda: parties(config, method, data))
+    task = Task(data.task, data.num_classes, "ce")
+    cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
+    layout = GridLayout(len(grid), data.column_groups)
+    options = dc_options(config, method)
+    fed = Federation(transport=transport)
+    return cls(task, fed, data.labels, grid, layout, options, seed=config.run.seed, name=method)
+
+
+def check(config: RunConfig) -> None:
+    """The reduction, the central model and the interpretable model are ones DC knows."""
+    make_reduction(config.dc.reduction, 1, 0)
+    make_central(config.dc.central, 0)
+    make_interpretable(config.dc.interpretable, config.dc.tree_splits, 0)

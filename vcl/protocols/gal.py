@@ -7,7 +7,7 @@ simplex, line-searches the assisted learning rate η, and updates ``F^t = F^{t�
 The same machinery, configured differently, gives the paper's boosting-style baselines:
 
 - ``alone`` / ``joint``: this protocol over a federation of only Alice / one organization holding
-  every feature (:mod:`vcl.methods` builds those federations);
+  every feature (:func:`build` makes those federations);
 - ``al`` (Assisted Learning): ``sequential=True`` — organizations fit one after another, each on the
   residual left by the previous one, with a constant rate. ``weights="last"`` with
   ``sequential=False`` is the authors' code: all fit the round's residual, only the last is kept.
@@ -20,6 +20,13 @@ from dataclasses import dataclass
 import torch
 
 from vcl.assistance import assistance_weights, line_search
+from vcl.config import RunConfig
+from vcl.errors import VCLInputError
+from vcl.federation import Federation
+from vcl.models import DEEP, check_learner_loss, check_learner_name
+from vcl.organization import Organization
+from vcl.parties import build_parties, organizations, organizations_datamodule, per_organization
+from vcl.privacy import make_mechanism
 from vcl.protocols.base import Protocol, weighted_sum
 
 WEIGHTS = ("learned", "bag", "last")
@@ -43,8 +50,8 @@ class GALOptions:
 class GradientAssistedLearning(Protocol):
     name = "gal"
 
-    def __init__(self, task, federation, labels, options: GALOptions | None = None, seed: int = 0):
-        super().__init__(task, federation, labels, seed)
+    def __init__(self, task, federation, labels, options: GALOptions | None = None, seed: int = 0, name=None):
+        super().__init__(task, federation, labels, seed, name)
         self.options = options or GALOptions()
 
     @property
@@ -102,3 +109,86 @@ class GradientAssistedLearning(Protocol):
             etas.append(eta)
         self.round = t
         return self._record(eta=etas[-1] if len(etas) == 1 else etas, weights=weights, coefficients=coefficients)
+
+
+# --- the GAL family: how its runs are built (vcl.registry) ------------------------------------------------
+PARTY_LOADS_ALL_DATA = False
+datamodule = organizations_datamodule
+
+
+def reference(method: str) -> str:
+    return method
+
+
+def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
+    """The organizations of a GAL-family run (Interm fusion's own parties for ``interm``)."""
+    if method == "interm":
+        from vcl.protocols.interm import parties as interm_parties
+
+        return interm_parties(config, method, data, only, plan)
+
+    def organization(plan, m, device):
+        noise = config.gal.noise_sigma if m in plan.noisy else 0.0
+        return Organization(
+            plan.views[m], plan.learners[m], plan.losses[m], plan.settings, device, noise, config.run.seed, m
+        )
+
+    return build_parties(config, method, data, organization, only, plan)
+
+
+def federation(config: RunConfig, transport) -> Federation:
+    """Alice's federation: the transport to the organizations and the privacy of her broadcast."""
+    privacy = make_mechanism(config.gal.privacy, config.gal.privacy_alpha)
+    return Federation(transport=transport, privacy=privacy, privacy_scope=config.gal.privacy_scope)
+
+
+def build(config: RunConfig, data, method: str) -> GradientAssistedLearning:
+    """GAL, or its Alone / Joint (GAL over Alice only / one organization holding every feature) and AL runs."""
+    task, plan, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
+    options = GALOptions(
+        weights=config.gal.weights,
+        eta=config.gal.eta,
+        eta_value=config.gal.eta_value,
+        eta_cap=config.gal.eta_cap or None,
+        weight_loss=plan.losses[0],
+    )
+    if method == "al":
+        authors = config.gal.al_mode == "authors"
+        options = GALOptions(
+            weights="last" if authors else "learned",
+            eta="constant",
+            eta_value=config.gal.eta_value,
+            sequential=not authors,
+            weight_loss=plan.losses[0],
+        )
+    fed = federation(config, transport)
+    return GradientAssistedLearning(task, fed, labels, options, seed=config.run.seed, name=method)
+
+
+def check(config: RunConfig) -> None:
+    """Every organization's learner exists and can fit its local loss (GB: l1 or l2); Deep Model Sharing and
+    Interm fusion have the deep learners they need."""
+    for name in config.learner.model:
+        if name != "gb-svm":
+            check_learner_name(name)
+    count = len(config.data.csv_files) if config.data.dataset == "csv" else config.data.organizations
+    try:
+        learners = per_organization(config.learner.model, count, "learner.model")
+        losses = per_organization(config.gal.local_loss, count, "gal.local_loss")
+    except VCLInputError:
+        learners = losses = []  # a list of the wrong length is reported, by name, when the organizations are built
+    for m, (name, loss) in enumerate(zip(learners, losses, strict=False)):
+        if loss != "auto":  # auto is l1 or l2
+            check_learner_loss(name, loss, f" (organization {m})")
+    if config.gal.dms and any(name not in DEEP for name in config.learner.model):
+        raise VCLInputError(
+            f"gal.dms=true shares a deep feature extractor; use learner.model cnn, lstm, mlp or linear, "
+            f"not {config.learner.model}."
+        )
+    if "interm" in (config.method, *config.compare) and any(
+        n not in ("mlp", "cnn", "lstm") for n in config.learner.model
+    ):
+        raise VCLInputError(
+            f"interm averages the organizations' hidden layers, which learner.model={config.learner.model} has not; "
+            "use mlp (cnn for images, lstm for sequences)."
+        )

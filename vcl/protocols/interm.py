@@ -16,11 +16,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from vcl.config import RunConfig
 from vcl.losses import local_loss
 from vcl.messages import Ack, ActivationGradient, Activations, Message, Scalars, Step, as_float
 from vcl.models import LearnerSettings, build_learner
 from vcl.models.residual import DRAWS, build_optimizer, derived_seed, seeded_draws
 from vcl.organization import FeatureView, seed_for
+from vcl.parties import build_parties, make_task, organizations
 from vcl.protocols.base import Protocol
 
 HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
@@ -180,3 +182,20 @@ class IntermFusion(Protocol):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.head.load_state_dict(state["head"])
+
+
+def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
+    """Each organization's part of the network: its extractor (Alice's also the head, in the protocol)."""
+    k = make_task(config, data).num_outputs
+
+    def part(plan, m, device):
+        return IntermParty(plan.views[m], plan.learners[m], plan.settings, k, config.run.seed, m, device)
+
+    return build_parties(config, method, data, part, only, plan)
+
+
+def build(config: RunConfig, data, method: str) -> IntermFusion:
+    from vcl.protocols.gal import federation
+
+    task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
+    return IntermFusion(task, federation(config, transport), labels, seed=config.run.seed)

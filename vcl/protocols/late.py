@@ -11,6 +11,8 @@ Late (GAL Tables 1, 10, 11) are those of the mean.
 
 from __future__ import annotations
 
+from vcl.config import RunConfig
+from vcl.parties import organizations
 from vcl.protocols.base import Protocol
 
 FUSIONS = ("sum", "mean")
@@ -45,3 +47,11 @@ class LateFusion(Protocol):
 
     def kept_round_metrics(self) -> dict[int, dict[str, float]]:
         return self.metrics_by_round()
+
+
+def build(config: RunConfig, data, method: str) -> LateFusion:
+    from vcl.protocols.gal import federation, parties
+
+    task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
+    fed = federation(config, transport)
+    return LateFusion(task, fed, labels, fusion=config.gal.late_fusion, seed=config.run.seed)

@@ -31,6 +31,7 @@ alignment losses); C's classifier is then applied to A's codes.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -40,9 +41,11 @@ import torch
 from torch import Tensor, nn
 
 from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
-from vcl.config import MPDLGroup
-from vcl.datamodules.overlap import OverlapData, PartyData
+from vcl.config import MPDLGroup, RunConfig
+from vcl.datamodules.image import IMAGE_DATASETS
+from vcl.datamodules.overlap import OverlapData, OverlapDataModule, PartyData
 from vcl.dual import DualParty, seeded_mlp
+from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.messages import (
     EXPERIMENTER,
@@ -62,12 +65,13 @@ from vcl.messages import (
     as_float,
 )
 from vcl.organization import seed_for
+from vcl.paillier import check_key_bits
+from vcl.parties import open_transport, resolve_device
 from vcl.privacy import FeatureDPLayer
 from vcl.protocols.base import Protocol
 from vcl.psi import PSIParty
 from vcl.split_network import COLLABORATOR, CentralTop, party_bottom
 from vcl.tasks import Task
-from vcl.transport import LocalTransport
 
 PARTIES = ("a", "b")
 
@@ -521,17 +525,6 @@ class OverlapExperimenter:
         }
 
 
-def overlap_parties(config_options: MPDLOptions, data: OverlapData, seed: int, dual: bool, only: int | None = None):
-    """A, B and the experimenter (every one, or only ``only``: what a party's own process builds)."""
-    k = data.num_classes
-    makers = [
-        lambda: OverlapParty(data.a, data.b, config_options, seed, k, dual),
-        lambda: OverlapParty(data.b, data.a, config_options, seed, k, dual),
-        lambda: OverlapExperimenter(data, config_options, k),
-    ]
-    return [make() for i, make in enumerate(makers) if only is None or i == only]
-
-
 class PartialOverlapProtocol(Protocol):
     """What MPDL and FTL share, at the collaborator C: the PSI alignment (run by A and B, C learns the size
     of D_C), the central split networks and scoring."""
@@ -734,12 +727,62 @@ class FederatedTransfer(PartialOverlapProtocol):
         return self._record(scores=dict(self.scores))
 
 
-def build_overlap(method: str, task: Task, data: OverlapData, options: MPDLOptions, seed: int, transport=None):
-    """MPDL or FTL at C, with A, B and the experimenter in this process unless a ``transport`` is given."""
-    dual = method == "mpdl"
-    if transport is None:
-        parties = overlap_parties(options, data, seed, dual)
-        transport = LocalTransport({p.name: p for p in parties}, concurrent=False)
+# --- the MPDL family: how its runs are built (vcl.registry) -----------------------------------------------
+PARTY_LOADS_ALL_DATA = True
+
+
+def reference(method: str) -> str:
+    return "ftl" if method == "alone" else method  # beside MPDL, Alone is the FTL reference
+
+
+def datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> OverlapDataModule:
+    """Two parties whose rows partly overlap (γ of them in common), with the labels at B."""
+    d = config.data
+    return OverlapDataModule(
+        dataset=d.dataset,
+        split_seed=d.split_seed,
+        test_fraction=d.test_fraction,
+        gamma=config.mpdl.gamma,
+        seed=config.run.seed,
+        assignment=d.assignment or None,
+        root=d.root,
+        max_rows=config.mpdl.max_rows,
+    )
+
+
+def options_of(config: RunConfig) -> MPDLOptions:
+    iterations = min(config.mpdl.max_iterations, config.run.rounds)
+    device = str(resolve_device(config.run.device))
+    return MPDLOptions(**dataclasses.asdict(config.mpdl), iterations=iterations, device=device)
+
+
+def parties(config: RunConfig, method: str, data: OverlapData, only: int | None = None, plan=None) -> list:
+    """A, B and the experimenter (every one, or only ``only``: what a party's own process builds)."""
+    options, seed, k, dual = options_of(config), config.run.seed, data.num_classes, method == "mpdl"
+    makers = [
+        lambda: OverlapParty(data.a, data.b, options, seed, k, dual),
+        lambda: OverlapParty(data.b, data.a, options, seed, k, dual),
+        lambda: OverlapExperimenter(data, options, k),
+    ]
+    return [make() for i, make in enumerate(makers) if only is None or i == only]
+
+
+def build(config: RunConfig, data: OverlapData, method: str) -> PartialOverlapProtocol:
+    """MPDL or FTL at C; A, B and the experimenter reached through the transport."""
+    names = ["a", "b", EXPERIMENTER]
+    transport = open_transport(config, method, data, names, lambda: parties(config, method, data))
     dims = {"a": data.a.num_features, "b": data.b.num_features}
-    cls = MultiPartyDualLearning if dual else FederatedTransfer
-    return cls(task, Federation(transport=transport), data.labels, dims, data.a.image_shape, options, seed=seed)
+    cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
+    task = Task(data.task, data.num_classes, "ce")
+    fed = Federation(transport=transport)
+    return cls(task, fed, data.labels, dims, data.a.image_shape, options_of(config), seed=config.run.seed)
+
+
+def check(config: RunConfig) -> None:
+    """A CNN central or dual model needs images; Paillier's key is a size it can use."""
+    for key in ("central", "dual_arch"):
+        if getattr(config.mpdl, key) == "cnn" and config.data.dataset not in IMAGE_DATASETS:
+            raise VCLInputError(
+                f"mpdl.{key}=cnn needs an image dataset ({', '.join(IMAGE_DATASETS)}), not {config.data.dataset!r}."
+            )
+    check_key_bits(config.mpdl.key_bits)

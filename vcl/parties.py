@@ -1,0 +1,230 @@
+"""How the organizations of a GAL-family or ASCII run are made: their views, learners, local losses, devices
+and settings from the config, the data module they read, and the transport that reaches them. Each method's
+own module says what party it makes of them (:mod:`vcl.registry`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from vcl.config import RunConfig
+from vcl.datamodules.image import IMAGE_DATASETS, ImageDataModule
+from vcl.datamodules.sequence import SEQUENCE_DATASETS, SequenceDataModule
+from vcl.datamodules.tabular import TabularDataModule, VerticalData
+from vcl.errors import VCLInputError
+from vcl.models import DEEP, LearnerSettings
+from vcl.organization import FeatureView, seed_for
+from vcl.tasks import Task
+from vcl.transport import LocalTransport, Transport
+
+REGRESSION_L1_DATASETS = ("diabetes", "boston")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise VCLInputError(f"run.device={name!r} but no CUDA device is visible; use run.device=cpu or auto.")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise VCLInputError(f"run.device={name!r} is not a device; use cpu, cuda, cuda:N or auto.") from None
+
+
+def make_task(config: RunConfig, data: VerticalData) -> Task:
+    loss = config.gal.task_loss
+    if loss == "auto":
+        loss = "ce" if data.task == "classification" else "l1"
+    return Task(data.task, data.num_classes, loss)
+
+
+def per_organization(values: list, count: int, what: str, who: str = "organizations") -> list:
+    """One setting for all organizations, or one each; ``gb-svm`` = GB for the first half, SVM after."""
+    if len(values) == 1 and values[0] == "gb-svm":
+        return ["gb"] * (count // 2) + ["svm"] * (count - count // 2)
+    if len(values) == 1:
+        return list(values) * count
+    if len(values) != count:
+        raise VCLInputError(f"{what} lists {len(values)} values for {count} {who}; give 1 or {count}.")
+    return list(values)
+
+
+def organization_set(values: list, count: int, key: str) -> set[int]:
+    """Indices from a config list; ``half`` = the second half, M//2 .. M−1 (GAL Tables 6 and 19–21)."""
+    out: set[int] = set()
+    for v in values:
+        if v == "half":
+            out |= set(range(count // 2, count)) if count > 1 else set()
+        elif v >= count:
+            raise VCLInputError(f"{key} lists organization {v}, but there are {count}; use 0..{count - 1}.")
+        else:
+            out.add(int(v))
+    return out
+
+
+def noninformative(view: FeatureView, seed: int) -> FeatureView:
+    """The same organization with inputs replaced by N(0, 1) noise: no predictive power (GAL Tables 19–21)."""
+    gen = torch.Generator().manual_seed(seed)
+    return FeatureView(
+        view.name, view.columns, {s: torch.randn(x.shape, generator=gen) for s, x in view.splits.items()}
+    )
+
+
+def views_for(method: str, views: list[FeatureView], data: VerticalData) -> list[FeatureView]:
+    if method in ("alone", "single"):
+        return views[:1]
+    if method in ("joint", "oracle"):
+        return [VerticalData(views, data.labels, data.task, data.num_classes, data.joint).joint_view()]
+    return views
+
+
+def learner_settings(config: RunConfig, method: str) -> LearnerSettings:
+    """The local learners' settings; 0 / auto values are left unset so each learner takes the paper's."""
+    epochs = config.learner.epochs or None
+    if method in ("late", "interm") and config.gal.baseline_epochs:
+        epochs = config.gal.baseline_epochs
+    devices = config.run.devices
+    return LearnerSettings(
+        epochs=epochs,
+        lr=config.learner.lr or None,
+        optimizer=None if config.learner.optimizer == "auto" else config.learner.optimizer,
+        momentum=config.learner.momentum,
+        weight_decay=config.learner.weight_decay,
+        milestones=None if config.learner.milestones == ["auto"] else tuple(config.learner.milestones),
+        gamma=config.learner.gamma,
+        batch_size=config.learner.batch_size or None,
+        grad_clip=config.learner.grad_clip,
+        hidden=tuple(config.learner.hidden),
+        widths=tuple(config.learner.cnn_widths),
+        last_pool=config.learner.cnn_last_pool,
+        lstm_hidden=config.learner.lstm_hidden,
+        dropout=config.learner.dropout,
+        engine=config.run.engine,
+        accelerator=config.run.accelerator,
+        devices=int(devices) if devices.isdigit() else devices,
+        strategy=config.run.strategy,
+        precision=config.run.precision,
+        dms=config.gal.dms,
+    )
+
+
+def organization_devices(device: torch.device, count: int) -> list[torch.device]:
+    """Where each organization's data and models live: with ``cuda`` and several GPUs, round-robin over them."""
+    if device.type == "cuda" and device.index is None and torch.cuda.device_count() > 1:
+        return [torch.device("cuda", m % torch.cuda.device_count()) for m in range(count)]
+    return [device] * count
+
+
+@dataclass
+class PartyPlan:
+    """What every organization of a GAL-family or ASCII run is: its view, learner, local loss, output noise."""
+
+    views: list[FeatureView]
+    learners: list[str]
+    losses: list[str]
+    noisy: set[int]
+    settings: LearnerSettings
+
+
+def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPlan:
+    """The organizations ``method`` runs with (Alone: Alice only; Joint: one holding every feature). A view
+    without rows (a party that runs elsewhere, :func:`vcl.ray_transport.hollow`) is planned but not transformed."""
+    task = make_task(config, data)
+    m_all = len(data.views)
+    blank = organization_set(config.gal.noninformative_organizations, m_all, "gal.noninformative_organizations")
+    views = [
+        noninformative(v, seed_for(config.run.seed, m, 0xB1A)) if m in blank and v.splits else v
+        for m, v in enumerate(data.views)
+    ]
+    views = views_for(method, views, data)
+    noisy = (
+        organization_set(config.gal.noisy_organizations, m_all, "gal.noisy_organizations")
+        if config.gal.noise_sigma
+        else set()
+    )
+    learners = per_organization(config.learner.model, m_all, "learner.model")[: len(views)]
+    default_loss = "l1" if (config.data.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
+    losses = [
+        default_loss if q == "auto" else q for q in per_organization(config.gal.local_loss, m_all, "gal.local_loss")
+    ]
+    for m, (v, name) in enumerate(zip(views, learners, strict=False)):
+        if v.splits and name not in DEEP and len(v.example_shape) > 1:
+            raise VCLInputError(
+                f"learner.model={name!r} for organization {m} takes rows, but it holds examples of shape "
+                f"{v.example_shape}; "
+                "use cnn (images), lstm (sequences), linear or mlp."
+            )
+    return PartyPlan(views, learners, losses[: len(views)], noisy, learner_settings(config, method))
+
+
+def build_parties(config: RunConfig, method: str, data: VerticalData, make, only=None, plan=None) -> list:
+    """The organizations of a GAL-family or ASCII run, Alice first: every one, or only party ``only`` (what a
+    party's own process builds from the config, :mod:`vcl.ray_transport`). ``make(plan, m, device)`` is the
+    method's own party; ``plan``: already made."""
+    plan = plan or plan_parties(config, method, data)
+    places = organization_devices(resolve_device(config.run.device), len(plan.views))
+    return [make(plan, m, places[m]) for m in (range(len(plan.views)) if only is None else [only])]
+
+
+def organizations(config: RunConfig, method: str, data: VerticalData, parties, concurrent: bool):
+    """What an organization-based method's builder starts from: its task, its plan (every setting checked
+    before a party is built), Alice's labels on her device, and the transport to the parties that
+    ``parties(config, method, data, plan=plan)`` builds."""
+    task = make_task(config, data)
+    plan = plan_parties(config, method, data)
+    device = resolve_device(config.run.device)
+    labels = {s: y.to(device) for s, y in data.labels.items()}
+    names = [v.name for v in plan.views]
+    build = lambda: parties(config, method, data, plan=plan)  # noqa: E731
+    return task, plan, labels, open_transport(config, method, data, names, build, concurrent)
+
+
+def open_transport(config: RunConfig, method: str, data, names: list[str], parties, concurrent=False) -> Transport:
+    """How the coordinator reaches ``method``'s parties ``names``: one Ray actor per party (each builds itself),
+    or in this process (``parties()`` builds them; ``concurrent``: the local batched executor)."""
+    dirs = per_organization(config.transport.party_dirs, len(names), "transport.party_dirs", who="parties")
+    if config.transport.kind == "ray":
+        from vcl.ray_transport import RayTransport
+
+        transport = RayTransport(config, method, names, data)
+    else:
+        transport = LocalTransport(parties(), concurrent=concurrent)
+    transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
+    return transport
+
+
+def organizations_datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
+    """The data module of a GAL-family or ASCII run: image patches, sequence feature groups, or columns
+    (``only``, ``ids``: one CSV organization's file alone)."""
+    d = config.data
+    common = {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction}
+    common |= {"organizations": d.organizations, "val_fraction": d.val_fraction, "root": d.root}
+    batch = config.learner.batch_size
+    if d.dataset in IMAGE_DATASETS:
+        return ImageDataModule(
+            **common,
+            download=d.download,
+            view=d.image_view,
+            max_train=d.max_train,
+            batch_size=batch or 512,
+        )
+    common["feature_seed"] = config.run.seed
+    if d.dataset in SEQUENCE_DATASETS:
+        return SequenceDataModule(**common, size=d.sequence_size, batch_size=batch or 8)
+    return TabularDataModule(
+        **common,
+        assignment=d.assignment or None,
+        csv_files=d.csv_files,
+        id_column=d.id_column,
+        label_column=d.label_column,
+        task=d.task or None,
+        batch_size=batch or 1024,
+        synthetic_train=d.synthetic_train,
+        synthetic_test=d.synthetic_test,
+        only=only,
+        ids=ids,
+        categorical=d.categorical,
+        missing=d.missing,
+    )
