@@ -195,11 +195,17 @@ def open_transport(config: RunConfig, method: str, data, names: list[str], parti
     return transport
 
 
+def shared_data_options(config: RunConfig) -> dict:
+    """What every data module takes from the ``data`` group alike."""
+    d = config.data
+    return {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction}
+
+
 def organizations_datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
     """The data module of a GAL-family or ASCII run: image patches, sequence feature groups, or columns
     (``only``, ``ids``: one CSV organization's file alone)."""
     d = config.data
-    common = {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction}
+    common = shared_data_options(config)
     common |= {"organizations": d.organizations, "val_fraction": d.val_fraction, "root": d.root}
     batch = config.learner.batch_size
     if d.dataset in IMAGE_DATASETS:

@@ -47,7 +47,7 @@ from vcl.messages import (
 )
 from vcl.models.sklearn import dump_estimator, load_estimator
 from vcl.organization import FeatureView, seed_for
-from vcl.parties import open_transport
+from vcl.parties import open_transport, shared_data_options
 from vcl.protocols.base import Protocol
 from vcl.tasks import Task
 
@@ -640,9 +640,7 @@ def datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None
     """c × d parties: row groups by column groups, plus the public rows the anchors start from."""
     d, dc = config.data, config.dc
     return GridDataModule(
-        dataset=d.dataset,
-        split_seed=d.split_seed,
-        test_fraction=d.test_fraction,
+        **shared_data_options(config),
         row_groups=dc.row_groups,
         column_groups=dc.column_groups,
         feature_split=dc.feature_split,

@@ -66,7 +66,7 @@ from vcl.messages import (
 )
 from vcl.organization import seed_for
 from vcl.paillier import check_key_bits
-from vcl.parties import open_transport, resolve_device
+from vcl.parties import open_transport, resolve_device, shared_data_options
 from vcl.privacy import FeatureDPLayer
 from vcl.protocols.base import Protocol
 from vcl.psi import PSIParty
@@ -739,9 +739,7 @@ def datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None
     """Two parties whose rows partly overlap (γ of them in common), with the labels at B."""
     d = config.data
     return OverlapDataModule(
-        dataset=d.dataset,
-        split_seed=d.split_seed,
-        test_fraction=d.test_fraction,
+        **shared_data_options(config),
         gamma=config.mpdl.gamma,
         seed=config.run.seed,
         assignment=d.assignment or None,
