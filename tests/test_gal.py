@@ -1,6 +1,7 @@
 """GAL and its baselines end to end: the boundary, the comparison, resume, concurrency."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -74,6 +75,20 @@ def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at):
     assert resumed["bytes_sent"] == full["bytes_sent"]
     on_disk = json.loads((tmp_path / "cut" / "results.json").read_text())
     assert on_disk["value"] == full["value"]
+    # each organization's own TensorBoard log (where it runs): its local training loss, once per round
+    assert party_losses(tmp_path / "cut") == party_losses(tmp_path / "full")
+    assert all(steps == [1, 2, 3, 4] for steps, _ in party_losses(tmp_path / "full").values())
+
+
+def party_losses(run: Path) -> dict[str, tuple[list[int], list[float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = {}
+    for folder in sorted((run / "parties").glob("*/tensorboard")):
+        events = EventAccumulator(str(folder)).Reload().Scalars("local_loss/train")
+        out[folder.parent.name] = ([e.step for e in events], [e.value for e in events])
+    assert out and all(v >= 0 for _, values in out.values() for v in values)
+    return out
 
 
 def test_more_rounds_on_resume_extend_the_run(tiny, tmp_path):

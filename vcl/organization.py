@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from vcl.losses import local_loss
 from vcl.messages import (
     FittedValues,
     Labels,
@@ -88,6 +90,8 @@ class Organization:
         self._view = view.to(device)
         self._models: list[tuple[int, int, int, object]] = []  # (round, seed, K, fitted learner)
         self._shared = None  # Deep Model Sharing: the one learner whose extractor every round shares
+        self.train_losses: dict[int, float] = {}  # round → its model's local loss on the training rows
+        self._writer = None  # this organization's own TensorBoard log, where it runs (log_round)
 
     @property
     def num_features(self) -> int:
@@ -138,8 +142,27 @@ class Organization:
         """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
         model = job.learner.round_model(job.learner.rounds - 1) if self.settings.dms else job.learner
         self._models.append((job.message.round, job.seed, job.targets.shape[1], model))
-        values = {split: self._output(model, x, job.seed, split) for split, x in self._view.splits.items()}
+        fitted = as_float(model.predict(job.features))
+        loss = getattr(job.message, "loss", None) or self.loss
+        self.train_losses[job.message.round] = float(local_loss(fitted, job.targets.float(), loss))
+        values = {
+            split: self._output(model, x, job.seed, split, fitted if split == "train" else None)
+            for split, x in self._view.splits.items()
+        }
         return FittedValues(self.name, job.message.sender, job.message.round, values)
+
+    def log_round(self, folder: Path, round_: int) -> None:
+        """Write this round's local training loss to this organization's own TensorBoard log under
+        ``folder/tensorboard`` (where it runs; nothing crosses). Opened afresh after a resume, the log drops
+        what an interrupted run wrote after its last checkpoint."""
+        if round_ not in self.train_losses:
+            return
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(Path(folder) / "tensorboard"), purge_step=round_)
+        self._writer.add_scalar("local_loss/train", self.train_losses[round_], round_)
+        self._writer.flush()
 
     def _output(self, learner, x: Tensor, seed: int, split: str, out: Tensor | None = None) -> Tensor:
         """The model's outputs (``out`` if already computed), plus this organization's output noise (seeded
@@ -174,10 +197,16 @@ class Organization:
     def state_dict(self) -> dict:
         if self.settings.dms:
             shared = None if self._shared is None else self._shared.shared_state()
-            return {"shared": shared, "models": [(r, s, k, m.index) for r, s, k, m in self._models]}
-        return {"models": [(r, s, k, lr.state_dict()) for r, s, k, lr in self._models]}
+            return {
+                "shared": shared,
+                "models": [(r, s, k, m.index) for r, s, k, m in self._models],
+                "train_losses": dict(self.train_losses),
+            }
+        models = [(r, s, k, lr.state_dict()) for r, s, k, lr in self._models]
+        return {"models": models, "train_losses": dict(self.train_losses)}
 
     def load_state_dict(self, state: dict) -> None:
+        self.train_losses = dict(state.get("train_losses", {}))
         self._models = []
         if self.settings.dms:
             self._shared = None

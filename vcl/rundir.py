@@ -3,7 +3,8 @@ emptied of anything the suite did not write.
 
 - A fresh run needs an empty or new directory. One that already holds files needs ``--resume`` (continue
   the run in it) or ``--overwrite``, which removes only the suite's own outputs (``results.json``,
-  ``checkpoints/last.ckpt``, the parties' ``parties/<name>/round-<t>.ckpt``, TensorBoard event files) and
+  ``checkpoints/last.ckpt``, the parties' ``parties/<name>/round-<t>.ckpt``, TensorBoard event files, the
+  organizations' own under ``parties/<name>/tensorboard/``) and
   keeps every other file.
 - An exclusive lock (``.vcl.lock``, via ``filelock``) stops a second run on the same directory.
 - A run that fails before its first checkpoint leaves the directory as it found it: what this run
@@ -33,7 +34,12 @@ def own_outputs(root: Path) -> list[Path]:
     names = [RESULTS, RESULTS + ".tmp", str(CHECKPOINT), str(CHECKPOINT) + ".tmp"]
     files = [root / n for n in names if (root / n).is_file()]
     found = []
-    for folder, pattern in (("tensorboard", EVENTS), (PARTIES, PARTY_CHECKPOINT), (PARTIES, PARTY_CHECKPOINT + ".tmp")):
+    for folder, pattern in (
+        ("tensorboard", EVENTS),
+        (PARTIES, PARTY_CHECKPOINT),
+        (PARTIES, PARTY_CHECKPOINT + ".tmp"),
+        (PARTIES, EVENTS),  # an organization's own TensorBoard log: parties/<name>/tensorboard/
+    ):
         if (root / folder).is_dir():
             found += [p for p in (root / folder).rglob(pattern) if p.is_file()]
     return files + sorted(found)

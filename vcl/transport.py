@@ -184,6 +184,8 @@ def save_party(party, name: str, root: Path, round_: int) -> None:
     from vcl.callbacks.checkpoint import atomic_torch_save
 
     atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_}, party_file(root, name, round_))
+    if hasattr(party, "log_round"):  # its own TensorBoard log, beside its checkpoints
+        party.log_round(Path(root) / name, round_)
 
 
 def load_party(party, name: str, root: Path, round_: int) -> None:
