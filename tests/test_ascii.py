@@ -15,12 +15,15 @@ from vcl.models import ClassifierSettings, LearnerSettings, NetClassifier, Sklea
 
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
-from vcl.messages import Ack, ClassVotes, IgnoranceScores, Interchange, Labels, PredictionRequest
+from vcl.messages import Ack, Labels, PredictionRequest
 from vcl.organization import FeatureView
 from vcl.protocols.ascii import (
     ASCIIOptions,
     AssistedClassification,
+    ClassVotes,
     IgnoranceAgent,
+    IgnoranceScores,
+    Interchange,
     joint_factor,
     model_weight,
     pass_on,

@@ -13,17 +13,16 @@ import train as cli
 from vcl.anchors import smote
 from vcl.config import RunConfig
 from vcl.dc_metrics import amd, dice, emd, nmi, top_features
-from vcl.messages import (
-    EXPERIMENTER,
-    Ack,
+from vcl.messages import EXPERIMENTER, Ack, Labels, Step
+from vcl.protocols.dc import (
     AnchorPredictions,
     AnchorShare,
-    Labels,
+    KeptModel,
     RawFeatures,
     ReducedRepresentation,
-    Step,
+    Scores,
+    collaboration_maps,
 )
-from vcl.protocols.dc import KeptModel, Scores, collaboration_maps
 from vcl.registry import build_protocol, datamodule_for
 from vcl.runner import train
 

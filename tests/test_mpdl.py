@@ -19,13 +19,13 @@ from vcl.config import RunConfig
 from vcl.dual import DualParty, duality_loss
 from vcl.errors import VCLInputError
 from vcl.kde import GaussianKDE, bandwidth
-from vcl.messages import EXPERIMENTER, Ack, Activations, Channel, Step
+from vcl.messages import EXPERIMENTER, Ack, Channel, Step
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer, laplace
 from vcl.psi import PSIParty, decode, hash_to_group, private_set_intersection
 from vcl.registry import check_config
 from vcl.runner import train
-from vcl.split_network import CanvasConv
+from vcl.split_network import Activations, CanvasConv
 
 MPDL_KINDS = {
     "BlindedIDs",

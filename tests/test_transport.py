@@ -7,16 +7,8 @@ import torch
 from vcl.datamodules import TabularDataModule
 
 from vcl.config import RunConfig
-from vcl.messages import (
-    Ack,
-    ClassVotes,
-    Discarded,
-    FittedValues,
-    IgnoranceScores,
-    ModelsReport,
-    PredictionRequest,
-    PseudoResidual,
-)
+from vcl.messages import Ack, FittedValues, ModelsReport, PredictionRequest, PseudoResidual
+from vcl.protocols.ascii import ClassVotes, Discarded, IgnoranceScores
 from vcl.registry import build_protocol
 from vcl.runner import Run, run_rounds
 from vcl.transport import LOCAL_CALLS, LocalTransport

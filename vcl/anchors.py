@@ -1,7 +1,7 @@
 """Anchor data X^anc (r × m) for DC analysis: the constructions of the SMOTE-anchor paper, Section 3.
 
 Every worker must hold the *same* anchor data. A construction says what one worker shares with the
-others (:meth:`AnchorConstruction.share`, sent as an :class:`~vcl.messages.AnchorShare`) and how each
+others (:meth:`AnchorConstruction.share`, sent as an :class:`~vcl.protocols.dc.AnchorShare`) and how each
 worker builds X^anc from all shares, the public rows X_pub and a seed the workers agree on
 (:meth:`AnchorConstruction.build`). The numerical kernels are plain functions of numpy arrays.
 

@@ -16,6 +16,8 @@ With ``paillier=False`` the same messages carry plaintext.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -23,19 +25,77 @@ from torch import Tensor
 from vcl.datamodules.overlap import PartyData
 from vcl.errors import VCLInputError
 from vcl.kde import GaussianKDE
-from vcl.messages import (
-    CrossGradient,
-    DensityDifference,
-    GeneratedData,
-    OutputGradient,
-    PerturbedMeans,
-    PublicKey,
-    as_float,
-)
+from vcl.messages import Message, as_float
 from vcl.models.networks import build_mlp
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer
 from vcl.split_network import CanvasConv, cnn_top
+
+
+# --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
+@dataclass(frozen=True)
+class PublicKey(Message):
+    """MPDL, a party's Paillier public modulus n as big-endian bytes (uint8)."""
+
+    values: Tensor = field(repr=False)
+
+    tensors = {"n": "values"}
+
+
+@dataclass(frozen=True)
+class PerturbedMeans(Message):
+    """MPDL: a party's column means of its h₀ outputs (eq. 14's φ_j/L). Computed from h₀'s outputs alone, so
+    under per-row DP they spend no further budget (post-processing). The other party's dual model generates
+    around them (its output shift)."""
+
+    values: Tensor = field(repr=False)
+
+    tensors = {"means": "values"}
+
+
+@dataclass(frozen=True)
+class GeneratedData(Message):
+    """MPDL: a dual model's output — the sender's estimate of the receiver's (perturbed) features of the
+    rows named by the protocol (co-occurring minibatch, B-only rows, A-only rows), N × d_receiver."""
+
+    values: Tensor = field(repr=False)
+    rows: str = "overlap"  # "overlap": a minibatch of D_C; "only": the sender's rows the receiver does not hold
+
+    tensors = {"generated": "values"}
+
+
+@dataclass(frozen=True)
+class OutputGradient(Message):
+    """MPDL Algorithm 2: the plaintext part of the gradient w.r.t. the generated data the receiver sent,
+    ∇ℓ_align + λ∇log P(x̂)·(log P(x̂) − log P(x)) (N × d_sender)."""
+
+    values: Tensor = field(repr=False)
+
+    tensors = {"gradient": "values"}
+
+
+@dataclass(frozen=True)
+class DensityDifference(Message):
+    """MPDL Algorithm 2: the sender's log P(x̂) − log P(x) per row, under its own Paillier key
+    (``ciphertexts`` N × bytes, ``exponents`` N) or, with encryption off, in plaintext (``values``)."""
+
+    values: Tensor | None = field(repr=False, default=None)
+    ciphertexts: Tensor | None = field(repr=False, default=None)
+    exponents: Tensor | None = field(repr=False, default=None)
+
+    tensors = {"values": "values", "ciphertexts": "ciphertexts", "exponents": "exponents"}  # plaintext, or encrypted
+
+
+@dataclass(frozen=True)
+class CrossGradient(Message):
+    """MPDL Algorithm 2: λ∇log P(x̂)·[[log P(x) − log P(x̂)]] of the receiver's density difference, still
+    under the receiver's key (N·d ciphertexts), or in plaintext with encryption off (N × d)."""
+
+    values: Tensor | None = field(repr=False, default=None)
+    ciphertexts: Tensor | None = field(repr=False, default=None)
+    exponents: Tensor | None = field(repr=False, default=None)
+
+    tensors = {"values": "values", "ciphertexts": "ciphertexts", "exponents": "exponents"}  # plaintext, or encrypted
 
 
 def duality_loss(log_p_a: Tensor, log_p_a_hat: Tensor, log_p_b_hat: Tensor, log_p_b: Tensor) -> Tensor:

@@ -5,12 +5,12 @@ blinded by exponentiation with a party's secret exponent. Exponentiation commute
 ``(H(x)^a)^b = (H(x)^b)^a``, while a blinded value reveals nothing about ``x`` without the exponent
 (decisional Diffie–Hellman). Protocol (A holds ``ids_a``, B holds ``ids_b``):
 
-1. A → B: ``H(x)^a`` for its IDs, in A's order (:class:`~vcl.messages.BlindedIDs`);
+1. A → B: ``H(x)^a`` for its IDs, in A's order (:class:`BlindedIDs`);
 2. B → A: those values raised to ``b`` (same order), and ``H(y)^b`` for its own IDs in a random order;
 3. A raises B's values to ``a`` and matches the doubly blinded values: it learns which of its rows are in
    the intersection and where each sits in B's shuffled list, and tells B those positions in A's row
-   order (:class:`~vcl.messages.IntersectionIndices`), so both hold D_C in one agreed order;
-4. B assigns the aligned rows to K folds and tells A (:class:`~vcl.messages.FoldAssignment`).
+   order (:class:`IntersectionIndices`), so both hold D_C in one agreed order;
+4. B assigns the aligned rows to K folds and tells A (:class:`FoldAssignment`).
 
 No raw or merely hashed ID crosses; each side learns only the intersection (and the other's set size).
 """
@@ -19,13 +19,45 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from gmpy2 import powmod
+from torch import Tensor
 
 from vcl.errors import VCLInputError
-from vcl.messages import BlindedIDs, Channel, FoldAssignment, IntersectionIndices
+from vcl.messages import Channel, Message
+
+
+# --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
+@dataclass(frozen=True)
+class BlindedIDs(Message):
+    """MPDL PSI (:mod:`vcl.psi`): row IDs hashed into a group and blinded by secret exponents, one
+    group element per row as big-endian bytes (N × bytes(p), uint8). No raw or merely hashed ID."""
+
+    values: Tensor = field(repr=False)
+
+    tensors = {"blinded": "values"}
+
+
+@dataclass(frozen=True)
+class IntersectionIndices(Message):
+    """MPDL PSI, A → B: positions in B's shuffled blinded list of the rows both hold, in A's row order."""
+
+    values: Tensor = field(repr=False)
+
+    tensors = {"positions": "values"}
+
+
+@dataclass(frozen=True)
+class FoldAssignment(Message):
+    """MPDL, B → A: the fold (0..K−1) of each aligned co-occurring row (Algorithm 1's K shares of D_C)."""
+
+    values: Tensor = field(repr=False)
+
+    tensors = {"fold": "values"}
+
 
 # RFC 2409 group 2 (1024-bit) and RFC 3526 group 14 (2048-bit) MODP primes: safe primes p = 2q + 1.
 MODP_PRIMES = {

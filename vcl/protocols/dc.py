@@ -4,7 +4,7 @@ c × d workers: worker (i, j) holds X_{i,j} (row group i, column group j) and Y_
 
 1. the workers agree on anchor data X^anc (:mod:`vcl.anchors`; shares go worker → worker);
 2. each fits its own dimensionality reduction f_ij on X_{i,j} and sends the master only the reduced
-   representations of its rows and of the anchors (:class:`~vcl.messages.ReducedRepresentation`);
+   representations of its rows and of the anchors (:class:`ReducedRepresentation`);
    one worker per row group sends Y_i;
 3. the master takes the top m̂ left singular vectors Z of [X̃_1^anc, …, X̃_c^anc] (scaled by √r so the
    collaboration features have unit mean square on the anchors; any nonsingular scaling is allowed),
@@ -33,23 +33,55 @@ from vcl.datamodules.grid import GridData, GridDataModule
 from vcl.dc_metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
-from vcl.messages import (
-    EXPERIMENTER,
-    Ack,
-    AnchorPredictions,
-    AnchorShare,
-    Labels,
-    Message,
-    RawFeatures,
-    ReducedRepresentation,
-    Step,
-    as_float,
-)
+from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_float
 from vcl.models.sklearn import dump_estimator, load_estimator
 from vcl.organization import FeatureView, seed_for
 from vcl.parties import open_transport, shared_data_options
 from vcl.protocols.base import Protocol
 from vcl.tasks import Task
+
+
+# --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
+@dataclass(frozen=True)
+class AnchorShare(Message):
+    """DC worker → worker: its contribution to the shared anchor data (column ranges for DC(rand), a
+    perturbed low-rank approximation for DC(TSVD), raw rows for DC(raw); DC(SMOTE) needs none), with the
+    sender's place (i, j) in the grid."""
+
+    values: dict[str, Tensor] = field(repr=False)
+    position: tuple[int, int] = (0, 0)
+
+    tensors = {"*": "values"}
+
+
+@dataclass(frozen=True)
+class ReducedRepresentation(Message):
+    """DC worker → master: dimensionality-reduced intermediate representations f_ij(·) of its private
+    rows ({"train", "test"}) and of the anchor data ("anchor") — Algorithm 1 step 4."""
+
+    values: dict[str, Tensor] = field(repr=False)
+
+    tensors = {"*": "values"}
+
+
+@dataclass(frozen=True)
+class AnchorPredictions(Message):
+    """DC master → worker: the central model's outputs on its row group's anchor representation,
+    Y_i^anc = h(X̃_i^anc G_i) (r × K) — Algorithm 1 step 11."""
+
+    values: Tensor = field(repr=False)
+
+    tensors = {"anchor": "values"}
+
+
+@dataclass(frozen=True)
+class RawFeatures(Message):
+    """Worker → master: its private rows themselves. Only DC's Centralized reference sends them."""
+
+    values: Tensor = field(repr=False)
+
+    tensors = {"train": "values"}
+
 
 REDUCTIONS = ("pca", "tsvd", "identity")
 CENTRAL_MODELS = ("ridge", "gb")

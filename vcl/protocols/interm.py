@@ -3,8 +3,8 @@
 Each organization's feature extractor (its learner's network without the last layer) maps its own
 features to a hidden representation; Alice averages the representations and her last layer gives the
 prediction. Everything is trained end to end on Alice's labels as one network split at the hidden layer:
-per minibatch each organization sends its representation (:class:`~vcl.messages.Activations`) and Alice
-sends back its error (:class:`~vcl.messages.ActivationGradient`); with gradient clipping the norms of
+per minibatch each organization sends its representation (:class:`~vcl.split_network.Activations`) and Alice
+sends back its error (:class:`~vcl.split_network.ActivationGradient`); with gradient clipping the norms of
 everyone's gradients cross too (:class:`~vcl.messages.Scalars`), so the network is clipped as one. The
 minibatch schedule comes from the run's seed, which every organization holds. It is the reference GAL is
 compared with (every minibatch crosses, as representations that carry far more than GAL's fitted values),
@@ -18,12 +18,13 @@ from torch import Tensor, nn
 
 from vcl.config import RunConfig
 from vcl.losses import local_loss
-from vcl.messages import Ack, ActivationGradient, Activations, Message, Scalars, Step, as_float
+from vcl.messages import Ack, Message, Scalars, Step, as_float
 from vcl.models import LearnerSettings, build_learner
 from vcl.models.residual import DRAWS, build_optimizer, derived_seed, seeded_draws
 from vcl.organization import FeatureView, seed_for
 from vcl.parties import build_parties, make_task, organizations
 from vcl.protocols.base import Protocol
+from vcl.split_network import ActivationGradient, Activations
 
 HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
 

@@ -34,7 +34,7 @@ import copy
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -44,34 +44,30 @@ from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.config import MPDLGroup, RunConfig
 from vcl.datamodules.image import IMAGE_DATASETS
 from vcl.datamodules.overlap import OverlapData, OverlapDataModule, PartyData
-from vcl.dual import DualParty, seeded_mlp
+from vcl.dual import DualParty, GeneratedData, OutputGradient, PerturbedMeans, PublicKey, seeded_mlp
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
-from vcl.messages import (
-    EXPERIMENTER,
-    Ack,
-    ActivationGradient,
-    Activations,
-    FoldAssignment,
-    GeneratedData,
-    Labels,
-    Message,
-    OutputGradient,
-    PerturbedMeans,
-    PublicKey,
-    Report,
-    Step,
-    as_classes,
-    as_float,
-)
+from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_classes, as_float
 from vcl.organization import seed_for
 from vcl.paillier import check_key_bits
 from vcl.parties import open_transport, resolve_device, shared_data_options
 from vcl.privacy import FeatureDPLayer
 from vcl.protocols.base import Protocol
-from vcl.psi import PSIParty
-from vcl.split_network import COLLABORATOR, CentralTop, party_bottom
+from vcl.psi import FoldAssignment, PSIParty
+from vcl.split_network import COLLABORATOR, ActivationGradient, Activations, CentralTop, party_bottom
 from vcl.tasks import Task
+
+
+# --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
+@dataclass(frozen=True)
+class Report(Message):
+    """A party (or the coordinator) → the experimenter: what it holds that the run's scores need (the models
+    it keeps, what it received). Outside the protocol: recorded, never counted as communication."""
+
+    values: dict = field(repr=False)
+
+    tensors = {"*": "values"}  # its tensors; the rest (counts, row indices) rides along uncounted
+
 
 PARTIES = ("a", "b")
 
