@@ -20,6 +20,7 @@ from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 from vcl.models.residual import ResidualRegressor, build_optimizer, step
 
+from vcl import progress
 from vcl.losses import local_loss
 
 _SHARED = (
@@ -132,6 +133,7 @@ def fit_concurrently(
                 loss = local_loss(forward(params, buffers, xb).float(), yb, hp.loss, wb)
             step(loss, opt, scaler, clip)
         sched.step()
+        progress.advance(m)
     with torch.no_grad():
         for i, lr in enumerate(learners):
             for name, p in (*lr.net.named_parameters(), *lr.net.named_buffers()):

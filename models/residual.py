@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 from vcl.models.networks import build_network
 
+from vcl import progress
 from vcl.losses import check_local_loss, local_loss
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
@@ -218,6 +219,7 @@ class ResidualRegressor(pl.LightningModule):
                     (lambda: torch.nn.utils.clip_grad_norm_(params, hp.grad_clip)) if hp.grad_clip else None,
                 )
             sched.step()
+            progress.advance()
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
         hp = self.hparams
@@ -236,7 +238,7 @@ class ResidualRegressor(pl.LightningModule):
             gradient_clip_val=hp.grad_clip or None,
             logger=False,
             enable_checkpointing=False,
-            enable_progress_bar=False,
+            enable_progress_bar=progress.active(),  # Lightning's own bar under the round's
             enable_model_summary=False,
         )
         trainer.fit(self, loader)

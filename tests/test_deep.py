@@ -186,3 +186,31 @@ def test_cnn_pools_after_every_block_as_table_8_and_the_authors_variant_is_an_op
     assert len(pools(build_learner("cnn", (1, 4, 4), 10, "l2", 0, LearnerSettings()).net)) == 4
     for shape in [(1, 1, 1), (1, 4, 2), (1, 4, 4), (3, 16, 8)]:  # patches smaller than 2⁴ still pass
         assert build_network("cnn", shape, 10, widths=(4, 8, 8, 8))(torch.randn(2, *shape)).shape == (2, 10)
+
+
+def test_the_round_bar_counts_every_epoch_of_every_model_concurrent_or_not():
+    """Sequential fits advance the bar one epoch at a time per model, fitted together M per epoch: the same count."""
+    import io
+
+    from rich.console import Console
+
+    from vcl import progress
+
+    xs = [torch.randn(40, 1, 4, 4, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    y = torch.randn(40, 3, generator=torch.Generator().manual_seed(9))
+    counts = []
+    for concurrent in (False, True):
+        ticks = []
+        with progress.round_bar("round 1", console=Console(file=io.StringIO())):
+            assert progress.active()
+            progress._advance = ticks.append  # what the open bar receives (the bar resets it on closing)
+            learners = [ResidualRegressor((1, 4, 4), 3, seed=i, **CNN) for i in range(3)]
+            if concurrent:
+                fit_concurrently(learners, xs, y)
+            else:
+                for learner, x in zip(learners, xs, strict=True):
+                    learner.fit(x, y)
+        counts.append(sum(ticks))
+    assert counts == [3 * CNN["epochs"]] * 2
+    assert not progress.active()  # closed with its round
+    progress.advance(5)  # no bar: nothing happens

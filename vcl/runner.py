@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -19,6 +20,7 @@ from vcl.config import RunConfig
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import EXPERIMENTER
 from vcl.prediction import kept_records, prediction_stage
+from vcl.progress import round_bar
 from vcl.protocols import Protocol
 from vcl.registry import build_protocol, check_config, compare_methods, datamodule_for
 from vcl.rundir import PARTIES, RunDirectory
@@ -132,7 +134,8 @@ def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Non
     limit = min(max_rounds, run.protocol.max_rounds or max_rounds)
     while run.protocol.round < limit and not run.should_stop and not run.protocol.stopped:
         start = time.perf_counter()
-        record = run.protocol.run_round()
+        with round_bar(f"round {run.protocol.round + 1}: local training", run.verbose and sys.stdout.isatty()):
+            record = run.protocol.run_round()
         run.seconds += time.perf_counter() - start
         record = run.record_round(record)
         for cb in callbacks:
