@@ -26,7 +26,7 @@ from vcl.models.concurrent import concurrency_key, fit_concurrently
 from vcl.models.dms import RoundHead, SharedExtractorRegressor
 from vcl.models.networks import build_mlp, build_network
 from vcl.models.residual import ResidualRegressor
-from vcl.models.sklearn import SklearnRegressor, estimator_class
+from vcl.models.sklearn import SklearnRegressor, make_estimator
 
 from vcl.errors import VCLInputError
 
@@ -115,7 +115,7 @@ def check_learner_name(name: str) -> str:
     if name in LEARNERS:
         return name
     if name.startswith("sklearn:"):
-        estimator_class(name, "learner")
+        make_estimator(name, "learner.model")
         return name
     raise VCLInputError(
         f"learner.model={name!r} is unknown; use one of {', '.join(LEARNERS)} or sklearn:sklearn.<module>.<Class>."
@@ -179,4 +179,4 @@ def build_learner(
         from sklearn.svm import SVR
 
         return SklearnRegressor(SVR(), seed=seed)
-    return SklearnRegressor(estimator_class(check_learner_name(name), "learner")(), seed=seed)
+    return SklearnRegressor(make_estimator(check_learner_name(name), "learner.model"), seed=seed)

@@ -42,9 +42,9 @@ def check_classifier_name(name: str) -> str:
     if name in CLASSIFIERS:
         return name
     if name.startswith("sklearn:"):
-        from vcl.models.sklearn import estimator_class
+        from vcl.models.sklearn import make_estimator
 
-        estimator_class(name, "learner")
+        make_estimator(name, "learner.model")
         return name
     raise VCLInputError(
         f"learner.model={name!r} is not a classifier; for ASCII use one of {', '.join(CLASSIFIERS)} "
@@ -85,9 +85,9 @@ def _estimator(name: str, settings: ClassifierSettings):
         from sklearn.svm import SVC
 
         return SVC()
-    from vcl.models.sklearn import estimator_class
+    from vcl.models.sklearn import make_estimator
 
-    return estimator_class(check_classifier_name(name), "learner")()
+    return make_estimator(check_classifier_name(name), "learner.model")
 
 
 def build_classifier(name: str, in_features: int, num_classes: int, seed: int, settings, tree: ClassifierSettings):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 
 import numpy as np
 import torch
@@ -25,10 +26,35 @@ from vcl.errors import VCLInputError
 TRUSTED_PREFIX = "sklearn."  # the only package whose classes a config may name or a stored estimator may hold
 
 
+def parse_spec(spec: str, option: str) -> tuple[str, dict]:
+    """``sklearn:<path>`` with, optionally, its init args as a JSON object after it (the one-line form of
+    ``{class_path, init_args}``, :func:`vcl.config.estimator_spec`): the class path and the args."""
+    path = spec.split(":", 1)[1]
+    if "{" not in path:
+        return path, {}
+    path, _, args = path.partition("{")
+    try:
+        values = json.loads("{" + args)
+    except json.JSONDecodeError:
+        raise VCLInputError(
+            f"{option}={spec!r}: its init args are not a JSON object; give {{class_path, init_args}}."
+        ) from None
+    return path, values
+
+
+def make_estimator(spec: str, option: str):
+    """A fresh estimator of the scikit-learn class ``spec`` names, with its init args."""
+    path, args = parse_spec(spec, option)
+    try:
+        return estimator_class(spec, option)(**args)
+    except TypeError as err:
+        raise VCLInputError(f"{option}: {path} does not take these init_args {args} ({err}).") from None
+
+
 def estimator_class(spec: str, option: str) -> type:
     """The class named by ``sklearn:sklearn.<module>.<Class>``; anything outside scikit-learn is refused
     before it is imported (importing a module runs its code)."""
-    path = spec.split(":", 1)[1]
+    path = parse_spec(spec, option)[0]
     module, _, name = path.rpartition(".")
     if not module.startswith(TRUSTED_PREFIX):
         raise VCLInputError(

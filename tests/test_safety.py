@@ -11,7 +11,9 @@ from vcl.models.sklearn import dump_estimator, estimator_class, load_estimator
 
 import train as cli
 from tests.conftest import write_csv
+from vcl.config import RunConfig
 from vcl.errors import VCLInputError
+from vcl.parties import learner_settings
 from vcl.registry import build_protocol, check_config, datamodule_for
 from vcl.rundir import LOCK
 from vcl.runner import train
@@ -117,6 +119,26 @@ def test_only_scikit_learn_estimator_classes_may_be_named(tmp_path, monkeypatch)
     with pytest.raises(VCLInputError, match="not a scikit-learn estimator"):
         estimator_class("sklearn:sklearn.utils.Bunch", "learner")
     assert estimator_class("sklearn:sklearn.svm.SVR", "learner").__name__ == "SVR"
+    evil = {"class_path": "evil_module.Thing", "init_args": {}}  # the class_path form goes the same way
+    with pytest.raises(VCLInputError, match="only scikit-learn classes"):
+        check_config(RunConfig.from_dict({"learner.model": [evil]}))
+    assert not marker.exists()
+
+
+def test_an_estimator_named_by_class_path_gets_its_init_args_and_prints_back(tmp_path, capsys):
+    ridge = {"class_path": "sklearn.linear_model.Ridge", "init_args": {"alpha": 1e6}}
+    cfg = RunConfig.from_dict({"learner.model": [ridge, "linear"], "data.organizations": 2})
+    from vcl.models import build_learner
+
+    learner = build_learner(cfg.learner.model[0], (13,), 3, "l2", 0, learner_settings(cfg, "gal"))
+    assert learner.estimator.alpha == 1e6  # the init args reach the estimator
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg  # the one-line form it prints reads back the same
+    for bad, message in (
+        ({"class_path": "sklearn.linear_model.Ridge", "init_args": {"alpah": 1}}, "does not take these init_args"),
+        ({"class_path": "sklearn.linear_model.Ridge", "args": {}}, "name an estimator as"),
+    ):
+        assert cli.main(["--learner.model", json.dumps([bad]), "--out", str(tmp_path / "x")]) == 2
+        assert message in capsys.readouterr().err
 
 
 # --- the run directory -----------------------------------------------------------------------------------

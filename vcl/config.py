@@ -15,12 +15,13 @@ This module imports no torch: ``train.py --help`` needs none.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import types
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, OpenUnitInterval, PositiveFloat, PositiveInt
 
@@ -31,6 +32,9 @@ Method = Literal[tuple(METHODS)]  # every method in the registry (vcl/registry.p
 Categorical = Literal["error", "onehot"]
 Missing = Literal["error", "drop", "impute"]
 LocalLoss = Literal["auto", "l1", "l1.5", "l2", "l4"]
+# a scikit-learn estimator named in a config: {class_path: sklearn.<module>.<Class>, init_args: {...}} (plain data;
+# nothing is imported here, and only scikit-learn classes ever are: vcl.models.sklearn)
+Estimator = dict[str, Any]
 # Where parties run and how a run is shown, not what it computes: a run may resume with other values.
 NOT_IDENTITY = (
     "out", "compare", "run.rounds", "run.device", "run.concurrent", "run.engine", "data.download",
@@ -140,10 +144,10 @@ class RunGroup:
 class LearnerGroup:
     """learner: each organization's local model and how it is fitted (0 / auto: the paper's value)"""
 
-    model: str | list[str] = field(default_factory=lambda: ["linear"])
-    """local model per organization: linear, mlp, cnn, lstm, gb, svm, sklearn:<path>, gb-svm (GB for the first half,
-    SVM after); for ASCII methods a classifier: linear, mlp, tree, forest, logistic, gb, svm, sklearn:<path>; one for
-    all or one each"""
+    model: str | Estimator | list[str | Estimator] = field(default_factory=lambda: ["linear"])
+    """local model per organization: linear, mlp, cnn, lstm, gb, svm, gb-svm (GB for the first half, SVM after); for
+    ASCII methods a classifier: linear, mlp, tree, forest, logistic, gb, svm; or any scikit-learn estimator, as
+    {class_path: sklearn.<module>.<Class>, init_args: {...}} or sklearn:<path>; one for all or one each"""
     epochs: NonNegativeInt = 0
     """local training epochs per round (0: the paper's, 100 linear/mlp, 10 cnn/lstm)"""
     lr: NonNegativeFloat = 0.0
@@ -180,6 +184,7 @@ class LearnerGroup:
 
     def __post_init__(self):
         listed(self, "model")
+        self.model = [estimator_spec(m, "learner.model") for m in self.model]
         if "auto" in self.milestones and self.milestones != ["auto"]:
             raise VCLInputError(f"learner.milestones={self.milestones}; give epoch numbers, [] for none, or [auto].")
         if not self.cnn_widths:
@@ -289,16 +294,19 @@ class DCGroup:
     """z-score features with training statistics (false: raw units)"""
     anchor_rows: PositiveInt = 1000
     """r, anchor rows (dc_raw uses the training rows)"""
-    reduction: str = "pca"
-    """worker-side reduction f_ij: pca, tsvd, identity, or sklearn:sklearn.<module>.<Class>"""
+    reduction: str | Estimator = "pca"
+    """worker-side reduction f_ij: pca, tsvd, identity, or a scikit-learn transformer ({class_path, init_args} or
+    sklearn:<path>)"""
     dim: int = 5
     """reduced dimension per party; <= 0 means the party's columns + dim (0: keep all)"""
     collab_dim: NonNegativeInt = 0
     """collaboration dimension m-hat; 0: the summed reduced dimensions of a row group"""
-    central: str = "ridge"
-    """master's analysis h: ridge (one-hot targets), gb, or sklearn:sklearn.<module>.<Class>"""
-    interpretable: str = "tree"
-    """worker-side interpretable model t_i: tree, gb, or sklearn:sklearn.<module>.<Class>"""
+    central: str | Estimator = "ridge"
+    """master's analysis h: ridge (one-hot targets), gb, or a scikit-learn estimator ({class_path, init_args} or
+    sklearn:<path>)"""
+    interpretable: str | Estimator = "tree"
+    """worker-side interpretable model t_i: tree, gb, or a scikit-learn classifier ({class_path, init_args} or
+    sklearn:<path>)"""
     tree_splits: PositiveInt = 5
     """maximum number of branch-node splits of the tree"""
     smote_k: PositiveInt = 25
@@ -312,6 +320,10 @@ class DCGroup:
     top_t: PositiveInt = 3
     """t of Dice_t, the top-t essential features compared with Centralized's"""
 
+
+    def __post_init__(self):
+        for key in ("reduction", "central", "interpretable"):
+            setattr(self, key, estimator_spec(getattr(self, key), f"dc.{key}"))
 
 @dataclass
 class MPDLGroup:
@@ -442,6 +454,21 @@ class RunConfig:
             for k, v in self.flat().items()
             if not any(k == skip or k.startswith(skip + ".") for skip in NOT_IDENTITY)
         }
+
+
+def estimator_spec(entry: str | dict, option: str) -> str:
+    """A name as given, or ``{class_path, init_args}`` as its one-line form ``sklearn:<class_path>`` followed by
+    the init args as a JSON object (what the learners and DC read; printed configs show this form)."""
+    if isinstance(entry, str):
+        return entry
+    if set(entry) - {"class_path", "init_args"} or not isinstance(entry.get("class_path"), str):
+        raise VCLInputError(
+            f"{option}={entry!r}: name an estimator as {{class_path: sklearn.<module>.<Class>, init_args: {{...}}}}."
+        )
+    args = entry.get("init_args") or {}
+    if not isinstance(args, dict):
+        raise VCLInputError(f"{option}: init_args={args!r} is not a mapping of argument names to values.")
+    return f"sklearn:{entry['class_path']}" + (json.dumps(args, sort_keys=True) if args else "")
 
 
 def listed(group, *names: str) -> None:

@@ -90,10 +90,10 @@ MASTER = "master"
 
 
 # --- the scikit-learn pieces, by config name ---------------------------------------------------------
-def _import(name: str, key: str):
-    from vcl.models.sklearn import estimator_class
+def _estimator(name: str, key: str):
+    from vcl.models.sklearn import make_estimator
 
-    return estimator_class(name, key)
+    return make_estimator(name, key)
 
 
 def make_reduction(name: str, dim: int, seed: int):
@@ -111,7 +111,7 @@ def make_reduction(name: str, dim: int, seed: int):
 
         return FunctionTransformer()
     if name.startswith("sklearn:"):
-        est = _import(name, "dc_reduction")()
+        est = _estimator(name, "dc.reduction")
         params = est.get_params()
         if "n_components" in params:
             est.set_params(n_components=dim)
@@ -136,7 +136,7 @@ def make_central(name: str, seed: int):
 
         return GradientBoostingClassifier(random_state=seed)
     if name.startswith("sklearn:"):
-        est = _import(name, "dc_central")()
+        est = _estimator(name, "dc.central")
         if "random_state" in est.get_params():
             est.set_params(random_state=seed)
         return est
@@ -158,7 +158,7 @@ def make_interpretable(name: str, splits: int, seed: int):
 
         return GradientBoostingClassifier(random_state=seed)
     if name.startswith("sklearn:"):
-        est = _import(name, "dc_interpretable")()
+        est = _estimator(name, "dc.interpretable")
         from sklearn.linear_model._base import LinearClassifierMixin
 
         if not is_classifier(est) or not (
