@@ -76,7 +76,8 @@ def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny
     protocol.run_round()
     assert [(r.models, r.shared) for r in protocol.federation.models(2)] == [(2, True)] * 4
     for org in map(protocol.federation.transport.party, protocol.federation.names):
-        assert org._shared.rounds == 2 and {id(m.learner) for _, _, _, m in org._models} == {id(org._shared)}
+        shared = org.shared_extractor
+        assert shared.rounds == 2 and {id(m.learner) for _, m in org.kept_models()} == {id(shared)}
     outputs = protocol.federation.predictions("test", 2)
     assert outputs[0]["2"].shape == (len(dm.data.labels["test"]), 10)
 

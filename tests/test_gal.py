@@ -152,7 +152,7 @@ def test_per_organization_local_losses_reach_their_learners(tiny):
     dm.setup()
     p = build_protocol(cfg, dm.data)
     p.run_round()
-    used = [p.federation.transport.party(n)._models[0][3].hparams.loss for n in p.federation.names]
+    used = [p.federation.transport.party(n).kept_models()[0][1].hparams.loss for n in p.federation.names]
     assert used == ["l1", "l2", "l1.5", "l4"]
 
 

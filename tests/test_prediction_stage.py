@@ -109,7 +109,7 @@ def test_dms_round_metrics_use_the_final_extractor_with_the_first_heads(tiny):
     # round 1 by hand: F⁰ + Σ_m c_m¹ · head₁(final extractor of m)
     F = protocol.task.initial(dm.data.labels["train"]).expand(len(test), -1).clone()
     for m, org in enumerate(map(protocol.federation.transport.party, protocol.federation.names)):
-        F = F + protocol.history[1]["coefficients"][m] * org._shared.predict_round(org._view.splits["test"], 0)
+        F = F + protocol.history[1]["coefficients"][m] * org.shared_extractor.predict_round(org.view.splits["test"], 0)
     assert results["rounds"][1]["metrics"]["test"] == pytest.approx(protocol.task.metric(F, test), abs=1e-6)
 
 

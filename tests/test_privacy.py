@@ -103,7 +103,7 @@ def test_noninformative_organizations_see_only_noise(tiny):
     dm.setup()
     p = build_protocol(cfg, dm.data)
     party = p.federation.transport.party  # the parties in this process, looked at from the test
-    blank, real = party("org3")._view, dm.data.views[3]
+    blank, real = party("org3").view, dm.data.views[3]
     assert blank.columns == real.columns and blank.splits["train"].shape == real.splits["train"].shape
     assert not torch.allclose(blank.splits["train"], real.splits["train"])
-    assert torch.equal(party("org2")._view.splits["train"], dm.data.views[2].splits["train"])
+    assert torch.equal(party("org2").view.splits["train"], dm.data.views[2].splits["train"])

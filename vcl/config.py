@@ -320,10 +320,10 @@ class DCGroup:
     top_t: PositiveInt = 3
     """t of Dice_t, the top-t essential features compared with Centralized's"""
 
-
     def __post_init__(self):
         for key in ("reduction", "central", "interpretable"):
             setattr(self, key, estimator_spec(getattr(self, key), f"dc.{key}"))
+
 
 @dataclass
 class MPDLGroup:

@@ -106,6 +106,20 @@ class Organization:
         return list(self._view.splits)
 
     @property
+    def view(self) -> FeatureView:
+        """This organization's own columns (private: read where it runs, never sent)."""
+        return self._view
+
+    @property
+    def shared_extractor(self):
+        """Deep Model Sharing: the one learner whose extractor every kept round model uses (else None)."""
+        return self._shared
+
+    def kept_models(self) -> list[tuple[int, object]]:
+        """``(round, model)`` for every round model kept for the prediction stage, oldest first."""
+        return [(r, m) for r, _, _, m in self._models]
+
+    @property
     def example_shape(self) -> tuple[int, ...]:
         return self._view.example_shape
 
