@@ -8,6 +8,17 @@ from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
+# a tiny image run: digits as 4 patches, narrow CNNs, few epochs, 300 training images
+TINY_CNN = {
+    "data.dataset": "digits_image",
+    "data.organizations": 4,
+    "learner.model": ["cnn"],
+    "learner.cnn_widths": [4, 8],
+    "learner.epochs": 2,
+    "learner.batch_size": 128,
+    "data.max_train": 300,
+}
+
 # a tiny MPDL run: breast cancer, 240 rows, few epochs, the small PSI group
 TINY_MPDL = {
     "data.dataset": "breast_cancer",

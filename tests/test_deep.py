@@ -5,6 +5,7 @@ import pytest
 import torch
 from vcl.models import ResidualRegressor, SharedExtractorRegressor, fit_concurrently
 
+from tests.helpers import TINY_CNN
 from vcl.losses import local_loss
 from vcl.runner import train
 
@@ -54,15 +55,7 @@ def test_deep_model_sharing_adds_one_head_per_round_on_one_extractor():
 
 
 def _images(tiny, **kw):
-    settings = {
-        "data.dataset": "digits_image",
-        "data.organizations": 4,
-        "learner.model": ["cnn"],
-        "learner.cnn_widths": [4, 8],
-        "learner.epochs": 2,
-        "learner.batch_size": 128,
-    }
-    return tiny(**{**settings, "data.max_train": 300, **kw})
+    return tiny(**{**TINY_CNN, **kw})
 
 
 def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny):

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from tests.helpers import TINY_MPDL
+from tests.helpers import TINY_CNN, TINY_MPDL
 from vcl.config import RunConfig
 from vcl.runner import train
 
@@ -15,15 +15,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-IMAGES = {
-    "data.dataset": "digits_image",
-    "data.organizations": 4,
-    "learner.model": ["cnn"],
-    "learner.cnn_widths": [4, 8],
-    "learner.epochs": 3,
-    "learner.batch_size": 32,
-    "data.max_train": 300,
-}
+IMAGES = {**TINY_CNN, "learner.epochs": 3, "learner.batch_size": 32}
 DC = dict(method="dc_smote", **{"dc.public_rows": 30, "dc.anchor_rows": 200, "dc.dim": 3, "dc.smote_k": 10})
 MPDL = TINY_MPDL
 RUNS = {

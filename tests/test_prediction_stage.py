@@ -6,22 +6,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers import TINY_CNN
 from vcl.registry import build_protocol, datamodule_for
 from vcl.runner import Run, run_rounds, train
 
 SMALL = {
     "tabular": {"data.dataset": "wine", "data.organizations": 4, "run.rounds": 2},
     "regression": {"data.dataset": "diabetes", "data.organizations": 4, "run.rounds": 2},
-    "cnn": {
-        "data.dataset": "digits_image",
-        "data.organizations": 4,
-        "learner.model": ["cnn"],
-        "learner.cnn_widths": [4, 8],
-        "learner.epochs": 2,
-        "learner.batch_size": 128,
-        "data.max_train": 300,
-        "run.rounds": 2,
-    },
+    "cnn": {**TINY_CNN, "run.rounds": 2},
     "lstm": {
         "data.dataset": "sequence_synthetic",
         "data.sequence_size": 200,
