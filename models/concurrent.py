@@ -18,9 +18,9 @@ import copy
 import torch
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
-from vcl.models.residual import ResidualRegressor, build_optimizer, step
+from vcl.models.residual import ResidualRegressor
 
-from vcl import progress
+from vcl.loop import train
 from vcl.losses import local_loss
 
 _SHARED = (
@@ -105,35 +105,25 @@ def fit_concurrently(
         return functional_call(base, (p, b), (xi,))
 
     forward = vmap(forward_one)
-    opt, sched = build_optimizer(
-        params.values(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer
-    )
-    scaler = torch.amp.GradScaler(device.type) if hp.precision == "16-mixed" else None
-    stacked = list(params.values())
-    clip = (lambda: _clip_per_model(stacked, hp.grad_clip)) if hp.grad_clip else None
+    steps = learners[0].steps(params.values(), device, clip_with=_clip_per_model)
     n, m = targets.shape[0], len(learners)
     gens = [torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners]
     y_all = targets.expand(m, *targets.shape)
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
     rows = torch.arange(m, device=device).unsqueeze(1)
-    for _ in range(hp.epochs):
-        if n <= hp.batch_size:
-            batches = [(x, y_all, w_all)]
-        else:
-            order = torch.stack([torch.randperm(n, generator=g) for g in gens]).to(device)  # M,N
-            batches = []
-            for start in range(0, n, hp.batch_size):
-                if n - start < 2 and hp.arch == "cnn":
-                    break  # BatchNorm cannot train on a single row
-                idx = order[:, start : start + hp.batch_size]
-                batches.append((x[rows, idx], y_all[rows, idx], None if w_all is None else w_all[rows, idx]))
-        for xb, yb, wb in batches:
-            opt.zero_grad(set_to_none=True)
-            with learners[0]._autocast(device):
-                loss = local_loss(forward(params, buffers, xb).float(), yb, hp.loss, wb)
-            step(loss, opt, scaler, clip)
-        sched.step()
-        progress.advance(m)
+
+    def schedule(epoch: int) -> list:  # each organization's minibatches, as it would draw them alone
+        return [
+            (rows, torch.stack(pieces)) if isinstance(pieces[0], torch.Tensor) else (slice(None), pieces[0])
+            for pieces in zip(*(learners[0].schedule(n, g, device) for g in gens), strict=True)
+        ]
+
+    def loss(epoch: int, batch) -> Tensor:
+        which, idx = batch
+        wb = None if w_all is None else w_all[which, idx]
+        return local_loss(forward(params, buffers, x[which, idx]).float(), y_all[which, idx], hp.loss, wb)
+
+    train(steps, hp.epochs, schedule, loss, models=m)
     with torch.no_grad():
         for i, lr in enumerate(learners):
             for name, p in (*lr.net.named_parameters(), *lr.net.named_buffers()):

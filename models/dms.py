@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from vcl.models.residual import ResidualRegressor, seeded_draws
+from vcl.models.residual import ResidualRegressor
+
+from vcl.loop import seeded_draws
 
 
 class SharedExtractorRegressor(ResidualRegressor):

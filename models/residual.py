@@ -1,11 +1,12 @@
 """Residual-fitting LightningModules: Linear, MLP, CNN and LSTM regressors with the GAL paper's defaults.
 
 Every learner is used only through ``fit(features, targets, sample_weight=None)`` and
-``predict(features)``. ``fit`` has two engines over the same ``configure_optimizers`` and loss:
+``predict(features)``. ``fit`` has two engines over the same optimizer, schedule and loss:
 
-- ``fast`` (default): data stays on its device as whole tensors and the loop runs there — what
-  tabular data this small needs (the authors' per-sample DataLoader spends half its time in Python)
-  and what keeps a GPU busy on images; mixed precision by ``precision``;
+- ``fast`` (default): data stays on its device as whole tensors and vcl's one training loop
+  (:func:`vcl.loop.train`) runs there — what tabular data this small needs (the authors' per-sample
+  DataLoader spends half its time in Python) and what keeps a GPU busy on images; mixed precision by
+  ``precision``;
 - ``trainer``: a ``pytorch_lightning.Trainer`` with a DataLoader, for data or hardware that needs
   Lightning's machinery (accelerators, devices, precision, strategies).
 
@@ -14,70 +15,14 @@ With full batches both engines take the same optimizer steps (a test holds them 
 
 from __future__ import annotations
 
-import contextlib
-
-import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 from vcl.models.networks import build_network
 
 from vcl import progress
+from vcl.loop import DRAWS, PRECISIONS, Steps, autocast, build_optimizer, derived_seed, minibatches, seeded_draws, train
 from vcl.losses import check_local_loss, local_loss
-
-PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
-
-
-def build_optimizer(
-    params, lr: float, momentum: float, weight_decay: float, milestones, gamma: float, optimizer: str = "sgd"
-):
-    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay."""
-    if optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    else:
-        opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
-    return opt, sched
-
-
-def derived_seed(*parts: int) -> int:
-    """A 31-bit seed from (learner seed, purpose, fit index, ...), so independent draws get independent streams."""
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
-
-
-@contextlib.contextmanager
-def seeded_draws(seed: int, device):
-    """Inside, torch's global generator on ``device`` (what dropout draws from) starts at ``seed``; outside,
-    its state is as it was. A fit's draws then depend on its own seed only, not on what ran before it."""
-    device = torch.device(device)
-    cuda = device.type == "cuda"
-    index = device.index if device.index is not None else (torch.cuda.current_device() if cuda else None)
-    with torch.random.fork_rng(devices=[index] if cuda else []):
-        torch.default_generator.manual_seed(seed)
-        if cuda:
-            with torch.cuda.device(index):
-                torch.cuda.manual_seed(seed)
-        yield
-
-
-DRAWS = 0xD809  # the purpose tag of a fit's draws from torch's global generator (dropout)
-
-
-def step(loss: Tensor, opt, scaler, clip) -> None:
-    """backward, optional gradient clipping (``clip`` is None or a callable), optimizer step; with a
-    GradScaler (fp16) the loss is scaled and the gradients unscaled before clipping."""
-    if scaler is None:
-        loss.backward()
-        if clip is not None:
-            clip()
-        opt.step()
-        return
-    scaler.scale(loss).backward()
-    if clip is not None:
-        scaler.unscale_(opt)
-        clip()
-    scaler.step(opt)
-    scaler.update()
 
 
 class ResidualRegressor(pl.LightningModule):
@@ -187,39 +132,30 @@ class ResidualRegressor(pl.LightningModule):
 
     def _autocast(self, device: torch.device):
         """Mixed precision for the fast engine: bf16 (``bf16-mixed``) or fp16 (``16-mixed``) autocast."""
-        precision = self.hparams.precision
-        if precision == "32-true":
-            return contextlib.nullcontext()
-        return torch.autocast(device.type, dtype=torch.float16 if precision == "16-mixed" else torch.bfloat16)
+        return autocast(self.hparams.precision, device)
+
+    def steps(self, params, device, clip_with=None) -> Steps:
+        """This learner's optimizer and schedule over ``params``, with its clipping and precision."""
+        hp = self.hparams
+        opt, sched = build_optimizer(params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer)
+        return Steps(opt, sched, clip=hp.grad_clip, precision=hp.precision, device=device, clip_with=clip_with)
+
+    def schedule(self, n: int, generator: torch.Generator, device) -> list:
+        """An epoch's minibatches: in order when one batch holds every row, else shuffled by ``generator``."""
+        hp = self.hparams
+        min_rows = 2 if hp.arch == "cnn" else 1  # BatchNorm cannot train on a single row
+        return minibatches(n, hp.batch_size, generator, shuffle=n > hp.batch_size, min_rows=min_rows, device=device)
 
     def _fit_fast(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
         """Minibatch SGD with the data resident on its device: no DataLoader, no host round trips per step."""
-        hp = self.hparams
         self.train()
-        conf = self.configure_optimizers()
-        opt, sched = conf["optimizer"], conf["lr_scheduler"]["scheduler"]
-        scaler = torch.amp.GradScaler(x.device.type) if hp.precision == "16-mixed" else None
-        n = x.shape[0]
-        gen = torch.Generator(device="cpu").manual_seed(hp.seed)
-        params = list(self.parameters())
-        for _ in range(hp.epochs):
-            order = None if n <= hp.batch_size else torch.randperm(n, generator=gen).to(x.device)
-            for start in range(0, n, hp.batch_size):
-                if n - start < 2 and hp.arch == "cnn":
-                    break  # BatchNorm cannot train on a single row
-                idx = None if order is None else order[start : start + hp.batch_size]
-                batch = (x, y, w) if idx is None else (x[idx], y[idx], None if w is None else w[idx])
-                opt.zero_grad(set_to_none=True)
-                with self._autocast(x.device):
-                    loss = self.loss_on(batch)
-                step(
-                    loss,
-                    opt,
-                    scaler,
-                    (lambda: torch.nn.utils.clip_grad_norm_(params, hp.grad_clip)) if hp.grad_clip else None,
-                )
-            sched.step()
-            progress.advance()
+        gen = torch.Generator(device="cpu").manual_seed(self.hparams.seed)
+
+        def loss(epoch: int, rows) -> Tensor:
+            return self.loss_on((x[rows], y[rows], None if w is None else w[rows]))
+
+        steps = self.steps(self.parameters(), x.device)
+        train(steps, self.hparams.epochs, lambda epoch: self.schedule(x.shape[0], gen, x.device), loss)
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
         hp = self.hparams

@@ -25,6 +25,7 @@ from torch import Tensor
 from vcl.datamodules.overlap import PartyData
 from vcl.errors import VCLInputError
 from vcl.kde import GaussianKDE
+from vcl.loop import Steps
 from vcl.messages import Message, as_float
 from vcl.models.networks import build_mlp
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
@@ -163,7 +164,7 @@ class DualParty:
         else:
             self.model = seeded_mlp(self.dim, other_dim, self.hidden, seed + 1)
         self.model.to(self.device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+        self.steps = self._steps()
         self.key = PaillierKeyPair(key_bits) if paillier else None
         self.other_public = None
         self._out: Tensor | None = None  # this party's generation of the current step (with its graph)
@@ -242,11 +243,7 @@ class DualParty:
     def update(self, plain: OutputGradient, cross: CrossGradient) -> Tensor:
         """Back-propagate the batch-mean gradient through the dual model and take an SGD step."""
         grad = self.output_gradient(plain, cross)
-        self.optimizer.zero_grad()
-        self._out.backward((grad / grad.shape[0]).to(self._out.dtype))
-        if self.clip > 0:  # the party's own optimizer choice (Section III-B3): nothing it sends changes
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
-        self.optimizer.step()
+        self.steps.step(self._out, (grad / grad.shape[0]).to(self._out.dtype))
         self._out = None
         return grad
 
@@ -262,4 +259,9 @@ class DualParty:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.other_means = state["other_means"].to(self.device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr)
+        self.steps = self._steps()
+
+    def _steps(self) -> Steps:
+        """Plain SGD; ``clip`` > 0 clips the gradient norm, the party's own choice (Section III-B3): nothing
+        it sends changes."""
+        return Steps(torch.optim.SGD(self.model.parameters(), lr=self.lr), clip=self.clip)

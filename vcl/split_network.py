@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from vcl.loop import Steps
 from vcl.messages import Message, as_float
 
 
@@ -165,7 +166,7 @@ class CentralTop:
             self.top = _seeded(seed + 97, lambda: nn.Sequential(nn.ReLU(), nn.Linear(self.hidden, classes)))
             self.bias = nn.Parameter(torch.zeros(self.hidden, device=self.device))
         self.top.to(self.device)
-        self.optimizer = torch.optim.SGD([*self.top.parameters(), self.bias], lr=lr)
+        self.steps = Steps(torch.optim.SGD([*self.top.parameters(), self.bias], lr=lr))
 
     def forward(self, activations: list[Activations], grad: bool) -> tuple[Tensor, list[Tensor]]:
         """C's logits on the sum of the parties' activations (in order), and the leaves their errors come from."""
@@ -173,9 +174,7 @@ class CentralTop:
         return self.top(sum(leaves) + self.bias), leaves
 
     def step(self, loss: Tensor) -> None:
-        self.optimizer.zero_grad()
-        loss.backward()
-        self.optimizer.step()
+        self.steps.step(loss)
 
     def errors(self, leaves: list[Tensor], parties: list[str], round_: int) -> list[ActivationGradient]:
         """δ of C's first layer w.r.t. each party's activations (eq. 18), one message per party."""

@@ -17,10 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from vcl.config import RunConfig
+from vcl.loop import DRAWS, Steps, build_optimizer, derived_seed, minibatches, seeded_draws, train
 from vcl.losses import local_loss
 from vcl.messages import Ack, Message, Scalars, Step, as_float
 from vcl.models import LearnerSettings, build_learner
-from vcl.models.residual import DRAWS, build_optimizer, derived_seed, seeded_draws
 from vcl.organization import FeatureView, seed_for
 from vcl.parties import build_parties, make_task, organizations
 from vcl.protocols.base import Protocol
@@ -29,10 +29,10 @@ from vcl.split_network import ActivationGradient, Activations
 HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
 
 
-def optimizer_for(params, hp: dict):
-    """The learner's learner.optimizer and step schedule (``hp``: its settings) over ``params``: one part's."""
+def steps_for(params, hp: dict) -> Steps:
+    """The learner's optimizer, step schedule and clipping (``hp``: its settings) over ``params``: one part's."""
     keys = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer")
-    return build_optimizer(params, *(hp[k] for k in keys))
+    return Steps(*build_optimizer(params, *(hp[k] for k in keys)), clip=hp["grad_clip"])
 
 
 class IntermParty:
@@ -48,33 +48,25 @@ class IntermParty:
         self.hparams = {k: getattr(net.hparams, k) for k in HPARAMS}
         self.width = net.net[1].in_features
         self.extractor = net.net[0].to(device)
-        self.optimizer, self.scheduler = optimizer_for(self.extractor.parameters(), self.hparams)
+        self.steps = steps_for(self.extractor.parameters(), self.hparams)
         self.generator = torch.Generator().manual_seed(seed)  # the minibatch schedule, as Alice draws it
-        self._order: Tensor | None = None
+        self._batches: list[Tensor] = []
         self._hidden: Tensor | None = None
 
     def handle(self, message: Message) -> Message:
         if isinstance(message, ActivationGradient):  # Alice's error of the last representation
-            self.optimizer.zero_grad(set_to_none=True)
-            self._hidden.backward(message.values.to(self._hidden.device))
+            self.steps.backward(self._hidden, message.values.to(self._hidden.device))
             self._hidden = None
-            if self.hparams["grad_clip"]:  # first the norms of this part's gradients: the network is clipped as one
-                norms = [torch.linalg.vector_norm(p.grad) for p in self._params()]
-                return Scalars(self.name, message.sender, message.round, torch.stack(norms).cpu())
-            self.optimizer.step()
+            if self.steps.clip:  # first the norms of this part's gradients: the network is clipped as one
+                return Scalars(self.name, message.sender, message.round, self.steps.grad_norms().cpu())
+            self.steps.update()
             return Ack(self.name, message.sender, message.round)
         if isinstance(message, Scalars):  # the whole network's gradient norm: clip by it, then step
-            params = self._params()
-            total = message.values.reshape(()).to(params[0].device)
-            torch.nn.utils.clip_grads_with_norm_(params, self.hparams["grad_clip"], total)
-            self.optimizer.step()
+            self.steps.update(message.values.reshape(()))
             return Ack(self.name, message.sender, message.round)
         if not isinstance(message, Step):
             raise TypeError(f"{self.name} cannot answer a {message.kind}.")
         return getattr(self, f"step_{message.step}")(message, **message.args)
-
-    def _params(self) -> list[Tensor]:
-        return [p for p in self.extractor.parameters() if p.grad is not None]
 
     def step_setup(self, message: Step) -> Ack:
         """Its representation's width, and its learner's training settings (Alice's own are the run's)."""
@@ -84,15 +76,15 @@ class IntermParty:
         """Its representation of a training minibatch (the epoch's schedule drawn at its first batch)."""
         x = self.view.splits["train"]
         if batch == 0:
-            self._order = torch.randperm(x.shape[0], generator=self.generator).to(x.device)
-        rows = self._order[batch * batch_size : (batch + 1) * batch_size]
+            self._batches = minibatches(x.shape[0], batch_size, self.generator, device=x.device)
+        rows = self._batches[batch]
         self.extractor.train()
         with seeded_draws(derived_seed(self.seed, DRAWS, self.place, epoch, batch), x.device):  # dropout
             self._hidden = self.extractor(x[rows])
         return Activations(self.name, message.sender, message.round, as_float(self._hidden))
 
     def step_epoch_end(self, message: Step) -> Ack:
-        self.scheduler.step()
+        self.steps.epoch_end()
         return Ack(self.name, message.sender, message.round)
 
     @torch.no_grad()
@@ -137,33 +129,31 @@ class IntermFusion(Protocol):
         alice, names = self.federation.alice, self.federation.names
         loss_name = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         y = task.targets(self.labels["train"])
-        opt, sched = optimizer_for(self.head.parameters(), hp)
-        n, bs, clip = y.shape[0], hp["batch_size"], hp["grad_clip"]
+        steps = steps_for(self.head.parameters(), hp)
         gen = torch.Generator().manual_seed(self.seed)
+
+        def schedule(epoch: int):  # the organizations draw the same from the run's seed
+            return enumerate(minibatches(y.shape[0], hp["batch_size"], gen, min_rows=2, device=y.device))
+
+        def step(epoch: int, batch) -> None:
+            b, idx = batch
+            hidden = self.ask("forward", epoch=epoch, batch=b, batch_size=hp["batch_size"])
+            leaves = [a.values.to(self.device).requires_grad_(True) for a in hidden]
+            steps.backward(local_loss(self.head(torch.stack(leaves).mean(0)), y[idx], loss_name))
+            errors = [
+                ActivationGradient(alice, m, self.round, as_float(leaf.grad))
+                for m, leaf in zip(names, leaves, strict=True)
+            ]
+            replies = transport.request_all(zip(names, errors, strict=True))
+            total = None
+            if steps.clip:  # ‖∇‖ over every part of the network, in one order: the organizations', then the head's
+                norms = torch.cat([*(r.values for r in replies), steps.grad_norms().cpu()])
+                total = torch.linalg.vector_norm(norms)
+                transport.request_all((m, Scalars(alice, m, self.round, total.reshape(1))) for m in names)
+            steps.update(total)
+
         self.head.train()
-        for epoch in range(hp["epochs"]):
-            order = torch.randperm(n, generator=gen).to(y.device)
-            for b, start in enumerate(range(0, n, bs)):
-                idx = order[start : start + bs]
-                if idx.numel() < 2:
-                    break  # BatchNorm cannot train on a single row
-                hidden = self.ask("forward", epoch=epoch, batch=b, batch_size=bs)
-                leaves = [a.values.to(self.device).requires_grad_(True) for a in hidden]
-                opt.zero_grad(set_to_none=True)
-                local_loss(self.head(torch.stack(leaves).mean(0)), y[idx], loss_name).backward()
-                errors = [
-                    ActivationGradient(alice, m, self.round, as_float(leaf.grad))
-                    for m, leaf in zip(names, leaves, strict=True)
-                ]
-                replies = transport.request_all(zip(names, errors, strict=True))
-                if clip:  # ‖∇‖ over every part of the network, in one order: the organizations', then the head's
-                    head = torch.stack([torch.linalg.vector_norm(p.grad) for p in self.head.parameters()]).cpu()
-                    total = torch.linalg.vector_norm(torch.cat([*(r.values for r in replies), head]))
-                    transport.request_all((m, Scalars(alice, m, self.round, total.reshape(1))) for m in names)
-                    torch.nn.utils.clip_grads_with_norm_(list(self.head.parameters()), clip, total.to(self.device))
-                opt.step()
-            sched.step()
-            self.ask("epoch_end")
+        train(steps, hp["epochs"], schedule, step, epoch_end=lambda epoch: self.ask("epoch_end"))
         self.F = {s: self.predict(s) for s in self.labels}
         self.round = 1
         return self._record()

@@ -47,6 +47,7 @@ from vcl.datamodules.overlap import OverlapData, OverlapDataModule, PartyData
 from vcl.dual import DualParty, GeneratedData, OutputGradient, PerturbedMeans, PublicKey, seeded_mlp
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
+from vcl.loop import Steps, minibatches, train
 from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_classes, as_float
 from vcl.organization import seed_for
 from vcl.paillier import check_key_bits
@@ -86,19 +87,10 @@ def ftl_code_dim(options: MPDLOptions, dims: dict[str, int]) -> int:
     return options.ftl_dim or min(64, max(2, min(dims.values()) // 2))
 
 
-def sgd_step(optimizer: torch.optim.Optimizer, loss: Tensor, clip: float) -> None:
-    """backward, the gradient norm clipped to ``clip`` if > 0 (FTL: the dual models' local choice), a step."""
-    optimizer.zero_grad()
-    loss.backward()
-    if clip > 0:
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        torch.nn.utils.clip_grad_norm_(params, clip)
-    optimizer.step()
-
-
-def schedule(n: int, batch_size: int, generator: torch.Generator) -> list[Tensor]:
-    """One epoch's minibatches of ``n`` rows, drawn from ``generator`` (every side draws the same)."""
-    return list(torch.randperm(n, generator=generator).split(batch_size))
+def sgd(params, options: MPDLOptions, clip: bool = False) -> Steps:
+    """Plain SGD at the paper's rate; ``clip``: the gradient norm clipped to ``mpdl.dual_clip`` if > 0 (FTL:
+    the dual models' local choice)."""
+    return Steps(torch.optim.SGD(params, lr=options.lr), clip=options.dual_clip if clip else 0.0)
 
 
 class OverlapParty:
@@ -127,7 +119,7 @@ class OverlapParty:
         self._outbox: list[Message] = []
         self.filled: Tensor | None = None  # the other's generation of its only rows, in this party's columns
         self.inputs: dict[str, Tensor] = {}  # the central models' inputs on each row set
-        self.bottoms: dict[int, tuple[nn.Module, torch.optim.Optimizer, torch.Generator]] = {}
+        self.bottoms: dict[int, tuple[nn.Module, Steps, torch.Generator]] = {}
         self._batches: list[Tensor] = []
         self.labels: dict[str, Tensor] = {}  # B: the labels of each row set, sent to C when it asks
         self._pending: Tensor | None = None  # a bottom's output waiting for C's errors
@@ -210,7 +202,7 @@ class OverlapParty:
     # --- Algorithm 2 over D_C ----------------------------------------------------------------------------------
     def step_dual_epoch(self, r: int, epoch: int) -> None:
         gen = torch.Generator().manual_seed(seed_for(self.seed, r, epoch, 0xD0))
-        self._batches = schedule(len(self.rows), self.options.batch_size, gen)
+        self._batches = minibatches(len(self.rows), self.options.batch_size, gen)
         self._logs = {"align": [], "difference": []}
 
     def _batch_rows(self, batch: int) -> np.ndarray:
@@ -280,7 +272,7 @@ class OverlapParty:
         seed = seed_for(self.seed, r, which)
         module = party_bottom(self.index, self.dims, self.classes, 0, seed, self.image, self.options.device)
         gen = torch.Generator().manual_seed(seed_for(self.seed, r, which, 0xCE))
-        self.bottoms[which] = (module, torch.optim.SGD(module.parameters(), lr=self.options.lr), gen)
+        self.bottoms[which] = (module, sgd(module.parameters(), self.options), gen)
 
     def step_forward(self, r: int, which: int, rows: str, batch: int = -1) -> Activations:
         """This party's bottom output on a minibatch of a row set (``batch`` of the epoch's schedule, drawn
@@ -291,17 +283,15 @@ class OverlapParty:
             with torch.no_grad():
                 return Activations(self.name, COLLABORATOR, r, as_float(module(x[torch.arange(x.shape[0])])))
         if batch == 0:
-            self._batches = schedule(x.shape[0], self.options.batch_size, gen)
+            self._batches = minibatches(x.shape[0], self.options.batch_size, gen)
         self._pending = module(x[self._batches[batch]].to(self.party.device))
         self._pending_which = which
         return Activations(self.name, COLLABORATOR, r, as_float(self._pending))
 
     def backward(self, message: ActivationGradient) -> Ack:
         """C's errors δ of this party's activations (eq. 18): back through the bottom, one SGD step."""
-        _, optimizer, _ = self.bottoms[self._pending_which]
-        optimizer.zero_grad()
-        self._pending.backward(message.values.to(self._pending.device))
-        optimizer.step()
+        _, steps, _ = self.bottoms[self._pending_which]
+        steps.step(self._pending, message.values.to(self._pending.device))
         self._pending = None
         return Ack(self.name, message.sender, message.round)
 
@@ -318,7 +308,7 @@ class OverlapParty:
         self.ftl = {
             "enc": enc,
             "dec": dec,
-            "opt": torch.optim.SGD([*enc.parameters(), *dec.parameters()], lr=self.options.lr),
+            "steps": sgd([*enc.parameters(), *dec.parameters()], self.options, clip=True),
             "x": self.party.local(self.party.x),
             "gen": torch.Generator().manual_seed(seed_for(self.seed, 0xF7)),
             "labeled": np.concatenate([self.rows, self.only]) if self.name == "b" else None,
@@ -329,13 +319,13 @@ class OverlapParty:
         return None
 
     def _ftl_step(self, loss: Tensor) -> None:
-        sgd_step(self.ftl["opt"], loss, self.options.dual_clip)
+        self.ftl["steps"].step(loss)
 
     def step_ftl_epoch(self, r: int, labeled: int) -> None:
         """Both schedules of the epoch, drawn in order from the shared generator: B's labeled rows, then D_C."""
         gen = self.ftl["gen"]
-        self.ftl["supervised"] = schedule(labeled, self.options.batch_size, gen)
-        self.ftl["aligned"] = schedule(len(self.rows), self.options.batch_size, gen)
+        self.ftl["supervised"] = minibatches(labeled, self.options.batch_size, gen)
+        self.ftl["aligned"] = minibatches(len(self.rows), self.options.batch_size, gen)
 
     def step_ftl_encode(self, r: int, batch: int) -> Activations:
         """B: its codes of a minibatch of its labeled rows, to C (the supervised loss is at C)."""
@@ -571,16 +561,18 @@ class PartialOverlapProtocol(Protocol):
         o, transport = self.options, self.federation.transport
         y = self.ask(["b"], "labels", rows=rows)[0].values.to(top.device).long()
         gen = torch.Generator().manual_seed(seed_for(self.seed, self.round, which, 0xCE))
-        n, loss_sum = y.shape[0], 0.0
-        for _ in range(o.central_epochs):
-            loss_sum = 0.0
-            for b, batch in enumerate(schedule(n, o.batch_size, gen)):
-                logits, leaves = top.forward(self.ask(PARTIES, "forward", which=which, rows=rows, batch=b), True)
-                loss = nn.functional.cross_entropy(logits, y[batch])
-                top.step(loss)
-                transport.request_all(zip(PARTIES, top.errors(leaves, list(PARTIES), self.round), strict=True))
-                loss_sum += float(loss.detach()) * len(batch)
-        return loss_sum / max(n, 1)
+        n, sums = y.shape[0], [0.0] * o.central_epochs
+
+        def step(epoch: int, batch) -> None:  # the parties draw the same schedule at their first batch
+            b, idx = batch
+            logits, leaves = top.forward(self.ask(PARTIES, "forward", which=which, rows=rows, batch=b), True)
+            loss = nn.functional.cross_entropy(logits, y[idx])
+            top.steps.step(loss)
+            transport.request_all(zip(PARTIES, top.errors(leaves, list(PARTIES), self.round), strict=True))
+            sums[epoch] += float(loss.detach()) * len(idx)
+
+        train(top.steps, o.central_epochs, lambda epoch: enumerate(minibatches(n, o.batch_size, gen)), step)
+        return sums[-1] / max(n, 1) if sums else 0.0
 
     def predict(self, top: CentralTop, which: int, rows: str) -> Tensor:
         """C's class scores (logits) on a row set, on the CPU (where runs are scored)."""
@@ -692,27 +684,32 @@ class FederatedTransfer(PartialOverlapProtocol):
         # C's classifier: the MLP of MPDL's central model (one hidden layer of (d_A + d_B + K)/2) on the codes
         clf = seeded_mlp(code, k, o.hidden or (sum(self.dims.values()) + k) // 2, seed_for(self.seed, 0xC1))
         clf.to(o.device)
-        opt_c = torch.optim.SGD(clf.parameters(), lr=o.lr)
+        steps_c = sgd(clf.parameters(), o, clip=True)
         gen = torch.Generator().manual_seed(seed_for(self.seed, 0xF7))  # the schedule every side draws
-        losses = []
-        for _ in range(max(o.dual_epochs, o.central_epochs)):
-            losses = []
+        epochs = max(o.dual_epochs, o.central_epochs)
+        losses: list[list[float]] = [[] for _ in range(epochs)]
+
+        def schedule(epoch: int):  # both of the epoch's schedules, in the order every side draws them
             self.ask(PARTIES, "ftl_epoch", labeled=self.labeled)
-            supervised = schedule(self.labeled, bs, gen)
-            schedule(self.overlap, bs, gen)  # the alignment schedule, drawn by the parties
-            # supervised: B's codes of its labeled rows to C, C's gradients back to B
-            for b, batch in enumerate(supervised):
-                codes = self.ask(["b"], "ftl_encode", batch=b)[0]
-                leaf = codes.values.clone().requires_grad_(True)
-                loss = nn.functional.cross_entropy(clf(leaf), y[batch])
-                sgd_step(opt_c, loss, o.dual_clip)
-                transport.request("b", ActivationGradient(COLLABORATOR, "b", r, as_float(leaf.grad)))
-                losses.append(float(loss.detach()))
-            # alignment on D_C: each party's code pulled towards the other's (codes go party to party)
+            supervised = minibatches(self.labeled, bs, gen)
+            minibatches(self.overlap, bs, gen)  # the alignment schedule, drawn by the parties
+            return enumerate(supervised)
+
+        def supervised(epoch: int, batch) -> None:  # B's codes of its labeled rows to C, C's gradients back
+            b, idx = batch
+            leaf = self.ask(["b"], "ftl_encode", batch=b)[0].values.clone().requires_grad_(True)
+            loss = nn.functional.cross_entropy(clf(leaf), y[idx])
+            steps_c.step(loss)
+            transport.request("b", ActivationGradient(COLLABORATOR, "b", r, as_float(leaf.grad)))
+            losses[epoch].append(float(loss.detach()))
+
+        def alignment(epoch: int) -> None:  # on D_C: each party's code pulled towards the other's, party to party
             for b in range(math.ceil(self.overlap / bs)):
                 self.ask(PARTIES, "ftl_align", batch=b)
                 self.ask(PARTIES, "ftl_pull", batch=b)
-        self._loss = float(np.mean(losses))
+
+        train(steps_c, epochs, schedule, supervised, epoch_end=alignment)
+        self._loss = float(np.mean(losses[-1] if losses else []))
         test_codes = self.ask(["a"], "ftl_codes", rows="test")[0].values
         a_only_codes = self.ask(["a"], "ftl_codes", rows="a_only")[0].values
         with torch.no_grad():

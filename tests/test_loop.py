@@ -1,0 +1,88 @@
+"""The one training loop (vcl/loop.py): schedules, steps, clipping of a network split between parties."""
+
+import pytest
+import torch
+from torch import nn
+
+from vcl import progress
+from vcl.loop import Steps, minibatches, train
+
+
+def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
+    gen = torch.Generator().manual_seed(0)
+    pieces = minibatches(10, 4, gen)
+    assert [len(p) for p in pieces] == [4, 4, 2]
+    assert sorted(torch.cat(pieces).tolist()) == list(range(10))
+    assert [len(p) for p in minibatches(9, 4, gen, min_rows=2)] == [4, 4]  # the single last row is left out
+    again = minibatches(10, 4, torch.Generator().manual_seed(0))  # the same generator: the same schedule
+    assert all(torch.equal(a, b) for a, b in zip(pieces, again, strict=True))
+
+
+def test_minibatches_in_order_draw_nothing():
+    gen = torch.Generator().manual_seed(0)
+    state = gen.get_state()
+    assert minibatches(5, 8, gen, shuffle=False) == [slice(0, 5)]
+    assert torch.equal(gen.get_state(), state)
+
+
+def _net(seed: int) -> nn.Sequential:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3))
+
+
+def test_steps_clip_and_step_as_torch_does():
+    x, y = torch.randn(20, 5), torch.randn(20, 3)
+    ours, ref = _net(0), _net(0)
+    steps = Steps(torch.optim.SGD(ours.parameters(), lr=0.5, momentum=0.9), clip=0.1)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.5, momentum=0.9)
+    for _ in range(3):
+        steps.step(nn.functional.mse_loss(ours(x), y))
+        opt.zero_grad()
+        nn.functional.mse_loss(ref(x), y).backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.1)
+        opt.step()
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_a_network_split_in_two_clipped_by_the_joint_norm_steps_as_one():
+    """Interm's clipping: each part reports its gradient norms, every part clips by the whole network's norm."""
+    x, y = torch.randn(20, 5), torch.randn(20, 3)
+    whole, split = _net(1), _net(1)
+    one = Steps(torch.optim.SGD(whole.parameters(), lr=1.0), clip=0.05)
+    one.step(nn.functional.mse_loss(whole(x), y))
+    bottom = Steps(torch.optim.SGD(split[0].parameters(), lr=1.0), clip=0.05)
+    top = Steps(torch.optim.SGD(split[2].parameters(), lr=1.0), clip=0.05)
+    hidden = split[0](x)
+    leaf = hidden.detach().requires_grad_(True)  # what crosses: the representation, then its error
+    top.backward(nn.functional.mse_loss(split[2](torch.tanh(leaf)), y))
+    bottom.backward(hidden, leaf.grad)
+    total = torch.linalg.vector_norm(torch.cat([bottom.grad_norms(), top.grad_norms()]))
+    assert total > 0.05  # clipping acts
+    bottom.update(total)
+    top.update(total)
+    for a, b in zip(whole.parameters(), split.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_train_steps_once_per_batch_and_schedule_and_bar_once_per_epoch(monkeypatch):
+    net = _net(2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    x, y = torch.randn(10, 5), torch.randn(10, 3)
+    gen, seen, advanced = torch.Generator().manual_seed(0), [], []
+    monkeypatch.setattr(progress, "_advance", advanced.append)
+
+    def loss(epoch, rows):
+        seen.append((epoch, len(rows)))
+        return nn.functional.mse_loss(net(x[rows]), y[rows])
+
+    train(Steps(opt, sched), 3, lambda epoch: minibatches(10, 4, gen), loss, models=2)
+    assert seen == [(e, n) for e in range(3) for n in (4, 4, 2)]
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1 / 8)
+    assert advanced == [2, 2, 2]
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="run.precision='fp8'"):
+        Steps(torch.optim.SGD(_net(0).parameters(), lr=0.1), precision="fp8")

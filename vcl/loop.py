@@ -1,0 +1,184 @@
+"""The one training loop of vcl's torch models, and the one optimizer step every party takes.
+
+Every gradient step in vcl goes through :class:`Steps`: an optimizer (and its step schedule) with its
+precision (fp32, bf16 or fp16 autocast; fp16 with a gradient scaler), its gradient clipping and its
+device. :func:`train` is the epochs × minibatches loop around it, drawn by :func:`minibatches` from a
+seeded generator; a party whose step is split by messages (a split network's bottom, a dual model) calls
+:meth:`Steps.backward` and :meth:`Steps.update` itself, between what it sends and receives. Dropout draws
+come from :func:`seeded_draws`, so a fit depends on its own seed only and a resumed run draws the same.
+
+This is what Lightning Fabric would give each party (precision, clipping, seeding); Fabric itself is not
+used because importing it imports torchmetrics and torchvision (about 3 s here), which a tabular run
+never needs. ``run.engine: trainer`` trains with Lightning's full Trainer instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from vcl import progress
+
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
+DRAWS = 0xD809  # the purpose tag of a fit's draws from torch's global generator (dropout)
+
+
+def derived_seed(*parts: int) -> int:
+    """A 31-bit seed from (learner seed, purpose, fit index, ...), so independent draws get independent streams."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+@contextlib.contextmanager
+def seeded_draws(seed: int, device):
+    """Inside, torch's global generator on ``device`` (what dropout draws from) starts at ``seed``; outside,
+    its state is as it was. A fit's draws then depend on its own seed only, not on what ran before it."""
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+    index = device.index if device.index is not None else (torch.cuda.current_device() if cuda else None)
+    with torch.random.fork_rng(devices=[index] if cuda else []):
+        torch.default_generator.manual_seed(seed)
+        if cuda:
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(seed)
+        yield
+
+
+def autocast(precision: str, device) -> contextlib.AbstractContextManager:
+    """Mixed precision: bf16 (``bf16-mixed``) or fp16 (``16-mixed``) autocast on ``device``; none for ``32-true``."""
+    if precision == "32-true":
+        return contextlib.nullcontext()
+    dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
+    return torch.autocast(torch.device(device).type, dtype=dtype)
+
+
+def build_optimizer(
+    params, lr: float, momentum: float, weight_decay: float, milestones, gamma: float, optimizer: str = "sgd"
+):
+    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay."""
+    if optimizer == "adam":
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    else:
+        opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
+    return opt, sched
+
+
+def clip_norm(params: list[Tensor], max_norm: float, total: Tensor | None = None) -> None:
+    """Scale the gradients so their joint norm is at most ``max_norm`` (``total``: that norm, if computed
+    elsewhere, as for a network split between parties)."""
+    if total is None:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+    else:
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+
+
+class Steps:
+    """One model's optimizer steps: zero the gradients, back-propagate (scaled under fp16), clip, step.
+
+    ``scheduler`` steps once per epoch (:meth:`epoch_end`); ``clip`` > 0 bounds the gradient norm,
+    ``clip_with(params, clip)`` replacing the joint norm (organizations fitted together clip each their own).
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        scheduler=None,
+        *,
+        clip: float = 0.0,
+        precision: str = "32-true",
+        device="cpu",
+        clip_with: Callable[[list[Tensor], float], None] | None = None,
+    ):
+        if precision not in PRECISIONS:
+            raise ValueError(f"run.precision={precision!r}; use one of {', '.join(PRECISIONS)}.")
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.clip, self.clip_with = clip, clip_with
+        self.precision, self.device = precision, torch.device(device)
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.scaler = torch.amp.GradScaler(self.device.type) if precision == "16-mixed" else None
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return autocast(self.precision, self.device)
+
+    def backward(self, loss: Tensor, grad: Tensor | None = None) -> None:
+        """Fresh gradients of ``loss`` (or of ``loss`` · ``grad``, when ``loss`` is an output whose gradient
+        ``grad`` came from another party)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward(grad)
+
+    def grad_norms(self) -> Tensor:
+        """Each parameter's gradient norm (one part of a network clipped as one)."""
+        return torch.stack([torch.linalg.vector_norm(p.grad) for p in self.params if p.grad is not None])
+
+    def update(self, total_norm: Tensor | None = None) -> None:
+        """Clip (by ``total_norm``, the whole network's gradient norm, when given) and take the step."""
+        if self.clip:
+            if self.scaler is not None:
+                self.scaler.unscale_(self.optimizer)
+            params = [p for p in self.params if p.grad is not None]
+            if self.clip_with is not None:
+                self.clip_with(params, self.clip)
+            else:
+                clip_norm(params, self.clip, None if total_norm is None else total_norm.to(params[0].device))
+        if self.scaler is None:
+            self.optimizer.step()
+        else:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+
+    def step(self, loss: Tensor, grad: Tensor | None = None) -> None:
+        self.backward(loss, grad)
+        self.update()
+
+    def epoch_end(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.step()
+
+
+def minibatches(
+    n: int, batch_size: int, generator: torch.Generator, *, shuffle: bool = True, min_rows: int = 1, device=None
+) -> list:
+    """One epoch's minibatches of ``n`` rows: a permutation drawn from ``generator`` cut into ``batch_size``
+    pieces of row indices on ``device`` (``shuffle=False``: slices in order, nothing drawn); a last piece under
+    ``min_rows`` rows is left out (BatchNorm cannot train on one row). Parties holding the same generator draw
+    the same."""
+    if shuffle:
+        pieces = list(torch.randperm(n, generator=generator).to(device).split(batch_size))
+    else:
+        pieces = [slice(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
+    if pieces and _rows(pieces[-1]) < min_rows:
+        pieces = pieces[:-1]
+    return pieces
+
+
+def _rows(piece) -> int:
+    return piece.stop - piece.start if isinstance(piece, slice) else piece.numel()
+
+
+def train(
+    steps: Steps,
+    epochs: int,
+    batches: Callable[[int], Iterable],
+    loss: Callable[[int, Any], Tensor | None],
+    *,
+    models: int = 1,
+    epoch_end: Callable[[int], None] | None = None,
+) -> None:
+    """``epochs`` passes over ``batches(epoch)``: each batch's ``loss(epoch, batch)`` under the precision's
+    autocast, and one step on it (a body that returns None has stepped itself, between messages). After each
+    epoch the schedule steps, ``epoch_end(epoch)`` runs, and the progress bar counts ``models`` model-epochs."""
+    for epoch in range(epochs):
+        for batch in batches(epoch):
+            with steps.autocast():
+                value = loss(epoch, batch)
+            if value is not None:
+                steps.step(value)
+        steps.epoch_end()
+        if epoch_end is not None:
+            epoch_end(epoch)
+        progress.advance(models)
