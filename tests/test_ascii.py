@@ -29,7 +29,7 @@ from vcl.protocols.ascii import (
     pass_on,
     samme_code,
 )
-from vcl.registry import build_protocol, check_config
+from vcl.registry import build_protocol, check_config, compare_methods
 from vcl.runner import train
 from vcl.tasks import Task
 
@@ -476,7 +476,11 @@ def test_ascii_config_errors(tiny):
         train(
             tiny(method="ascii", **{"data.dataset": "diabetes", "learner.model": ["tree"]}), verbose=False, write=False
         )
-    assert check_config(tiny(method="ascii", compare=["alone", "joint", "ascii_simple"])) is None
+    with pytest.raises(VCLInputError, match="compare lists 'alone' .* ASCII's own: ascii, .* single, oracle"):
+        check_config(tiny(method="ascii", compare=["alone"]))  # a name means one method, whatever runs beside it
+    assert check_config(tiny(method="ascii", compare=["single", "oracle", "ascii_simple"])) is None
+    unset = tiny(method="ascii", compare=None)
+    assert compare_methods(unset) == ["single"] and check_config(unset) is None  # unset: the family's reference
     with pytest.raises(VCLInputError, match="ascii.alpha=literal is not valid; it takes one of exact, paper"):
         check_config(tiny(method="ascii", **{"ascii.alpha": "literal"}))
 

@@ -395,9 +395,9 @@ class RunConfig:
     method: Method = "gal"
     """the method to run (GAL family: gal, alone, joint, al, late, interm; ASCII: ascii, ascii_simple, ascii_random,
     ensemble_adaboost, single, oracle; DC: dc_smote, dc_tsvd, dc_rand, dc_raw, centralized, local; MPDL: mpdl, ftl)"""
-    compare: Method | list[Method] = field(default_factory=lambda: ["alone"])
-    """methods also run for comparison, their final metrics beside the main one's (ASCII: alone/joint mean
-    single/oracle; DC: alone means local; MPDL: alone means ftl)"""
+    compare: Method | list[Method] | None = None
+    """methods of the same family also run, their metrics beside the main one's ([] for none; unset: the
+    family's reference of one party alone: alone beside GAL, single beside ASCII, local beside DC, ftl beside MPDL)"""
     out: str = ""
     """run directory (default runs/<method>_<dataset>_M<M>_seed<seed>; DC: _<c>x<d>_)"""
     data: DataGroup = field(default_factory=DataGroup)
@@ -410,12 +410,13 @@ class RunConfig:
     mpdl: MPDLGroup = field(default_factory=MPDLGroup)
 
     def __post_init__(self):
-        listed(self, "compare")
+        if self.compare is not None:
+            listed(self, "compare")
         if self.ascii.stop == "cv" and self.data.val_fraction <= 0:
             raise VCLInputError(
                 "ascii.stop=cv needs a validation split; set data.val_fraction (the paper holds out 0.5)."
             )
-        if "dc_smote" in (self.method, *self.compare) and not 1 <= self.dc.smote_k <= self.dc.public_rows - 1:
+        if "dc_smote" in (self.method, *(self.compare or ())) and not 1 <= self.dc.smote_k <= self.dc.public_rows - 1:
             raise VCLInputError(
                 f"dc.smote_k={self.dc.smote_k} with dc.public_rows={self.dc.public_rows}; "
                 "use 1 <= dc.smote_k <= dc.public_rows - 1."

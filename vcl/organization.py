@@ -174,7 +174,11 @@ class Organization:
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(str(Path(folder) / "tensorboard"), purge_step=round_)
+            from vcl.callbacks.tensorboard import after_last_event_file
+
+            log = Path(folder) / "tensorboard"
+            after_last_event_file(log)
+            self._writer = SummaryWriter(str(log), purge_step=round_)
         self._writer.add_scalar("local_loss/train", self.train_losses[round_], round_)
         self._writer.flush()
 

@@ -9,7 +9,6 @@ module says how its runs are built:
 - ``parties(config, method, data, only=None, plan=None)``: its parties, every one or only ``only`` (what a
   party's own process builds, :mod:`vcl.ray_transport`);
 - ``check(config)``: what the options' types cannot say about it and needs no data;
-- ``reference(method)``: what a name in ``compare`` means beside it (beside ASCII, ``alone`` is Single);
 - ``PARTY_LOADS_ALL_DATA``: whether a party's own process loads the whole data set and keeps its part (DC,
   MPDL) or reads only its own view (GAL, ASCII).
 
@@ -34,6 +33,9 @@ FAMILIES = {
     "DC": "vcl.protocols.dc",
     "MPDL": "vcl.protocols.mpdl",
 }
+
+# what a run is compared with when ``compare`` is unset: each family's reference of one party alone
+REFERENCES = {"GAL": "alone", "ASCII": "single", "DC": "local", "MPDL": "ftl"}
 
 # method: (family, the module whose build() makes it)
 METHODS = {
@@ -82,9 +84,10 @@ def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | 
 
 
 def compare_methods(config: RunConfig) -> list[str]:
-    """The methods run beside the main one, each name read as the main method's family reads it."""
-    reference = family(config.method).reference
-    return list(dict.fromkeys(reference(m) for m in config.compare))
+    """The methods run beside the main one: those ``compare`` names, or, unset, the family's reference."""
+    if config.compare is None:
+        return [REFERENCES[family_of(config.method)]]
+    return list(dict.fromkeys(config.compare))
 
 
 def own_party(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int):
@@ -110,9 +113,10 @@ def check_config(config: RunConfig) -> None:
     own = family_of(config.method)
     for m in compare_methods(config):
         if family_of(m) != own:
+            mine = ", ".join(k for k, (f, _) in METHODS.items() if f == own)
             raise VCLInputError(
-                f"compare lists {m!r} beside method={config.method!r}, which is {own}; "
-                "methods of different families split the data differently, so compare a method only with its own."
+                f"compare lists {m!r} beside method={config.method!r}, which is {own}; methods of different "
+                f"families split the data differently, so compare it with {own}'s own: {mine}."
             )
     if config.data.dataset == "csv":
         csv_policies(config.data.categorical, config.data.missing, len(config.data.csv_files) or 1)

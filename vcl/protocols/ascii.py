@@ -486,11 +486,6 @@ class AssistedClassification(Protocol):
 PARTY_LOADS_ALL_DATA = False
 datamodule = organizations_datamodule
 VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
-REFERENCES = {"alone": "single", "joint": "oracle"}  # beside ASCII, Alone and Joint are its own references
-
-
-def reference(method: str) -> str:
-    return REFERENCES.get(method, method)
 
 
 def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:

@@ -664,10 +664,6 @@ class Local(CollaborationProtocol):
 PARTY_LOADS_ALL_DATA = True
 
 
-def reference(method: str) -> str:
-    return "local" if method == "alone" else method  # beside DC, Alone is the Local reference
-
-
 def datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> GridDataModule:
     """c × d parties: row groups by column groups, plus the public rows the anchors start from."""
     d, dc = config.data, config.dc

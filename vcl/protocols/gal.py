@@ -116,10 +116,6 @@ PARTY_LOADS_ALL_DATA = False
 datamodule = organizations_datamodule
 
 
-def reference(method: str) -> str:
-    return method
-
-
 def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
     """The organizations of a GAL-family run (Interm fusion's own parties for ``interm``)."""
     if method == "interm":
@@ -185,7 +181,7 @@ def check(config: RunConfig) -> None:
             f"gal.dms=true shares a deep feature extractor; use learner.model cnn, lstm, mlp or linear, "
             f"not {config.learner.model}."
         )
-    if "interm" in (config.method, *config.compare) and any(
+    if "interm" in (config.method, *(config.compare or ())) and any(
         n not in ("mlp", "cnn", "lstm") for n in config.learner.model
     ):
         raise VCLInputError(

@@ -724,10 +724,6 @@ class FederatedTransfer(PartialOverlapProtocol):
 PARTY_LOADS_ALL_DATA = True
 
 
-def reference(method: str) -> str:
-    return "ftl" if method == "alone" else method  # beside MPDL, Alone is the FTL reference
-
-
 def datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> OverlapDataModule:
     """Two parties whose rows partly overlap (γ of them in common), with the labels at B."""
     d = config.data
