@@ -41,5 +41,6 @@ def test_every_link_in_the_docs_resolves():
 
 def test_anchors_follow_githubs_rule(tmp_path):
     page = tmp_path / "p.md"
-    page.write_text("# How vcl is built\n### `gal_uci_quick.json`\n## On a GPU\n## On a GPU\n```\n# not a heading\n```\n")
+    lines = ["# How vcl is built", "### `gal_uci_quick.json`", "## On a GPU", "## On a GPU", "```", "# not a heading", "```"]
+    page.write_text("\n".join(lines) + "\n")
     assert anchors(page) == {"how-vcl-is-built", "gal_uci_quickjson", "on-a-gpu", "on-a-gpu-1"}

@@ -1,0 +1,183 @@
+"""GAL seconds per round against the number of organizations and of rows, organizations fitted together
+(one vmapped pass, ``run.concurrent: true``) or one after another.
+
+    python benchmarks/scaling.py --quick --out runs/bench/scaling_quick.json   # a few minutes on a 2-core CPU
+    python benchmarks/scaling.py --out runs/bench/scaling.json                 # M up to 64, rows up to 10⁶
+    python benchmarks/scaling.py --device cuda --out runs/bench/scaling_cuda.json
+
+Two sweeps, each run concurrent and sequential, with the default learner (Linear) trained for
+``--epochs`` epochs a round:
+
+- organizations: M = 2 … 64 on digits (64 columns: at M = 64 one pixel each) and on a synthetic wide
+  table (``ascii_blobs_redundant``: 200 columns, 10 classes, 1,000 training rows);
+- rows: 10³ … 10⁶ training rows of the wide table at M = 8.
+
+A record carries ``organizations``, ``rows`` (training rows), ``seconds_per_round`` (a run's rounds, median
+over seeds in the tables), ``transport``, ``device`` and ``concurrent``; the value of a concurrent run and of
+its sequential twin must be equal (the tables say whether they are). Saves a PNG of both curves next to
+``--out``. The target of a scalable round: M = 64 at most 2× the time per round of M = 8 on the same data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from common import add_cluster_args, run_all, write_records
+
+from vcl.config import RunConfig
+from vcl.sweep import Job
+
+WIDE = "ascii_blobs_redundant"  # the synthetic wide table: 200 columns (5 informative), 10 classes
+DIGITS_TRAIN = int(1797 * (1 - 0.2))  # digits' training rows: its 1,797 rows less the default test fraction
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="M in 2 8 64, rows up to 10⁵, one seed")
+    p.add_argument("--out", default=None, help="write the records to this JSON file (and the PNG beside it)")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2)")
+    p.add_argument("--rounds", type=int, default=3, help="GAL rounds per run")
+    p.add_argument("--epochs", type=int, default=10, help="local epochs per round")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
+    return add_cluster_args(p).parse_args()  # seconds are comparable only between runs made with --workers 1
+
+
+def sweeps(quick: bool):
+    """(sweep, dataset, organizations, training rows of the wide table) to run."""
+    for m in [2, 8, 64] if quick else [2, 4, 8, 16, 32, 64]:
+        for ds in ("digits", WIDE):
+            yield "organizations", ds, m, 1000
+    for n in [1000, 10_000, 100_000] if quick else [1000, 10_000, 100_000, 1_000_000]:
+        yield "rows", WIDE, 8, n
+
+
+def config(ds: str, m: int, rows: int, seed: int, concurrent: bool, args) -> RunConfig:
+    return RunConfig.from_dict(
+        {
+            "data.dataset": ds,
+            "data.organizations": m,
+            "data.synthetic_train": rows,
+            "data.synthetic_test": 1000,
+            "learner.epochs": args.epochs,
+            "learner.milestones": [max(1, args.epochs // 2)],
+            "run.rounds": args.rounds,
+            "run.seed": seed,
+            "run.concurrent": concurrent,
+            "run.device": args.device,
+            "compare": [],
+            "out": "",
+        }
+    )
+
+
+def table(records: list[dict], sweep: str) -> str:
+    groups = defaultdict(list)
+    for r in records:
+        if r["sweep"] == sweep:
+            groups[(r["dataset"], r["organizations"], r["rows"], r["concurrent"])].append(r)
+    lines = [
+        "| dataset | M | rows | concurrent s/round | sequential s/round | speed-up | same result |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for ds, m, n in sorted({k[:3] for k in groups}):
+        con, seq = groups.get((ds, m, n, True)), groups.get((ds, m, n, False))
+        if not (con and seq):
+            continue
+        c = statistics.median(r["seconds_per_round"] for r in con)
+        s = statistics.median(r["seconds_per_round"] for r in seq)
+        same = all(a["value"] == b["value"] for a, b in zip(con, seq, strict=True))
+        lines.append(f"| {ds} | {m} | {n:,} | {c:.3f} | {s:.3f} | {s / c:.2f}× | {'yes' if same else 'no'} |")
+    return "\n".join(lines)
+
+
+def growth(records: list[dict]) -> str:
+    """Per dataset and fit: seconds per round at M = 64 over M = 8 (the target: at most 2×)."""
+    med = defaultdict(list)
+    for r in records:
+        if r["sweep"] == "organizations":
+            med[(r["dataset"], r["concurrent"], r["organizations"])].append(r["seconds_per_round"])
+    lines = ["| dataset | fit | s/round M = 8 | s/round M = 64 | M = 64 / M = 8 | target ≤ 2× |", "|" + "---|" * 6]
+    for ds, concurrent in sorted({k[:2] for k in med}):
+        a, b = med.get((ds, concurrent, 8)), med.get((ds, concurrent, 64))
+        if a and b:
+            ratio = statistics.median(b) / statistics.median(a)
+            fit = "concurrent" if concurrent else "sequential"
+            lines.append(
+                f"| {ds} | {fit} | {statistics.median(a):.3f} | {statistics.median(b):.3f} | {ratio:.2f}× | "
+                f"{'met' if ratio <= 2 else 'not met'} |"
+            )
+    return "\n".join(lines)
+
+
+def report(records: list[dict]) -> str:
+    """The tables this benchmark prints, from its records."""
+    device = sorted({r["device"] for r in records})
+    return "\n".join(
+        [
+            f"Seconds per GAL round against organizations (median over seeds; device {', '.join(device)}, "
+            f"transport {', '.join(sorted({r['transport'] for r in records}))}):",
+            table(records, "organizations"),
+            "\nGrowth from M = 8 to M = 64:",
+            growth(records),
+            "\nSeconds per GAL round against training rows (M = 8):",
+            table(records, "rows"),
+        ]
+    )
+
+
+def plot(records: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, sweep, x in ((axes[0], "organizations", "organizations"), (axes[1], "rows", "rows")):
+        curves = defaultdict(lambda: defaultdict(list))
+        for r in records:
+            if r["sweep"] == sweep:
+                curves[(r["dataset"], r["concurrent"])][r[x]].append(r["seconds_per_round"])
+        for (ds, concurrent), points in sorted(curves.items()):
+            xs = sorted(points)
+            ax.plot(
+                xs,
+                [statistics.median(points[v]) for v in xs],
+                "-o" if concurrent else "--s",
+                label=f"{ds}, {'concurrent' if concurrent else 'sequential'}",
+            )
+        ax.set_xscale("log", base=2 if sweep == "organizations" else 10)
+        ax.set_yscale("log")
+        ax.set_xlabel("organizations M" if sweep == "organizations" else "training rows (M = 8)")
+        ax.set_ylabel("seconds per GAL round")
+        if curves:
+            ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"saved {path}")
+
+
+def main() -> None:
+    args = parse_args()
+    seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    jobs = []
+    for sweep, ds, m, n in sweeps(args.quick):
+        for seed in seeds:
+            for concurrent in (True, False):
+                cfg = config(ds, m, n, seed, concurrent, args)
+                extra = {"sweep": sweep, "rows": n if ds == WIDE else DIGITS_TRAIN, "concurrent": concurrent}
+                extra |= {"transport": "local", "device": args.device}
+                jobs.append(Job("scaling", cfg, "gal", "linear", None, extra))
+    records = run_all(jobs, args)
+    write_records(records, args.out)
+    print(report(records))
+    if args.out:
+        plot(records, Path(args.out).with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()

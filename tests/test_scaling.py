@@ -1,0 +1,53 @@
+"""benchmarks/scaling.py: its tables from records (the M = 64 / M = 8 growth, equal results), and one tiny run."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import BENCHMARKS, benchmark
+
+scaling = benchmark("scaling")
+
+
+def _record(sweep, ds, m, rows, concurrent, seconds, value=0.9):
+    return dict(
+        sweep=sweep, dataset=ds, organizations=m, rows=rows, concurrent=concurrent, seconds_per_round=seconds,
+        value=value, transport="local", device="cpu",
+    )  # fmt: skip
+
+
+def test_report_gives_the_growth_from_8_to_64_organizations_and_whether_results_agree():
+    records = [
+        _record("organizations", "digits", 8, 1437, True, 1.0),
+        _record("organizations", "digits", 64, 1437, True, 1.5),
+        _record("organizations", "digits", 8, 1437, False, 2.0),
+        _record("organizations", "digits", 64, 1437, False, 9.0, value=0.8),
+        _record("rows", "wide", 8, 10_000, True, 0.5),
+        _record("rows", "wide", 8, 10_000, False, 1.0),
+    ]
+    text = scaling.report(records)
+    assert "| digits | concurrent | 1.000 | 1.500 | 1.50× | met |" in text
+    assert "| digits | sequential | 2.000 | 9.000 | 4.50× | not met |" in text
+    assert "| digits | 64 | 1,437 | 1.500 | 9.000 | 6.00× | no |" in text  # the two fits disagree: it says so
+    assert "| wide | 8 | 10,000 | 0.500 | 1.000 | 2.00× | yes |" in text
+
+
+@pytest.mark.slow
+def test_a_tiny_sweep_writes_records_a_plot_and_equal_results(tmp_path, monkeypatch):
+    monkeypatch.setattr(scaling, "sweeps", lambda quick: [("organizations", "digits", 4, 1000)])
+    monkeypatch.setattr(
+        sys, "argv", ["scaling.py", "--rounds", "1", "--epochs", "1", "--seeds", "0", "--out", str(tmp_path / "s.json")]
+    )
+    scaling.main()
+    records = json.loads((tmp_path / "s.json").read_text())
+    assert {r["concurrent"] for r in records} == {True, False}
+    assert len({r["value"] for r in records}) == 1  # concurrent and sequential fits give the same result
+    assert all(r["seconds_per_round"] > 0 and r["organizations"] == 4 for r in records)
+    assert (tmp_path / "s.png").stat().st_size > 0
+
+
+def test_help_runs_without_starting_work():
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "scaling.py"), "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "organizations" in proc.stdout
