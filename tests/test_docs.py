@@ -41,6 +41,7 @@ def test_every_link_in_the_docs_resolves():
 
 def test_anchors_follow_githubs_rule(tmp_path):
     page = tmp_path / "p.md"
-    lines = ["# How vcl is built", "### `gal_uci_quick.json`", "## On a GPU", "## On a GPU", "```", "# not a heading", "```"]
+    lines = ["# How vcl is built", "### `gal_uci_quick.json`", "## On a GPU", "## On a GPU"]
+    lines += ["```", "# not a heading", "```"]
     page.write_text("\n".join(lines) + "\n")
     assert anchors(page) == {"how-vcl-is-built", "gal_uci_quickjson", "on-a-gpu", "on-a-gpu-1"}
