@@ -66,16 +66,19 @@ def _first_linear(net: torch.nn.Module) -> tuple[str, torch.nn.Module]:
 
 
 def _padded_net(learner: ResidualRegressor, width: int | None) -> torch.nn.Module:
-    """A copy whose first Linear layer takes ``width`` inputs; the extra weights are zero."""
+    """The learner's network, or (narrower than ``width``) a copy whose first Linear layer takes ``width`` inputs,
+    the extra weights zero. Stacking copies the parameters, so the network itself is never changed here."""
+    name, first = _first_linear(learner.net)
+    if width is None or not isinstance(first, torch.nn.Linear) or first.in_features >= width:
+        return learner.net
     net = copy.deepcopy(learner.net)
     name, first = _first_linear(net)
-    if width is not None and isinstance(first, torch.nn.Linear) and first.in_features < width:
-        wide = torch.nn.Linear(width, first.out_features, device=first.weight.device)
-        with torch.no_grad():
-            wide.weight.zero_()
-            wide.weight[:, : first.in_features] = first.weight
-            wide.bias.copy_(first.bias)
-        net.set_submodule(name, wide)
+    wide = torch.nn.Linear(width, first.out_features, device=first.weight.device)
+    with torch.no_grad():
+        wide.weight.zero_()
+        wide.weight[:, : first.in_features] = first.weight
+        wide.bias.copy_(first.bias)
+    net.set_submodule(name, wide)
     return net
 
 

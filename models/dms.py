@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 from vcl.models.residual import ResidualRegressor
 
-from vcl.loop import seeded_draws
+from vcl.loop import seeded_draws, seeded_init
 
 
 class SharedExtractorRegressor(ResidualRegressor):
@@ -40,8 +40,7 @@ class SharedExtractorRegressor(ResidualRegressor):
 
     def _new_head(self) -> None:
         k = self.hparams.out_features
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.hparams.seed + 7919 * (self.rounds + 1))
+        with seeded_init(self.hparams.seed + 7919 * (self.rounds + 1)):
             head = nn.Linear(self.width, k)
         self.heads.append(head.to(self.device))
 

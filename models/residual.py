@@ -21,7 +21,18 @@ from torch import Tensor, nn
 from vcl.models.networks import build_network
 
 from vcl import progress
-from vcl.loop import DRAWS, PRECISIONS, Steps, autocast, build_optimizer, derived_seed, minibatches, seeded_draws, train
+from vcl.loop import (
+    DRAWS,
+    PRECISIONS,
+    Steps,
+    autocast,
+    build_optimizer,
+    derived_seed,
+    minibatches,
+    seeded_draws,
+    seeded_init,
+    train,
+)
 from vcl.losses import check_local_loss, local_loss
 
 
@@ -65,8 +76,7 @@ class ResidualRegressor(pl.LightningModule):
             raise ValueError(f"run.precision={precision!r}; use one of {', '.join(PRECISIONS)}.")
         in_shape = (in_features,) if isinstance(in_features, int) else tuple(in_features)
         self.save_hyperparameters()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded_init(seed):
             self.net = self.build_net(in_shape, out_features)
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:

@@ -25,7 +25,7 @@ from torch import Tensor
 from vcl.datamodules.overlap import PartyData
 from vcl.errors import VCLInputError
 from vcl.kde import GaussianKDE
-from vcl.loop import Steps
+from vcl.loop import Steps, seeded_init
 from vcl.messages import Message, as_float
 from vcl.models.networks import build_mlp
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
@@ -105,16 +105,14 @@ def duality_loss(log_p_a: Tensor, log_p_a_hat: Tensor, log_p_b_hat: Tensor, log_
 
 
 def seeded_mlp(d_in: int, d_out: int, hidden: int, seed: int) -> torch.nn.Sequential:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_init(seed):
         return build_mlp(d_in, d_out, (hidden,))
 
 
 def seeded_cnn_generator(shape: tuple[int, int, int], pixels, d_out: int, seed: int) -> torch.nn.Sequential:
     """A CNN dual model for images: the party's pixels on its canvas, the paper's MNIST CNN trunk (conv 5×5
     16, ReLU, pool, conv 5×5 32, ReLU, pool), and a linear output layer onto the other party's pixels."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_init(seed):
         first = CanvasConv(shape, pixels, bias=True)
         trunk = cnn_top(shape, d_out)[:-3]  # ReLU, pool, conv 32, ReLU, pool, flatten
         flat = trunk(first(torch.zeros(1, len(first.pixels)))).shape[1]

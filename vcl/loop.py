@@ -48,6 +48,17 @@ def seeded_draws(seed: int, device):
         yield
 
 
+@contextlib.contextmanager
+def seeded_init(seed: int):
+    """Inside, torch's CPU generator (what a new module's initial weights draw from) starts at ``seed``; outside,
+    its state is as it was. Only the CPU generator is touched: ``torch.manual_seed`` would also seed every
+    accelerator, and on a machine without one that costs about a millisecond a call (its lazy seeding records
+    a stack trace), a noticeable part of a round with many organizations."""
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        yield
+
+
 def autocast(precision: str, device) -> contextlib.AbstractContextManager:
     """Mixed precision: bf16 (``bf16-mixed``) or fp16 (``16-mixed``) autocast on ``device``; none for ``32-true``."""
     if precision == "32-true":

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vcl.loop import Steps
+from vcl.loop import Steps, seeded_init
 from vcl.messages import Message, as_float
 
 
@@ -55,8 +55,7 @@ COLLABORATOR = "collaborator"
 
 
 def _seeded(seed: int, make):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_init(seed):
         return make()
 
 

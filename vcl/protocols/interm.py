@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from vcl.config import RunConfig
-from vcl.loop import DRAWS, Steps, build_optimizer, derived_seed, minibatches, seeded_draws, train
+from vcl.loop import DRAWS, Steps, build_optimizer, derived_seed, minibatches, seeded_draws, seeded_init, train
 from vcl.losses import local_loss
 from vcl.messages import Ack, Message, Scalars, Step, as_float
 from vcl.models import LearnerSettings, build_learner
@@ -116,8 +116,7 @@ class IntermFusion(Protocol):
         if len(widths) != 1:
             raise ValueError(f"interm averages hidden representations; the learners' widths differ: {sorted(widths)}.")
         self.hp = setups[0]  # Alice's own learner's settings train the whole network
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded_init(seed):
             self.head = nn.Linear(widths.pop(), task.num_outputs).to(self.device)
 
     def ask(self, step: str, **args) -> list[Message]:
