@@ -1,0 +1,127 @@
+"""Whole-process time of vcl's default job, beside ``python -c "import torch"`` and, given a checkout of the GAL
+authors' code, beside their ``train_model_assist.py`` on the same job.
+
+    python benchmarks/speed.py --out runs/bench/speed.json
+    python benchmarks/speed.py --reference PATH --out runs/bench/speed.json   # PATH: a checkout of
+        # diaoenmao/GAL-Gradient-Assisted-Learning-for-Decentralized-Multi-Organization-Collaborations
+
+Each command runs as its own process, once to warm the file caches (not counted), then ``--repeats`` times,
+the commands taking turns so that a change in the machine's load falls on all of them alike:
+
+- ``import_torch``: ``python -c "import torch"``, the floor of any torch program;
+- ``vcl_default``: ``train.py`` with its defaults (GAL on wine, M = 8 Linear organizations, 10 rounds, Alone
+  beside it), the README's first command, writing into a temporary directory removed afterwards;
+- ``vcl_gal``: the same job without the comparison run, the job the authors' script runs;
+- ``authors``: ``src/train_model_assist.py --data_name Wine --model_name linear --control_name
+  8_stack_100_10_search_0 --device cpu`` in the checkout (GAL, 8 organizations, Linear, 100 local epochs,
+  10 rounds, η by line search), with ``--reference-python`` (its packages: anytree, tabulate, pyyaml beside
+  torch). It writes its data and results into the checkout, as it always does. Their script loads the
+  files it wrote itself with ``torch.load``; torch ≥ 2.6 refuses such pickles by default, so its process
+  runs with ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``.
+
+It prints the medians and the ratios: ``vcl_default / import_torch`` (the start-up target: at most 1.8×)
+and ``authors / vcl_gal`` (the goal: at least 12×).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import write_records
+
+ROOT = Path(__file__).resolve().parents[1]
+AUTHORS_JOB = [
+    "train_model_assist.py",
+    "--data_name",
+    "Wine",
+    "--model_name",
+    "linear",
+    "--control_name",
+    "8_stack_100_10_search_0",
+    "--device",
+    "cpu",
+]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=None, help="write the records to this JSON file")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs of each command (after one warm-up)")
+    p.add_argument("--reference", default=None, help="a checkout of the GAL authors' code (its src/ is run)")
+    p.add_argument("--reference-python", default=sys.executable, help="the Python that runs the authors' code")
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f"--repeats {args.repeats}: give at least 1.")
+    if args.reference and not (Path(args.reference) / "src" / AUTHORS_JOB[0]).is_file():
+        p.error(f"--reference {args.reference}: no src/{AUTHORS_JOB[0]} there; give a checkout of the authors' code.")
+    return args
+
+
+def commands(args, out_dir: str) -> dict[str, tuple[list[str], Path, dict]]:
+    """name: (argv, working directory, extra environment)."""
+    vcl = [sys.executable, "train.py", "--quiet", "--overwrite", "--run.device", "cpu"]
+    cmds = {
+        "import_torch": ([sys.executable, "-c", "import torch"], ROOT, {}),
+        "vcl_default": ([*vcl, "--out", f"{out_dir}/default"], ROOT, {}),
+        "vcl_gal": ([*vcl, "--compare", "--out", f"{out_dir}/gal"], ROOT, {}),
+    }
+    if args.reference:
+        env = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+        cmds["authors"] = ([args.reference_python, *AUTHORS_JOB], Path(args.reference) / "src", env)
+    return cmds
+
+
+def timed(argv: list[str], cwd: Path, env: dict) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise SystemExit(f"{' '.join(argv[:3])} … failed (exit {proc.returncode}): {' / '.join(tail)}")
+    return seconds
+
+
+def report(records: list[dict]) -> str:
+    """Medians per command and the two ratios, from the records."""
+    med = {}
+    for r in records:
+        med.setdefault(r["command"], []).append(r["seconds"])
+    med = {k: statistics.median(v) for k, v in med.items()}
+    lines = ["| command | median seconds (whole process) | runs |", "|---|---|---|"]
+    for name, seconds in med.items():
+        lines.append(f"| {name} | {seconds:.2f} | {sum(r['command'] == name for r in records)} |")
+    lines += ["", "| ratio | measured | target |", "|---|---|---|"]
+    if "vcl_default" in med and "import_torch" in med:
+        ratio = med["vcl_default"] / med["import_torch"]
+        lines.append(f"| vcl_default / import_torch | {ratio:.2f}× | ≤ 1.8× ({'met' if ratio <= 1.8 else 'not met'}) |")
+    if "authors" in med and "vcl_gal" in med:
+        ratio = med["authors"] / med["vcl_gal"]
+        lines.append(f"| authors / vcl_gal | {ratio:.2f}× | ≥ 12× ({'met' if ratio >= 12 else 'not met'}) |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    records = []
+    with tempfile.TemporaryDirectory(prefix="vcl_speed_") as out_dir:
+        cmds = commands(args, out_dir)
+        for argv_, cwd, env in cmds.values():
+            timed(argv_, cwd, env)  # warm-up: file caches, compiled bytecode, the authors' processed data
+        for repeat in range(args.repeats):
+            for name, (argv_, cwd, env) in cmds.items():
+                seconds = timed(argv_, cwd, env)
+                records.append({"benchmark": "speed", "command": name, "repeat": repeat, "seconds": seconds})
+                print(f"{name} run {repeat + 1}: {seconds:.2f} s", flush=True)
+    write_records(records, args.out)
+    print(report(records))
+
+
+if __name__ == "__main__":
+    main()
