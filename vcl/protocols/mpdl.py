@@ -567,7 +567,7 @@ class PartialOverlapProtocol(Protocol):
             b, idx = batch
             logits, leaves = top.forward(self.ask(PARTIES, "forward", which=which, rows=rows, batch=b), True)
             loss = nn.functional.cross_entropy(logits, y[idx])
-            top.steps.step(loss)
+            top.step(loss)
             transport.request_all(zip(PARTIES, top.errors(leaves, list(PARTIES), self.round), strict=True))
             sums[epoch] += float(loss.detach()) * len(idx)
 
