@@ -116,10 +116,11 @@ def fit_concurrently(
     rows = torch.arange(m, device=device).unsqueeze(1)
 
     def schedule(epoch: int) -> list:  # each organization's minibatches, as it would draw them alone
-        return [
-            (rows, torch.stack(pieces)) if isinstance(pieces[0], torch.Tensor) else (slice(None), pieces[0])
-            for pieces in zip(*(learners[0].schedule(n, g, device) for g in gens), strict=True)
-        ]
+        orders = [learners[0].schedule(n, g, None) for g in gens]
+        if not orders[0] or isinstance(orders[0][0], slice):  # one batch in order: the same for everyone
+            return [(slice(None), piece) for piece in orders[0]]
+        order = torch.stack([torch.cat(pieces) for pieces in orders]).to(device)  # M × rows: one copy an epoch
+        return [(rows, idx) for idx in order.split(hp.batch_size, dim=1)]
 
     def loss(epoch: int, batch) -> Tensor:
         which, idx = batch

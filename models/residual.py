@@ -106,11 +106,9 @@ class ResidualRegressor(pl.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        hp = self.hparams
-        opt, sched = build_optimizer(
-            self.parameters(), hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer
-        )
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+        """The same optimizer and schedule as the fast engine's (:meth:`steps`), for Lightning's Trainer."""
+        steps = self.steps(self.parameters(), self.device)
+        return {"optimizer": steps.optimizer, "lr_scheduler": {"scheduler": steps.scheduler, "interval": "epoch"}}
 
     # --- the learner interface ----------------------------------------------------------------
     @property
