@@ -1,4 +1,4 @@
-"""LightningDataModules that split one dataset into per-organization views: table columns, image
+"""Data modules that split one dataset into per-organization views: table columns, image
 patches, sequence feature groups, c × d parties (DC), or two partly overlapping parties (MPDL)."""
 
 from vcl.datamodules.grid import GridData, GridDataModule

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from vcl.datamodules.sources import Table, load_table
@@ -92,7 +91,7 @@ class GridData:
         return torch.cat(blocks)
 
 
-class GridDataModule(pl.LightningDataModule):
+class GridDataModule:
     def __init__(
         self,
         dataset: str = "dc_artificial",

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from vcl.datamodules.image import IMAGE_DATASETS, load_images
@@ -98,7 +97,7 @@ def image_masks(channels: int, height: int, width: int) -> tuple[np.ndarray, np.
     return a.reshape(-1), b.reshape(-1)
 
 
-class OverlapDataModule(pl.LightningDataModule):
+class OverlapDataModule:
     def __init__(
         self,
         dataset: str = "breast_cancer",

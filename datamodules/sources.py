@@ -12,6 +12,7 @@ attribute's columns together.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import math
 from dataclasses import dataclass
@@ -28,6 +29,19 @@ SKLEARN = {
     "diabetes": ("load_diabetes", "regression"),
     "digits": ("load_digits", "classification"),
 }
+# scikit-learn's small tables that it ships as plain CSV files (first line: rows, columns, class names), read
+# straight from the installed package: importing scikit-learn (and SciPy with it) costs a second at start-up.
+# The column names are scikit-learn's (a test holds the tables equal to its loaders').
+_CANCER = ["radius", "texture", "perimeter", "area", "smoothness", "compactness", "concavity", "concave points",
+           "symmetry", "fractal dimension"]  # fmt: skip
+BUNDLED_CSV = {
+    "wine": ("wine_data.csv", ["alcohol", "malic_acid", "ash", "alcalinity_of_ash", "magnesium", "total_phenols",
+                               "flavanoids", "nonflavanoid_phenols", "proanthocyanins", "color_intensity", "hue",
+                               "od280/od315_of_diluted_wines", "proline"]),
+    "iris": ("iris.csv", ["sepal length (cm)", "sepal width (cm)", "petal length (cm)", "petal width (cm)"]),
+    "breast_cancer": ("breast_cancer.csv", [f"mean {c}" for c in _CANCER] + [f"{c} error" for c in _CANCER]
+                      + [f"worst {c}" for c in _CANCER]),
+}  # fmt: skip
 # ASCII Section VI: isotropic Gaussian blobs (make_blobs defaults: centers in [-10, 10]^d, std 1).
 SYNTHETIC = {
     "ascii_blobs": {"classes": 10, "features": 8, "noise": 0},  # Fig. 3a: four agents with two columns each
@@ -75,6 +89,25 @@ def synthetic_blobs(name: str, train: int, test: int, seed: int) -> Table:
     return table
 
 
+def bundled_csv(dataset: str) -> Table | None:
+    """``dataset``'s table from the CSV file scikit-learn installs, without importing scikit-learn; None when the
+    file is not where this scikit-learn keeps it or not of the expected shape (then its loader is used)."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    filename, names = BUNDLED_CSV[dataset]
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / filename
+    try:
+        with path.open(encoding="utf-8") as f:
+            rows, columns = (int(v) for v in f.readline().split(",")[:2])
+            values = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
+    except (OSError, ValueError):
+        return None
+    if values.shape != (rows, columns + 1) or len(names) != columns:
+        return None
+    return _finish(values[:, :-1], values[:, -1].astype(np.int64), list(names), "classification")
+
+
 def digits_halves() -> Table:
     """scikit-learn's 8 × 8 digits cut into left and right halves (two organizations; ASCII Fig. 4b/5's setting)."""
     import sklearn.datasets
@@ -110,6 +143,8 @@ def load_table(
         return synthetic_blobs(dataset, synthetic_train, synthetic_test, seed)
     if dataset == "digits_halves":
         return digits_halves()
+    if dataset in BUNDLED_CSV and (table := bundled_csv(dataset)) is not None:
+        return table
     if dataset in SKLEARN:
         import sklearn.datasets
 

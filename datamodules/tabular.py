@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
@@ -141,9 +140,10 @@ class VerticalData:
         return FeatureView(self.views[0].name, cols, splits)
 
 
-class VerticalDataModule(pl.LightningDataModule):
-    """Lightning loaders shared by every vertical split: one organization's view, or every feature
-    (``organization=None``, for centralized models). Subclasses set ``self.data`` in ``setup``."""
+class VerticalDataModule:
+    """What every vertical split shares: ``setup()`` builds ``self.data`` (a :class:`VerticalData`), and torch
+    DataLoaders serve one organization's view or every feature (``organization=None``, for centralized models),
+    with LightningDataModule's method names. Not a Lightning class: a tabular run never imports Lightning."""
 
     batch_size: int
     data: VerticalData | None

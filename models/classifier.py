@@ -4,7 +4,7 @@ and ``predict(features) -> classes``.
 - :class:`SklearnClassifier`: any scikit-learn classifier (decision tree, random forest, logistic
   regression, gradient boosting, SVC, ...); the sample weights go to its ``fit``. One whose ``fit``
   takes none is refused with a clear error, or fit on a weighted resample of the rows when asked.
-- :class:`NetClassifier`: the Linear/MLP LightningModule trained with a per-sample weighted
+- :class:`NetClassifier`: the Linear/MLP residual learner trained with a per-sample weighted
   cross-entropy (the residual learners' machinery with loss ``ce`` on one-hot targets).
 
 The weights are rescaled to mean one before they reach a learner, so an estimator's regularization
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.base import clone
 from torch import Tensor
 from vcl.models.residual import ResidualRegressor
 
@@ -142,6 +141,8 @@ class SklearnClassifier:
         self.fitted_ = None
 
     def fit(self, features: Tensor, targets: Tensor, sample_weight: Tensor | None = None):
+        from sklearn.base import clone
+
         est = clone(self.estimator)
         seed = int(self.seed or 0) % (2**32)
         if self.seed is not None and "random_state" in est.get_params():

@@ -103,11 +103,8 @@ def fit_concurrently(
     nets = [_padded_net(lr.to(device), width) for lr in learners]
     params, buffers = stack_module_state(nets)
     base = copy.deepcopy(nets[0]).to("meta")
-
-    def forward_one(p, b, xi):
-        return functional_call(base, (p, b), (xi,))
-
-    forward = vmap(forward_one)
+    stacked = _stacked_forward(base) if hp.precision == "32-true" else None  # autocast casts vmap's linear its way
+    forward = stacked or vmap(lambda p, b, xi: functional_call(base, (p, b), (xi,)))
     steps = learners[0].steps(params.values(), device, clip_with=_clip_per_model)
     n, m = targets.shape[0], len(learners)
     gens = [torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners]
@@ -134,6 +131,38 @@ def fit_concurrently(
                 stacked = params[name][i] if name in params else buffers[name][i]
                 p.copy_(stacked[tuple(slice(0, d) for d in p.shape)])  # drop the zero padding
     return learners
+
+
+def _stacked_forward(base: torch.nn.Module):
+    """For a Linear/MLP (``nn.Sequential`` of Linear layers and parameter-free activations): the M networks'
+    forward as one batched matrix product per layer, ``baddbmm(b, x, Wᵀ)`` — what ``vmap`` computes (bit for bit,
+    tested), without its per-call overhead (about 0.25 ms a step on a CPU, most of a small fit). None otherwise."""
+    layers: list = []
+
+    def chain(module: torch.nn.Module, prefix: str) -> bool:  # nested Sequentials in order (extractor, head)
+        if isinstance(module, torch.nn.Sequential):
+            return all(chain(child, f"{prefix}{name}.") for name, child in module.named_children())
+        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+            layers.append((f"{prefix}weight", f"{prefix}bias"))
+            return True
+        if isinstance(module, (torch.nn.ReLU, torch.nn.Tanh, torch.nn.Sigmoid, torch.nn.Identity)):
+            layers.append(module)
+            return True
+        return False
+
+    if not chain(base, ""):
+        return None
+
+    def forward(params: dict, buffers: dict, x: Tensor) -> Tensor:
+        for layer in layers:
+            if isinstance(layer, tuple):
+                weight, bias = params[layer[0]], params[layer[1]]
+                x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+            else:
+                x = layer(x)
+        return x
+
+    return forward
 
 
 def _clip_per_model(params: list[Tensor], max_norm: float) -> None:

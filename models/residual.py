@@ -1,4 +1,4 @@
-"""Residual-fitting LightningModules: Linear, MLP, CNN and LSTM regressors with the GAL paper's defaults.
+"""Residual-fitting torch modules: Linear, MLP, CNN and LSTM regressors with the GAL paper's defaults.
 
 Every learner is used only through ``fit(features, targets, sample_weight=None)`` and
 ``predict(features)``. ``fit`` has two engines over the same optimizer, schedule and loss:
@@ -8,19 +8,20 @@ Every learner is used only through ``fit(features, targets, sample_weight=None)`
   DataLoader spends half its time in Python) and what keeps a GPU busy on images; mixed precision by
   ``precision``;
 - ``trainer``: a ``pytorch_lightning.Trainer`` with a DataLoader, for data or hardware that needs
-  Lightning's machinery (accelerators, devices, precision, strategies).
+  Lightning's machinery (accelerators, devices, precision, strategies). The learner is a plain
+  ``nn.Module``; :class:`LightningFit` wraps it as a LightningModule for the Trainer, so Lightning is
+  imported only by a run that asks for it.
 
 With full batches both engines take the same optimizer steps (a test holds them equal).
 """
 
 from __future__ import annotations
 
-import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 from vcl.models.networks import build_network
 
-from vcl import progress
+from vcl import optim, progress
 from vcl.loop import (
     DRAWS,
     PRECISIONS,
@@ -36,7 +37,17 @@ from vcl.loop import (
 from vcl.losses import check_local_loss, local_loss
 
 
-class ResidualRegressor(pl.LightningModule):
+class HParams(dict):
+    """A learner's constructor arguments, read as ``hp.name`` or ``hp["name"]`` (as Lightning's ``hparams``)."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class ResidualRegressor(nn.Module):
     """A regressor of Alice's pseudo-residual under a local loss: Linear/MLP on rows, CNN on images, LSTM on
     sequences (``arch``; :func:`vcl.models.networks.build_network`). ``in_features`` is the width of a row or the
     shape of one example."""
@@ -68,6 +79,9 @@ class ResidualRegressor(pl.LightningModule):
         strategy: str = "auto",
         last_pool: bool = True,
     ):
+        hparams = HParams(locals())  # the arguments, first thing: nothing else is local yet
+        del hparams["self"]
+        hparams.pop("__class__", None)
         super().__init__()
         check_local_loss(loss, "loss")
         if engine not in ("fast", "trainer"):
@@ -75,7 +89,7 @@ class ResidualRegressor(pl.LightningModule):
         if precision not in PRECISIONS:
             raise ValueError(f"run.precision={precision!r}; use one of {', '.join(PRECISIONS)}.")
         in_shape = (in_features,) if isinstance(in_features, int) else tuple(in_features)
-        self.save_hyperparameters()
+        self.hparams = hparams
         with seeded_init(seed):
             self.net = self.build_net(in_shape, out_features)
 
@@ -92,23 +106,18 @@ class ResidualRegressor(pl.LightningModule):
             hp.last_pool,
         )
 
-    # --- Lightning idioms ---------------------------------------------------------------------
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters are (the CPU for a network without any)."""
+        p = next(self.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
 
     def loss_on(self, batch) -> Tensor:
         x, y, w = batch
         return local_loss(self(x), y, self.hparams.loss, w)
-
-    def training_step(self, batch, batch_idx):
-        loss = self.loss_on(batch)
-        self.log("train_loss", loss, prog_bar=False, on_epoch=True, on_step=False)
-        return loss
-
-    def configure_optimizers(self):
-        """The same optimizer and schedule as the fast engine's (:meth:`steps`), for Lightning's Trainer."""
-        steps = self.steps(self.parameters(), self.device)
-        return {"optimizer": steps.optimizer, "lr_scheduler": {"scheduler": steps.scheduler, "interval": "epoch"}}
 
     # --- the learner interface ----------------------------------------------------------------
     @property
@@ -142,10 +151,13 @@ class ResidualRegressor(pl.LightningModule):
         """Mixed precision for the fast engine: bf16 (``bf16-mixed``) or fp16 (``16-mixed``) autocast."""
         return autocast(self.hparams.precision, device)
 
-    def steps(self, params, device, clip_with=None) -> Steps:
-        """This learner's optimizer and schedule over ``params``, with its clipping and precision."""
+    def steps(self, params, device, clip_with=None, library=optim) -> Steps:
+        """This learner's optimizer and schedule over ``params``, with its clipping and precision (``library``:
+        torch.optim for Lightning's Trainer)."""
         hp = self.hparams
-        opt, sched = build_optimizer(params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer)
+        opt, sched = build_optimizer(
+            params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer, library
+        )
         return Steps(opt, sched, clip=hp.grad_clip, precision=hp.precision, device=device, clip_with=clip_with)
 
     def schedule(self, n: int, generator: torch.Generator, device) -> list:
@@ -166,6 +178,9 @@ class ResidualRegressor(pl.LightningModule):
         train(steps, self.hparams.epochs, lambda epoch: self.schedule(x.shape[0], gen, x.device), loss)
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
+        import pytorch_lightning as pl
+        from vcl.models.lightning import LightningFit
+
         hp = self.hparams
         if w is None:
             w = torch.ones(x.shape[0], device=x.device)
@@ -185,4 +200,4 @@ class ResidualRegressor(pl.LightningModule):
             enable_progress_bar=progress.active(),  # Lightning's own bar under the round's
             enable_model_summary=False,
         )
-        trainer.fit(self, loader)
+        trainer.fit(LightningFit(self), loader)

@@ -17,8 +17,6 @@ import json
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, clone
-from sklearn.multioutput import MultiOutputRegressor
 from torch import Tensor
 
 from vcl.errors import VCLInputError
@@ -65,6 +63,8 @@ def estimator_class(spec: str, option: str) -> type:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as err:
         raise VCLInputError(f"{option}={spec!r}: cannot import {path} ({err}); give a full class path.") from None
+    from sklearn.base import BaseEstimator
+
     if not (isinstance(cls, type) and issubclass(cls, BaseEstimator)):
         raise VCLInputError(f"{option}={spec!r}: {path} is not a scikit-learn estimator class; name one.")
     return cls
@@ -120,6 +120,9 @@ class SklearnRegressor:
         self._stored = None  # the fitted estimator's skops bytes, made once (a fitted model never changes)
 
     def fit(self, features: Tensor, targets: Tensor, sample_weight: Tensor | None = None):
+        from sklearn.base import clone
+        from sklearn.multioutput import MultiOutputRegressor
+
         est = clone(self.estimator)
         if self.seed is not None and "random_state" in est.get_params():
             est.set_params(random_state=int(self.seed) % (2**32))

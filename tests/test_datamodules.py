@@ -109,7 +109,7 @@ def test_bad_dataset_settings(kwargs, message):
         TabularDataModule(**kwargs).setup()
 
 
-def test_lightning_dataloaders_serve_one_organization_or_all():
+def test_dataloaders_serve_one_organization_or_all():
     dm = TabularDataModule("iris", organizations=2)
     x, y = next(iter(dm.dataloader("train", organization=1)))
     assert x.shape[1] == 2 and y.dtype == torch.int64

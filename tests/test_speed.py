@@ -40,3 +40,28 @@ def test_the_authors_job_runs_in_their_src_with_old_pickles_allowed(tmp_path):
     assert cwd == tmp_path / "src" and argv[1:4] == ["train_model_assist.py", "--data_name", "Wine"]
     assert env == {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"} and "8_stack_100_10_search_0" in argv
     assert "--compare" in cmds["vcl_gal"][0] and "--compare" not in cmds["vcl_default"][0]
+
+
+HEAVY = ("torchvision", "matplotlib", "pytorch_lightning", "lightning_fabric", "torchmetrics", "sklearn", "scipy",
+         "torch._dynamo")  # fmt: skip
+
+
+def test_a_tabular_gal_run_imports_nothing_it_does_not_use(tmp_path):
+    """Start-up (issue: whole-process time near torch's own import): the command line and a tabular GAL round
+    (wine, organizations fitted together, Alone beside it, TensorBoard logs, checkpoints) import none of the
+    heavy packages that other paths need: Lightning (engine: trainer), torchvision (images), scikit-learn and
+    SciPy (DC analysis, tree learners), matplotlib (benchmark plots), TorchDynamo (torch.optim's first use)."""
+    root = BENCHMARKS.parent
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['train.py', '--quiet', '--run.rounds', '1', '--out', {str(tmp_path / 'run')!r}]\n"
+        "try:\n"
+        f"    runpy.run_path({str(root / 'train.py')!r}, run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert (tmp_path / "run" / "results.json").is_file()

@@ -2,7 +2,7 @@
 
 - :func:`assistance_weights`: ``ŵ = argmin_{w ∈ simplex} E ℓ(r, Σ_m w_m f_m)`` with ``w = softmax(θ)``,
   θ initialised to ones, Adam (lr 0.1, weight decay 5e-4), 100 full-batch steps.
-- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by ``torch.optim.LBFGS(lr=1)``, η from 1,
+- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by L-BFGS (lr 1; :mod:`vcl.optim`, torch's), η from 1,
   10 steps. It never returns an η whose loss is above the loss at η = 0 (no step at all).
 """
 
@@ -13,6 +13,7 @@ import math
 import torch
 from torch import Tensor
 
+from vcl import optim
 from vcl.losses import local_loss
 from vcl.tasks import Task
 
@@ -26,7 +27,7 @@ def assistance_weights(
         return torch.ones(1, device=outputs.device)
     outputs = outputs.detach()
     theta = torch.ones(m, device=outputs.device, requires_grad=True)
-    opt = torch.optim.Adam([theta], lr=lr, weight_decay=weight_decay)
+    opt = optim.Adam([theta], lr=lr, weight_decay=weight_decay)
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         combined = torch.einsum("m,mnk->nk", torch.softmax(theta, 0), outputs)
@@ -39,7 +40,7 @@ def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int 
     """The assisted learning rate η̂ minimizing Alice's task loss along ``direction``."""
     F, direction = F.detach(), direction.detach()
     eta = torch.tensor([init], device=F.device, requires_grad=True)
-    opt = torch.optim.LBFGS([eta], lr=1.0)
+    opt = optim.LBFGS([eta], lr=1.0)
 
     tried: list[tuple[float, float]] = []  # (loss, η) at every point L-BFGS evaluated
 

@@ -9,7 +9,8 @@ come from :func:`seeded_draws`, so a fit depends on its own seed only and a resu
 
 This is what Lightning Fabric would give each party (precision, clipping, seeding); Fabric itself is not
 used because importing it imports torchmetrics and torchvision (about 3 s here), which a tabular run
-never needs. ``run.engine: trainer`` trains with Lightning's full Trainer instead.
+never needs; the optimizers are :mod:`vcl.optim`'s (torch.optim's arithmetic, without TorchDynamo's
+import). ``run.engine: trainer`` trains with Lightning's full Trainer and torch.optim instead.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vcl import progress
+from vcl import optim, progress
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
 DRAWS = 0xD809  # the purpose tag of a fit's draws from torch's global generator (dropout)
@@ -68,15 +69,24 @@ def autocast(precision: str, device) -> contextlib.AbstractContextManager:
 
 
 def build_optimizer(
-    params, lr: float, momentum: float, weight_decay: float, milestones, gamma: float, optimizer: str = "sgd"
+    params,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    milestones,
+    gamma: float,
+    optimizer: str = "sgd",
+    library=optim,
 ):
-    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay."""
+    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay.
+    ``library``: :mod:`vcl.optim` (same results as torch.optim, without importing TorchDynamo), or
+    ``torch.optim`` where Lightning's Trainer steps it."""
+    schedulers = library if library is optim else library.lr_scheduler
     if optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+        opt = library.Adam(params, lr=lr, weight_decay=weight_decay)
     else:
-        opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
-    return opt, sched
+        opt = library.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    return opt, schedulers.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
 
 
 def clip_norm(params: list[Tensor], max_norm: float, total: Tensor | None = None) -> None:
@@ -97,7 +107,7 @@ class Steps:
 
     def __init__(
         self,
-        optimizer: torch.optim.Optimizer,
+        optimizer: optim.Optimizer | torch.optim.Optimizer,
         scheduler=None,
         *,
         clip: float = 0.0,

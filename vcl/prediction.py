@@ -16,8 +16,7 @@ each protocol's own prediction path, at the round the run reports (``prediction_
 
 from __future__ import annotations
 
-from vcl.protocols import Protocol
-from vcl.protocols.mpdl import PartialOverlapProtocol
+from vcl.protocols.base import Protocol
 
 
 def kept_records(protocol: Protocol, records: list[dict]) -> tuple[list[dict], dict[int, dict] | None]:
@@ -37,8 +36,7 @@ def prediction_stage(protocol: Protocol, round_: int, kept: dict[int, dict] | No
     """{split: metric} of a fresh prediction from the kept models using rounds 1..``round_``, and the round
     it used (the last one where the protocol cannot stop its prediction earlier). ``kept``: the metrics by
     round that :func:`kept_records` already computed through the prediction stage (not asked for again)."""
-    if isinstance(protocol, PartialOverlapProtocol):
-        # MPDL and FTL keep no model past their last round, only its outputs on the test and A-only rows.
+    if not protocol.keeps_models:  # MPDL and FTL: only the last round's outputs on the test and A-only rows
         return protocol.evaluate(), protocol.round
     if kept is not None and round_ in kept:
         return kept[round_], round_

@@ -21,7 +21,7 @@ from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import EXPERIMENTER
 from vcl.prediction import kept_records, prediction_stage
 from vcl.progress import round_bar
-from vcl.protocols import Protocol
+from vcl.protocols.base import Protocol
 from vcl.registry import build_protocol, check_config, compare_methods, datamodule_for
 from vcl.rundir import PARTIES, RunDirectory
 

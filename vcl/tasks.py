@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torchmetrics.functional import accuracy, mean_absolute_error
 
 from vcl.errors import VCLInputError
 from vcl.losses import one_hot
@@ -71,9 +70,12 @@ class Task:
         return one_hot(y, self.num_outputs) if self.kind == "classification" else y.to(torch.float32)
 
     def metric(self, F_: Tensor, y: Tensor) -> float:
+        """Accuracy (classes) or mean absolute deviation (regression), in float32 as torchmetrics computes them."""
+        if F_.shape[0] != y.shape[0] or (self.kind == "regression" and F_.shape != y.shape):
+            raise ValueError(f"predictions {tuple(F_.shape)} and targets {tuple(y.shape)} do not match.")
         if self.kind == "classification":
-            return float(accuracy(F_.argmax(-1), y.long(), task="multiclass", num_classes=self.num_outputs))
-        return float(mean_absolute_error(F_, y))
+            return float((F_.argmax(-1) == y.long()).sum().float() / y.shape[0])
+        return float(torch.sum(torch.abs(F_.reshape(-1).float() - y.reshape(-1).float()), dim=0) / y.numel())
 
     def better(self, a: float, b: float) -> bool:
         return a > b if self.higher_is_better else a < b

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from vcl import optim
 from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.config import MPDLGroup, RunConfig
 from vcl.datamodules.image import IMAGE_DATASETS
@@ -90,7 +91,7 @@ def ftl_code_dim(options: MPDLOptions, dims: dict[str, int]) -> int:
 def sgd(params, options: MPDLOptions, clip: bool = False) -> Steps:
     """Plain SGD at the paper's rate; ``clip``: the gradient norm clipped to ``mpdl.dual_clip`` if > 0 (FTL:
     the dual models' local choice)."""
-    return Steps(torch.optim.SGD(params, lr=options.lr), clip=options.dual_clip if clip else 0.0)
+    return Steps(optim.SGD(params, lr=options.lr), clip=options.dual_clip if clip else 0.0)
 
 
 class OverlapParty:
@@ -516,6 +517,7 @@ class PartialOverlapProtocol(Protocol):
     of D_C), the central split networks and scoring."""
 
     uses_dual = True
+    keeps_models = False  # only the last round's outputs on the test and A-only rows are kept
 
     def __init__(self, task: Task, federation: Federation, labels: dict, dims: dict, image_shape, options, seed=0):
         self.options, self.dims, self.image_shape = options, dims, image_shape
