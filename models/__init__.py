@@ -1,12 +1,12 @@
 """Local learners: residual-fitting torch modules, scikit-learn adapters, and ASCII's classifiers.
 
 ``build_learner`` turns a learner name from a config into a fresh learner for one organization and
-round. Names: ``linear``, ``mlp``, ``cnn`` (GAL Table 8), ``lstm`` (torch modules; ``run.engine: trainer``
-trains them with Lightning's Trainer), ``gb`` (GradientBoostingRegressor), ``svm`` (SVR), or ``sklearn:sklearn.<module>.<Class>`` for any scikit-learn
-regressor with default arguments. Unset optimizer settings take the paper's value for the learner
-(GAL Table 9): Linear/MLP SGD lr 0.1, batch 1024, 100 epochs, ×0.1 at epoch 50; CNN SGD lr 0.1,
-batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8, 10 epochs. ASCII's weighted classifiers are built
-by ``build_classifier`` (:mod:`vcl.models.classifier`).
+round. Names: ``linear``, ``mlp``, ``cnn`` (GAL Table 8), ``lstm`` (torch modules; ``run.engine:
+trainer`` trains them with Lightning's Trainer), ``gb`` (GradientBoostingRegressor), ``svm`` (SVR), or
+``sklearn:sklearn.<module>.<Class>`` for any scikit-learn regressor with default arguments. Unset
+optimizer settings take the paper's value for the learner (GAL Table 9): Linear/MLP SGD lr 0.1, batch
+1024, 100 epochs, ×0.1 at epoch 50; CNN SGD lr 0.1, batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8,
+10 epochs. ASCII's weighted classifiers are built by ``build_classifier`` (:mod:`vcl.models.classifier`).
 """
 
 from __future__ import annotations

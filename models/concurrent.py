@@ -112,10 +112,15 @@ def fit_concurrently(
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
     rows = torch.arange(m, device=device).unsqueeze(1)
 
+    in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
+
     def schedule(epoch: int) -> list:  # each organization's minibatches, as it would draw them alone
+        if in_order:
+            return in_order
         orders = [learners[0].schedule(n, g, None) for g in gens]
-        if not orders[0] or isinstance(orders[0][0], slice):  # one batch in order: the same for everyone
-            return [(slice(None), piece) for piece in orders[0]]
+        if not orders[0] or isinstance(orders[0][0], slice):  # in order, nothing drawn: the same for all epochs
+            in_order.extend((slice(None), piece) for piece in orders[0])
+            return in_order
         order = torch.stack([torch.cat(pieces) for pieces in orders]).to(device)  # M × rows: one copy an epoch
         return [(rows, idx) for idx in order.split(hp.batch_size, dim=1)]
 

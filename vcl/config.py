@@ -528,14 +528,15 @@ def read_yaml(path: str | Path) -> dict:
 # --- the parser (jsonargparse) ------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
-def parser():
-    """The command line: every option of :class:`RunConfig` (help from its docstrings), ``--config`` and
-    ``--print_config``; train.py takes its switches (``--resume``, ``--overwrite``, ``--quiet``) off first."""
+@lru_cache(maxsize=2)
+def parser(documented: bool = False):
+    """The command line: every option of :class:`RunConfig`, ``--config`` and ``--print_config``; train.py takes
+    its switches (``--resume``, ``--overwrite``, ``--quiet``) off first. ``documented``: each option's help from
+    its docstring (for ``--help``; reading the docstrings is a tenth of a second that a run does not need)."""
     import jsonargparse
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    jsonargparse.set_parsing_settings(docstring_parse_attribute_docstrings=True)
+    jsonargparse.set_parsing_settings(docstring_parse_attribute_docstrings=documented)
     p = ArgumentParser(
         prog="train.py",
         description="Train a vertical collaborative learning method (default: GAL on wine, M=8).",
@@ -576,7 +577,8 @@ def parse_args(argv: list[str]) -> RunConfig:
             path = argv[k + 1] if arg == "--config" else arg.split("=", 1)[1]
             parse_object(nest(read_yaml(path)), path)
     try:
-        ns = parser().parse_args(argv)
+        documented = any(a in ("-h", "--help") or a.startswith("--print_config=comments") for a in argv)
+        ns = parser(documented).parse_args(argv)
     except ArgumentError as err:
         raise VCLInputError(explain(str(err), "command line")) from None
     return from_namespace(ns)
