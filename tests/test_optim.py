@@ -116,3 +116,23 @@ def test_training_imports_no_dynamo():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 1.0, 100.0])
+@pytest.mark.parametrize("given_total", [False, True])
+def test_clip_norm_equals_torch(max_norm, given_total):
+    from vcl.loop import clip_norm
+
+    def grads():
+        net, x, y = _problem(3)
+        (net(x) - y).pow(2).mean().backward()
+        return list(net.parameters())
+
+    ours, theirs = grads(), grads()
+    total = torch.tensor(2.5) if given_total else None
+    clip_norm(ours, max_norm, total)
+    if given_total:
+        torch.nn.utils.clip_grads_with_norm_(theirs, max_norm, total)
+    else:
+        torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(ours, theirs, strict=True))

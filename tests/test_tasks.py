@@ -58,3 +58,20 @@ def test_assistance_weights_on_simplex_and_favour_the_informative_organization()
     w = assistance_weights(torch.stack([noise, informative, noise * 2]), residual, "l2")
     assert w.min() >= 0 and w.sum().item() == pytest.approx(1.0, abs=1e-6)
     assert w[1] > 0.8 and w[1] > 4 * max(w[0], w[2])
+
+
+@pytest.mark.parametrize(
+    "kind,k,loss", [("classification", 4, "ce"), ("regression", 1, "l1"), ("regression", 1, "mse")]
+)
+def test_loss_along_a_line_equals_autograd(kind, k, loss):
+    """The line search's L₁(y, F + η d) and dL₁/dη: bit for bit what autograd gives."""
+    task = Task(kind, k, loss)
+    g = torch.Generator().manual_seed(5)
+    F, d = torch.randn(60, k, generator=g) * 2, torch.randn(60, k, generator=g)
+    y = torch.randint(0, k, (60,), generator=g) if kind == "classification" else torch.randn(60, 1, generator=g)
+    for value in (-3.0, 0.0, 0.7, 14.0):
+        eta = torch.tensor([value], requires_grad=True)
+        expected = task.loss_value(F + eta * d, y)
+        expected.backward()
+        loss, slope = task.loss_along(F, d, y, torch.tensor([value]))
+        assert torch.equal(loss, expected.detach()) and torch.equal(slope, eta.grad)

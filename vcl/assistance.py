@@ -45,10 +45,8 @@ def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int 
     tried: list[tuple[float, float]] = []  # (loss, η) at every point L-BFGS evaluated
 
     def closure():
-        opt.zero_grad(set_to_none=True)
-        loss = task.loss_value(F + eta * direction, y)
-        loss.backward()
-        tried.append((float(loss.detach()), float(eta.detach())))
+        loss, eta.grad = task.loss_along(F, direction, y, eta.detach())
+        tried.append((float(loss), float(eta.detach())))
         return loss
 
     for _ in range(steps):

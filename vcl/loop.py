@@ -89,13 +89,24 @@ def build_optimizer(
     return opt, schedulers.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
 
 
+@torch.no_grad()
 def clip_norm(params: list[Tensor], max_norm: float, total: Tensor | None = None) -> None:
     """Scale the gradients so their joint norm is at most ``max_norm`` (``total``: that norm, if computed
-    elsewhere, as for a network split between parties)."""
+    elsewhere, as for a network split between parties). ``torch.nn.utils.clip_grad_norm_``'s arithmetic (its
+    foreach path, taken on CPU and CUDA; tested equal), without its per-call grouping by device and dtype: a
+    third of its time, on a step of a small model. Gradients on several devices or of several dtypes go to torch's."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    if len({(g.device, g.dtype) for g in grads}) > 1 or grads[0].device.type not in ("cpu", "cuda"):
+        if total is None:
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+        else:
+            torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+        return
     if total is None:
-        torch.nn.utils.clip_grad_norm_(params, max_norm)
-    else:
-        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0).to(grads[0].device))
 
 
 class Steps:
