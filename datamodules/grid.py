@@ -105,7 +105,6 @@ class GridDataModule:
         standardize: bool = True,
         assignment: dict | None = None,
     ):
-        super().__init__()
         if not 0.0 < test_fraction < 1.0:
             raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
         if row_groups < 1:

@@ -210,7 +210,6 @@ class ImageDataModule(VerticalDataModule):
         max_train: int = 0,
         batch_size: int = 512,
     ):
-        super().__init__()
         if dataset not in IMAGE_DATASETS:
             raise VCLInputError(
                 f"data.dataset={dataset!r} is not an image dataset; use one of {', '.join(IMAGE_DATASETS)}."

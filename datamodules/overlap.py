@@ -109,7 +109,6 @@ class OverlapDataModule:
         root: str = "data",
         max_rows: int = 0,
     ):
-        super().__init__()
         if not 0.0 < gamma < 1.0:
             raise VCLInputError(f"mpdl.gamma={gamma}; use a co-occurrence probability strictly between 0 and 1.")
         if not 0.0 < test_fraction < 1.0:

@@ -83,7 +83,6 @@ class SequenceDataModule(VerticalDataModule):
         size: int = 2000,
         batch_size: int = 8,
     ):
-        super().__init__()
         if dataset not in SEQUENCE_DATASETS:
             raise VCLInputError(f"data.dataset={dataset!r}; sequence datasets are {', '.join(SEQUENCE_DATASETS)}.")
         check_fractions(test_fraction, val_fraction)

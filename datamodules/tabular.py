@@ -188,7 +188,6 @@ class TabularDataModule(VerticalDataModule):
         categorical: list[str] | tuple = ("error",),
         missing: list[str] | tuple = ("error",),
     ):
-        super().__init__()
         check_fractions(test_fraction, val_fraction)
         self.root = root
         self.dataset = dataset
