@@ -14,9 +14,6 @@ class LightningFit(pl.LightningModule):
         super().__init__()
         self.learner = learner
 
-    def forward(self, x):
-        return self.learner(x)
-
     def training_step(self, batch, batch_idx):
         loss = self.learner.loss_on(batch)
         self.log("train_loss", loss, prog_bar=False, on_epoch=True, on_step=False)

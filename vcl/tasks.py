@@ -62,11 +62,11 @@ class Task:
         the kernels autograd's backward calls, in its order (equal bit for bit, tested) at half its cost — the
         line search evaluates this up to 200 times a round; the regression losses go through autograd."""
         if self.kind == "classification":
-            aten = torch.ops.aten
+            aten, y = torch.ops.aten, y.long()
             with torch.no_grad():
                 log_p = aten._log_softmax(F_ + eta * direction, 1, False)
-                loss, total = aten.nll_loss_forward(log_p, y.long(), None, 1, -100)  # mean over rows
-                grad = aten.nll_loss_backward(torch.ones_like(loss), log_p, y.long(), None, 1, -100, total)
+                loss, total = aten.nll_loss_forward(log_p, y, None, 1, -100)  # mean over rows
+                grad = aten.nll_loss_backward(torch.ones_like(loss), log_p, y, None, 1, -100, total)
                 grad = aten._log_softmax_backward_data(grad, log_p, 1, log_p.dtype)
                 return loss, (grad * direction).sum((0, 1), keepdim=True).view(1)
         eta = eta.detach().requires_grad_(True)
