@@ -71,6 +71,26 @@ def test_gal_on_cuda_matches_cpu(tmp_path):
         assert a["bytes_sent"] == b["bytes_sent"]
 
 
+@pytest.mark.parametrize(
+    "kind,k,loss", [("classification", 4, "ce"), ("regression", 1, "l1"), ("regression", 2, "mse")]
+)
+def test_alices_line_and_weights_on_cuda_equal_the_cpu(kind, k, loss):
+    """The line search's loss along the line (torch on the device, NumPy on the CPU) and the ℓ₂ weights."""
+    from vcl.assistance import assistance_weights
+    from vcl.tasks import Task
+
+    task, g = Task(kind, k, loss), torch.Generator().manual_seed(5)
+    F, d = torch.randn(60, k, generator=g) * 2, torch.randn(60, k, generator=g)
+    y = torch.randint(0, k, (60,), generator=g) if kind == "classification" else torch.randn(60, k, generator=g)
+    cpu, gpu = task.along(F, d, y), task.along(F.cuda(), d.cuda(), y.cuda())
+    for eta in (-3.0, 0.0, 0.7, 14.0):
+        assert gpu(eta) == pytest.approx(cpu(eta), rel=1e-10, abs=1e-12)
+    outputs = torch.randn(5, 60, k, generator=g)
+    w_gpu = assistance_weights(outputs.cuda(), F.cuda(), "l2")
+    assert w_gpu.device.type == "cuda"
+    torch.testing.assert_close(w_gpu.cpu(), assistance_weights(outputs, F, "l2"))
+
+
 def test_concurrent_cnns_equal_sequential_on_cuda(tmp_path):
     a = train(config(tmp_path, "cuda", **IMAGES, **{"run.concurrent": True}), verbose=False, write=False)
     b = train(config(tmp_path, "cuda", **IMAGES, **{"run.concurrent": False}), verbose=False, write=False)

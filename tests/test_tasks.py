@@ -60,18 +60,43 @@ def test_assistance_weights_on_simplex_and_favour_the_informative_organization()
     assert w[1] > 0.8 and w[1] > 4 * max(w[0], w[2])
 
 
+def test_l2_weights_on_the_gram_matrix_equal_adam_on_the_outputs():
+    """The ℓ₂ assistance weights, from the M × M Gram matrix in NumPy, equal torch's Adam on the (M, N, K) outputs
+    through autograd in float64 (and the float32 route to float32's precision)."""
+    g = torch.Generator().manual_seed(3)
+    outputs, residual = torch.randn(5, 80, 3, generator=g), torch.randn(80, 3, generator=g)
+
+    def adam(dtype):
+        theta = torch.ones(5, dtype=dtype, requires_grad=True)
+        opt = torch.optim.Adam([theta], lr=0.1, weight_decay=5e-4)
+        for _ in range(100):
+            opt.zero_grad()
+            combined = torch.einsum("m,mnk->nk", torch.softmax(theta, 0), outputs.to(dtype))
+            (combined - residual.to(dtype)).pow(2).mean().backward()
+            opt.step()
+        return torch.softmax(theta.detach(), 0)
+
+    w = assistance_weights(outputs, residual, "l2")
+    assert w.dtype == torch.float32
+    torch.testing.assert_close(w.double(), adam(torch.float64), rtol=1e-6, atol=1e-7)  # float32's rounding of it
+    torch.testing.assert_close(w, adam(torch.float32), rtol=1e-5, atol=1e-6)
+    assert not torch.equal(w, torch.full((5,), 0.2))  # it moved
+
+
 @pytest.mark.parametrize(
-    "kind,k,loss", [("classification", 4, "ce"), ("regression", 1, "l1"), ("regression", 1, "mse")]
+    "kind,k,loss", [("classification", 4, "ce"), ("regression", 1, "l1"), ("regression", 2, "mse")]
 )
 def test_loss_along_a_line_equals_autograd(kind, k, loss):
-    """The line search's L₁(y, F + η d) and dL₁/dη: bit for bit what autograd gives."""
+    """The line search's L₁(y, F + η d) and dL₁/dη (NumPy, float64): what autograd gives in float64."""
     task = Task(kind, k, loss)
     g = torch.Generator().manual_seed(5)
     F, d = torch.randn(60, k, generator=g) * 2, torch.randn(60, k, generator=g)
-    y = torch.randint(0, k, (60,), generator=g) if kind == "classification" else torch.randn(60, 1, generator=g)
+    y = torch.randint(0, k, (60,), generator=g) if kind == "classification" else torch.randn(60, k, generator=g)
+    along = task.along(F, d, y)
     for value in (-3.0, 0.0, 0.7, 14.0):
-        eta = torch.tensor([value], requires_grad=True)
-        expected = task.loss_value(F + eta * d, y)
+        eta = torch.tensor([value], dtype=torch.float64, requires_grad=True)
+        expected = task.loss_value(F.double() + eta * d.double(), y if kind == "classification" else y.double())
         expected.backward()
-        loss, slope = task.loss_along(F, d, y, torch.tensor([value]))
-        assert torch.equal(loss, expected.detach()) and torch.equal(slope, eta.grad)
+        loss, slope = along(value)
+        assert loss == pytest.approx(float(expected.detach()), rel=1e-12)
+        assert slope == pytest.approx(float(eta.grad), rel=1e-10, abs=1e-12)

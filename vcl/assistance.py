@@ -1,15 +1,17 @@
 """Alice's two small optimizations per round (GAL Algorithm 1).
 
 - :func:`assistance_weights`: ``ŵ = argmin_{w ∈ simplex} E ℓ(r, Σ_m w_m f_m)`` with ``w = softmax(θ)``,
-  θ initialised to ones, Adam (lr 0.1, weight decay 5e-4), 100 full-batch steps.
-- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by L-BFGS (lr 1; :mod:`vcl.optim`, torch's), η from 1,
-  10 steps. It never returns an η whose loss is above the loss at η = 0 (no step at all).
+  θ initialised to ones, Adam (lr 0.1, weight decay 5e-4), 100 full-batch steps; for ℓ₂ on the M × M Gram
+  matrix of the outputs, in float64.
+- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by L-BFGS (torch's iterations, lr 1), η from 1,
+  10 steps, in float64. It never returns an η whose loss is above the loss at η = 0 (no step at all).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -26,6 +28,8 @@ def assistance_weights(
     if m == 1:
         return torch.ones(1, device=outputs.device)
     outputs = outputs.detach()
+    if loss == "l2":
+        return _l2_weights(outputs, residual.detach(), steps, lr, weight_decay).to(outputs.device)
     theta = torch.ones(m, device=outputs.device, requires_grad=True)
     opt = optim.Adam([theta], lr=lr, weight_decay=weight_decay)
     for _ in range(steps):
@@ -36,25 +40,43 @@ def assistance_weights(
     return torch.softmax(theta.detach(), 0)
 
 
-def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int = 10, init: float = 1.0) -> float:
-    """The assisted learning rate η̂ minimizing Alice's task loss along ``direction``."""
-    F, direction = F.detach(), direction.detach()
-    eta = torch.tensor([init], device=F.device, requires_grad=True)
-    opt = optim.LBFGS([eta], lr=1.0)
+def _l2_weights(outputs: Tensor, residual: Tensor, steps: int, lr: float, weight_decay: float) -> Tensor:
+    """The ℓ₂ case: ``E ℓ₂(r, Σ w_m f_m) = (wᵀGw − 2wᵀc + rᵀr) / NK`` with the Gram matrix ``G = [f_m · f_m']``
+    and ``c = [f_m · r]``, computed once in float64; then Adam's steps (torch's arithmetic, betas 0.9/0.999,
+    eps 1e-8) on θ with the closed-form gradient, in NumPy: M numbers a step instead of M·N·K."""
+    m = outputs.shape[0]
+    f = outputs.reshape(m, -1).double()
+    gram = (f @ f.T).cpu().numpy()
+    c = (f @ residual.reshape(-1).double()).cpu().numpy()
+    scale = 2.0 / f.shape[1]
+    theta, exp_avg, exp_avg_sq = np.ones(m), np.zeros(m), np.zeros(m)
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    for step in range(1, steps + 1):
+        e = np.exp(theta - theta.max())
+        w = e / e.sum()
+        g = (gram @ w - c) * scale  # ∂loss/∂w
+        grad = w * (g - w @ g) + weight_decay * theta  # through the softmax, plus Adam's L2 weight decay
+        exp_avg += (1 - beta1) * (grad - exp_avg)
+        exp_avg_sq = exp_avg_sq * beta2 + (1 - beta2) * grad * grad
+        denom = np.sqrt(exp_avg_sq) / math.sqrt(1 - beta2**step) + eps
+        theta = theta - lr / (1 - beta1**step) * exp_avg / denom
+    e = np.exp(theta - theta.max())
+    return torch.from_numpy(e / e.sum()).float()
 
+
+def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int = 10, init: float = 1.0) -> float:
+    """The assisted learning rate η̂ minimizing Alice's task loss along ``direction``: L-BFGS's iterations on the
+    number η (:func:`vcl.optim.lbfgs_scalar`) over the loss along the line in float64 (:meth:`Task.along`)."""
+    along = task.along(F, direction, y)
     tried: list[tuple[float, float]] = []  # (loss, η) at every point L-BFGS evaluated
 
-    def closure():
-        loss, eta.grad = task.loss_along(F, direction, y, eta.detach())
-        tried.append((float(loss), float(eta.detach())))
-        return loss
+    def fun(eta: float) -> tuple[float, float]:
+        loss, slope = along(eta) if math.isfinite(eta) else (math.nan, math.nan)
+        tried.append((loss, eta))
+        return loss, slope
 
-    for _ in range(steps):
-        opt.step(closure)
-    found = float(eta.detach())
-    with torch.no_grad():
-        no_step = float(task.loss_value(F, y))
-        stepped = float(task.loss_value(F + found * direction, y))
+    found = optim.lbfgs_scalar(fun, init, steps)
+    no_step, stepped = along(0.0)[0], along(found)[0]
     # L-BFGS can overshoot on a non-smooth loss (L1) and end worse than where it passed: keep the best
     # point it evaluated, and never one worse than no step at all.
     candidates = [(loss, e) for loss, e in [*tried, (stepped, found)] if math.isfinite(loss)]

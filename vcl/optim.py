@@ -4,10 +4,11 @@
 or stepped: about 1.3 s on a small machine, more than a whole default run's rounds, for a compiler vcl never
 uses. These classes take the same tensor operations in the same order as ``torch.optim.SGD`` and
 ``torch.optim.Adam`` (their per-tensor implementations; the multi-tensor ones that CUDA uses do the same
-arithmetic), ``torch.optim.LBFGS`` without a line-search function, and ``torch.optim.lr_scheduler.MultiStepLR``,
-so their results are bit-for-bit those of torch's (``tests/test_optim.py`` holds them equal). They keep only
-what vcl's parties use: one parameter group, no sparse or complex parameters, no ``maximize``, no state dict
-(every fit builds a fresh optimizer). ``run.engine: trainer`` gives Lightning torch's own classes.
+arithmetic) and ``torch.optim.lr_scheduler.MultiStepLR``, so their results are bit-for-bit those of torch's
+(``tests/test_optim.py`` holds them equal); :func:`lbfgs_scalar` is ``torch.optim.LBFGS`` without a line-search
+function on one number, in Python floats. They keep only what vcl's parties use: one parameter group, no sparse
+or complex parameters, no ``maximize``, no state dict (every fit builds a fresh optimizer). ``run.engine:
+trainer`` gives Lightning torch's own classes.
 """
 
 from __future__ import annotations
@@ -119,70 +120,39 @@ class MultiStepLR:
                 group["lr"] = group["lr"] * self.gamma**hits
 
 
-class LBFGS(Optimizer):
-    """``torch.optim.LBFGS`` without a line-search function: ``step(closure)`` runs up to ``max_iter`` iterations
-    of fixed step ``lr`` along the L-BFGS direction (the first one scaled to at most a unit move)."""
-
-    def __init__(
-        self,
-        params,
-        lr: float = 1.0,
-        max_iter: int = 20,
-        max_eval: int | None = None,
-        tolerance_grad: float = 1e-7,
-        tolerance_change: float = 1e-9,
-        history_size: int = 100,
-    ):
-        max_eval = max_iter * 5 // 4 if max_eval is None else max_eval
-        super().__init__(
-            params,
-            lr=lr,
-            max_iter=max_iter,
-            max_eval=max_eval,
-            tolerance_grad=tolerance_grad,
-            tolerance_change=tolerance_change,
-            history_size=history_size,
-        )
-        self.memory: dict = {"func_evals": 0, "n_iter": 0}
-
-    def _flat_grad(self) -> Tensor:
-        return torch.cat([p.new(p.numel()).zero_() if p.grad is None else p.grad.view(-1) for p in self.params], 0)
-
-    def _add_grad(self, step_size, update: Tensor) -> None:
-        offset = 0
-        for p in self.params:
-            p.add_(update[offset : offset + p.numel()].view_as(p), alpha=step_size)
-            offset += p.numel()
-
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Tensor]) -> Tensor:
-        closure = torch.enable_grad()(closure)
-        g = self.param_groups[0]
-        lr, max_iter, max_eval = g["lr"], g["max_iter"], g["max_eval"]
-        tolerance_grad, tolerance_change, history_size = g["tolerance_grad"], g["tolerance_change"], g["history_size"]
-        state = self.memory
-        orig_loss = closure()
-        loss = float(orig_loss.detach())
-        current_evals = 1
-        state["func_evals"] += 1
-        flat_grad = self._flat_grad()
-        if flat_grad.abs().max() <= tolerance_grad:
-            return orig_loss
-        d, t = state.get("d"), state.get("t")
-        old_dirs, old_stps, ro = state.get("old_dirs"), state.get("old_stps"), state.get("ro")
-        H_diag, prev_flat_grad, prev_loss = state.get("H_diag"), state.get("prev_flat_grad"), state.get("prev_loss")
+def lbfgs_scalar(
+    fun: Callable[[float], tuple[float, float]],
+    x: float,
+    steps: int,
+    lr: float = 1.0,
+    max_iter: int = 20,
+    tolerance_grad: float = 1e-7,
+    tolerance_change: float = 1e-9,
+    history_size: int = 100,
+) -> float:
+    """``steps`` calls of ``torch.optim.LBFGS(lr=lr).step`` (no line-search function: up to ``max_iter``
+    iterations of fixed step ``lr`` along the L-BFGS direction, the first scaled to at most a unit move) on one
+    scalar parameter starting at ``x``, in Python floats; ``fun(x)`` gives (loss, derivative). Returns the last x.
+    torch's iterations op for op (tested equal in float64), without a tensor operation's dispatch on a number."""
+    max_eval = max_iter * 5 // 4
+    n_total, d, t, h_diag, prev_g = 0, 0.0, lr, 1.0, 0.0
+    old_dirs: list[float] = []
+    old_stps: list[float] = []
+    ro: list[float] = []
+    for _ in range(steps):
+        loss, g = fun(x)
+        evals = 1
+        if abs(g) <= tolerance_grad:
+            continue
         n_iter = 0
         while n_iter < max_iter:
             n_iter += 1
-            state["n_iter"] += 1
-            if state["n_iter"] == 1:
-                d = flat_grad.neg()
-                old_dirs, old_stps, ro = [], [], []
-                H_diag = 1
+            n_total += 1
+            if n_total == 1:
+                d, h_diag = -g, 1.0
             else:
-                y = flat_grad.sub(prev_flat_grad)
-                s = d.mul(t)
-                ys = y.dot(s)
+                y, s = g - prev_g, d * t
+                ys = y * s
                 if ys > 1e-10:
                     if len(old_dirs) == history_size:
                         old_dirs.pop(0)
@@ -191,41 +161,26 @@ class LBFGS(Optimizer):
                     old_dirs.append(y)
                     old_stps.append(s)
                     ro.append(1.0 / ys)
-                    H_diag = ys / y.dot(y)
-                num_old = len(old_dirs)
-                al = state.setdefault("al", [None] * history_size)
-                q = flat_grad.neg()
-                for i in range(num_old - 1, -1, -1):
-                    al[i] = old_stps[i].dot(q) * ro[i]
-                    q.add_(old_dirs[i], alpha=-al[i])
-                d = r = torch.mul(q, H_diag)
-                for i in range(num_old):
-                    be_i = old_dirs[i].dot(r) * ro[i]
-                    r.add_(old_stps[i], alpha=al[i] - be_i)
-            if prev_flat_grad is None:
-                prev_flat_grad = flat_grad.clone(memory_format=torch.contiguous_format)
-            else:
-                prev_flat_grad.copy_(flat_grad)
-            prev_loss = loss
-            t = min(1.0, 1.0 / flat_grad.abs().sum()) * lr if state["n_iter"] == 1 else lr
-            gtd = flat_grad.dot(d)
-            if gtd > -tolerance_change:
+                    h_diag = ys / (y * y)
+                q, al = -g, [0.0] * len(old_dirs)
+                for i in range(len(old_dirs) - 1, -1, -1):
+                    al[i] = old_stps[i] * q * ro[i]
+                    q = q + -al[i] * old_dirs[i]
+                d = q * h_diag
+                for i in range(len(old_dirs)):
+                    d = d + (al[i] - old_dirs[i] * d * ro[i]) * old_stps[i]
+            prev_g, prev_loss = g, loss
+            t = min(1.0, 1.0 / abs(g)) * lr if n_total == 1 else lr
+            if g * d > -tolerance_change:
                 break
-            ls_func_evals = 0
-            self._add_grad(t, d)
+            x = x + t * d
             opt_cond = False
             if n_iter != max_iter:
-                with torch.enable_grad():
-                    loss = float(closure().detach())
-                flat_grad = self._flat_grad()
-                opt_cond = flat_grad.abs().max() <= tolerance_grad
-                ls_func_evals = 1
-            current_evals += ls_func_evals
-            state["func_evals"] += ls_func_evals
-            if n_iter == max_iter or current_evals >= max_eval or opt_cond:
+                loss, g = fun(x)
+                opt_cond = abs(g) <= tolerance_grad
+                evals += 1
+            if n_iter == max_iter or evals >= max_eval or opt_cond:
                 break
-            if d.mul(t).abs().max() <= tolerance_change or abs(loss - prev_loss) < tolerance_change:
+            if abs(d * t) <= tolerance_change or abs(loss - prev_loss) < tolerance_change:
                 break
-        state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_stps, ro=ro, H_diag=H_diag)
-        state.update(prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
-        return orig_loss
+    return x
