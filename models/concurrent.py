@@ -14,13 +14,14 @@ still only used to compute that organization's own fit; nothing is sent anywhere
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 from vcl.models.residual import ResidualRegressor
 
-from vcl.loop import train
+from vcl.loop import LinearSteps, pack, train, unpack
 from vcl.losses import local_loss
 
 _SHARED = (
@@ -94,6 +95,12 @@ def fit_concurrently(
         raise ValueError("fit_concurrently needs fast-engine ResidualRegressors with equal hyper-parameters.")
     hp = learners[0].hparams
     device = targets.device
+    n, m = targets.shape[0], len(learners)
+    schedule = _schedule(learners, n, device)
+    y_all = targets.expand(m, *targets.shape)
+    w_all = None if sample_weight is None else sample_weight.expand(m, n)
+    if learners[0]._linear_layer() is not None and features[0].dim() == 2:
+        return _fit_linear(learners, features, y_all, w_all, schedule)
     if features[0].dim() == 2:  # rows: zero-pad to the widest organization
         width = max(f.shape[1] for f in features)
         x = torch.stack([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in features])  # M,N,d
@@ -106,23 +113,6 @@ def fit_concurrently(
     stacked = _stacked_forward(base) if hp.precision == "32-true" else None  # autocast casts vmap's linear its way
     forward = stacked or vmap(lambda p, b, xi: functional_call(base, (p, b), (xi,)))
     steps = learners[0].steps(params.values(), device, clip_with=_clip_per_model)
-    n, m = targets.shape[0], len(learners)
-    gens = [torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners]
-    y_all = targets.expand(m, *targets.shape)
-    w_all = None if sample_weight is None else sample_weight.expand(m, n)
-    rows = torch.arange(m, device=device).unsqueeze(1)
-
-    in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
-
-    def schedule(epoch: int) -> list:  # each organization's minibatches, as it would draw them alone
-        if in_order:
-            return in_order
-        orders = [learners[0].schedule(n, g, None) for g in gens]
-        if not orders[0] or isinstance(orders[0][0], slice):  # in order, nothing drawn: the same for all epochs
-            in_order.extend((slice(None), piece) for piece in orders[0])
-            return in_order
-        order = torch.stack([torch.cat(pieces) for pieces in orders]).to(device)  # M × rows: one copy an epoch
-        return [(rows, idx) for idx in order.split(hp.batch_size, dim=1)]
 
     def loss(epoch: int, batch) -> Tensor:
         which, idx = batch
@@ -135,6 +125,49 @@ def fit_concurrently(
             for name, p in (*lr.net.named_parameters(), *lr.net.named_buffers()):
                 stacked = params[name][i] if name in params else buffers[name][i]
                 p.copy_(stacked[tuple(slice(0, d) for d in p.shape)])  # drop the zero padding
+    return learners
+
+
+def _schedule(learners: list[ResidualRegressor], n: int, device) -> Callable[[int], list]:
+    """An epoch's minibatches of every organization, as each would draw them alone: (organization rows, row
+    indices) pairs, or (all organizations, a slice) when batches are in order (computed once then)."""
+    gens = [torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners]
+    rows = torch.arange(len(learners), device=device).unsqueeze(1)
+    in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
+
+    def schedule(epoch: int) -> list:
+        if in_order:
+            return in_order
+        orders = [learners[0].schedule(n, g, None) for g in gens]
+        if not orders[0] or isinstance(orders[0][0], slice):  # in order, nothing drawn: the same for all epochs
+            in_order.extend((slice(None), piece) for piece in orders[0])
+            return in_order
+        order = torch.stack([torch.cat(pieces) for pieces in orders]).to(device)  # M × rows: one copy an epoch
+        return [(rows, idx) for idx in order.split(learners[0].hparams.batch_size, dim=1)]
+
+    return schedule
+
+
+def _fit_linear(learners, features, y_all, w_all, schedule) -> list[ResidualRegressor]:
+    """Linear learners together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded to
+    the widest organization plus a column of ones, M × N × (d+1); parameters ``[Wᵀ; 0; b]``, M × (d+1) × K."""
+    hp, device = learners[0].hparams, y_all.device
+    width = max(f.shape[1] for f in features)
+    x = torch.stack([torch.nn.functional.pad(f, (0, width + 1 - f.shape[1])) for f in features])
+    x[..., -1] = 1.0
+    layers = [lr.to(device)._linear_layer() for lr in learners]
+    linear = LinearSteps(
+        torch.stack([pack(layer, width) for layer in layers]),
+        lambda params: learners[0].steps(params, device, clip_with=_clip_per_model),
+    )
+
+    def step(epoch: int, batch) -> None:
+        which, idx = batch
+        linear.step(x[which, idx], y_all[which, idx], hp.loss, None if w_all is None else w_all[which, idx])
+
+    train(linear.steps, hp.epochs, schedule, step, models=len(learners))
+    for layer, theta in zip(layers, linear.theta, strict=True):
+        unpack(theta, layer)
     return learners
 
 

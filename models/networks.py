@@ -92,5 +92,14 @@ def build_network(
     return nn.Sequential(extractor, nn.Linear(width, out_features))
 
 
+def single_linear(net: nn.Module) -> str | None:
+    """The name of the network's one layer when it is a Linear with bias and nothing else (an empty extractor and
+    the head: the linear learner), else None."""
+    leaves = [(name, m) for name, m in net.named_modules() if not isinstance(m, nn.Sequential)]
+    if len(leaves) == 1 and isinstance(leaves[0][1], nn.Linear) and leaves[0][1].bias is not None:
+        return leaves[0][0]
+    return None
+
+
 def extractor_width(net: nn.Sequential) -> int:
     return net[1].in_features

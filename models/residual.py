@@ -19,20 +19,23 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from vcl.models.networks import build_network
+from vcl.models.networks import build_network, single_linear
 
 from vcl import optim, progress
 from vcl.loop import (
     DRAWS,
     PRECISIONS,
+    LinearSteps,
     Steps,
     autocast,
     build_optimizer,
     derived_seed,
     minibatches,
+    pack,
     seeded_draws,
     seeded_init,
     train,
+    unpack,
 )
 from vcl.losses import check_local_loss, local_loss
 
@@ -171,11 +174,32 @@ class ResidualRegressor(nn.Module):
         self.train()
         gen = torch.Generator(device="cpu").manual_seed(self.hparams.seed)
 
+        def batches(epoch: int) -> list:
+            return self.schedule(x.shape[0], gen, x.device)
+
+        layer = self._linear_layer()
+        if layer is not None:  # closed-form gradients
+            linear = LinearSteps(pack(layer), lambda params: self.steps(params, x.device))
+            ones = torch.cat([x, x.new_ones(x.shape[0], 1)], 1)  # x and a column of ones (the bias's input)
+
+            def step(epoch: int, rows) -> None:
+                linear.step(ones[rows], y[rows], self.hparams.loss, None if w is None else w[rows])
+
+            train(linear.steps, self.hparams.epochs, batches, step)
+            unpack(linear.theta, layer)
+            return
+
         def loss(epoch: int, rows) -> Tensor:
             return self.loss_on((x[rows], y[rows], None if w is None else w[rows]))
 
-        steps = self.steps(self.parameters(), x.device)
-        train(steps, self.hparams.epochs, lambda epoch: self.schedule(x.shape[0], gen, x.device), loss)
+        train(self.steps(self.parameters(), x.device), self.hparams.epochs, batches, loss)
+
+    def _linear_layer(self) -> nn.Linear | None:
+        """The network's one Linear layer when the learner is ``x Wᵀ + b`` trained in float32 (its steps then take
+        closed-form gradients, :func:`vcl.loop.linear_step`), else None."""
+        plain = type(self).forward is ResidualRegressor.forward and type(self).loss_on is ResidualRegressor.loss_on
+        name = single_linear(self.net) if plain and self.hparams.precision == "32-true" else None
+        return None if name is None else self.net.get_submodule(name)
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
         import pytorch_lightning as pl

@@ -8,7 +8,7 @@ from sklearn.svm import SVR
 from vcl.models import LearnerSettings, ResidualRegressor, SklearnRegressor, build_learner, fit_concurrently
 
 from vcl.errors import VCLInputError
-from vcl.losses import local_loss
+from vcl.losses import local_loss, local_loss_grad
 
 
 def _data(widths, n=64, k=3, seed=0):
@@ -51,6 +51,43 @@ def test_stacked_linear_forward_equals_vmap(hidden):
         results.append([out.detach(), *(p.grad for p in params.values())])
     assert all(torch.equal(a, b) for a, b in zip(*results, strict=True))
     assert _stacked_forward(torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3))) is None
+
+
+@pytest.mark.parametrize("loss", ["l1", "l1.5", "l2", "l4", "ce"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("stacked", [False, True])
+def test_local_loss_gradient_in_closed_form_equals_autograd(loss, weighted, stacked):
+    g = torch.Generator().manual_seed(2)
+    shape = (3, 20, 4) if stacked else (20, 4)
+    pred = torch.randn(shape, generator=g, requires_grad=True)
+    target = torch.softmax(torch.randn(shape, generator=g), -1) if loss == "ce" else torch.randn(shape, generator=g)
+    w = torch.rand(shape[:-1], generator=g) if weighted else None
+    local_loss(pred, target, loss, w).backward()
+    torch.testing.assert_close(local_loss_grad(pred.detach(), target, loss, w), pred.grad, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("loss", ["l2", "l1.5"])
+@pytest.mark.parametrize("batch_size", [1024, 16])
+def test_linear_fits_with_closed_form_gradients_equal_autograd_fits(monkeypatch, loss, batch_size):
+    """A linear learner's steps (alone, and organizations fitted together) take gradients in closed form; with
+    autograd's instead (the MLP route) the fitted parameters are the same to float32 rounding."""
+    widths = [1, 3, 2, 5]
+    xs, y = _data(widths)
+    kw = dict(out_features=3, epochs=12, milestones=(6,), batch_size=batch_size, loss=loss, grad_clip=0.5)
+    w = torch.rand(64, generator=torch.Generator().manual_seed(1))
+
+    def fits():
+        pairs = enumerate(zip(widths, xs, strict=True))
+        alone = [ResidualRegressor(d, seed=10 + i, **kw).fit(x, y, w) for i, (d, x) in pairs]
+        together = fit_concurrently([ResidualRegressor(d, seed=10 + i, **kw) for i, d in enumerate(widths)], xs, y, w)
+        return [p.detach().clone() for learner in alone + together for p in learner.parameters()]
+
+    closed_form = fits()
+    monkeypatch.setattr(ResidualRegressor, "_linear_layer", lambda self: None)
+    autograd = fits()
+    for a, b in zip(closed_form, autograd, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(closed_form[0], ResidualRegressor(1, seed=10, **kw).net[1].weight)  # they trained
 
 
 def test_fast_engine_equals_lightning_trainer():

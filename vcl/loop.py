@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from vcl import optim, progress
+from vcl.losses import local_loss_grad
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
 DRAWS = 0xD809  # the purpose tag of a fit's draws from torch's global generator (dropout)
@@ -170,6 +171,39 @@ class Steps:
     def epoch_end(self) -> None:
         if self.scheduler is not None:
             self.scheduler.step()
+
+
+class LinearSteps:
+    """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.losses.local_loss` with closed-form gradients, W and b
+    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`pack`; (d+1, K), or stacked (M, d+1, K)) on inputs with a column
+    of ones: a step is ``g = ∂loss/∂(x̃Θ)``, ``∂Θ = x̃ᵀg`` and one parameter's update; no autograd graph. What
+    autograd computes on W and b (the same loss, clipping norm, weight decay and momentum), to float rounding
+    (tested), in a fraction of the operations of a step on a small model. float32 only (no autocast)."""
+
+    def __init__(self, theta: Tensor, make_steps: Callable[[list[Tensor]], Steps]):
+        self.theta = theta.detach().clone().requires_grad_()
+        self.steps = make_steps([self.theta])
+
+    @torch.no_grad()
+    def step(self, x: Tensor, y: Tensor, loss: str, w: Tensor | None = None) -> None:
+        """One step on inputs ``x`` (their last column ones), targets ``y`` and sample weights ``w``."""
+        g = local_loss_grad(torch.matmul(x, self.theta), y, loss, w)
+        self.theta.grad = torch.matmul(x.transpose(-1, -2), g)
+        self.steps.update()
+
+
+def pack(layer: torch.nn.Linear, width: int | None = None) -> Tensor:
+    """A Linear layer as ``Θ = [Wᵀ; 0; b]``, (width + 1, K): zero rows for inputs beyond its own (padding)."""
+    weight = layer.weight.detach().t()
+    pad = (width or layer.in_features) - layer.in_features
+    return torch.cat([weight, weight.new_zeros(pad, weight.shape[1]), layer.bias.detach().unsqueeze(0)])
+
+
+@torch.no_grad()
+def unpack(theta: Tensor, layer: torch.nn.Linear) -> None:
+    """Write ``Θ`` (from :func:`pack`, trained) back into the layer's weight and bias."""
+    layer.weight.copy_(theta[: layer.in_features].t())
+    layer.bias.copy_(theta[-1])
 
 
 def minibatches(
