@@ -97,10 +97,10 @@ def fit_concurrently(
     device = targets.device
     n, m = targets.shape[0], len(learners)
     schedule = _schedule(learners, n, device)
+    if learners[0]._linear_layer() is not None and features[0].dim() == 2:
+        return _fit_linear(learners, features, targets, sample_weight, schedule)
     y_all = targets.expand(m, *targets.shape)
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
-    if learners[0]._linear_layer() is not None and features[0].dim() == 2:
-        return _fit_linear(learners, features, y_all, w_all, schedule)
     if features[0].dim() == 2:  # rows: zero-pad to the widest organization
         width = max(f.shape[1] for f in features)
         x = torch.stack([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in features])  # M,N,d
@@ -138,36 +138,30 @@ def _schedule(learners: list[ResidualRegressor], n: int, device) -> Callable[[in
     def schedule(epoch: int) -> list:
         if in_order:
             return in_order
-        orders = [learners[0].schedule(n, g, None) for g in gens]
-        if not orders[0] or isinstance(orders[0][0], slice):  # in order, nothing drawn: the same for all epochs
-            in_order.extend((slice(None), piece) for piece in orders[0])
+        pieces = learners[0].schedule(n, gens, device)
+        if not pieces or isinstance(pieces[0], slice):  # in order, nothing drawn: the same for all epochs
+            in_order.extend((slice(None), piece) for piece in pieces)
             return in_order
-        order = torch.stack([torch.cat(pieces) for pieces in orders]).to(device)  # M × rows: one copy an epoch
-        return [(rows, idx) for idx in order.split(learners[0].hparams.batch_size, dim=1)]
+        return [(rows, idx) for idx in pieces]
 
     return schedule
 
 
-def _fit_linear(learners, features, y_all, w_all, schedule) -> list[ResidualRegressor]:
+def _fit_linear(learners, features, targets, sample_weight, schedule) -> list[ResidualRegressor]:
     """Linear learners together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded to
     the widest organization plus a column of ones, M × N × (d+1); parameters ``[Wᵀ; 0; b]``, M × (d+1) × K."""
-    hp, device = learners[0].hparams, y_all.device
+    hp, device = learners[0].hparams, targets.device
     width = max(f.shape[1] for f in features)
     x = torch.stack([torch.nn.functional.pad(f, (0, width + 1 - f.shape[1])) for f in features])
     x[..., -1] = 1.0
     layers = [lr.to(device)._linear_layer() for lr in learners]
+    theta = torch.stack([pack(layer, width) for layer in layers])
     linear = LinearSteps(
-        torch.stack([pack(layer, width) for layer in layers]),
-        lambda params: learners[0].steps(params, device, clip_with=_clip_per_model),
+        theta, lambda p: learners[0].steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
     )
-
-    def step(epoch: int, batch) -> None:
-        which, idx = batch
-        linear.step(x[which, idx], y_all[which, idx], hp.loss, None if w_all is None else w_all[which, idx])
-
-    train(linear.steps, hp.epochs, schedule, step, models=len(learners))
-    for layer, theta in zip(layers, linear.theta, strict=True):
-        unpack(theta, layer)
+    train(linear.steps, hp.epochs, schedule, lambda epoch, batch: linear.step(batch[1]), models=len(learners))
+    for layer, trained in zip(layers, linear.theta, strict=True):
+        unpack(trained, layer)
     return learners
 
 

@@ -95,6 +95,8 @@ class ResidualRegressor(nn.Module):
         self.hparams = hparams
         with seeded_init(seed):
             self.net = self.build_net(in_shape, out_features)
+        plain = type(self).forward is ResidualRegressor.forward and type(self).loss_on is ResidualRegressor.loss_on
+        self._linear = single_linear(self.net) if plain and precision == "32-true" else None  # its name
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams
@@ -145,8 +147,11 @@ class ResidualRegressor(nn.Module):
     @torch.no_grad()
     def predict(self, features: Tensor, chunk: int = 4096) -> Tensor:
         """Outputs in float32, computed ``chunk`` rows at a time (images of a whole split need not fit at once)."""
-        self.eval()
         x = features.to(self.device)
+        layer = self._linear_layer()
+        if layer is not None:  # x Wᵀ + b: the network's one operation, without its modules' calls
+            return torch.addmm(layer.bias, x, layer.weight.t())
+        self.eval()
         with self._autocast(x.device):
             return torch.cat([self(x[i : i + chunk]).float() for i in range(0, x.shape[0], chunk)])
 
@@ -163,8 +168,9 @@ class ResidualRegressor(nn.Module):
         )
         return Steps(opt, sched, clip=hp.grad_clip, precision=hp.precision, device=device, clip_with=clip_with)
 
-    def schedule(self, n: int, generator: torch.Generator, device) -> list:
-        """An epoch's minibatches: in order when one batch holds every row, else shuffled by ``generator``."""
+    def schedule(self, n: int, generator: torch.Generator | list[torch.Generator], device) -> list:
+        """An epoch's minibatches: in order when one batch holds every row, else shuffled by ``generator`` (or by
+        each of several learners' generators: :func:`vcl.loop.minibatches`)."""
         hp = self.hparams
         min_rows = 2 if hp.arch == "cnn" else 1  # BatchNorm cannot train on a single row
         return minibatches(n, hp.batch_size, generator, shuffle=n > hp.batch_size, min_rows=min_rows, device=device)
@@ -179,13 +185,9 @@ class ResidualRegressor(nn.Module):
 
         layer = self._linear_layer()
         if layer is not None:  # closed-form gradients
-            linear = LinearSteps(pack(layer), lambda params: self.steps(params, x.device))
             ones = torch.cat([x, x.new_ones(x.shape[0], 1)], 1)  # x and a column of ones (the bias's input)
-
-            def step(epoch: int, rows) -> None:
-                linear.step(ones[rows], y[rows], self.hparams.loss, None if w is None else w[rows])
-
-            train(linear.steps, self.hparams.epochs, batches, step)
+            linear = LinearSteps(pack(layer), lambda p: self.steps(p, x.device), ones, y, self.hparams.loss, w)
+            train(linear.steps, self.hparams.epochs, batches, lambda epoch, rows: linear.step(rows))
             unpack(linear.theta, layer)
             return
 
@@ -196,10 +198,8 @@ class ResidualRegressor(nn.Module):
 
     def _linear_layer(self) -> nn.Linear | None:
         """The network's one Linear layer when the learner is ``x Wᵀ + b`` trained in float32 (its steps then take
-        closed-form gradients, :func:`vcl.loop.linear_step`), else None."""
-        plain = type(self).forward is ResidualRegressor.forward and type(self).loss_on is ResidualRegressor.loss_on
-        name = single_linear(self.net) if plain and self.hparams.precision == "32-true" else None
-        return None if name is None else self.net.get_submodule(name)
+        closed-form gradients, :class:`vcl.loop.LinearSteps`), else None."""
+        return None if self._linear is None else self.net.get_submodule(self._linear)
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
         import pytorch_lightning as pl

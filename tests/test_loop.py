@@ -18,6 +18,15 @@ def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
     assert all(torch.equal(a, b) for a, b in zip(pieces, again, strict=True))
 
 
+def test_minibatches_of_several_generators_are_each_ones_own():
+    """Models trained together: piece i holds every model's piece i, as each would draw it alone."""
+    together = minibatches(9, 4, [torch.Generator().manual_seed(s) for s in (3, 4, 5)], min_rows=2)
+    alone = [minibatches(9, 4, torch.Generator().manual_seed(s), min_rows=2) for s in (3, 4, 5)]
+    assert [tuple(p.shape) for p in together] == [(3, 4), (3, 4)]
+    for i, piece in enumerate(together):
+        assert all(torch.equal(piece[m], alone[m][i]) for m in range(3))
+
+
 def test_minibatches_in_order_draw_nothing():
     gen = torch.Generator().manual_seed(0)
     state = gen.get_state()

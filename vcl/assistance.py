@@ -42,12 +42,12 @@ def assistance_weights(
 
 def _l2_weights(outputs: Tensor, residual: Tensor, steps: int, lr: float, weight_decay: float) -> Tensor:
     """The ℓ₂ case: ``E ℓ₂(r, Σ w_m f_m) = (wᵀGw − 2wᵀc + rᵀr) / NK`` with the Gram matrix ``G = [f_m · f_m']``
-    and ``c = [f_m · r]``, computed once in float64; then Adam's steps (torch's arithmetic, betas 0.9/0.999,
+    and ``c = [f_m · r]``, computed once (one matrix product); then Adam's steps (torch's arithmetic, betas 0.9/0.999,
     eps 1e-8) on θ with the closed-form gradient, in NumPy: M numbers a step instead of M·N·K."""
     m = outputs.shape[0]
-    f = outputs.reshape(m, -1).double()
-    gram = (f @ f.T).cpu().numpy()
-    c = (f @ residual.reshape(-1).double()).cpu().numpy()
+    f = torch.cat([outputs.reshape(m, -1), residual.reshape(1, -1).to(outputs.dtype)])
+    gram_all = (f @ f.T).double().cpu().numpy()  # [G c; cᵀ rᵀr]: one product, M + 1 rows
+    gram, c = gram_all[:m, :m], gram_all[:m, m]
     scale = 2.0 / f.shape[1]
     theta, exp_avg, exp_avg_sq = np.ones(m), np.zeros(m), np.zeros(m)
     beta1, beta2, eps = 0.9, 0.999, 1e-8

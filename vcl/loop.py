@@ -175,21 +175,77 @@ class Steps:
 
 class LinearSteps:
     """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.losses.local_loss` with closed-form gradients, W and b
-    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`pack`; (d+1, K), or stacked (M, d+1, K)) on inputs with a column
-    of ones: a step is ``g = ∂loss/∂(x̃Θ)``, ``∂Θ = x̃ᵀg`` and one parameter's update; no autograd graph. What
-    autograd computes on W and b (the same loss, clipping norm, weight decay and momentum), to float rounding
-    (tested), in a fraction of the operations of a step on a small model. float32 only (no autocast)."""
+    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`pack`; (d+1, K), or M models stacked, (M, d+1, K)) on the
+    inputs ``x`` with a column of ones ((N, d+1), or (M, N, d+1)); targets ``y`` (N, K) and sample weights ``w``
+    (N,) are the same for every model. No autograd graph:
 
-    def __init__(self, theta: Tensor, make_steps: Callable[[list[Tensor]], Steps]):
+    - ℓ₂: the gradient is ``(2/K)(G Θ − C)`` with ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` (D: the batch's rows and their
+      weights); in-order batches compute them once, shuffled ones per step, in operations on x (N × (d+1) per
+      model), never on the M × N × K outputs;
+    - other losses: ``g = ∂loss/∂(x̃Θ)`` on the batch (:func:`vcl.losses.local_loss_grad`), then ``x̃ᵀg``.
+
+    Then one parameter's update by the learner's :class:`Steps` (clipping, weight decay, momentum, schedule).
+    What autograd computes on W and b, to float rounding (tested). float32 only (no autocast)."""
+
+    def __init__(self, theta: Tensor, make_steps: Callable[[list[Tensor]], Steps], x, y, loss: str, w=None):
         self.theta = theta.detach().clone().requires_grad_()
         self.steps = make_steps([self.theta])
+        self.x, self.y, self.loss, self.w = x, y, loss, w
+        self.rows = torch.arange(x.shape[0], device=x.device).unsqueeze(1) if x.dim() == 3 else None
+        self.fixed: dict = {}  # ℓ₂'s (G, C) of in-order batches
+
+    def _batch_weights(self, idx) -> Tensor | float:
+        """Each of the batch's rows' weight in the loss's mean (1/B, or w_i / Σ w)."""
+        if self.w is None:
+            return 1.0 / (idx.stop - idx.start if isinstance(idx, slice) else idx.shape[-1])
+        wb = self.w[idx]
+        return wb / wb.sum(-1, keepdim=True).clamp_min(1e-12)
+
+    def _gram(self, idx) -> tuple[Tensor, Tensor]:
+        """ℓ₂'s ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` of the batch: an in-order one's once, a shuffled one's as the rows'
+        weights scattered over all N rows (no gather of the batch's targets)."""
+        key = (idx.start, idx.stop) if isinstance(idx, slice) else None
+        if key in self.fixed:
+            return self.fixed[key]
+        weights = self._batch_weights(idx)
+        if key is not None:
+            x, y = self.x[..., idx, :], self.y[idx]
+            xw = x * (weights.unsqueeze(-1) if isinstance(weights, Tensor) else weights)
+        else:
+            x, y = self.x, self.y
+            coef = x.new_zeros(x.shape[:-1])
+            coef.scatter_(-1, idx, weights if isinstance(weights, Tensor) else coef.new_full(idx.shape, weights))
+            xw = x * coef.unsqueeze(-1)
+        xw = xw.transpose(-1, -2)
+        gram = (xw @ x, xw @ y)
+        if key is not None:
+            self.fixed[key] = gram
+        return gram
 
     @torch.no_grad()
-    def step(self, x: Tensor, y: Tensor, loss: str, w: Tensor | None = None) -> None:
-        """One step on inputs ``x`` (their last column ones), targets ``y`` and sample weights ``w``."""
-        g = local_loss_grad(torch.matmul(x, self.theta), y, loss, w)
-        self.theta.grad = torch.matmul(x.transpose(-1, -2), g)
+    def step(self, idx) -> None:
+        """One step on the batch ``idx`` of the N rows: a slice (in order, the same for every model) or row
+        indices, (B,) or, stacked, (M, B)."""
+        n = self.x.shape[-2]
+        if self.loss == "l2" and (isinstance(idx, slice) or 4 * idx.shape[-1] >= n):  # else gathering costs less
+            gram, c = self._gram(idx)
+            self.theta.grad = torch.matmul(gram, self.theta).sub_(c).mul_(2.0 / self.y.shape[-1])
+        else:
+            if isinstance(idx, slice):
+                xb = self.x[..., idx, :]
+            else:
+                xb = self.x[idx] if self.x.dim() == 2 else self.x[self.rows, idx]
+            yb, wb = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
+            g = local_loss_grad(xb @ self.theta, yb, self.loss, wb)
+            self.theta.grad = xb.transpose(-1, -2) @ g
         self.steps.update()
+
+
+def _rows_of(t: Tensor, idx) -> Tensor:
+    """``t[idx]`` for rows shared by every model (``index_select``: a fraction of advanced indexing's time)."""
+    if isinstance(idx, slice):
+        return t[idx]
+    return t.index_select(0, idx.reshape(-1)).view(*idx.shape, *t.shape[1:])
 
 
 def pack(layer: torch.nn.Linear, width: int | None = None) -> Tensor:
@@ -207,14 +263,25 @@ def unpack(theta: Tensor, layer: torch.nn.Linear) -> None:
 
 
 def minibatches(
-    n: int, batch_size: int, generator: torch.Generator, *, shuffle: bool = True, min_rows: int = 1, device=None
+    n: int,
+    batch_size: int,
+    generator: torch.Generator | list[torch.Generator],
+    *,
+    shuffle: bool = True,
+    min_rows: int = 1,
+    device=None,
 ) -> list:
     """One epoch's minibatches of ``n`` rows: a permutation drawn from ``generator`` cut into ``batch_size``
     pieces of row indices on ``device`` (``shuffle=False``: slices in order, nothing drawn); a last piece under
     ``min_rows`` rows is left out (BatchNorm cannot train on one row). Parties holding the same generator draw
-    the same."""
+    the same. Several generators (models trained together): each draws its own permutation, and a piece holds
+    every model's indices, (M, B)."""
     if shuffle:
-        pieces = list(torch.randperm(n, generator=generator).to(device).split(batch_size))
+        if isinstance(generator, list):
+            order = torch.stack([torch.randperm(n, generator=g) for g in generator])
+        else:
+            order = torch.randperm(n, generator=generator)
+        pieces = list(order.to(device).split(batch_size, dim=-1))
     else:
         pieces = [slice(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
     if pieces and _rows(pieces[-1]) < min_rows:
@@ -223,7 +290,7 @@ def minibatches(
 
 
 def _rows(piece) -> int:
-    return piece.stop - piece.start if isinstance(piece, slice) else piece.numel()
+    return piece.stop - piece.start if isinstance(piece, slice) else piece.shape[-1]
 
 
 def train(
