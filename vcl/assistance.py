@@ -2,7 +2,7 @@
 
 - :func:`assistance_weights`: ``ŵ = argmin_{w ∈ simplex} E ℓ(r, Σ_m w_m f_m)`` with ``w = softmax(θ)``,
   θ initialised to ones, Adam (lr 0.1, weight decay 5e-4), 100 full-batch steps; for ℓ₂ on the M × M Gram
-  matrix of the outputs, in float64.
+  matrix of the outputs (Adam in float64).
 - :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by L-BFGS (torch's iterations, lr 1), η from 1,
   10 steps, in float64. It never returns an η whose loss is above the loss at η = 0 (no step at all).
 """
