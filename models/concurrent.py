@@ -2,10 +2,11 @@
 
 The organizations of a GAL round are independent: each fits the same pseudo-residual on its own
 columns. When their learners are :class:`ResidualRegressor` s with the same hyper-parameters, their
-parameters are stacked (``torch.func.stack_module_state``) and trained under ``vmap``: one batched
-forward/backward per step instead of M. Inputs narrower than the widest are zero-padded and the
-matching weights start at zero, so they get zero gradient and stay zero; gradient clipping is per
-organization. The result equals fitting each learner alone (``tests/test_learners.py``).
+parameters are stacked (``torch.func.stack_module_state``) and trained under ``vmap`` (MLPs in fp32: one
+``baddbmm`` per layer): one batched forward/backward per step instead of M. Linear learners in fp32 are stacked
+as ``[Wᵀ; 0; b]`` and take closed-form steps (:class:`vcl.loop.LinearSteps`). Inputs narrower than the widest
+are zero-padded and the matching weights start at zero, so they get zero gradient and stay zero; gradient
+clipping is per organization. The result equals fitting each learner alone (``tests/test_learners.py``).
 
 This is a single-host execution strategy of the simulation: each organization's data and model are
 still only used to compute that organization's own fit; nothing is sent anywhere.
@@ -166,9 +167,10 @@ def _fit_linear(learners, features, targets, sample_weight, schedule) -> list[Re
 
 
 def _stacked_forward(base: torch.nn.Module):
-    """For a Linear/MLP (``nn.Sequential`` of Linear layers and parameter-free activations): the M networks'
-    forward as one batched matrix product per layer, ``baddbmm(b, x, Wᵀ)`` — what ``vmap`` computes (bit for bit,
-    tested), without its per-call overhead (about 0.25 ms a step on a CPU, most of a small fit). None otherwise."""
+    """For an MLP (``nn.Sequential`` of Linear layers and parameter-free activations; a lone Linear in fp32 takes
+    :func:`_fit_linear` instead): the M networks' forward as one batched matrix product per layer,
+    ``baddbmm(b, x, Wᵀ)`` — what ``vmap`` computes (bit for bit, tested), without its per-call overhead (about
+    0.25 ms a step on a CPU, most of a small fit). None otherwise."""
     layers: list = []
 
     def chain(module: torch.nn.Module, prefix: str) -> bool:  # nested Sequentials in order (extractor, head)
