@@ -11,7 +11,7 @@ optimizer settings take the paper's value for the learner (GAL Table 9): Linear/
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from vcl.models.classifier import (
     CLASSIFIERS,
@@ -22,7 +22,7 @@ from vcl.models.classifier import (
     check_classifier_name,
     check_weighted,
 )
-from vcl.models.concurrent import concurrency_key, fit_concurrently
+from vcl.models.concurrent import concurrency_key, fit_and_predict, fit_concurrently
 from vcl.models.dms import RoundHead, SharedExtractorRegressor
 from vcl.models.networks import build_mlp, build_network
 from vcl.models.residual import ResidualRegressor
@@ -60,6 +60,7 @@ __all__ = [
     "check_learner_loss",
     "check_learner_name",
     "concurrency_key",
+    "fit_and_predict",
     "fit_concurrently",
 ]
 
@@ -131,36 +132,17 @@ def build_learner(
     for images, ``(T, F)`` for sequences.
     """
     in_shape = (in_shape,) if isinstance(in_shape, int) else tuple(in_shape)
+    if name in DEEP and not shared:  # copies of a prototype's modules (ResidualRegressor.renewed)
+        values = (getattr(settings, f.name) for f in fields(settings))
+        key = (name, in_shape, out_features, loss, *(tuple(v) if isinstance(v, list) else v for v in values))
+        prototype = _PROTOTYPES.get(key)
+        if prototype is None:
+            if len(_PROTOTYPES) >= 64:
+                _PROTOTYPES.pop(next(iter(_PROTOTYPES)))
+            prototype = _PROTOTYPES[key] = _deep_learner(name, in_shape, out_features, loss, 0, settings).to("meta")
+        return prototype.renewed(seed)
     if name in DEEP:
-        arch = DEEP[name]
-        s = settings.resolved(arch)
-        cls = SharedExtractorRegressor if shared else ResidualRegressor
-        return cls(
-            in_shape if len(in_shape) > 1 else in_shape[0],
-            out_features,
-            hidden=() if name == "linear" else tuple(s.hidden),
-            loss=loss,
-            lr=s.lr,
-            momentum=s.momentum,
-            weight_decay=s.weight_decay,
-            epochs=s.epochs,
-            milestones=tuple(s.milestones),
-            gamma=s.gamma,
-            batch_size=s.batch_size,
-            grad_clip=s.grad_clip,
-            seed=seed,
-            engine=s.engine,
-            accelerator=s.accelerator,
-            devices=s.devices,
-            precision=s.precision,
-            arch=arch,
-            optimizer=s.optimizer,
-            widths=tuple(s.widths),
-            lstm_hidden=s.lstm_hidden,
-            dropout=s.dropout,
-            strategy=s.strategy,
-            last_pool=s.last_pool,
-        )
+        return _deep_learner(name, in_shape, out_features, loss, seed, settings, shared)
     if shared:
         raise VCLInputError(
             f"gal.dms=true needs a deep learner (linear, mlp, cnn or lstm), not learner.model={name!r}."
@@ -180,3 +162,38 @@ def build_learner(
 
         return SklearnRegressor(SVR(), seed=seed)
     return SklearnRegressor(make_estimator(check_learner_name(name), "learner.model"), seed=seed)
+
+
+_PROTOTYPES: dict[tuple, ResidualRegressor] = {}  # the last 64 kinds of learner built, on the meta device
+
+
+def _deep_learner(name: str, in_shape: tuple, out_features: int, loss: str, seed: int, settings, shared=False):
+    arch = DEEP[name]
+    s = settings.resolved(arch)
+    cls = SharedExtractorRegressor if shared else ResidualRegressor
+    return cls(
+        in_shape if len(in_shape) > 1 else in_shape[0],
+        out_features,
+        hidden=() if name == "linear" else tuple(s.hidden),
+        loss=loss,
+        lr=s.lr,
+        momentum=s.momentum,
+        weight_decay=s.weight_decay,
+        epochs=s.epochs,
+        milestones=tuple(s.milestones),
+        gamma=s.gamma,
+        batch_size=s.batch_size,
+        grad_clip=s.grad_clip,
+        seed=seed,
+        engine=s.engine,
+        accelerator=s.accelerator,
+        devices=s.devices,
+        precision=s.precision,
+        arch=arch,
+        optimizer=s.optimizer,
+        widths=tuple(s.widths),
+        lstm_hidden=s.lstm_hidden,
+        dropout=s.dropout,
+        strategy=s.strategy,
+        last_pool=s.last_pool,
+    )

@@ -20,9 +20,10 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
+from torch.nn.utils.rnn import pad_sequence
 from vcl.models.residual import ResidualRegressor
 
-from vcl.loop import LinearSteps, pack, train, unpack
+from vcl.loop import LinearSteps, train, unpack
 from vcl.losses import local_loss
 
 _SHARED = (
@@ -52,13 +53,22 @@ def concurrency_key(learner) -> tuple | None:
     MLPs on rows of different widths share a key (inputs are zero-padded); CNNs need equal input shapes.
     LSTMs (no batching rule for ``aten::lstm`` under ``vmap``), shared-extractor learners and networks with
     active dropout fit alone: under ``vmap`` all organizations' dropout masks would come from one generator
-    (``randomness="different"``), not each from its own seed as when it fits alone.
+    (``randomness="different"``), not each from its own seed as when it fits alone. Kept with the learner (and
+    its :meth:`ResidualRegressor.renewed` copies) once computed.
     """
-    if type(learner) is not ResidualRegressor or learner.hparams.engine != "fast" or learner.hparams.arch == "lstm":
+    if type(learner) is not ResidualRegressor:
+        return None
+    if "_concurrency_key" not in learner.__dict__:
+        learner._concurrency_key = _key(learner)
+    return learner._concurrency_key
+
+
+def _key(learner: ResidualRegressor) -> tuple | None:
+    hp = learner.hparams
+    if hp.engine != "fast" or hp.arch == "lstm":
         return None
     if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in learner.net.modules()):
         return None
-    hp = learner.hparams
     shape = () if hp.arch == "mlp" and isinstance(hp.in_features, int) else ("in_features", str(hp.in_features))
     return tuple((k, str(hp[k])) for k in _SHARED) + shape
 
@@ -91,6 +101,32 @@ def fit_concurrently(
     sample_weight: Tensor | None = None,
 ) -> list[ResidualRegressor]:
     """Train ``learners[m]`` on ``(features[m], targets)`` for every m at once; returns the learners."""
+    _fit(learners, features, targets, sample_weight)
+    return learners
+
+
+def fit_and_predict(
+    learners: list[ResidualRegressor],
+    inputs: list[dict[str, Tensor]],
+    targets: Tensor,
+    sample_weight: Tensor | None = None,
+) -> dict[str, Tensor]:
+    """Train ``learners[m]`` on ``(inputs[m]["train"], targets)`` for every m at once, then predict every split of
+    ``inputs[m]`` with it: {split: (M, N, K)} float32. Linear learners predict as one batched product with their
+    stacked parameters (what each computes alone, to float rounding: tested); other learners one by one."""
+    linear = _fit(learners, [i["train"] for i in inputs], targets, sample_weight)
+    if linear is None:
+        return {s: torch.stack([lr.predict(i[s]) for lr, i in zip(learners, inputs, strict=True)]) for s in inputs[0]}
+    theta, x = linear
+    return {
+        s: torch.bmm(x if s == "train" else _padded([i[s] for i in inputs], x.shape[-1], ones=True), theta)
+        for s in inputs[0]
+    }
+
+
+def _fit(learners, features, targets, sample_weight) -> tuple[Tensor, Tensor] | None:
+    """Fit the learners together; for Linear learners returns their trained ``[Wᵀ; 0; b]`` stack and the padded
+    training inputs (:func:`_fit_linear`), else None."""
     keys = {concurrency_key(lr) for lr in learners}
     if len(keys) != 1 or None in keys:
         raise ValueError("fit_concurrently needs fast-engine ResidualRegressors with equal hyper-parameters.")
@@ -104,7 +140,7 @@ def fit_concurrently(
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
     if features[0].dim() == 2:  # rows: zero-pad to the widest organization
         width = max(f.shape[1] for f in features)
-        x = torch.stack([torch.nn.functional.pad(f, (0, width - f.shape[1])) for f in features])  # M,N,d
+        x = _padded(features, width)  # M,N,d
     else:  # images of one shape
         width = None
         x = torch.stack(features)  # M,N,C,H,W
@@ -126,7 +162,7 @@ def fit_concurrently(
             for name, p in (*lr.net.named_parameters(), *lr.net.named_buffers()):
                 stacked = params[name][i] if name in params else buffers[name][i]
                 p.copy_(stacked[tuple(slice(0, d) for d in p.shape)])  # drop the zero padding
-    return learners
+    return None
 
 
 def _schedule(learners: list[ResidualRegressor], n: int, device) -> Callable[[int], list]:
@@ -148,22 +184,37 @@ def _schedule(learners: list[ResidualRegressor], n: int, device) -> Callable[[in
     return schedule
 
 
-def _fit_linear(learners, features, targets, sample_weight, schedule) -> list[ResidualRegressor]:
+def _padded(features: list[Tensor], width: int, ones: bool = False) -> Tensor:
+    """Rows zero-padded to ``width`` columns, stacked: M × N × width; ``ones``: the last column is ones instead."""
+    x = features[0].new_zeros(len(features), features[0].shape[0], width)
+    if ones:
+        x[..., -1] = 1.0
+    for m, f in enumerate(features):
+        x[m, :, : f.shape[1]] = f
+    return x
+
+
+def _fit_linear(learners, features, targets, sample_weight, schedule) -> tuple[Tensor, Tensor]:
     """Linear learners together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded to
-    the widest organization plus a column of ones, M × N × (d+1); parameters ``[Wᵀ; 0; b]``, M × (d+1) × K."""
+    the widest organization plus a column of ones, M × N × (d+1); parameters ``[Wᵀ; 0; b]``, M × (d+1) × K.
+    Returns the trained parameters and the inputs."""
     hp, device = learners[0].hparams, targets.device
     width = max(f.shape[1] for f in features)
-    x = torch.stack([torch.nn.functional.pad(f, (0, width + 1 - f.shape[1])) for f in features])
-    x[..., -1] = 1.0
-    layers = [lr.to(device)._linear_layer() for lr in learners]
-    theta = torch.stack([pack(layer, width) for layer in layers])
+    x = _padded(features, width + 1, ones=True)
+    layers = [lr._linear_layer() for lr in learners]
+    if any(layer.weight.device != device for layer in layers):
+        layers = [lr.to(device)._linear_layer() for lr in learners]
+    with torch.no_grad():  # [Wᵀ; 0; b] of each, in one stack
+        weights = pad_sequence([layer.weight.t() for layer in layers], batch_first=True)  # M × d × K
+        theta = torch.cat([weights, torch.stack([layer.bias for layer in layers]).unsqueeze(1)], 1)
     linear = LinearSteps(
         theta, lambda p: learners[0].steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
     )
     train(linear.steps, hp.epochs, schedule, lambda epoch, batch: linear.step(batch[1]), models=len(learners))
-    for layer, trained in zip(layers, linear.theta, strict=True):
+    theta = linear.theta.detach()
+    for layer, trained in zip(layers, theta, strict=True):
         unpack(trained, layer)
-    return learners
+    return theta, x
 
 
 def _stacked_forward(base: torch.nn.Module):

@@ -17,6 +17,9 @@ With full batches both engines take the same optimizer steps (a test holds them 
 
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
+
 import torch
 from torch import Tensor, nn
 from vcl.models.networks import build_network, single_linear
@@ -48,6 +51,48 @@ class HParams(dict):
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+def _resettable(net: nn.Module) -> bool:
+    """Every module holding parameters or buffers itself draws or sets them all in its ``reset_parameters`` and
+    keeps no other reference to them: Linear, Conv and BatchNorm layers, and parameter-free ones (activations,
+    pooling, containers). Not an LSTM (it keeps its own list of its weights)."""
+    kinds = (nn.Linear, nn.Conv2d, nn.BatchNorm2d, nn.BatchNorm1d)
+    return all(isinstance(m, kinds) or not (m._parameters or m._buffers) for m in net.modules())
+
+
+def _fresh_copy(module: nn.Module, modules: list[nn.Module]) -> nn.Module:
+    """The module tree of ``module`` with new, uninitialised parameters and buffers on the CPU, in training mode:
+    every container of hooks and names copied (none shared), no tensor data copied. Appends the new modules to
+    ``modules`` in the order of ``Module.modules()``."""
+    new = object.__new__(type(module))
+    modules.append(new)
+    state = {k: v.copy() if type(v) in _CONTAINERS else v for k, v in module.__dict__.items()}
+    state["training"] = True
+    state["_parameters"] = {
+        k: None if p is None else nn.Parameter(torch.empty(p.shape, dtype=p.dtype), p.requires_grad)
+        for k, p in module._parameters.items()
+    }
+    state["_buffers"] = {
+        k: None if b is None else torch.empty(b.shape, dtype=b.dtype) for k, b in module._buffers.items()
+    }
+    state["_modules"] = {k: None if m is None else _fresh_copy(m, modules) for k, m in module._modules.items()}
+    new.__dict__.update(state)
+    return new
+
+
+_CONTAINERS = (dict, OrderedDict, set, list)
+_LEAKY_RELU_GAIN = math.sqrt(2.0 / (1 + math.sqrt(5) ** 2))  # init.calculate_gain("leaky_relu", √5)
+
+
+def _reset_linear(layer: nn.Linear, generator: torch.Generator) -> None:
+    """``nn.Linear.reset_parameters`` (``kaiming_uniform_(W, a=√5)``, then b uniform in ±1/√fan_in), its arithmetic
+    and draws, from ``generator``; without the general initializers' checks (tested equal)."""
+    fan_in = layer.in_features
+    bound = math.sqrt(3.0) * (_LEAKY_RELU_GAIN / math.sqrt(fan_in))
+    layer.weight.uniform_(-bound, bound, generator=generator)
+    if layer.bias is not None:
+        layer.bias.uniform_(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in), generator=generator)
 
 
 class ResidualRegressor(nn.Module):
@@ -97,6 +142,28 @@ class ResidualRegressor(nn.Module):
             self.net = self.build_net(in_shape, out_features)
         plain = type(self).forward is ResidualRegressor.forward and type(self).loss_on is ResidualRegressor.loss_on
         self._linear = single_linear(self.net) if plain and precision == "32-true" else None  # its name
+        self._renewable = _resettable(self.net)  # renewed() may copy its modules
+
+    def renewed(self, seed: int) -> ResidualRegressor:
+        """A fresh learner of this one's hyper-parameters but ``seed``: equal to ``ResidualRegressor(**hparams,
+        seed=seed)`` (tested), parameters drawn as construction draws them, without building its modules again (a
+        round with many organizations builds many learners). Nothing is shared with this one."""
+        if type(self) is not ResidualRegressor or not self._renewable:
+            return type(self)(**{**self.hparams, "seed": seed})
+        modules: list[nn.Module] = []
+        new = _fresh_copy(self, modules)
+        new.hparams = HParams({**self.hparams, "seed": seed})
+        layers = [m for m in modules if hasattr(type(m), "reset_parameters")]  # in the order construction made them
+        if all(type(m) is nn.Linear and m.in_features > 0 for m in layers):
+            generator = torch.Generator().manual_seed(seed)  # draws what torch's generator seeded so draws
+            with torch.no_grad():
+                for layer in layers:
+                    _reset_linear(layer, generator)
+        else:
+            with seeded_init(seed):
+                for layer in layers:
+                    layer.reset_parameters()
+        return new
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams

@@ -5,7 +5,14 @@ import torch
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.svm import SVR
-from vcl.models import LearnerSettings, ResidualRegressor, SklearnRegressor, build_learner, fit_concurrently
+from vcl.models import (
+    LearnerSettings,
+    ResidualRegressor,
+    SklearnRegressor,
+    build_learner,
+    fit_and_predict,
+    fit_concurrently,
+)
 
 from vcl.errors import VCLInputError
 from vcl.losses import local_loss, local_loss_grad
@@ -88,6 +95,54 @@ def test_linear_fits_with_closed_form_gradients_equal_autograd_fits(monkeypatch,
     for a, b in zip(closed_form, autograd, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert not torch.equal(closed_form[0], ResidualRegressor(1, seed=10, **kw).net[1].weight)  # they trained
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(in_features=4),
+        dict(in_features=1, loss="l1"),
+        dict(in_features=7, hidden=(8, 6)),
+        dict(in_features=(1, 8, 8), arch="cnn", widths=(4, 8)),
+        dict(in_features=(5, 3), arch="lstm"),
+    ],
+)
+def test_a_renewed_learner_is_a_new_one(kw):
+    """``renewed(seed)`` (a round's learner copied from a prototype's modules) equals ``ResidualRegressor(seed=...)``:
+    modules, parameters, buffers, hyper-parameters, training mode; and it shares nothing with another copy."""
+    prototype = ResidualRegressor(out_features=3, seed=1, **kw).to("meta").eval()
+    for seed in (7, 123456789):
+        a, b = prototype.renewed(seed), ResidualRegressor(out_features=3, seed=seed, **kw)
+        assert [type(m) for m in a.modules()] == [type(m) for m in b.modules()] and a.training
+        assert dict(a.hparams) == dict(b.hparams)
+        sa, sb = a.state_dict(), b.state_dict()
+        assert list(sa) == list(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)
+    a, b = prototype.renewed(3), prototype.renewed(3)
+    a.net.register_forward_hook(lambda *args: None)
+    with torch.no_grad():
+        next(a.parameters()).add_(1.0)
+    assert not b.net._forward_hooks and not torch.equal(next(a.parameters()), next(b.parameters()))
+    if isinstance(kw["in_features"], int):  # build_learner renews from its prototype of the kind
+        for seed in (9, 5):
+            built = build_learner("mlp", kw["in_features"], 3, "l2", seed, LearnerSettings(hidden=[8])).state_dict()
+            new = ResidualRegressor(kw["in_features"], 3, hidden=(8,), seed=seed).state_dict()
+            assert all(torch.equal(built[k], new[k]) for k in new)
+
+
+@pytest.mark.parametrize("hidden", [(), (8,)])
+def test_fit_and_predict_gives_each_learners_own_outputs(hidden):
+    """Fitted together, every organization's outputs on each of its splits: what its fitted learner predicts."""
+    widths = [1, 3, 2, 5]
+    xs, y = _data(widths)
+    tests, _ = _data(widths, n=17, seed=4)
+    kw = dict(out_features=3, hidden=hidden, epochs=6, milestones=(3,), batch_size=16)
+    learners = [ResidualRegressor(w, seed=10 + i, **kw) for i, w in enumerate(widths)]
+    outputs = fit_and_predict(learners, [{"train": x, "test": t} for x, t in zip(xs, tests, strict=True)], y)
+    alone = [ResidualRegressor(w, seed=10 + i, **kw).fit(x, y) for i, (w, x) in enumerate(zip(widths, xs, strict=True))]
+    for m, learner in enumerate(alone):
+        for split, x in (("train", xs[m]), ("test", tests[m])):
+            torch.testing.assert_close(outputs[split][m], learner.predict(x), rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(outputs[split][m], learners[m].predict(x), rtol=1e-5, atol=1e-6)
 
 
 def test_fast_engine_equals_lightning_trainer():

@@ -33,6 +33,11 @@ def local_loss(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor | 
     ``pred`` and ``target`` have shape (..., N, K); a leading batch dimension (concurrent
     organizations) gives one loss per organization, summed so their gradients stay independent.
     """
+    return local_losses(pred, target, name, sample_weight).sum()
+
+
+def local_losses(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor | None = None) -> Tensor:
+    """:func:`local_loss` of each model of a leading batch dimension, (...,) (a scalar for (N, K))."""
     if name == "ce":
         per_sample = -(target * F.log_softmax(pred, dim=-1)).sum(-1)
     else:
@@ -43,7 +48,7 @@ def local_loss(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor | 
         per_model = per_sample.mean(-1)
     else:
         per_model = (per_sample * sample_weight).sum(-1) / sample_weight.sum(-1).clamp_min(1e-12)
-    return per_model.sum()
+    return per_model
 
 
 def local_loss_grad(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor | None = None) -> Tensor:

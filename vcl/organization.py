@@ -55,13 +55,22 @@ class FeatureView:
 
 @dataclass
 class FitJob:
-    """Work one organization does locally for one message: fit ``learner`` on its own features."""
+    """Work one organization does locally for one message: fit ``learner`` on its own training rows, then
+    predict its own rows of every split (``inputs``). An executor that fits several jobs at once may also fill in
+    ``outputs`` ({split: N × K}) and ``train_loss`` (the local loss on the training rows); else the organization
+    computes them itself."""
 
     message: Message
     learner: object
-    features: Tensor
+    inputs: dict[str, Tensor]
     targets: Tensor
     seed: int
+    outputs: dict[str, Tensor] | None = None
+    train_loss: float | None = None
+
+    @property
+    def features(self) -> Tensor:
+        return self.inputs["train"]
 
 
 def seed_for(*parts: int) -> int:
@@ -150,19 +159,18 @@ class Organization:
             learner = self._shared
         else:
             learner = self._new_learner(targets.shape[1], seed, loss)
-        return FitJob(message, learner, self._view.splits["train"], targets, seed)
+        return FitJob(message, learner, self._view.splits, targets, seed)
 
     def finish_fit(self, job: FitJob) -> FittedValues:
         """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
         model = job.learner.round_model(job.learner.rounds - 1) if self.settings.dms else job.learner
         self._models.append((job.message.round, job.seed, job.targets.shape[1], model))
-        fitted = as_float(model.predict(job.features))
-        loss = getattr(job.message, "loss", None) or self.loss
-        self.train_losses[job.message.round] = float(local_loss(fitted, job.targets.float(), loss))
-        values = {
-            split: self._output(model, x, job.seed, split, fitted if split == "train" else None)
-            for split, x in self._view.splits.items()
-        }
+        if job.outputs is None:  # fitted alone: predict its own rows
+            job.outputs = {split: model.predict(x) for split, x in job.inputs.items()}
+            loss = getattr(job.message, "loss", None) or self.loss
+            job.train_loss = float(local_loss(as_float(job.outputs["train"]), job.targets.float(), loss))
+        self.train_losses[job.message.round] = job.train_loss
+        values = {split: self._output(out, job.seed, split) for split, out in job.outputs.items()}
         return FittedValues(self.name, job.message.sender, job.message.round, values)
 
     def log_round(self, folder: Path, round_: int) -> None:
@@ -182,10 +190,9 @@ class Organization:
         self._writer.add_scalar("local_loss/train", self.train_losses[round_], round_)
         self._writer.flush()
 
-    def _output(self, learner, x: Tensor, seed: int, split: str, out: Tensor | None = None) -> Tensor:
-        """The model's outputs (``out`` if already computed), plus this organization's output noise (seeded
-        by model and split)."""
-        out = as_float(learner.predict(x) if out is None else out)
+    def _output(self, out: Tensor, seed: int, split: str) -> Tensor:
+        """A model's outputs as sent: float32, plus this organization's output noise (seeded by model and split)."""
+        out = as_float(out)
         if self.output_noise:
             gen = torch.Generator(device=out.device).manual_seed(seed_for(seed, zlib.crc32(split.encode())))
             out = out + self.output_noise * torch.randn(out.shape, generator=gen, device=out.device)
@@ -206,7 +213,7 @@ class Organization:
         x = self._view.splits[message.split]
         shared = self._shared.predict_rounds(x) if self.settings.dms and self._shared is not None else None
         values = {
-            str(r): self._output(learner, x, s, message.split, None if shared is None else shared[learner.index])
+            str(r): self._output(learner.predict(x) if shared is None else shared[learner.index], s, message.split)
             for r, s, _, learner in self._models
         }
         return FittedValues(self.name, message.sender, message.round, values)

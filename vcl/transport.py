@@ -226,15 +226,20 @@ def party_place(name: str, party) -> dict:
 
 def run_jobs(jobs: list, concurrent: bool) -> None:
     """Fit every :class:`vcl.organization.FitJob`; jobs with the same targets and learner architecture are
-    fitted in one pass if ``concurrent``."""
-    from vcl.models import concurrency_key, fit_concurrently
+    fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
+    on the training rows (else the organization computes them in ``finish_fit``)."""
+    from vcl.losses import local_losses
+    from vcl.models import concurrency_key, fit_and_predict
 
     groups: dict[object, list] = {}
     for i, job in enumerate(jobs):
         key = concurrency_key(job.learner) if concurrent else None
         groups.setdefault((key, id(job.targets)) if key is not None else i, []).append(job)
     for group in groups.values():
-        if len(group) > 1:
-            fit_concurrently([j.learner for j in group], [j.features for j in group], group[0].targets)
-        else:
+        if len(group) == 1:
             group[0].learner.fit(group[0].features, group[0].targets)
+            continue
+        outputs = fit_and_predict([j.learner for j in group], [j.inputs for j in group], group[0].targets)
+        losses = local_losses(outputs["train"], group[0].targets, group[0].learner.hparams.loss).tolist()
+        for m, job in enumerate(group):
+            job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]
