@@ -11,7 +11,7 @@ optimizer settings take the paper's value for the learner (GAL Table 9): Linear/
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 from vcl.models.classifier import (
     CLASSIFIERS,
@@ -133,13 +133,15 @@ def build_learner(
     """
     in_shape = (in_shape,) if isinstance(in_shape, int) else tuple(in_shape)
     if name in DEEP and not shared:  # copies of a prototype's modules (ResidualRegressor.renewed)
-        values = (getattr(settings, f.name) for f in fields(settings))
+        values = vars(settings).values()  # the fields, in order
         key = (name, in_shape, out_features, loss, *(tuple(v) if isinstance(v, list) else v for v in values))
         prototype = _PROTOTYPES.get(key)
         if prototype is None:
             if len(_PROTOTYPES) >= 64:
                 _PROTOTYPES.pop(next(iter(_PROTOTYPES)))
-            prototype = _PROTOTYPES[key] = _deep_learner(name, in_shape, out_features, loss, 0, settings).to("meta")
+            prototype = _deep_learner(name, in_shape, out_features, loss, 0, settings).to("meta")
+            concurrency_key(prototype)  # computed once: its copies keep it
+            _PROTOTYPES[key] = prototype
         return prototype.renewed(seed)
     if name in DEEP:
         return _deep_learner(name, in_shape, out_features, loss, seed, settings, shared)

@@ -110,21 +110,24 @@ def fit_and_predict(
     inputs: list[dict[str, Tensor]],
     targets: Tensor,
     sample_weight: Tensor | None = None,
+    stacked: dict | None = None,
 ) -> dict[str, Tensor]:
     """Train ``learners[m]`` on ``(inputs[m]["train"], targets)`` for every m at once, then predict every split of
     ``inputs[m]`` with it: {split: (M, N, K)} float32. Linear learners predict as one batched product with their
-    stacked parameters (what each computes alone, to float rounding: tested); other learners one by one."""
-    linear = _fit(learners, [i["train"] for i in inputs], targets, sample_weight)
+    stacked parameters (what each computes alone, to float rounding: tested); other learners one by one.
+    ``stacked``: a dict the caller keeps from round to round, where the organizations' zero-padded inputs stay
+    while they are the same, unchanged tensors (no stacking every round)."""
+    linear = _fit(learners, [i["train"] for i in inputs], targets, sample_weight, stacked)
     if linear is None:
         return {s: torch.stack([lr.predict(i[s]) for lr, i in zip(learners, inputs, strict=True)]) for s in inputs[0]}
     theta, x = linear
     return {
-        s: torch.bmm(x if s == "train" else _padded([i[s] for i in inputs], x.shape[-1], ones=True), theta)
+        s: torch.bmm(x if s == "train" else _padded([i[s] for i in inputs], x.shape[-1], True, stacked), theta)
         for s in inputs[0]
     }
 
 
-def _fit(learners, features, targets, sample_weight) -> tuple[Tensor, Tensor] | None:
+def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tensor, Tensor] | None:
     """Fit the learners together; for Linear learners returns their trained ``[Wᵀ; 0; b]`` stack and the padded
     training inputs (:func:`_fit_linear`), else None."""
     keys = {concurrency_key(lr) for lr in learners}
@@ -135,12 +138,12 @@ def _fit(learners, features, targets, sample_weight) -> tuple[Tensor, Tensor] | 
     n, m = targets.shape[0], len(learners)
     schedule = _schedule(learners, n, device)
     if learners[0]._linear_layer() is not None and features[0].dim() == 2:
-        return _fit_linear(learners, features, targets, sample_weight, schedule)
+        return _fit_linear(learners, features, targets, sample_weight, schedule, stacked)
     y_all = targets.expand(m, *targets.shape)
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
     if features[0].dim() == 2:  # rows: zero-pad to the widest organization
         width = max(f.shape[1] for f in features)
-        x = _padded(features, width)  # M,N,d
+        x = _padded(features, width, stacked=stacked)  # M,N,d
     else:  # images of one shape
         width = None
         x = torch.stack(features)  # M,N,C,H,W
@@ -184,23 +187,33 @@ def _schedule(learners: list[ResidualRegressor], n: int, device) -> Callable[[in
     return schedule
 
 
-def _padded(features: list[Tensor], width: int, ones: bool = False) -> Tensor:
-    """Rows zero-padded to ``width`` columns, stacked: M × N × width; ``ones``: the last column is ones instead."""
+def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dict | None = None) -> Tensor:
+    """Rows zero-padded to ``width`` columns, stacked: M × N × width; ``ones``: the last column is ones instead.
+    Kept in ``stacked`` (its last four) and taken from there while ``features`` are the same tensors, unchanged."""
+    key = (width, ones, *map(id, features))
+    if stacked is not None and key in stacked:
+        kept, versions, x = stacked[key]
+        if all(f is k and f._version == v for f, k, v in zip(features, kept, versions, strict=True)):
+            return x
     x = features[0].new_zeros(len(features), features[0].shape[0], width)
     if ones:
         x[..., -1] = 1.0
     for m, f in enumerate(features):
         x[m, :, : f.shape[1]] = f
+    if stacked is not None:
+        while len(stacked) >= 4:
+            stacked.pop(next(iter(stacked)))
+        stacked[key] = (list(features), [f._version for f in features], x)
     return x
 
 
-def _fit_linear(learners, features, targets, sample_weight, schedule) -> tuple[Tensor, Tensor]:
+def _fit_linear(learners, features, targets, sample_weight, schedule, stacked=None) -> tuple[Tensor, Tensor]:
     """Linear learners together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded to
     the widest organization plus a column of ones, M × N × (d+1); parameters ``[Wᵀ; 0; b]``, M × (d+1) × K.
     Returns the trained parameters and the inputs."""
     hp, device = learners[0].hparams, targets.device
     width = max(f.shape[1] for f in features)
-    x = _padded(features, width + 1, ones=True)
+    x = _padded(features, width + 1, True, stacked)
     layers = [lr._linear_layer() for lr in learners]
     if any(layer.weight.device != device for layer in layers):
         layers = [lr.to(device)._linear_layer() for lr in learners]

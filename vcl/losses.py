@@ -41,9 +41,8 @@ def local_losses(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor 
     if name == "ce":
         per_sample = -(target * F.log_softmax(pred, dim=-1)).sum(-1)
     else:
-        q = loss_exponent(name)
-        diff = (pred - target).abs()
-        per_sample = (diff if q == 1.0 else diff.pow(q)).mean(-1)
+        q, diff = loss_exponent(name), pred - target
+        per_sample = (diff.square() if q == 2.0 else diff.abs() if q == 1.0 else diff.abs().pow(q)).mean(-1)
     if sample_weight is None:
         per_model = per_sample.mean(-1)
     else:

@@ -177,30 +177,29 @@ class Channel:
     def __init__(self, tap: Callable[[Message], Message] | None = None):
         self.tap = tap or (lambda message: message)
         self.records: list[MessageRecord] = []
+        self._crossed: dict[tuple[int, str], int] = defaultdict(int)  # bytes that crossed, per (round, kind)
 
     def send(self, message: Message) -> Message:
-        self.records.append(record_of(message))
+        self.add(record_of(message))
         return self.tap(message)
 
     def add(self, record: MessageRecord) -> None:
         """Count a message the transport carried without this process holding it (party to party)."""
         self.records.append(record)
+        if record.crosses_boundary:
+            self._crossed[(record.round, record.kind)] += record.nbytes
 
     def bytes_by_round(self, kinds: tuple[str, ...] | None = None) -> dict[int, int]:
         """Bytes that crossed a boundary per round; ``kinds`` restricts to those message types."""
         out: dict[int, int] = defaultdict(int)
-        for r in self.records:
-            if r.crosses_boundary and (kinds is None or r.kind in kinds):
-                out[r.round] += r.nbytes
+        for (round_, kind), nbytes in self._crossed.items():
+            if kinds is None or kind in kinds:
+                out[round_] += nbytes
         return dict(out)
 
     def bytes_by_kind(self, round_: int) -> dict[str, int]:
         """Bytes that crossed a boundary in ``round_``, per message type."""
-        out: dict[str, int] = defaultdict(int)
-        for r in self.records:
-            if r.round == round_ and r.crosses_boundary:
-                out[r.kind] += r.nbytes
-        return dict(out)
+        return {kind: nbytes for (r, kind), nbytes in self._crossed.items() if r == round_}
 
     def total_bytes(self, kinds: tuple[str, ...] | None = None) -> int:
         return sum(self.bytes_by_round(kinds).values())
@@ -209,7 +208,9 @@ class Channel:
         return {"records": [vars(r).copy() for r in self.records]}
 
     def load_state_dict(self, state: dict) -> None:
-        self.records = [MessageRecord(**r) for r in state["records"]]
+        self.records, self._crossed = [], defaultdict(int)
+        for r in state["records"]:
+            self.add(MessageRecord(**r))
 
 
 def as_float(t: Tensor) -> Tensor:

@@ -120,6 +120,7 @@ class LocalTransport(Transport):
         super().__init__(list(parties), channel)
         self._parties = parties
         self.concurrent = concurrent
+        self._stacked: dict = {}  # the parties' inputs stacked for fits together (run_jobs), kept between rounds
 
     def party(self, name: str):
         """The party object itself: for what happens at the party (its own new rows) and for tests; a
@@ -132,7 +133,7 @@ class LocalTransport(Transport):
         if self.concurrent and len(fits) > 1:
             parties = [self._parties[requests[i][0]] for i in fits]
             jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
-            run_jobs(jobs, concurrent=True)
+            run_jobs(jobs, concurrent=True, stacked=self._stacked)
             for i, p, job in zip(fits, parties, jobs, strict=True):
                 replies[i] = p.finish_fit(job)
         for i, (party, message) in enumerate(requests):
@@ -224,10 +225,11 @@ def party_place(name: str, party) -> dict:
     return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": str(device)}
 
 
-def run_jobs(jobs: list, concurrent: bool) -> None:
+def run_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
     """Fit every :class:`vcl.organization.FitJob`; jobs with the same targets and learner architecture are
     fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
-    on the training rows (else the organization computes them in ``finish_fit``)."""
+    on the training rows (else the organization computes them in ``finish_fit``). ``stacked``: where their inputs
+    stay stacked from one call to the next (:func:`vcl.models.fit_and_predict`)."""
     from vcl.losses import local_losses
     from vcl.models import concurrency_key, fit_and_predict
 
@@ -239,7 +241,8 @@ def run_jobs(jobs: list, concurrent: bool) -> None:
         if len(group) == 1:
             group[0].learner.fit(group[0].features, group[0].targets)
             continue
-        outputs = fit_and_predict([j.learner for j in group], [j.inputs for j in group], group[0].targets)
+        learners, inputs = [j.learner for j in group], [j.inputs for j in group]
+        outputs = fit_and_predict(learners, inputs, group[0].targets, stacked=stacked)
         losses = local_losses(outputs["train"], group[0].targets, group[0].learner.hparams.loss).tolist()
         for m, job in enumerate(group):
             job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]
