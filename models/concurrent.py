@@ -223,7 +223,13 @@ def _fit_linear(learners, features, targets, sample_weight, schedule, stacked=No
     linear = LinearSteps(
         theta, lambda p: learners[0].steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
     )
-    train(linear.steps, hp.epochs, schedule, lambda epoch, batch: linear.step(batch[1]), models=len(learners))
+
+    def batches(epoch: int) -> list:
+        pieces = schedule(epoch)
+        linear.epoch([piece[1] for piece in pieces])
+        return pieces
+
+    train(linear.steps, hp.epochs, batches, lambda epoch, batch: linear.step(batch[1]), models=len(learners))
     theta = linear.theta.detach()
     for layer, trained in zip(layers, theta, strict=True):
         unpack(trained, layer)

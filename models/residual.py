@@ -254,7 +254,10 @@ class ResidualRegressor(nn.Module):
         if layer is not None:  # closed-form gradients
             ones = torch.cat([x, x.new_ones(x.shape[0], 1)], 1)  # x and a column of ones (the bias's input)
             linear = LinearSteps(pack(layer), lambda p: self.steps(p, x.device), ones, y, self.hparams.loss, w)
-            train(linear.steps, self.hparams.epochs, batches, lambda epoch, rows: linear.step(rows))
+            epochs = self.hparams.epochs
+            train(
+                linear.steps, epochs, lambda epoch: linear.epoch(batches(epoch)), lambda epoch, rows: linear.step(rows)
+            )
             unpack(linear.theta, layer)
             return
 

@@ -74,7 +74,7 @@ def test_local_loss_gradient_in_closed_form_equals_autograd(loss, weighted, stac
 
 
 @pytest.mark.parametrize("loss", ["l2", "l1.5"])
-@pytest.mark.parametrize("batch_size", [1024, 16, 8])
+@pytest.mark.parametrize("batch_size", [1024, 40, 16, 8])
 def test_linear_fits_with_closed_form_gradients_equal_autograd_fits(monkeypatch, loss, batch_size):
     """A linear learner's steps (alone, and organizations fitted together) take gradients in closed form; with
     autograd's instead (the MLP route) the fitted parameters are the same to float32 rounding."""

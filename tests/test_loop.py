@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from vcl import progress
-from vcl.loop import Steps, minibatches, train
+from vcl.loop import LinearSteps, Steps, minibatches, train
 
 
 def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
@@ -95,3 +95,30 @@ def test_train_steps_once_per_batch_and_schedule_and_bar_once_per_epoch(monkeypa
 def test_an_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="run.precision='fp8'"):
         Steps(torch.optim.SGD(_net(0).parameters(), lr=0.1), precision="fp8")
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_an_epochs_largest_batch_takes_the_whole_datas_sums_less_the_others(stacked, weighted):
+    """ℓ₂ steps of linear models: when one shuffled batch holds most rows, its G = x̃ᵀDx̃ and C = x̃ᵀDy are the whole
+    data's less the other batch's; both equal the batches' own, computed from their rows."""
+    g = torch.Generator().manual_seed(0)
+    m, n, d, k = 3, 50, 4, 2
+    x = torch.randn((m, n, d) if stacked else (n, d), generator=g, dtype=torch.float64)
+    y, w = torch.randn(n, k, generator=g, dtype=torch.float64), torch.rand(n, generator=g, dtype=torch.float64)
+    w = w if weighted else None
+    theta = torch.zeros((m, d, k) if stacked else (d, k), dtype=torch.float64)
+    linear = LinearSteps(theta, lambda p: Steps(torch.optim.SGD(p, lr=0.1)), x, y, "l2", w)
+    gens = [torch.Generator().manual_seed(i) for i in range(m)] if stacked else torch.Generator().manual_seed(0)
+    pieces = minibatches(n, 36, gens)  # 36 rows and 14
+    assert linear.epoch(pieces) is pieces and len(linear.planned) == 2
+    rows = torch.arange(m).unsqueeze(1) if stacked else None
+    for piece in pieces:
+        xb = x[rows, piece] if stacked else x[piece]
+        wb = torch.ones(piece.shape, dtype=x.dtype) if w is None else w[piece]
+        xw = (xb * (wb / wb.sum(-1, keepdim=True)).unsqueeze(-1)).transpose(-1, -2)
+        gram, c = linear.planned[id(piece)]
+        torch.testing.assert_close(gram, xw @ xb)
+        torch.testing.assert_close(c, xw @ y[piece])
+    linear.epoch(minibatches(n, 20, gens))
+    assert not linear.planned  # no batch holds over half the rows: each step computes its own

@@ -193,6 +193,40 @@ class LinearSteps:
         self.x, self.y, self.loss, self.w = x, y, loss, w
         self.rows = torch.arange(x.shape[0], device=x.device).unsqueeze(1) if x.dim() == 3 else None
         self.fixed: dict = {}  # ℓ₂'s (G, C) of in-order batches
+        self.planned: dict = {}  # ℓ₂'s (G, C) of this epoch's shuffled batches, by id (:meth:`epoch`)
+        self.total: tuple | None = None  # ℓ₂'s sums over all rows (:meth:`_sums`)
+
+    def epoch(self, pieces: list) -> list:
+        """Before an epoch's steps on ``pieces``: when they are shuffled row indices that partition the N rows and
+        one holds more than half of them, ℓ₂'s G and C of the others are computed from their rows (gathered) and
+        its own as the whole data's less theirs, a fraction of the work of either from all N rows; its steps
+        then use them. Returns ``pieces``."""
+        self.planned = {}
+        n = self.x.shape[-2]
+        if self.loss != "l2" or not pieces or isinstance(pieces[0], slice) or sum(_rows(p) for p in pieces) != n:
+            return pieces
+        big = max(range(len(pieces)), key=lambda i: _rows(pieces[i]))
+        if 2 * _rows(pieces[big]) <= n:
+            return pieces
+        others = [p for i, p in enumerate(pieces) if i != big]
+        if self.total is None:
+            self.total = self._sums(None)
+        (g, c, w), (g_rest, c_rest, w_rest) = self.total, self._sums(torch.cat(others, -1))
+        self.planned[id(pieces[big])] = ((g - g_rest) / (w - w_rest), (c - c_rest) / (w - w_rest))
+        if len(others) == 1:
+            self.planned[id(others[0])] = (g_rest / w_rest, c_rest / w_rest)
+        return pieces
+
+    def _sums(self, idx) -> tuple[Tensor, Tensor, Tensor | float]:
+        """``x̃ᵀ W x̃``, ``x̃ᵀ W y`` and the sum of the weights W over the rows ``idx`` (all rows for None)."""
+        if idx is None:
+            x, y, w = self.x, self.y, self.w
+        else:
+            x = self.x[idx] if self.x.dim() == 2 else self.x[self.rows, idx]
+            y, w = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
+        xt = (x if w is None else x * w.unsqueeze(-1)).transpose(-1, -2)
+        total = float(x.shape[-2]) if w is None else w.sum(-1).clamp_min(1e-12)[..., None, None]
+        return xt @ x, xt @ y, total
 
     def _batch_weights(self, idx) -> Tensor | float:
         """Each of the batch's rows' weight in the loss's mean (1/B, or w_i / Σ w)."""
@@ -227,7 +261,10 @@ class LinearSteps:
         """One step on the batch ``idx`` of the N rows: a slice (in order, the same for every model) or row
         indices, (B,) or, stacked, (M, B)."""
         n = self.x.shape[-2]
-        if self.loss == "l2" and (isinstance(idx, slice) or 4 * idx.shape[-1] >= n):  # else gathering costs less
+        if self.loss == "l2" and id(idx) in self.planned:
+            gram, c = self.planned[id(idx)]
+            self.theta.grad = torch.matmul(gram, self.theta).sub_(c).mul_(2.0 / self.y.shape[-1])
+        elif self.loss == "l2" and (isinstance(idx, slice) or 4 * idx.shape[-1] >= n):  # else gathering costs less
             gram, c = self._gram(idx)
             self.theta.grad = torch.matmul(gram, self.theta).sub_(c).mul_(2.0 / self.y.shape[-1])
         else:
