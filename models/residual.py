@@ -254,10 +254,7 @@ class ResidualRegressor(nn.Module):
         if layer is not None:  # closed-form gradients
             ones = torch.cat([x, x.new_ones(x.shape[0], 1)], 1)  # x and a column of ones (the bias's input)
             linear = LinearSteps(pack(layer), lambda p: self.steps(p, x.device), ones, y, self.hparams.loss, w)
-            epochs = self.hparams.epochs
-            train(
-                linear.steps, epochs, lambda epoch: linear.epoch(batches(epoch)), lambda epoch, rows: linear.step(rows)
-            )
+            train(linear.steps, self.hparams.epochs, lambda e: linear.epoch(batches(e)), lambda e, b: linear.step(b))
             unpack(linear.theta, layer)
             return
 
