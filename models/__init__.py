@@ -65,6 +65,11 @@ __all__ = [
 ]
 
 
+# what every torch learner takes from the settings as they are (LearnerSettings.fit_kwargs)
+_FIT_KEYS = ("lr", "momentum", "weight_decay", "epochs", "gamma", "batch_size", "grad_clip")
+_FIT_KEYS += ("engine", "accelerator", "devices", "precision")
+
+
 @dataclass
 class LearnerSettings:
     """Hyper-parameters for the LightningModule learners; ``None`` takes the paper's value for the learner."""
@@ -94,6 +99,14 @@ class LearnerSettings:
         """These settings with every unset value filled from :data:`PAPER_DEFAULTS` for ``arch``."""
         defaults = PAPER_DEFAULTS[arch]
         return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
+
+    def fit_kwargs(self, name: str) -> dict:
+        """What every torch learner ``name`` (linear, mlp, or for the residual learners cnn, lstm) takes from these
+        settings: its hidden layers, optimizer steps and schedule, engine and hardware (unset values: the paper's
+        for its architecture)."""
+        s = self.resolved(DEEP[name])
+        hidden = () if name == "linear" else tuple(s.hidden)
+        return {k: getattr(s, k) for k in _FIT_KEYS} | {"hidden": hidden, "milestones": tuple(s.milestones)}
 
 
 # local loss → GradientBoostingRegressor's loss. scikit-learn has no ℓ1.5 or ℓ4; "ce" is Late fusion fitting the
@@ -170,32 +183,10 @@ _PROTOTYPES: dict[tuple, ResidualRegressor] = {}  # the last 64 kinds of learner
 
 
 def _deep_learner(name: str, in_shape: tuple, out_features: int, loss: str, seed: int, settings, shared=False):
-    arch = DEEP[name]
-    s = settings.resolved(arch)
+    arch, s = DEEP[name], settings.resolved(DEEP[name])
+    own = {k: getattr(s, k) for k in ("optimizer", "lstm_hidden", "dropout", "strategy", "last_pool")}
     cls = SharedExtractorRegressor if shared else ResidualRegressor
+    shape = in_shape if len(in_shape) > 1 else in_shape[0]
     return cls(
-        in_shape if len(in_shape) > 1 else in_shape[0],
-        out_features,
-        hidden=() if name == "linear" else tuple(s.hidden),
-        loss=loss,
-        lr=s.lr,
-        momentum=s.momentum,
-        weight_decay=s.weight_decay,
-        epochs=s.epochs,
-        milestones=tuple(s.milestones),
-        gamma=s.gamma,
-        batch_size=s.batch_size,
-        grad_clip=s.grad_clip,
-        seed=seed,
-        engine=s.engine,
-        accelerator=s.accelerator,
-        devices=s.devices,
-        precision=s.precision,
-        arch=arch,
-        optimizer=s.optimizer,
-        widths=tuple(s.widths),
-        lstm_hidden=s.lstm_hidden,
-        dropout=s.dropout,
-        strategy=s.strategy,
-        last_pool=s.last_pool,
+        shape, out_features, loss=loss, seed=seed, arch=arch, widths=tuple(s.widths), **own, **settings.fit_kwargs(name)
     )

@@ -92,25 +92,7 @@ def _estimator(name: str, settings: ClassifierSettings):
 def build_classifier(name: str, in_features: int, num_classes: int, seed: int, settings, tree: ClassifierSettings):
     """A fresh classifier for one agent and round; ``settings`` (models.LearnerSettings) configure the torch ones."""
     if name in ("linear", "mlp"):
-        settings = settings.resolved("mlp")  # unset values: the Linear/MLP defaults of GAL Table 9
-        return NetClassifier(
-            in_features,
-            num_classes,
-            hidden=() if name == "linear" else tuple(settings.hidden),
-            lr=settings.lr,
-            momentum=settings.momentum,
-            weight_decay=settings.weight_decay,
-            epochs=settings.epochs,
-            milestones=tuple(settings.milestones),
-            gamma=settings.gamma,
-            batch_size=settings.batch_size,
-            grad_clip=settings.grad_clip,
-            seed=seed,
-            engine=settings.engine,
-            accelerator=settings.accelerator,
-            devices=settings.devices,
-            precision=settings.precision,
-        )
+        return NetClassifier(in_features, num_classes, seed=seed, **settings.fit_kwargs(name))
     return SklearnClassifier(_estimator(name, tree), seed=seed, resample=tree.resample)
 
 
