@@ -7,9 +7,10 @@ parameters are stacked (``torch.func.stack_module_state``) and trained under ``v
 as ``[Wᵀ; 0; b]`` and take closed-form steps (:class:`vcl.loop.LinearSteps`). Inputs narrower than the widest
 are zero-padded and the matching weights start at zero, so they get zero gradient and stay zero; gradient
 clipping is per organization. The result equals fitting each learner alone (``tests/test_learners.py``).
+:func:`fit_and_predict` also gives every organization's outputs on its splits (Linear: one batched product).
 
 This is a single-host execution strategy of the simulation: each organization's data and model are
-still only used to compute that organization's own fit; nothing is sent anywhere.
+still only used to compute that organization's own fit and outputs; nothing is sent anywhere.
 """
 
 from __future__ import annotations
