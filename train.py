@@ -38,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     except VCLInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from vcl.memory import reuse_freed_memory
     from vcl.runner import RunInterrupted, train
 
+    reuse_freed_memory()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         train(cfg, resume=resume, overwrite=overwrite, verbose=not quiet)

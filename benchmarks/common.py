@@ -15,6 +15,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from vcl.memory import reuse_freed_memory
+
+reuse_freed_memory()  # every benchmark's process allocates as the command line's does (vcl.memory)
+
 
 def add_cluster_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``--workers``, ``--ray-address``, ``--cpus-per-run``, ``--gpus-per-run``: every script's runs spread."""

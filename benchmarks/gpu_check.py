@@ -180,6 +180,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
+    from vcl.memory import reuse_freed_memory
+
+    reuse_freed_memory()  # as the command line does (vcl.memory)
     if args.step == "gal":
         print(json.dumps(gal_step(args)))
         return 0

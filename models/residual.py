@@ -61,38 +61,67 @@ def _resettable(net: nn.Module) -> bool:
     return all(isinstance(m, kinds) or not (m._parameters or m._buffers) for m in net.modules())
 
 
-def _fresh_copy(module: nn.Module, modules: list[nn.Module]) -> nn.Module:
-    """The module tree of ``module`` with new, uninitialised parameters and buffers on the CPU, in training mode:
-    every container of hooks and names copied (none shared), no tensor data copied. Appends the new modules to
-    ``modules`` in the order of ``Module.modules()``."""
-    new = object.__new__(type(module))
-    modules.append(new)
-    state = {k: v.copy() if type(v) in _CONTAINERS else v for k, v in module.__dict__.items()}
-    state["training"] = True
-    state["_parameters"] = {
-        k: None if p is None else nn.Parameter(torch.empty(p.shape, dtype=p.dtype), p.requires_grad)
-        for k, p in module._parameters.items()
-    }
-    state["_buffers"] = {
-        k: None if b is None else torch.empty(b.shape, dtype=b.dtype) for k, b in module._buffers.items()
-    }
-    state["_modules"] = {k: None if m is None else _fresh_copy(m, modules) for k, m in module._modules.items()}
-    new.__dict__.update(state)
-    return new
-
-
 _CONTAINERS = (dict, OrderedDict, set, list)
 _LEAKY_RELU_GAIN = math.sqrt(2.0 / (1 + math.sqrt(5) ** 2))  # init.calculate_gain("leaky_relu", √5)
 
 
-def _reset_linear(layer: nn.Linear, generator: torch.Generator) -> None:
-    """``nn.Linear.reset_parameters`` (``kaiming_uniform_(W, a=√5)``, then b uniform in ±1/√fan_in), its arithmetic
-    and draws, from ``generator``; without the general initializers' checks (tested equal)."""
-    fan_in = layer.in_features
-    bound = math.sqrt(3.0) * (_LEAKY_RELU_GAIN / math.sqrt(fan_in))
-    layer.weight.uniform_(-bound, bound, generator=generator)
-    if layer.bias is not None:
-        layer.bias.uniform_(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in), generator=generator)
+class _Renewal:
+    """How :meth:`ResidualRegressor.renewed` copies a prototype's module tree, worked out once per prototype: per
+    module (in the order of ``Module.modules()``) its class, its attributes (containers of hooks and names to copy,
+    none shared), its parameters' and buffers' shapes, and its children. A copy gets new, uninitialised
+    parameters and buffers on the CPU and is in training mode; no tensor data is copied. When every layer holding
+    parameters is an ``nn.Linear`` with inputs, the copy's parameters are drawn as it makes them, with
+    ``nn.Linear.reset_parameters``' arithmetic (``kaiming_uniform_(W, a=√5)``, then b uniform in ±1/√fan_in) from
+    one generator seeded as torch's generator is seeded for construction: the draws construction makes (tested)."""
+
+    def __init__(self, root: nn.Module):
+        modules = list(root.modules())
+        index = {id(m): i for i, m in enumerate(modules)}
+        self.layers = [i for i, m in enumerate(modules) if hasattr(type(m), "reset_parameters")]
+        self.draws = all(type(modules[i]) is nn.Linear and modules[i].in_features > 0 for i in self.layers)
+        self.plan = []
+        for m in modules:
+            state = {k: v for k, v in m.__dict__.items() if k not in ("_parameters", "_buffers", "_modules")}
+            state["training"] = True
+            containers = [k for k, v in state.items() if type(v) in _CONTAINERS]
+            bounds = {}
+            if self.draws and type(m) is nn.Linear:
+                fan_in = math.sqrt(m.in_features)
+                bounds = {"weight": math.sqrt(3.0) * (_LEAKY_RELU_GAIN / fan_in), "bias": 1 / fan_in}
+            params = [
+                (k, None if v is None else (v.shape, v.dtype, v.requires_grad, bounds.get(k)))
+                for k, v in m._parameters.items()
+            ]
+            buffers = [(k, None if v is None else (v.shape, v.dtype)) for k, v in m._buffers.items()]
+            children = [(k, None if c is None else index[id(c)]) for k, c in m._modules.items()]
+            self.plan.append((type(m), state, containers, params, buffers, children))
+
+    def copy(self, seed: int) -> nn.Module:
+        generator = torch.Generator().manual_seed(seed) if self.draws else None
+        made = []
+        for cls, state, containers, params, buffers, _ in self.plan:
+            new = object.__new__(cls)
+            d = new.__dict__
+            d.update(state)
+            for k in containers:
+                d[k] = state[k].copy()
+            d["_parameters"] = {k: None if p is None else self._parameter(*p, generator) for k, p in params}
+            d["_buffers"] = {k: None if b is None else torch.empty(b[0], dtype=b[1]) for k, b in buffers}
+            made.append(new)
+        for new, (_, _, _, _, _, children) in zip(made, self.plan, strict=True):
+            new.__dict__["_modules"] = {k: None if i is None else made[i] for k, i in children}
+        if not self.draws:
+            with seeded_init(seed):
+                for i in self.layers:
+                    made[i].reset_parameters()
+        return made[0]
+
+    @staticmethod
+    def _parameter(shape, dtype, requires_grad: bool, bound: float | None, generator) -> nn.Parameter:
+        data = torch.empty(shape, dtype=dtype)
+        if bound is not None:
+            data.uniform_(-bound, bound, generator=generator)
+        return nn.Parameter(data, requires_grad)
 
 
 class ResidualRegressor(nn.Module):
@@ -150,19 +179,11 @@ class ResidualRegressor(nn.Module):
         round with many organizations builds many learners). Nothing is shared with this one."""
         if type(self) is not ResidualRegressor or not self._renewable:
             return type(self)(**{**self.hparams, "seed": seed})
-        modules: list[nn.Module] = []
-        new = _fresh_copy(self, modules)
-        new.hparams = HParams({**self.hparams, "seed": seed})
-        layers = [m for m in modules if hasattr(type(m), "reset_parameters")]  # in the order construction made them
-        if all(type(m) is nn.Linear and m.in_features > 0 for m in layers):
-            generator = torch.Generator().manual_seed(seed)  # draws what torch's generator seeded so draws
-            with torch.no_grad():
-                for layer in layers:
-                    _reset_linear(layer, generator)
-        else:
-            with seeded_init(seed):
-                for layer in layers:
-                    layer.reset_parameters()
+        renewal = self.__dict__.get("_renewal")
+        if renewal is None:
+            renewal = self.__dict__["_renewal"] = _Renewal(self)
+        new = renewal.copy(seed)
+        new.__dict__["hparams"] = HParams({**self.hparams, "seed": seed})
         return new
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:

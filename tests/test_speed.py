@@ -65,3 +65,80 @@ def test_a_tabular_gal_run_imports_nothing_it_does_not_use(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
     assert (tmp_path / "run" / "results.json").is_file()
+
+
+def test_replies_that_lie_in_order_in_one_block_are_stacked_without_a_copy():
+    """Alice's stack of the organizations' outputs: a view when the replies are consecutive pieces of one tensor
+    (organizations fitted together), else a copy; equal to ``torch.stack`` either way."""
+    import torch
+
+    from vcl.organization import _stacked
+
+    block = torch.randn(5, 7, 3)
+    in_order = [block[m].detach() for m in range(5)]
+    assert torch.equal(_stacked(in_order), block) and _stacked(in_order).data_ptr() == block.data_ptr()
+    tail = block[2:]
+    assert _stacked([tail[m] for m in range(3)]).data_ptr() == tail.data_ptr()
+    for parts in ([block[m] for m in (0, 2, 1, 3, 4)], [block[m] for m in (0, 1, 3)], [block[0], block[1].clone()]):
+        stacked = _stacked(parts)
+        assert torch.equal(stacked, torch.stack(parts)) and stacked.data_ptr() != block.data_ptr()
+    columns = block[:, :, 0]  # pieces of one block, but not contiguous
+    assert torch.equal(_stacked(list(columns)), columns) and _stacked(list(columns)).data_ptr() != block.data_ptr()
+
+
+HEAP = """
+import ctypes, sys
+from vcl.memory import reuse_freed_memory
+libc = ctypes.CDLL(None)
+if not hasattr(libc, "mallinfo2"):
+    print("no-glibc")
+    sys.exit()
+class Info(ctypes.Structure):  # glibc's struct mallinfo2
+    _fields_ = [(k, ctypes.c_size_t) for k in ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks "
+                                               "fordblks keepcost").split()]
+libc.mallinfo2.restype, libc.malloc.restype, libc.malloc.argtypes = Info, ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+applied = reuse_freed_memory() if sys.argv[1] == "reuse" else False
+mapped = libc.mallinfo2().hblks
+block = libc.malloc(8 << 20)  # a 2,000 × 1,000 float32 tensor's worth
+from_heap = libc.mallinfo2().hblks == mapped
+libc.free(block)
+print(applied, from_heap, libc.mallinfo2().arena >= 8 << 20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds: Linux only")
+def test_reusing_freed_memory_serves_large_blocks_from_the_heap_and_keeps_them():
+    """vcl.memory: with glibc's thresholds set, an 8 MiB block (a tensor of a round at M = 64) comes from malloc's
+    heap and, freed, stays there for the next one; with malloc's own it is mapped from the kernel and given back
+    (so the next round's tensor faults its pages in again)."""
+    runs = {}
+    for how in ("reuse", "default"):
+        proc = subprocess.run([sys.executable, "-c", HEAP, how], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        if proc.stdout.strip() == "no-glibc":
+            pytest.skip("this C library is not glibc (no mallinfo2)")
+        runs[how] = proc.stdout.split()
+    assert runs["reuse"] == ["True", "True", "True"]
+    assert runs["default"] == ["False", "False", "False"]
+
+
+def test_rounds_freeze_what_exists_and_leave_the_collector_as_they_found_it():
+    """vcl.runner.long_lived_frozen: inside, the objects that existed on entry are frozen (out of the collector's
+    scans); after, none are; objects a caller froze stay frozen, and its freeze is left alone."""
+    import gc
+
+    from vcl.runner import long_lived_frozen
+
+    assert gc.get_freeze_count() == 0
+    with long_lived_frozen():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        kept = gc.get_freeze_count()
+        with long_lived_frozen():
+            assert gc.get_freeze_count() == kept
+        assert gc.get_freeze_count() == kept
+    finally:
+        gc.unfreeze()

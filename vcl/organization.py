@@ -263,4 +263,23 @@ class Organization:
 
 def stack_replies(replies: list[FittedValues], device=None) -> dict[str, Tensor]:
     """{split: (M, N, K)} on ``device`` (Alice's) from the organizations' replies, in the order given."""
-    return {split: torch.stack([r.values[split].to(device) for r in replies]) for split in replies[0].values}
+    return {split: _stacked([r.values[split].to(device) for r in replies]) for split in replies[0].values}
+
+
+def _stacked(parts: list[Tensor]) -> Tensor:
+    """``torch.stack(parts)``; without copying when the parts already lie one after another in one block of memory
+    (the outputs of organizations fitted together, :func:`vcl.transport.run_jobs`): a view of that block."""
+    first = parts[0]
+    if len(parts) > 1 and first.is_contiguous():
+        storage, offset, size = first.untyped_storage().data_ptr(), first.storage_offset(), first.numel()
+        if all(
+            p.untyped_storage().data_ptr() == storage
+            and p.storage_offset() == offset + m * size
+            and p.shape == first.shape
+            and p.dtype == first.dtype
+            and p.device == first.device
+            and p.is_contiguous()
+            for m, p in enumerate(parts)
+        ):
+            return first.as_strided((len(parts), *first.shape), (size, *first.stride()), offset)
+    return torch.stack(parts)

@@ -130,7 +130,10 @@ class PartyHost:
     """A party in its own process (a Ray actor): built from the config and its index, reached by messages."""
 
     def __init__(self, threads: int):
+        from vcl.memory import reuse_freed_memory
+
         torch.set_num_threads(max(1, threads))
+        reuse_freed_memory()
         self.party = None
 
     def build(self, config: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:

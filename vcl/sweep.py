@@ -28,8 +28,10 @@ class Job:
 
 def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
     """Run one config (no files written) and return its record."""
+    from vcl.memory import reuse_freed_memory
     from vcl.runner import train
 
+    reuse_freed_memory()  # as the command line does
     start = time.perf_counter()
     res = train(cfg, verbose=False, write=False)
     return {

@@ -1,0 +1,30 @@
+"""How a training process asks for memory: freed tensors' memory is kept and reused, not mapped afresh.
+
+A round allocates the same few sizes of tensor again and again (M × N × K outputs, their differences and
+products). glibc's malloc serves a block above its threshold (128 KiB to start, raised as it sees large blocks
+freed) with a fresh mapping from the kernel and returns freed memory above its trim threshold to the kernel, so
+every such tensor's pages are faulted in and zeroed anew: at M = 64 organizations on a 200-column table that was
+~4,000 page faults and ~4 ms of a ~28 ms round (measured on a 2-core VM). :func:`reuse_freed_memory` sets the two
+thresholds so blocks up to 32 MiB come from malloc's heap and up to 128 MiB freed stays there for the next
+round. The command line, the benchmarks' runs and every party process call it once at start.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+MMAP_THRESHOLD = 32 << 20  # glibc's largest: blocks below it come from the heap
+TRIM_THRESHOLD = 128 << 20  # freed memory kept at the heap's top before any is returned to the kernel
+
+
+def reuse_freed_memory() -> bool:
+    """Set glibc malloc's mmap and trim thresholds (above) for this process; True if it took effect. Elsewhere
+    (macOS, Windows, musl) nothing changes and it returns False. Process-wide and cheap; calling it again is
+    harmless."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
