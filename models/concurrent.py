@@ -172,14 +172,19 @@ def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tens
 def _schedule(learners: list[ResidualRegressor], n: int, device) -> Callable[[int], list]:
     """An epoch's minibatches of every organization, as each would draw them alone: (organization rows, row
     indices) pairs, or (all organizations, a slice) when batches are in order (computed once then)."""
-    gens = [torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners]
+    gens: list[torch.Generator] = []  # made when first drawn from
     rows = torch.arange(len(learners), device=device).unsqueeze(1)
     in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
+
+    def generators() -> list[torch.Generator]:
+        if not gens:
+            gens.extend(torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners)
+        return gens
 
     def schedule(epoch: int) -> list:
         if in_order:
             return in_order
-        pieces = learners[0].schedule(n, gens, device)
+        pieces = learners[0].schedule(n, generators, device)
         if not pieces or isinstance(pieces[0], slice):  # in order, nothing drawn: the same for all epochs
             in_order.extend((slice(None), piece) for piece in pieces)
             return in_order
@@ -232,8 +237,7 @@ def _fit_linear(learners, features, targets, sample_weight, schedule, stacked=No
 
     train(linear.steps, hp.epochs, batches, lambda epoch, batch: linear.step(batch[1]), models=len(learners))
     theta = linear.theta.detach()
-    for layer, trained in zip(layers, theta, strict=True):
-        unpack(trained, layer)
+    unpack(theta, layers)
     return theta, x
 
 

@@ -256,9 +256,9 @@ class ResidualRegressor(nn.Module):
         )
         return Steps(opt, sched, clip=hp.grad_clip, precision=hp.precision, device=device, clip_with=clip_with)
 
-    def schedule(self, n: int, generator: torch.Generator | list[torch.Generator], device) -> list:
+    def schedule(self, n: int, generator, device) -> list:
         """An epoch's minibatches: in order when one batch holds every row, else shuffled by ``generator`` (or by
-        each of several learners' generators: :func:`vcl.loop.minibatches`)."""
+        each of several learners' generators, or those a function returns: :func:`vcl.loop.minibatches`)."""
         hp = self.hparams
         min_rows = 2 if hp.arch == "cnn" else 1  # BatchNorm cannot train on a single row
         return minibatches(n, hp.batch_size, generator, shuffle=n > hp.batch_size, min_rows=min_rows, device=device)

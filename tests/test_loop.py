@@ -122,3 +122,23 @@ def test_an_epochs_largest_batch_takes_the_whole_datas_sums_less_the_others(stac
         torch.testing.assert_close(c, xw @ y[piece])
     linear.epoch(minibatches(n, 20, gens))
     assert not linear.planned  # no batch holds over half the rows: each step computes its own
+
+
+def test_a_derived_seed_is_numpys_seed_sequence_first_word():
+    """vcl.loop.derived_seed (every round's and organization's seed) computes what
+    ``numpy.random.SeedSequence(parts).generate_state(1)[0]`` gives, masked to 31 bits: for short and long seeds, zeros,
+    and integers of one, two and three 32-bit words."""
+    import random
+
+    import numpy as np
+
+    from vcl.loop import derived_seed
+
+    rng = random.Random(0)
+    values = [0, 1, 7, 2**31 - 1, 2**32 - 1, 2**32, 2**64, 2**70 + 5]
+    for _ in range(3000):
+        parts = [rng.choice([*values, rng.randrange(2**32), rng.randrange(2**80)]) for _ in range(rng.randint(1, 11))]
+        expected = int(np.random.SeedSequence(parts).generate_state(1)[0]) & 0x7FFFFFFF
+        assert derived_seed(*parts) == expected, parts
+    with pytest.raises(ValueError, match="non-negative"):
+        derived_seed(3, -1)

@@ -14,10 +14,10 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import Tensor
 
+from vcl.loop import derived_seed
 from vcl.losses import local_loss
 from vcl.messages import (
     FittedValues,
@@ -73,9 +73,7 @@ class FitJob:
         return self.inputs["train"]
 
 
-def seed_for(*parts: int) -> int:
-    """A 31-bit seed derived from (run seed, round, organization, ...), so fits don't share RNG state."""
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+seed_for = derived_seed  # (run seed, round, organization, ...) → a 31-bit seed: fits don't share RNG state
 
 
 class Organization:
