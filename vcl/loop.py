@@ -68,15 +68,16 @@ def derived_seed(*parts: int) -> int:
 
 
 def _hash_constants(n: int) -> list[int]:
-    """SeedSequence's hash constants A_0 … A_n (``derived_seed``), extended as longer seeds need them."""
-    while len(_HASH_A) <= n:
-        _HASH_A.append(_HASH_A[-1] * _MULT_A & _MASK32)
-    return _HASH_A
+    """SeedSequence's hash constants A_0 … A_n (``derived_seed``): the table, or for longer seeds a new list (the
+    table is never changed, so threads may share it)."""
+    if n < len(_HASH_A):
+        return _HASH_A
+    return [_HASH_A[0] * pow(_MULT_A, k, 1 << 32) & _MASK32 for k in range(n + 1)]
 
 
 _MASK32, _MULT_A, _INIT_B, _MULT_B = 0xFFFFFFFF, 0x931E8875, 0x8B51F9DD, 0x58F38DED
 _MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
-_HASH_A = [0x43B0D7E5]  # INIT_A
+_HASH_A = [0x43B0D7E5 * pow(_MULT_A, k, 1 << 32) & _MASK32 for k in range(33)]  # A_k = INIT_A · MULT_Aᵏ: 8 words
 _POOL_MIXES = tuple((src, dst) for src in range(4) for dst in range(4) if src != dst)
 
 
