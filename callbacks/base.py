@@ -12,6 +12,7 @@ class RoundCallback:
         pass
 
     def on_run_end(self, run, results: dict) -> None:
+        """After the last round, before ``teardown``, with the run's own results (not its comparisons)."""
         pass
 
     def teardown(self, run) -> None:

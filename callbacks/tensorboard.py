@@ -78,7 +78,6 @@ class TensorBoardRounds(RoundCallback):
 
     def on_run_end(self, run, results: dict) -> None:
         """The run's settings and final figures in the HParams tab (its own run folder)."""
-        from torch.utils.tensorboard import SummaryWriter
         from torch.utils.tensorboard.summary import hparams
 
         settings = {**hparams_of(run.config.to_dict()), "method": results["method"]}
@@ -88,11 +87,15 @@ class TensorBoardRounds(RoundCallback):
             "final/bytes_sent": results["bytes_sent"],
             "final/seconds": results["seconds"],
         }
-        with SummaryWriter(str(self.folder(run))) as w:
-            for summary in hparams(settings, figures):
-                w.file_writer.add_summary(summary)
-            for tag, value in figures.items():
-                w.add_scalar(tag, value, results["value_round"])
+        # The rounds' writer, not a second one: TensorBoard reads a folder's files in name order, and a second
+        # file made in the same second can sort first (its counter compared as text: "10" < "9"); the rounds'
+        # file, read after it, would then purge these figures (its start marks step 0 or the resumed round).
+        w = self.writer
+        for summary in hparams(settings, figures):
+            w.file_writer.add_summary(summary)
+        for tag, value in figures.items():
+            w.add_scalar(tag, value, results["value_round"])
+        w.flush()
 
     def teardown(self, run) -> None:
         if self.writer is not None:

@@ -313,3 +313,4 @@ class ResidualRegressor(nn.Module):
             enable_model_summary=False,
         )
         trainer.fit(LightningFit(self), loader)
+        self.to(x.device)  # Lightning's teardown leaves the module on the CPU: predict where the data lives

@@ -218,10 +218,12 @@ def train(
                 run.log(f"resumed {out_dir} at round {protocol.round}")
             try:
                 run_rounds(run, callbacks, config.run.rounds)
+                results = run.results({})
+                for cb in callbacks:
+                    cb.on_run_end(run, results)
             finally:
                 for cb in callbacks:
                     cb.teardown(run)
-            results = run.results({})
         except KeyboardInterrupt:
             raise RunInterrupted(run.saved_round, out_dir) from None
         except PartyLost as err:
@@ -237,15 +239,13 @@ def train(
             try:
                 run_rounds(other, board, config.run.rounds)
                 results["compare"][method] = other.results({})
+                for cb in board:
+                    cb.on_run_end(other, results["compare"][method])
             finally:
                 for cb in board:
                     cb.teardown(other)
                 other.protocol.federation.transport.close()
-            for cb in board:
-                cb.on_run_end(other, results["compare"][method])
             results["compare"][method].pop("config")
-        for cb in callbacks:
-            cb.on_run_end(run, results)
         if write:
             atomic_write_json(results, out_dir / "results.json")
     if verbose or write:
