@@ -22,10 +22,10 @@ from vcl.models.classifier import (
     check_classifier_name,
     check_weighted,
 )
-from vcl.models.concurrent import concurrency_key, fit_and_predict, fit_concurrently
+from vcl.models.concurrent import concurrency_key, fit_and_predict, fit_concurrently, fit_linear_rounds
 from vcl.models.dms import RoundHead, SharedExtractorRegressor
 from vcl.models.networks import build_mlp, build_network
-from vcl.models.residual import ResidualRegressor
+from vcl.models.residual import LinearRound, ResidualRegressor
 from vcl.models.sklearn import SklearnRegressor, make_estimator
 
 from vcl.errors import VCLInputError
@@ -61,6 +61,9 @@ __all__ = [
     "check_learner_name",
     "concurrency_key",
     "fit_and_predict",
+    "fit_linear_rounds",
+    "learner_prototype",
+    "LinearRound",
     "fit_concurrently",
 ]
 
@@ -146,16 +149,7 @@ def build_learner(
     """
     in_shape = (in_shape,) if isinstance(in_shape, int) else tuple(in_shape)
     if name in DEEP and not shared:  # copies of a prototype's modules (ResidualRegressor.renewed)
-        values = vars(settings).values()  # the fields, in order
-        key = (name, in_shape, out_features, loss, *(tuple(v) if isinstance(v, list) else v for v in values))
-        prototype = _PROTOTYPES.get(key)
-        if prototype is None:
-            if len(_PROTOTYPES) >= 64:
-                _PROTOTYPES.pop(next(iter(_PROTOTYPES)))
-            prototype = _deep_learner(name, in_shape, out_features, loss, 0, settings).to("meta")
-            concurrency_key(prototype)  # computed once: its copies keep it
-            _PROTOTYPES[key] = prototype
-        return prototype.renewed(seed)
+        return learner_prototype(name, in_shape, out_features, loss, settings).renewed(seed)
     if name in DEEP:
         return _deep_learner(name, in_shape, out_features, loss, seed, settings, shared)
     if shared:
@@ -177,6 +171,24 @@ def build_learner(
 
         return SklearnRegressor(SVR(), seed=seed)
     return SklearnRegressor(make_estimator(check_learner_name(name), "learner.model"), seed=seed)
+
+
+def learner_prototype(name: str, in_shape, out_features: int, loss: str, settings: LearnerSettings):
+    """The learner (on the meta device) whose :meth:`ResidualRegressor.renewed` copies :func:`build_learner` gives
+    for a torch learner ``name`` (not Deep Model Sharing's); None for other learners. Kept for the last 64 kinds."""
+    if name not in DEEP:
+        return None
+    in_shape = (in_shape,) if isinstance(in_shape, int) else tuple(in_shape)
+    values = vars(settings).values()  # the fields, in order
+    key = (name, in_shape, out_features, loss, *(tuple(v) if isinstance(v, list) else v for v in values))
+    prototype = _PROTOTYPES.get(key)
+    if prototype is None:
+        if len(_PROTOTYPES) >= 64:
+            _PROTOTYPES.pop(next(iter(_PROTOTYPES)))
+        prototype = _deep_learner(name, in_shape, out_features, loss, 0, settings).to("meta")
+        concurrency_key(prototype)  # computed once: its copies keep it
+        _PROTOTYPES[key] = prototype
+    return prototype
 
 
 _PROTOTYPES: dict[tuple, ResidualRegressor] = {}  # the last 64 kinds of learner built, on the meta device

@@ -22,9 +22,9 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn.utils.rnn import pad_sequence
-from vcl.models.residual import ResidualRegressor
+from vcl.models.residual import LinearRound, ResidualRegressor
 
-from vcl.loop import LinearSteps, train, unpack
+from vcl.loop import LinearSteps, own_rows, permutations, train, unpack
 from vcl.losses import local_loss
 
 _SHARED = (
@@ -121,7 +121,33 @@ def fit_and_predict(
     linear = _fit(learners, [i["train"] for i in inputs], targets, sample_weight, stacked)
     if linear is None:
         return {s: torch.stack([lr.predict(i[s]) for lr, i in zip(learners, inputs, strict=True)]) for s in inputs[0]}
-    theta, x = linear
+    return _linear_outputs(*linear, inputs, stacked)
+
+
+def fit_linear_rounds(
+    prototypes: list[ResidualRegressor],
+    seeds: list[int],
+    inputs: list[dict[str, Tensor]],
+    targets: Tensor,
+    stacked: dict | None = None,
+) -> tuple[list[LinearRound], dict[str, Tensor]]:
+    """:func:`fit_and_predict` for Linear learners that are not made: ``prototypes[m].renewed(seeds[m])`` (one
+    Linear layer in fp32, :attr:`ResidualRegressor.linear_drawn`; equal but for their input width), fitted on
+    ``inputs[m]``. Their parameters are drawn as those copies would draw them and trained together; each
+    organization keeps a :class:`LinearRound` (its weight and bias), not a module tree. Returns them and the
+    outputs."""
+    starts = [prototype.linear_start(seed) for prototype, seed in zip(prototypes, seeds, strict=True)]
+    theta, x = _fit_linear(prototypes[0], seeds, [i["train"] for i in inputs], targets, None, stacked, starts)
+    rounds = []
+    for prototype, seed, own, (weight, _) in zip(prototypes, seeds, theta, starts, strict=True):
+        d = weight.shape[1]
+        weight = own[:d].t().clone(memory_format=torch.contiguous_format)  # its own memory (d = 1 is a view)
+        rounds.append(LinearRound(prototype, seed, weight, own[-1].clone()))
+    return rounds, _linear_outputs(theta, x, inputs, stacked)
+
+
+def _linear_outputs(theta: Tensor, x: Tensor, inputs: list[dict[str, Tensor]], stacked) -> dict[str, Tensor]:
+    """Every split's outputs of the stacked Linear models ``theta`` (M × (d+1) × K): one batched product each."""
     return {
         s: torch.bmm(x if s == "train" else _padded([i[s] for i in inputs], x.shape[-1], True, stacked), theta)
         for s in inputs[0]
@@ -137,9 +163,14 @@ def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tens
     hp = learners[0].hparams
     device = targets.device
     n, m = targets.shape[0], len(learners)
-    schedule = _schedule(learners, n, device)
+    seeds = [lr.hparams.seed for lr in learners]
     if learners[0]._linear_layer() is not None and features[0].dim() == 2:
-        return _fit_linear(learners, features, targets, sample_weight, schedule, stacked)
+        layers = [lr.to(device)._linear_layer() for lr in learners]
+        starts = [(layer.weight, layer.bias) for layer in layers]
+        theta, x = _fit_linear(learners[0], seeds, features, targets, sample_weight, stacked, starts)
+        unpack(theta, layers)
+        return theta, x
+    schedule = _schedule(learners[0], seeds, n, device)
     y_all = targets.expand(m, *targets.shape)
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
     if features[0].dim() == 2:  # rows: zero-pad to the widest organization
@@ -155,10 +186,9 @@ def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tens
     forward = stacked or vmap(lambda p, b, xi: functional_call(base, (p, b), (xi,)))
     steps = learners[0].steps(params.values(), device, clip_with=_clip_per_model)
 
-    def loss(epoch: int, batch) -> Tensor:
-        which, idx = batch
-        wb = None if w_all is None else w_all[which, idx]
-        return local_loss(forward(params, buffers, x[which, idx]).float(), y_all[which, idx], hp.loss, wb)
+    def loss(epoch: int, idx) -> Tensor:
+        wb = None if w_all is None else own_rows(w_all, idx)
+        return local_loss(forward(params, buffers, own_rows(x, idx)).float(), own_rows(y_all, idx), hp.loss, wb)
 
     train(steps, hp.epochs, schedule, loss, models=m)
     with torch.no_grad():
@@ -169,26 +199,29 @@ def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tens
     return None
 
 
-def _schedule(learners: list[ResidualRegressor], n: int, device) -> Callable[[int], list]:
-    """An epoch's minibatches of every organization, as each would draw them alone: (organization rows, row
-    indices) pairs, or (all organizations, a slice) when batches are in order (computed once then)."""
-    gens: list[torch.Generator] = []  # made when first drawn from
-    rows = torch.arange(len(learners), device=device).unsqueeze(1)
+def _schedule(learner: ResidualRegressor, seeds: list[int], n: int, device) -> Callable[[int], list]:
+    """An epoch's minibatches of every organization, as each learner of ``learner``'s kind with its own seed would
+    draw them alone: row indices (M, B), or slices when batches are in order (the same for all epochs, computed
+    once). Every epoch's permutations are drawn at the first, into one block (:func:`vcl.loop.permutations`)."""
+    orders: list[Tensor] = []
     in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
 
-    def generators() -> list[torch.Generator]:
-        if not gens:
-            gens.extend(torch.Generator(device="cpu").manual_seed(lr.hparams.seed) for lr in learners)
-        return gens
+    def epoch_orders(epoch: int):
+        def drawn() -> Tensor:
+            if not orders:
+                gens = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
+                orders.extend(permutations(n, gens, learner.hparams.epochs))
+            return orders[epoch]
+
+        return drawn
 
     def schedule(epoch: int) -> list:
         if in_order:
             return in_order
-        pieces = learners[0].schedule(n, generators, device)
+        pieces = learner.schedule(n, epoch_orders(epoch), device)
         if not pieces or isinstance(pieces[0], slice):  # in order, nothing drawn: the same for all epochs
-            in_order.extend((slice(None), piece) for piece in pieces)
-            return in_order
-        return [(rows, idx) for idx in pieces]
+            in_order.extend(pieces)
+        return pieces
 
     return schedule
 
@@ -213,32 +246,29 @@ def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dic
     return x
 
 
-def _fit_linear(learners, features, targets, sample_weight, schedule, stacked=None) -> tuple[Tensor, Tensor]:
-    """Linear learners together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded to
+def _fit_linear(
+    learner: ResidualRegressor, seeds, features, targets, sample_weight, stacked, starts
+) -> tuple[Tensor, Tensor]:
+    """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``starts`` (each one's weight
+    and bias), trained together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded to
     the widest organization plus a column of ones, M × N × (d+1); parameters ``[Wᵀ; 0; b]``, M × (d+1) × K.
     Returns the trained parameters and the inputs."""
-    hp, device = learners[0].hparams, targets.device
+    hp, device = learner.hparams, targets.device
     width = max(f.shape[1] for f in features)
     x = _padded(features, width + 1, True, stacked)
-    layers = [lr._linear_layer() for lr in learners]
-    if any(layer.weight.device != device for layer in layers):
-        layers = [lr.to(device)._linear_layer() for lr in learners]
     with torch.no_grad():  # [Wᵀ; 0; b] of each, in one stack
-        weights = pad_sequence([layer.weight.t() for layer in layers], batch_first=True)  # M × d × K
-        theta = torch.cat([weights, torch.stack([layer.bias for layer in layers]).unsqueeze(1)], 1)
+        weights = pad_sequence([w.t() for w, _ in starts], batch_first=True)  # M × d × K
+        theta = torch.cat([weights, torch.stack([b for _, b in starts]).unsqueeze(1)], 1).to(device)
     linear = LinearSteps(
-        theta, lambda p: learners[0].steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
+        theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
     )
+    schedule = _schedule(learner, seeds, targets.shape[0], device)
 
     def batches(epoch: int) -> list:
-        pieces = schedule(epoch)
-        linear.epoch([piece[1] for piece in pieces])
-        return pieces
+        return linear.epoch(schedule(epoch))
 
-    train(linear.steps, hp.epochs, batches, lambda epoch, batch: linear.step(batch[1]), models=len(learners))
-    theta = linear.theta.detach()
-    unpack(theta, layers)
-    return theta, x
+    train(linear.steps, hp.epochs, batches, lambda epoch, batch: linear.step(batch), models=len(seeds))
+    return linear.theta.detach(), x
 
 
 def _stacked_forward(base: torch.nn.Module):

@@ -116,12 +116,21 @@ class _Renewal:
                     made[i].reset_parameters()
         return made[0]
 
+    def drawn(self, seed: int) -> list[Tensor]:
+        """The parameters a copy with ``seed`` gets, in order, without the copy (only where they are drawn)."""
+        generator = torch.Generator().manual_seed(seed)
+        return [self._tensor(p[0], p[1], p[3], generator) for *_, params, _, _ in self.plan for _, p in params if p]
+
     @staticmethod
-    def _parameter(shape, dtype, requires_grad: bool, bound: float | None, generator) -> nn.Parameter:
+    def _tensor(shape, dtype, bound: float | None, generator) -> Tensor:
         data = torch.empty(shape, dtype=dtype)
         if bound is not None:
             data.uniform_(-bound, bound, generator=generator)
-        return nn.Parameter(data, requires_grad)
+        return data
+
+    @classmethod
+    def _parameter(cls, shape, dtype, requires_grad: bool, bound: float | None, generator) -> nn.Parameter:
+        return nn.Parameter(cls._tensor(shape, dtype, bound, generator), requires_grad)
 
 
 class ResidualRegressor(nn.Module):
@@ -179,12 +188,30 @@ class ResidualRegressor(nn.Module):
         round with many organizations builds many learners). Nothing is shared with this one."""
         if type(self) is not ResidualRegressor or not self._renewable:
             return type(self)(**{**self.hparams, "seed": seed})
+        new = self._renewal_plan().copy(seed)
+        new.__dict__["hparams"] = HParams({**self.hparams, "seed": seed})
+        return new
+
+    def _renewal_plan(self) -> _Renewal:
         renewal = self.__dict__.get("_renewal")
         if renewal is None:
             renewal = self.__dict__["_renewal"] = _Renewal(self)
-        new = renewal.copy(seed)
-        new.__dict__["hparams"] = HParams({**self.hparams, "seed": seed})
-        return new
+        return renewal
+
+    @property
+    def linear_drawn(self) -> bool:
+        """One Linear layer trained in fp32 whose copies draw their parameters as they are made
+        (:meth:`linear_start`)."""
+        plain = type(self) is ResidualRegressor and self._linear is not None and self._renewable
+        return plain and self._renewal_plan().draws
+
+    def linear_start(self, seed: int) -> tuple[Tensor, Tensor]:
+        """The weight and bias ``renewed(seed)`` starts from (on the CPU), drawn without making it
+        (:attr:`linear_drawn` learners)."""
+        if not self.linear_drawn:
+            raise ValueError("linear_start needs a learner of one Linear layer in fp32 (linear_drawn).")
+        weight, bias = self._renewal_plan().drawn(seed)
+        return weight, bias
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams
@@ -314,3 +341,37 @@ class ResidualRegressor(nn.Module):
         )
         trainer.fit(LightningFit(self), loader)
         self.to(x.device)  # Lightning's teardown leaves the module on the CPU: predict where the data lives
+
+
+class LinearRound:
+    """A Linear learner's round model as its two tensors, weight (K × d) and bias (K): what the one Linear layer of
+    ``prototype.renewed(seed)`` holds after the same fit (:func:`vcl.models.concurrent.fit_linear_rounds`). It
+    predicts and gives its parameters and ``state_dict`` (the learner's keys: a checkpoint loads into a learner) as
+    that learner does, without a module tree per organization and round."""
+
+    def __init__(self, prototype: ResidualRegressor, seed: int, weight: Tensor, bias: Tensor):
+        self.prototype, self.seed, self.weight, self.bias = prototype, seed, weight, bias
+
+    @property
+    def hparams(self) -> HParams:
+        return HParams({**self.prototype.hparams, "seed": self.seed})
+
+    @property
+    def device(self) -> torch.device:
+        return self.weight.device
+
+    @torch.no_grad()
+    def predict(self, features: Tensor) -> Tensor:
+        """``x Wᵀ + b``: the learner's prediction (:meth:`ResidualRegressor.predict`), the same operation."""
+        return torch.addmm(self.bias, features.to(self.device), self.weight.t())
+
+    def parameters(self):
+        return iter((self.weight, self.bias))
+
+    def state_dict(self) -> OrderedDict:
+        template = self.prototype.__dict__.get("_state_template")
+        if template is None:  # the learner's keys and version metadata, once per prototype
+            template = self.prototype.__dict__["_state_template"] = self.prototype.state_dict()
+        state = OrderedDict(zip(template, (self.weight, self.bias), strict=True))
+        state._metadata = template._metadata
+        return state

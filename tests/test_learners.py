@@ -7,11 +7,14 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.svm import SVR
 from vcl.models import (
     LearnerSettings,
+    LinearRound,
     ResidualRegressor,
     SklearnRegressor,
     build_learner,
     fit_and_predict,
     fit_concurrently,
+    fit_linear_rounds,
+    learner_prototype,
 )
 
 from vcl.errors import VCLInputError
@@ -143,6 +146,38 @@ def test_fit_and_predict_gives_each_learners_own_outputs(hidden):
         for split, x in (("train", xs[m]), ("test", tests[m])):
             torch.testing.assert_close(outputs[split][m], learner.predict(x), rtol=1e-4, atol=1e-5)
             torch.testing.assert_close(outputs[split][m], learners[m].predict(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch_size", [1024, 16])
+def test_linear_rounds_fitted_unmade_equal_learners_made_and_fitted_together(batch_size):
+    """Linear learners of organizations of different widths, fitted together without being made (each keeps a
+    LinearRound, its weight and bias): the same outputs, parameters, predictions and state_dict (it loads into
+    the learner) as the learners ``build_learner`` makes, fitted together; and as each fitted alone."""
+    widths, seeds = [1, 3, 2, 5], [10, 11, 12, 13]
+    xs, y = _data(widths)
+    tests, _ = _data(widths, n=17, seed=4)
+    inputs = [{"train": x, "test": t} for x, t in zip(xs, tests, strict=True)]
+    settings = LearnerSettings(epochs=6, milestones=[3], batch_size=batch_size)
+    prototypes = [learner_prototype("linear", (w,), 3, "l2", settings) for w in widths]
+    assert all(p.linear_drawn for p in prototypes)
+    rounds, outputs = fit_linear_rounds(prototypes, seeds, inputs, y)
+    learners = [build_learner("linear", (w,), 3, "l2", s, settings) for w, s in zip(widths, seeds, strict=True)]
+    made = fit_and_predict(learners, inputs, y)
+    for split in ("train", "test"):
+        assert torch.equal(outputs[split], made[split])
+    for m, (model, learner) in enumerate(zip(rounds, learners, strict=True)):
+        assert isinstance(model, LinearRound) and model.hparams == learner.hparams
+        state, theirs = model.state_dict(), learner.state_dict()
+        assert list(state) == list(theirs) and all(torch.equal(state[k], theirs[k]) for k in state)
+        assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in learner.parameters())
+        assert torch.equal(model.predict(tests[m]), learner.predict(tests[m]))
+        alone = build_learner("linear", (widths[m],), 3, "l2", seeds[m], settings).fit(xs[m], y)
+        torch.testing.assert_close(model.predict(tests[m]), alone.predict(tests[m]), rtol=1e-4, atol=1e-5)
+        loaded = build_learner("linear", (widths[m],), 3, "l2", 0, settings)
+        loaded.load_state_dict(state)
+        assert torch.equal(loaded.predict(tests[m]), model.predict(tests[m]))
+        for t in state.values():  # its own memory: a checkpoint of one organization holds no other's parameters
+            assert t.untyped_storage().nbytes() == t.numel() * t.element_size()
 
 
 def test_fast_engine_equals_lightning_trainer():

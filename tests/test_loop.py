@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from vcl import progress
-from vcl.loop import LinearSteps, Steps, minibatches, train
+from vcl.loop import LinearSteps, Steps, minibatches, own_rows, permutations, train
 
 
 def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
@@ -25,6 +25,34 @@ def test_minibatches_of_several_generators_are_each_ones_own():
     assert [tuple(p.shape) for p in together] == [(3, 4), (3, 4)]
     for i, piece in enumerate(together):
         assert all(torch.equal(piece[m], alone[m][i]) for m in range(3))
+
+
+def test_every_epochs_permutations_at_once_are_what_each_generator_draws_alone():
+    """A concurrent fit draws all its epochs' permutations first (one block): epoch e of generator m is its e-th
+    draw alone, and the epoch's stack cut into pieces is what minibatches gives epoch by epoch."""
+    seeds = [3, 4, 5, 6]
+    orders = permutations(11, [torch.Generator().manual_seed(s) for s in seeds], epochs=3)
+    for m, seed in enumerate(seeds):
+        alone = torch.Generator().manual_seed(seed)
+        assert all(torch.equal(orders[e][m], torch.randperm(11, generator=alone)) for e in range(3))
+    gens = [torch.Generator().manual_seed(s) for s in seeds]
+    for e in range(3):
+        by_epoch = minibatches(11, 4, gens)
+        drawn = minibatches(11, 4, orders[e])  # the epoch's permutations given instead of generators
+        assert all(torch.equal(a, b) for a, b in zip(by_epoch, drawn, strict=True))
+
+
+@pytest.mark.parametrize("shape", [(4, 9, 3), (4, 9, 2, 3, 3)])
+def test_own_rows_are_each_models_rows_of_the_stack(shape):
+    """own_rows(t, idx) = t[arange(M)[:, None], idx] for a stack, an expanded one (the same targets for every
+    model) and, for a slice, t[:, idx]."""
+    t = torch.randn(shape)
+    idx = torch.stack([torch.randperm(9)[:5] for _ in range(4)])
+    rows = torch.arange(4).unsqueeze(1)
+    assert torch.equal(own_rows(t, idx), t[rows, idx])
+    same = t[0].expand(4, *t.shape[1:])
+    assert torch.equal(own_rows(same, idx), same[rows, idx])
+    assert torch.equal(own_rows(t, slice(2, 6)), t[:, 2:6])
 
 
 def test_minibatches_in_order_draw_nothing():

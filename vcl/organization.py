@@ -29,7 +29,7 @@ from vcl.messages import (
     PseudoResidual,
     as_float,
 )
-from vcl.models import LearnerSettings, build_learner
+from vcl.models import LearnerSettings, build_learner, learner_prototype
 
 
 @dataclass
@@ -58,19 +58,28 @@ class FitJob:
     """Work one organization does locally for one message: fit ``learner`` on its own training rows, then
     predict its own rows of every split (``inputs``). An executor that fits several jobs at once may also fill in
     ``outputs`` ({split: N × K}) and ``train_loss`` (the local loss on the training rows); else the organization
-    computes them itself."""
+    computes them itself. A torch learner is not made until needed (:meth:`built`: ``prototype.renewed(seed)``):
+    Linear learners fitted together keep only their parameters (:func:`vcl.models.fit_linear_rounds`), which the
+    executor puts in ``learner``."""
 
     message: Message
-    learner: object
+    learner: object | None
     inputs: dict[str, Tensor]
     targets: Tensor
     seed: int
+    prototype: object | None = None
     outputs: dict[str, Tensor] | None = None
     train_loss: float | None = None
 
     @property
     def features(self) -> Tensor:
         return self.inputs["train"]
+
+    def built(self):
+        """The learner, made from the prototype if it was not made yet."""
+        if self.learner is None:
+            self.learner = self.prototype.renewed(self.seed)
+        return self.learner
 
 
 seed_for = derived_seed  # (run seed, round, organization, ...) → a 31-bit seed: fits don't share RNG state
@@ -97,6 +106,7 @@ class Organization:
         self._view = view.to(device)
         self._models: list[tuple[int, int, int, object]] = []  # (round, seed, K, fitted learner)
         self._shared = None  # Deep Model Sharing: the one learner whose extractor every round shares
+        self._prototypes: dict[tuple[int, str], object] = {}  # (outputs, loss) → what its learners are copies of
         self.train_losses: dict[int, float] = {}  # round → its model's local loss on the training rows
         self._writer = None  # this organization's own TensorBoard log, where it runs (log_round)
 
@@ -139,7 +149,7 @@ class Organization:
         """This organization's reply to a message from Alice."""
         if isinstance(message, (PseudoResidual, Labels)):
             job = self.begin_fit(message)
-            job.learner.fit(job.features, job.targets)
+            job.built().fit(job.features, job.targets)
             return self.finish_fit(job)
         if isinstance(message, PredictionRequest):
             return self.predict(message)
@@ -154,10 +164,14 @@ class Organization:
         if self.settings.dms:
             if self._shared is None:
                 self._shared = self._new_learner(targets.shape[1], seed, loss, shared=True)
-            learner = self._shared
-        else:
-            learner = self._new_learner(targets.shape[1], seed, loss)
-        return FitJob(message, learner, self._view.splits, targets, seed)
+            return FitJob(message, self._shared, self._view.splits, targets, seed)
+        k, loss = targets.shape[1], loss or self.loss
+        if (k, loss) not in self._prototypes:
+            shape = self.example_shape
+            self._prototypes[(k, loss)] = learner_prototype(self.learner_name, shape, k, loss, self.settings)
+        prototype = self._prototypes[(k, loss)]
+        learner = self._new_learner(k, seed, loss) if prototype is None else None  # else made when needed
+        return FitJob(message, learner, self._view.splits, targets, seed, prototype)
 
     def finish_fit(self, job: FitJob) -> FittedValues:
         """Keep the round model (for the prediction stage) and reply with its outputs on every split."""

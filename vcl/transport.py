@@ -231,18 +231,24 @@ def run_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
     on the training rows (else the organization computes them in ``finish_fit``). ``stacked``: where their inputs
     stay stacked from one call to the next (:func:`vcl.models.fit_and_predict`)."""
     from vcl.losses import local_losses
-    from vcl.models import concurrency_key, fit_and_predict
+    from vcl.models import concurrency_key, fit_and_predict, fit_linear_rounds
 
     groups: dict[object, list] = {}
     for i, job in enumerate(jobs):
-        key = concurrency_key(job.learner) if concurrent else None
+        key = concurrency_key(job.prototype if job.learner is None else job.learner) if concurrent else None
         groups.setdefault((key, id(job.targets)) if key is not None else i, []).append(job)
     for group in groups.values():
+        first, inputs = group[0], [j.inputs for j in group]
         if len(group) == 1:
-            group[0].learner.fit(group[0].features, group[0].targets)
+            first.built().fit(first.features, first.targets)
             continue
-        learners, inputs = [j.learner for j in group], [j.inputs for j in group]
-        outputs = fit_and_predict(learners, inputs, group[0].targets, stacked=stacked)
-        losses = local_losses(outputs["train"], group[0].targets, group[0].learner.hparams.loss).tolist()
+        if first.features.dim() == 2 and all(j.learner is None and j.prototype.linear_drawn for j in group):
+            prototypes, seeds = [j.prototype for j in group], [j.seed for j in group]
+            rounds, outputs = fit_linear_rounds(prototypes, seeds, inputs, first.targets, stacked)
+            for job, model in zip(group, rounds, strict=True):
+                job.learner = model
+        else:
+            outputs = fit_and_predict([j.built() for j in group], inputs, first.targets, stacked=stacked)
+        losses = local_losses(outputs["train"], first.targets, first.learner.hparams.loss).tolist()
         for m, job in enumerate(group):
             job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]
