@@ -4,8 +4,8 @@ Nothing outside reads an organization's features or calls its methods: it answer
 (:meth:`Organization.handle`) — a :class:`PseudoResidual` (or :class:`Labels`) with a
 :class:`FittedValues` of its new round model's outputs, a :class:`PredictionRequest` with every kept
 model's outputs, a :class:`ModelsRequest` with a :class:`ModelsReport`. A fit is split into
-``begin_fit`` (a :class:`FitJob`: fresh learner + local data) and ``finish_fit`` so the local transport
-may run several organizations' jobs at once (:mod:`vcl.transport`); jobs never leave the host.
+``begin_fit`` (a :class:`FitJob`: a fresh learner, made when needed, and local data) and ``finish_fit`` so the
+local transport may run several organizations' jobs at once (:mod:`vcl.transport`); jobs never leave the host.
 """
 
 from __future__ import annotations
