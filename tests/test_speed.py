@@ -126,7 +126,7 @@ def test_reusing_freed_memory_serves_large_blocks_from_the_heap_and_keeps_them()
 def test_rounds_freeze_what_exists_and_leave_the_collector_as_they_found_it():
     """vcl.runner.long_lived_frozen: inside, the objects that existed on entry are frozen (out of the collector's
     scans); after, none are; objects a caller froze stay frozen, and its freeze is left alone."""
-    # in a fresh process, from no frozen objects (importing torch 2.11 on a CUDA machine left some frozen)
+    # in a fresh process, from no frozen objects (the GPU machine's Python starts with 375 frozen, even with -S)
     script = """
 import gc
 from vcl.runner import long_lived_frozen
