@@ -206,19 +206,16 @@ def _schedule(learner: ResidualRegressor, seeds: list[int], n: int, device) -> C
     orders: list[Tensor] = []
     in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
 
-    def epoch_orders(epoch: int):
-        def drawn() -> Tensor:
-            if not orders:
-                gens = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
-                orders.extend(permutations(n, gens, learner.hparams.epochs))
-            return orders[epoch]
-
-        return drawn
+    def drawn() -> list[Tensor]:  # every epoch's permutations, at the first epoch that shuffles
+        if not orders:
+            gens = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
+            orders.extend(permutations(n, gens, learner.hparams.epochs))
+        return orders
 
     def schedule(epoch: int) -> list:
         if in_order:
             return in_order
-        pieces = learner.schedule(n, epoch_orders(epoch), device)
+        pieces = learner.schedule(n, lambda: drawn()[epoch], device)
         if not pieces or isinstance(pieces[0], slice):  # in order, nothing drawn: the same for all epochs
             in_order.extend(pieces)
         return pieces

@@ -133,6 +133,12 @@ class _Renewal:
         return nn.Parameter(cls._tensor(shape, dtype, bound, generator), requires_grad)
 
 
+def linear_outputs(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """``x Wᵀ + b`` in one ``addmm``: a Linear learner's prediction, whether it keeps a module or only its tensors
+    (:class:`LinearRound`), so both give the same numbers."""
+    return torch.addmm(bias, x, weight.t())
+
+
 class ResidualRegressor(nn.Module):
     """A regressor of Alice's pseudo-residual under a local loss: Linear/MLP on rows, CNN on images, LSTM on
     sequences (``arch``; :func:`vcl.models.networks.build_network`). ``in_features`` is the width of a row or the
@@ -210,8 +216,7 @@ class ResidualRegressor(nn.Module):
         (:attr:`linear_drawn` learners)."""
         if not self.linear_drawn:
             raise ValueError("linear_start needs a learner of one Linear layer in fp32 (linear_drawn).")
-        weight, bias = self._renewal_plan().drawn(seed)
-        return weight, bias
+        return tuple(self._renewal_plan().drawn(seed))
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams
@@ -265,7 +270,7 @@ class ResidualRegressor(nn.Module):
         x = features.to(self.device)
         layer = self._linear_layer()
         if layer is not None:  # x Wᵀ + b: the network's one operation, without its modules' calls
-            return torch.addmm(layer.bias, x, layer.weight.t())
+            return linear_outputs(x, layer.weight, layer.bias)
         self.eval()
         with self._autocast(x.device):
             return torch.cat([self(x[i : i + chunk]).float() for i in range(0, x.shape[0], chunk)])
@@ -362,8 +367,8 @@ class LinearRound:
 
     @torch.no_grad()
     def predict(self, features: Tensor) -> Tensor:
-        """``x Wᵀ + b``: the learner's prediction (:meth:`ResidualRegressor.predict`), the same operation."""
-        return torch.addmm(self.bias, features.to(self.device), self.weight.t())
+        """``x Wᵀ + b``: what the learner predicts (:meth:`ResidualRegressor.predict`), by the same function."""
+        return linear_outputs(features.to(self.device), self.weight, self.bias)
 
     def parameters(self):
         return iter((self.weight, self.bias))
