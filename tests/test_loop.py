@@ -1,5 +1,7 @@
 """The one training loop (vcl/loop.py): schedules, steps, clipping of a network split between parties."""
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -42,17 +44,34 @@ def test_every_epochs_permutations_at_once_are_what_each_generator_draws_alone()
         assert all(torch.equal(a, b) for a, b in zip(by_epoch, drawn, strict=True))
 
 
-@pytest.mark.parametrize("shape", [(4, 9, 3), (4, 9, 2, 3, 3)])
-def test_own_rows_are_each_models_rows_of_the_stack(shape):
+@pytest.mark.parametrize(
+    "shape, dtype, offset",
+    [
+        ((4, 9, 3), torch.float32, 0),
+        ((4, 9, 2, 3, 3), torch.float32, 0),
+        ((4, 9, 2), torch.float32, 0),  # rows of one 8-byte word: selected as words
+        ((4, 9, 1), torch.float32, 0),
+        ((4, 9, 4), torch.bfloat16, 0),
+        ((4, 9, 1), torch.float64, 0),
+        ((4, 9, 2), torch.float32, 1),  # a word's rows not aligned in memory: selected as rows
+        ((4, 9), torch.float32, 0),
+    ],
+)
+def test_own_rows_are_each_models_rows_of_the_stack(shape, dtype, offset):
     """own_rows(t, idx) = t[arange(M)[:, None], idx] for a stack, an expanded one (the same targets for every
-    model) and, for a slice, t[:, idx]."""
-    t = torch.randn(shape)
+    model) and, for a slice, t[:, idx]; the same values whether rows are selected as rows or as machine words."""
+    t = torch.randn(offset + math.prod(shape)).to(dtype)[offset:].view(shape)
     idx = torch.stack([torch.randperm(9)[:5] for _ in range(4)])
     rows = torch.arange(4).unsqueeze(1)
     assert torch.equal(own_rows(t, idx), t[rows, idx])
     same = t[0].expand(4, *t.shape[1:])
     assert torch.equal(own_rows(same, idx), same[rows, idx])
     assert torch.equal(own_rows(t, slice(2, 6)), t[:, 2:6])
+    leaf = t.float().requires_grad_()  # rows that need a gradient are selected as rows (a word view has none)
+    own_rows(leaf, idx).sum().backward()
+    expected = torch.zeros(shape)
+    expected[rows, idx] = 1.0
+    assert torch.equal(leaf.grad, expected)
 
 
 def test_minibatches_in_order_draw_nothing():
