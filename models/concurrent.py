@@ -136,13 +136,21 @@ def fit_linear_rounds(
     ``inputs[m]``. Their parameters are drawn as those copies would draw them and trained together; each
     organization keeps a :class:`LinearRound` (its weight and bias), not a module tree. Returns them and the
     outputs."""
-    starts = [prototype.linear_start(seed) for prototype, seed in zip(prototypes, seeds, strict=True)]
-    theta, x = _fit_linear(prototypes[0], seeds, [i["train"] for i in inputs], targets, None, stacked, starts)
-    rounds = []
-    for prototype, seed, own, (weight, _) in zip(prototypes, seeds, theta, starts, strict=True):
-        d = weight.shape[1]
-        weight = own[:d].t().clone(memory_format=torch.contiguous_format)  # its own memory (d = 1 is a view)
-        rounds.append(LinearRound(prototype, seed, weight, own[-1].clone()))
+    m, k = len(prototypes), targets.shape[1]
+    dims = [i["train"].shape[1] for i in inputs]
+    width = max(dims)
+    weights, biases, generator = torch.zeros(m, k, width), torch.empty(m, k), torch.Generator()
+    for prototype, seed, d, weight, bias in zip(prototypes, seeds, dims, weights, biases, strict=True):
+        own = weight if d == width else torch.empty(k, d)  # drawn into the block where it is a whole row
+        prototype.linear_start(seed, out=(own, bias), generator=generator)
+        if d < width:
+            weight[:, :d] = own
+    start = torch.cat([weights.transpose(1, 2), biases.unsqueeze(1)], 1)  # [Wᵀ; 0; b] of each, M × (width+1) × K
+    theta, x = _fit_linear(prototypes[0], seeds, [i["train"] for i in inputs], targets, None, stacked, start)
+    rounds = [  # each its own memory (a d = 1 slice made contiguous would be a view of every organization's)
+        LinearRound(prototype, seed, own[:d].t().clone(memory_format=torch.contiguous_format), own[-1].clone())
+        for prototype, seed, own, d in zip(prototypes, seeds, theta, dims, strict=True)
+    ]
     return rounds, _linear_outputs(theta, x, inputs, stacked)
 
 
@@ -166,8 +174,10 @@ def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tens
     seeds = [lr.hparams.seed for lr in learners]
     if learners[0]._linear_layer() is not None and features[0].dim() == 2:
         layers = [lr.to(device)._linear_layer() for lr in learners]
-        starts = [(layer.weight, layer.bias) for layer in layers]
-        theta, x = _fit_linear(learners[0], seeds, features, targets, sample_weight, stacked, starts)
+        with torch.no_grad():  # [Wᵀ; 0; b] of each, in one stack
+            weights = pad_sequence([layer.weight.t() for layer in layers], batch_first=True)  # M × d × K
+            start = torch.cat([weights, torch.stack([layer.bias for layer in layers]).unsqueeze(1)], 1)
+        theta, x = _fit_linear(learners[0], seeds, features, targets, sample_weight, stacked, start)
         unpack(theta, layers)
         return theta, x
     schedule = _schedule(learners[0], seeds, n, device)
@@ -244,18 +254,16 @@ def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dic
 
 
 def _fit_linear(
-    learner: ResidualRegressor, seeds, features, targets, sample_weight, stacked, starts
+    learner: ResidualRegressor, seeds, features, targets, sample_weight, stacked, start: Tensor
 ) -> tuple[Tensor, Tensor]:
-    """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``starts`` (each one's weight
-    and bias), trained together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded to
-    the widest organization plus a column of ones, M × N × (d+1); parameters ``[Wᵀ; 0; b]``, M × (d+1) × K.
-    Returns the trained parameters and the inputs."""
+    """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``start`` (their ``[Wᵀ; 0; b]``,
+    M × (d+1) × K), trained together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded
+    to the widest organization plus a column of ones, M × N × (d+1). Returns the trained parameters and the
+    inputs."""
     hp, device = learner.hparams, targets.device
     width = max(f.shape[1] for f in features)
     x = _padded(features, width + 1, True, stacked)
-    with torch.no_grad():  # [Wᵀ; 0; b] of each, in one stack
-        weights = pad_sequence([w.t() for w, _ in starts], batch_first=True)  # M × d × K
-        theta = torch.cat([weights, torch.stack([b for _, b in starts]).unsqueeze(1)], 1).to(device)
+    theta = start.detach().to(device)
     linear = LinearSteps(
         theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
     )

@@ -95,6 +95,7 @@ class _Renewal:
             buffers = [(k, None if v is None else (v.shape, v.dtype)) for k, v in m._buffers.items()]
             children = [(k, None if c is None else index[id(c)]) for k, c in m._modules.items()]
             self.plan.append((type(m), state, containers, params, buffers, children))
+        self.specs = [p for *_, params, _, _ in self.plan for _, p in params if p]  # every parameter, in order
 
     def copy(self, seed: int) -> nn.Module:
         generator = torch.Generator().manual_seed(seed) if self.draws else None
@@ -116,10 +117,19 @@ class _Renewal:
                     made[i].reset_parameters()
         return made[0]
 
-    def drawn(self, seed: int) -> list[Tensor]:
-        """The parameters a copy with ``seed`` gets, in order, without the copy (only where they are drawn)."""
-        generator = torch.Generator().manual_seed(seed)
-        return [self._tensor(p[0], p[1], p[3], generator) for *_, params, _, _ in self.plan for _, p in params if p]
+    def drawn(self, seed: int, out: tuple | None = None, generator: torch.Generator | None = None) -> list[Tensor]:
+        """The parameters a copy with ``seed`` gets, in order, without the copy (only where they are drawn); into
+        ``out`` (contiguous tensors of their shapes, e.g. rows of a block of many copies' parameters) if given,
+        drawing from ``generator`` (seeded here) if given."""
+        generator = (generator or torch.Generator()).manual_seed(seed)
+        if out is None:
+            return [self._tensor(p[0], p[1], p[3], generator) for p in self.specs]
+        for t, p in zip(out, self.specs, strict=True):
+            if t.shape != p[0] or t.dtype != p[1] or not t.is_contiguous():
+                raise ValueError(f"drawn: out needs a contiguous {p[1]} tensor of shape {tuple(p[0])}.")
+            if p[3] is not None:
+                t.uniform_(-p[3], p[3], generator=generator)
+        return list(out)
 
     @staticmethod
     def _tensor(shape, dtype, bound: float | None, generator) -> Tensor:
@@ -211,12 +221,14 @@ class ResidualRegressor(nn.Module):
         plain = type(self) is ResidualRegressor and self._linear is not None and self._renewable
         return plain and self._renewal_plan().draws
 
-    def linear_start(self, seed: int) -> tuple[Tensor, Tensor]:
+    def linear_start(
+        self, seed: int, out: tuple[Tensor, Tensor] | None = None, generator: torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor]:
         """The weight and bias ``renewed(seed)`` starts from (on the CPU), drawn without making it
-        (:attr:`linear_drawn` learners)."""
+        (:attr:`linear_drawn` learners); into ``out`` and from ``generator`` if given (:meth:`_Renewal.drawn`)."""
         if not self.linear_drawn:
             raise ValueError("linear_start needs a learner of one Linear layer in fp32 (linear_drawn).")
-        return tuple(self._renewal_plan().drawn(seed))
+        return tuple(self._renewal_plan().drawn(seed, out, generator))
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams

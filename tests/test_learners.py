@@ -148,12 +148,14 @@ def test_fit_and_predict_gives_each_learners_own_outputs(hidden):
             torch.testing.assert_close(outputs[split][m], learners[m].predict(x), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("widths", [[1, 3, 2, 5], [2, 2, 2, 2]])
 @pytest.mark.parametrize("batch_size", [1024, 16])
-def test_linear_rounds_fitted_unmade_equal_learners_made_and_fitted_together(batch_size):
-    """Linear learners of organizations of different widths, fitted together without being made (each keeps a
-    LinearRound, its weight and bias): the same outputs, parameters, predictions and state_dict (it loads into
-    the learner) as the learners ``build_learner`` makes, fitted together; and as each fitted alone."""
-    widths, seeds = [1, 3, 2, 5], [10, 11, 12, 13]
+def test_linear_rounds_fitted_unmade_equal_learners_made_and_fitted_together(batch_size, widths):
+    """Linear learners of organizations of different widths (or equal ones: their starts drawn straight into one
+    block), fitted together without being made (each keeps a LinearRound, its weight and bias): the same outputs,
+    parameters, predictions and state_dict (it loads into the learner) as the learners ``build_learner`` makes,
+    fitted together; and as each fitted alone."""
+    seeds = [10, 11, 12, 13]
     xs, y = _data(widths)
     tests, _ = _data(widths, n=17, seed=4)
     inputs = [{"train": x, "test": t} for x, t in zip(xs, tests, strict=True)]
@@ -178,6 +180,23 @@ def test_linear_rounds_fitted_unmade_equal_learners_made_and_fitted_together(bat
         assert torch.equal(loaded.predict(tests[m]), model.predict(tests[m]))
         for t in state.values():  # its own memory: a checkpoint of one organization holds no other's parameters
             assert t.untyped_storage().nbytes() == t.numel() * t.element_size()
+
+
+def test_linear_start_drawn_into_given_tensors_is_the_learners_start():
+    """A Linear prototype's start for a seed is what renewed(seed) holds before fitting, whether drawn into new
+    tensors or into given ones (rows of a block, reusing one generator); a wrong shape or a strided target is
+    refused rather than drawn in another order."""
+    prototype = learner_prototype("linear", (3,), 2, "l2", LearnerSettings())
+    made = prototype.renewed(7)
+    block, generator = torch.zeros(2, 2, 3), torch.Generator().manual_seed(99)
+    weight, bias = prototype.linear_start(7, out=(block[1], torch.empty(2)), generator=generator)
+    for drawn in (prototype.linear_start(7), (weight, bias)):
+        assert torch.equal(drawn[0], made._linear_layer().weight) and torch.equal(drawn[1], made._linear_layer().bias)
+    assert torch.equal(block[1], weight) and not block[0].any()
+    with pytest.raises(ValueError, match="contiguous"):
+        prototype.linear_start(7, out=(torch.empty(3, 2).t(), torch.empty(2)))
+    with pytest.raises(ValueError, match="shape"):
+        prototype.linear_start(7, out=(torch.empty(2, 4), torch.empty(2)))
 
 
 def test_fast_engine_equals_lightning_trainer():
