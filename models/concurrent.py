@@ -21,10 +21,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
-from torch.nn.utils.rnn import pad_sequence
 from vcl.models.residual import LinearRound, ResidualRegressor
 
-from vcl.loop import LinearSteps, own_rows, permutations, train, unpack
+from vcl.loop import LinearSteps, own_rows, pack, permutations, train, unpack
 from vcl.losses import local_loss
 
 _SHARED = (
@@ -174,9 +173,8 @@ def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tens
     seeds = [lr.hparams.seed for lr in learners]
     if learners[0]._linear_layer() is not None and features[0].dim() == 2:
         layers = [lr.to(device)._linear_layer() for lr in learners]
-        with torch.no_grad():  # [Wᵀ; 0; b] of each, in one stack
-            weights = pad_sequence([layer.weight.t() for layer in layers], batch_first=True)  # M × d × K
-            start = torch.cat([weights, torch.stack([layer.bias for layer in layers]).unsqueeze(1)], 1)
+        width = max(f.shape[1] for f in features)
+        start = torch.stack([pack(layer, width) for layer in layers])  # [Wᵀ; 0; b] of each, M × (width+1) × K
         theta, x = _fit_linear(learners[0], seeds, features, targets, sample_weight, stacked, start)
         unpack(theta, layers)
         return theta, x
