@@ -69,6 +69,7 @@ def gal_step(args) -> dict:
 
     from vcl.config import RunConfig
     from vcl.runner import train
+    from vcl.sweep import seconds_per_round
 
     values = {
         "data.dataset": "mnist_subset",
@@ -92,7 +93,7 @@ def gal_step(args) -> dict:
         "cnn_widths": values["learner.cnn_widths"],
         "epochs": values["learner.epochs"],
         "accuracy": res["value"],
-        "seconds_per_round": res["seconds"] / max(1, len(res["rounds"]) - 1),
+        "seconds_per_round": seconds_per_round(res),
         "gpu_utilization_median": statistics.median(sampler.samples) if sampler.samples else None,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
         "device_name": torch.cuda.get_device_name(),

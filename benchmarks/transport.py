@@ -20,6 +20,7 @@ from common import add_cluster_args, write_records
 from vcl.config import RunConfig
 from vcl.messages import ModelsRequest
 from vcl.runner import train
+from vcl.sweep import seconds_per_round
 
 SETTINGS = {
     "wine": {"data.dataset": "wine", "learner.model": ["linear"], "learner.epochs": 100},
@@ -74,7 +75,7 @@ def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: s
         "seed": seed,
         "transport": label,
         "value": res["value"],
-        "seconds_per_round": res["seconds"] / rounds,
+        "seconds_per_round": seconds_per_round(res),
         "startup_seconds": wall - res["seconds"],
         "bytes_per_round": res["bytes_sent"] / rounds,
     }

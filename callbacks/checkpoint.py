@@ -20,7 +20,7 @@ from vcl.callbacks.base import RoundCallback
 from vcl.errors import VCLInputError
 from vcl.rundir import PARTIES
 
-KEYS = ("identity", "protocol", "records", "seconds")
+KEYS = ("identity", "protocol", "records", "round_seconds")
 PARTY_KEYS = ("state", "party", "round")
 
 

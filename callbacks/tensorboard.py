@@ -60,6 +60,8 @@ class TensorBoardRounds(RoundCallback):
         for split, value in record["metrics"].items():
             w.add_scalar(f"{run.metric_name}/{split}", value, t)
         w.add_scalar("comm/bytes_sent", record["bytes_sent"], t)
+        if t > 0:  # round 0 is the start, F⁰: nothing timed
+            w.add_scalar("time/round_seconds", run.round_seconds[t - 1], t)
         for kind, nbytes in run.protocol.federation.channel.bytes_by_kind(t).items():
             w.add_scalar(f"comm/bytes_by_kind/{kind}", nbytes, t)
         etas = record.get("eta")

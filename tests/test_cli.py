@@ -185,6 +185,8 @@ def test_tensorboard_has_a_run_per_method_with_its_settings_and_bytes_per_messag
         scalars = board.Tags()["scalars"]
         assert {"accuracy/test", "loss/train", "comm/bytes_sent", "final/value"} <= set(scalars)
         assert board.Scalars("final/value")[-1].value == pytest.approx(res["value"])
+        seconds = [e.value for e in board.Scalars("time/round_seconds")]
+        assert seconds == pytest.approx(res["round_seconds"]) and len(seconds) >= 1  # each round's, as in results
         assert "_hparams_/session_start_info" in board.PluginTagToContent("hparams")
         by_kind = [t for t in scalars if t.startswith("comm/bytes_by_kind/")]
         sent = {t: sum(e.value for e in board.Scalars(t)) for t in by_kind}

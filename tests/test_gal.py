@@ -97,6 +97,7 @@ def test_more_rounds_on_resume_extend_the_run(tiny, tmp_path):
     cfg.run.rounds = 3
     extended = train(cfg, resume=True, verbose=False)
     assert [r["round"] for r in extended["rounds"]] == [0, 1, 2, 3]
+    assert len(extended["round_seconds"]) == 3 and min(extended["round_seconds"]) > 0  # the first run's two kept
 
 
 @pytest.mark.parametrize("method", ["al", "joint", "late", "alone"])

@@ -48,7 +48,7 @@ def test_a_crafted_checkpoint_runs_nothing_and_is_refused(tmp_path, capsys):
     assert _run(out) == 0
     ckpt = out / "checkpoints" / "last.ckpt"
     state = torch.load(ckpt, weights_only=False)  # our own file: trusted here, to build the crafted one
-    state["seconds"] = Touch(marker)
+    state["round_seconds"] = Touch(marker)
     torch.save(state, ckpt)
     capsys.readouterr()
     assert _run(out, "--resume") == 2

@@ -53,7 +53,8 @@ def results(protocol, cfg):
     r = Run(cfg, protocol, None, verbose=False)
     run_rounds(r, [], cfg.run.rounds)
     out = r.results({})
-    out.pop("seconds")
+    for timing in ("seconds", "round_seconds"):
+        out.pop(timing)
     return out
 
 

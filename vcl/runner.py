@@ -43,7 +43,7 @@ class Run:
         self.out_dir = out_dir
         self.records: list[dict] = []
         self.should_stop = False
-        self.seconds = 0.0
+        self.round_seconds: list[float] = []  # each round's wall seconds, in order (resumed runs: all rounds)
         self.verbose = verbose
         self.saved_round: int | None = None  # the last round whose checkpoint is on disk
 
@@ -74,7 +74,7 @@ class Run:
             "identity": self.config.identity(),
             "protocol": self.protocol.state_dict(),
             "records": self.records,
-            "seconds": self.seconds,
+            "round_seconds": self.round_seconds,
         }
 
     def results(self, compare: dict) -> dict:
@@ -106,7 +106,8 @@ class Run:
             "rounds": recs,
             "bytes_sent": sent,
             "prediction_bytes": channel.total_bytes() - sent,
-            "seconds": self.seconds,
+            "seconds": sum(self.round_seconds),
+            "round_seconds": list(self.round_seconds),
             "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
             "transport": self.config.transport.kind,
             "parties": self.protocol.federation.transport.where(),  # where each party ran
@@ -158,7 +159,7 @@ def _run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> No
         start = time.perf_counter()
         with round_bar(f"round {run.protocol.round + 1}: local training", run.verbose and sys.stdout.isatty()):
             record = run.protocol.run_round()
-        run.seconds += time.perf_counter() - start
+        run.round_seconds.append(time.perf_counter() - start)
         record = run.record_round(record)
         for cb in callbacks:
             cb.on_round_end(run, record)
@@ -213,7 +214,7 @@ def train(
                 if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
                     protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"])
                 protocol.load_state_dict(state["protocol"])
-                run.records, run.seconds = state["records"], state["seconds"]
+                run.records, run.round_seconds = state["records"], state["round_seconds"]
                 run.saved_round = protocol.round
                 run.log(f"resumed {out_dir} at round {protocol.round}")
             try:

@@ -8,6 +8,7 @@ given: several runs sharing a machine with torch's default threads each are many
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,11 +47,21 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
         "best_value": res["best_value"],
         **extra,
         "seconds": time.perf_counter() - start,
-        "seconds_per_round": res["seconds"] / max(1, len(res["rounds"]) - 1),
+        "seconds_per_round": seconds_per_round(res),
+        "round_seconds": res["round_seconds"],
         "stored_parameters": res["stored_parameters"],
         "bytes_sent": res["bytes_sent"],
         **(details(res) if details else {}),
     }
+
+
+def seconds_per_round(res: dict) -> float:
+    """A run's seconds per round (``res`` from :func:`vcl.runner.train`): the median of its rounds' wall seconds.
+    The median, not the mean, so that one slow round does not set the figure: the first round pays one-time
+    costs (the process's heap grows to a round's size, ~2,500 page faults at 64 organizations on digits; the
+    learners are built) and a busy machine stalls a round now and then. Records keep every round's seconds
+    (``round_seconds``), so the mean and the first round can be read from them too."""
+    return statistics.median(res["round_seconds"]) if res["round_seconds"] else 0.0
 
 
 def report(record) -> None:
