@@ -29,14 +29,17 @@ def test_minibatches_of_several_generators_are_each_ones_own():
         assert all(torch.equal(piece[m], alone[m][i]) for m in range(3))
 
 
-def test_every_epochs_permutations_at_once_are_what_each_generator_draws_alone():
+@pytest.mark.parametrize("dtype", [torch.long, torch.int32])
+def test_every_epochs_permutations_at_once_are_what_each_generator_draws_alone(dtype):
     """A concurrent fit draws all its epochs' permutations first (one block): epoch e of generator m is its e-th
-    draw alone, and the epoch's stack cut into pieces is what minibatches gives epoch by epoch."""
+    draw alone (int32: the same numbers), and the epoch's stack cut into pieces is what minibatches gives epoch by
+    epoch."""
     seeds = [3, 4, 5, 6]
-    orders = permutations(11, [torch.Generator().manual_seed(s) for s in seeds], epochs=3)
+    orders = permutations(11, [torch.Generator().manual_seed(s) for s in seeds], epochs=3, dtype=dtype)
+    assert orders[0].dtype == dtype
     for m, seed in enumerate(seeds):
         alone = torch.Generator().manual_seed(seed)
-        assert all(torch.equal(orders[e][m], torch.randperm(11, generator=alone)) for e in range(3))
+        assert all(torch.equal(orders[e][m].long(), torch.randperm(11, generator=alone)) for e in range(3))
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     for e in range(3):
         by_epoch = minibatches(11, 4, gens)
@@ -64,6 +67,7 @@ def test_own_rows_are_each_models_rows_of_the_stack(shape, dtype, offset):
     idx = torch.stack([torch.randperm(9)[:5] for _ in range(4)])
     rows = torch.arange(4).unsqueeze(1)
     assert torch.equal(own_rows(t, idx), t[rows, idx])
+    assert torch.equal(own_rows(t, idx.int()), t[rows, idx])  # int32 row numbers (a concurrent fit's draws)
     same = t[0].expand(4, *t.shape[1:])
     assert torch.equal(own_rows(same, idx), same[rows, idx])
     assert torch.equal(own_rows(t, slice(2, 6)), t[:, 2:6])
