@@ -56,7 +56,7 @@ def load_checkpoint(path: Path, keys: tuple[str, ...] = KEYS) -> dict:
         reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
         raise VCLInputError(f"checkpoint {path} cannot be read ({reason}); it is damaged or not vcl's: {fix}") from None
     if not isinstance(state, dict) or any(k not in state for k in keys) or not isinstance(state[keys[0]], dict):
-        raise VCLInputError(f"checkpoint {path} is not a vcl run checkpoint: {fix}")
+        raise VCLInputError(f"checkpoint {path} is not a run checkpoint of this version of vcl: {fix}")
     return state
 
 

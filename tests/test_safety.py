@@ -36,6 +36,7 @@ class Touch:
 def _one_error_line(capsys, text):
     err = capsys.readouterr().err
     assert text in err and err.count("\n") == 1, err
+    return err
 
 
 def _run(out, *extra):
@@ -56,7 +57,7 @@ def test_a_crafted_checkpoint_runs_nothing_and_is_refused(tmp_path, capsys):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("content", ["empty", "truncated", "foreign", "text"])
+@pytest.mark.parametrize("content", ["empty", "truncated", "foreign", "older", "text"])
 def test_damaged_or_foreign_checkpoints_are_refused_with_one_sentence(tmp_path, capsys, content):
     out = tmp_path / "run"
     assert _run(out) == 0
@@ -68,11 +69,17 @@ def test_damaged_or_foreign_checkpoints_are_refused_with_one_sentence(tmp_path, 
         ckpt.write_bytes(data[: len(data) // 2])
     elif content == "foreign":
         torch.save({"model": torch.zeros(3)}, ckpt)
+    elif content == "older":  # an earlier vcl's checkpoint: the rounds' total seconds, not each round's
+        state = torch.load(ckpt, weights_only=False)
+        state["seconds"] = sum(state.pop("round_seconds"))
+        torch.save(state, ckpt)
     else:
         ckpt.write_text("not a checkpoint")
     capsys.readouterr()
     assert _run(out, "--resume") == 2
-    _one_error_line(capsys, f"checkpoint {ckpt}")
+    line = _one_error_line(capsys, f"checkpoint {ckpt}")
+    if content == "older":
+        assert "not a run checkpoint of this version of vcl" in line and "--overwrite" in line
 
 
 @pytest.mark.parametrize(
