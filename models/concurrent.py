@@ -217,7 +217,7 @@ def _schedule(learner: ResidualRegressor, seeds: list[int], n: int, device) -> C
     def drawn() -> list[Tensor]:  # every epoch's permutations, at the first epoch that shuffles
         if not orders:
             gens = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
-            dtype = torch.int32 if n * len(seeds) < 2**31 else torch.long  # own_rows' flat row numbers fit
+            dtype = torch.int32 if n < 2**31 else torch.long  # own_rows widens its flat row numbers if need be
             orders.extend(permutations(n, gens, learner.hparams.epochs, dtype))
         return orders
 
