@@ -131,10 +131,6 @@ class Scalars(Message):
     tensors = {"values": "values"}
 
 
-def _nbytes(t: Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
 @dataclass
 class MessageRecord:
     round: int
@@ -153,15 +149,11 @@ class MessageRecord:
 
 def record_of(message: Message) -> MessageRecord:
     """The ledger's line for a message: its kind, ends, round, tensor shapes and bytes."""
-    payload = message.payload()
-    return MessageRecord(
-        round=message.round,
-        kind=message.kind,
-        sender=message.sender,
-        receiver=message.receiver,
-        shapes={k: list(v.shape) for k, v in payload.items()},
-        nbytes=sum(_nbytes(v) for v in payload.values()),
-    )
+    shapes, nbytes = {}, 0
+    for key, tensor in message.payload().items():  # one pass: a round writes two lines per organization
+        shapes[key] = list(tensor.shape)
+        nbytes += tensor.nbytes
+    return MessageRecord(message.round, message.kind, message.sender, message.receiver, shapes, nbytes)
 
 
 class Channel:
