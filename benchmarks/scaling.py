@@ -12,18 +12,22 @@ Two sweeps, each run concurrent and sequential, with the default learner (Linear
   table (``ascii_blobs_redundant``: 200 columns, 10 classes, 1,000 training rows);
 - rows: 10³ … 10⁶ training rows of the wide table at M = 8.
 
+The organizations sweep runs ``--repeats`` times (default 3), its sizes in ascending order, then descending, and
+so on: a shared machine's speed drifts by tens of percent within minutes, and a ratio of M = 64 to M = 8 taken
+from two runs minutes apart measures that drift as much as the code; alternating puts both sizes at both ends.
 A record carries ``organizations``, ``rows`` (training rows), ``seconds_per_round`` (the median of a run's
-rounds; median over seeds in the tables), ``round_seconds`` (every round's), ``transport``, ``device`` and
-``concurrent``; the value of a concurrent run and of its sequential twin must be equal (the tables say whether
-they are). Saves a PNG of both curves next to ``--out``. The target of a scalable round: M = 64 at most 2× the
-time per round of M = 8 on the same data; the growth table also gives that ratio for each run's mean round (its
-first round, which pays one-time costs, included).
+rounds; median over seeds and repeats in the tables), ``round_seconds`` (every round's), ``repeat``,
+``transport``, ``device`` and ``concurrent``; a config's value must be the same in every run, concurrent or
+sequential, whatever the repeat (the tables say whether it is). Saves a PNG of both curves next to ``--out``.
+The target of a scalable round: M = 64 at most 2× the time per round of M = 8 on the same data; the growth
+table also gives that ratio for each run's mean round (its first round, which pays one-time costs, included).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -41,6 +45,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="M in 2 8 64, rows up to 10⁵, one seed")
     p.add_argument("--out", default=None, help="write the records to this JSON file (and the PNG beside it)")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2)")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="runs of each organizations config, in alternating order (see above)"
+    )
     p.add_argument("--rounds", type=int, default=5, help="GAL rounds per run")
     p.add_argument("--epochs", type=int, default=10, help="local epochs per round")
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
@@ -90,7 +97,8 @@ def table(records: list[dict], sweep: str) -> str:
             continue
         c = statistics.median(r["seconds_per_round"] for r in con)
         s = statistics.median(r["seconds_per_round"] for r in seq)
-        same = all(a["value"] == b["value"] for a, b in zip(con, seq, strict=True))
+        seeds = {r.get("seed", 0) for r in con + seq}
+        same = all(len({r["value"] for r in con + seq if r.get("seed", 0) == x}) == 1 for x in seeds)
         lines.append(f"| {ds} | {m} | {n:,} | {c:.3f} | {s:.3f} | {s / c:.2f}× | {'yes' if same else 'no'} |")
     return "\n".join(lines)
 
@@ -104,7 +112,8 @@ def _mean_round(record: dict) -> float:
 
 def growth(records: list[dict]) -> str:
     """Per dataset and fit: seconds per round at M = 64 over M = 8 (the target: at most 2×), each run's median
-    round, median over seeds; beside it the same ratio of each run's mean round, its first round included."""
+    round, median over seeds and repeats; beside it the same ratio of each run's mean round, its first round
+    included."""
     runs = defaultdict(list)
     for r in records:
         if r["sweep"] == "organizations":
@@ -130,7 +139,7 @@ def report(records: list[dict]) -> str:
     per_round = "each run's median round" if all("round_seconds" in r for r in records) else "each run's mean round"
     return "\n".join(
         [
-            f"Seconds per GAL round against organizations ({per_round}, median over seeds; device "
+            f"Seconds per GAL round against organizations ({per_round}, median over seeds and repeats; device "
             f"{', '.join(device)}, transport {', '.join(sorted({r['transport'] for r in records}))}):",
             table(records, "organizations"),
             "\nGrowth from M = 8 to M = 64:",
@@ -177,13 +186,19 @@ def plot(records: list[dict], path: Path) -> None:
 def main() -> None:
     args = parse_args()
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
+    if args.repeats < 1:
+        print(f"error: --repeats {args.repeats}: give at least 1.", file=sys.stderr)
+        sys.exit(2)
+    organizations = [s for s in sweeps(args.quick) if s[0] == "organizations"]
+    runs = [(r, s) for r in range(args.repeats) for s in (organizations if r % 2 == 0 else organizations[::-1])]
+    runs += [(0, s) for s in sweeps(args.quick) if s[0] != "organizations"]
     jobs = []
-    for sweep, ds, m, n in sweeps(args.quick):
+    for repeat, (sweep, ds, m, n) in runs:
         for seed in seeds:
             for concurrent in (True, False):
                 cfg = config(ds, m, n, seed, concurrent, args)
                 extra = {"sweep": sweep, "rows": n if ds == WIDE else DIGITS_TRAIN, "concurrent": concurrent}
-                extra |= {"transport": "local", "device": args.device}
+                extra |= {"repeat": repeat, "transport": "local", "device": args.device}
                 jobs.append(Job("scaling", cfg, "gal", "linear", None, extra))
     records = run_all(jobs, args)
     write_records(records, args.out)

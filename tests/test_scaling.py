@@ -35,23 +35,48 @@ def test_report_gives_the_growth_from_8_to_64_organizations_and_whether_results_
     assert "| digits | 64 | 1,437 | 1.500 | 9.000 | 6.00× | no |" in text  # the two fits disagree: it says so
     assert "| wide | 8 | 10,000 | 0.500 | 1.000 | 2.00× | yes |" in text
     assert "each run's median round" in text
+    # a second repeat of a config: its times count in the medians; a value that moved between repeats is "no"
+    again = [dict(r, repeat=1, seconds_per_round=3.0) for r in records[:2]]
+    text = scaling.report(records + again)
+    assert "| digits | concurrent | 2.000 | 2.250 | 1.12× | met | 2.00× |" in text  # medians of (1, 3) and (1.5, 3)
+    assert "| digits | 8 | 1,437 | 2.000 | 2.000 | 1.00× | yes |" in text
+    moved = dict(records[0], repeat=1, value=0.5)
+    assert "| digits | 8 | 1,437 | 1.000 | 2.000 | 2.00× | no |" in scaling.report(records + [moved])
     older = [{k: v for k, v in r.items() if k != "round_seconds"} for r in records]  # their s/round: the mean
     assert "each run's mean round" in scaling.report(older)
 
 
 @pytest.mark.slow
 def test_a_tiny_sweep_writes_records_a_plot_and_equal_results(tmp_path, monkeypatch):
-    monkeypatch.setattr(scaling, "sweeps", lambda quick: [("organizations", "digits", 4, 1000)])
-    monkeypatch.setattr(
-        sys, "argv", ["scaling.py", "--rounds", "1", "--epochs", "1", "--seeds", "0", "--out", str(tmp_path / "s.json")]
-    )
+    sweeps = [("organizations", "digits", 2, 1000), ("organizations", "digits", 4, 1000), ("rows", "digits", 2, 1000)]
+    monkeypatch.setattr(scaling, "sweeps", lambda quick: sweeps)
+    argv = ["--rounds", "1", "--epochs", "1", "--seeds", "0", "--repeats", "2", "--out", str(tmp_path / "s.json")]
+    monkeypatch.setattr(sys, "argv", ["scaling.py", *argv])
     scaling.main()
     records = json.loads((tmp_path / "s.json").read_text())
-    assert {r["concurrent"] for r in records} == {True, False}
-    assert len({r["value"] for r in records}) == 1  # concurrent and sequential fits give the same result
-    assert all(r["seconds_per_round"] > 0 and r["organizations"] == 4 for r in records)
+    # the organizations sweep twice, the second time in reverse order (a concurrent and a sequential run each);
+    # the rows sweep once
+    runs = [(r["sweep"], r["organizations"], r["repeat"]) for r in records[::2]]
+    assert runs == [
+        ("organizations", 2, 0),
+        ("organizations", 4, 0),
+        ("organizations", 4, 1),
+        ("organizations", 2, 1),
+    ] + [("rows", 2, 0)]
+    assert [r["concurrent"] for r in records] == [True, False] * 5
+    for m in (2, 4):  # every run of a config gives one result, concurrent or sequential, in either repeat
+        assert len({r["value"] for r in records if r["organizations"] == m and r["sweep"] == "organizations"}) == 1
+    assert all(r["seconds_per_round"] > 0 for r in records)
     assert all(r["seconds_per_round"] == r["round_seconds"][0] for r in records)  # one round: its seconds
     assert (tmp_path / "s.png").stat().st_size > 0
+
+
+def test_no_repeats_is_refused_before_any_run(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["scaling.py", "--repeats", "0"])
+    monkeypatch.setattr(scaling, "run_all", lambda jobs, args: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as exit_:
+        scaling.main()
+    assert exit_.value.code == 2 and "--repeats 0: give at least 1." in capsys.readouterr().err
 
 
 def test_help_runs_without_starting_work():
