@@ -137,9 +137,10 @@ def report(records: list[dict]) -> str:
     """The tables this benchmark prints, from its records."""
     device = sorted({r["device"] for r in records})
     per_round = "each run's median round" if all("round_seconds" in r for r in records) else "each run's mean round"
+    over = "seeds and repeats" if any(r.get("repeat", 0) for r in records) else "seeds"
     return "\n".join(
         [
-            f"Seconds per GAL round against organizations ({per_round}, median over seeds and repeats; device "
+            f"Seconds per GAL round against organizations ({per_round}, median over {over}; device "
             f"{', '.join(device)}, transport {', '.join(sorted({r['transport'] for r in records}))}):",
             table(records, "organizations"),
             "\nGrowth from M = 8 to M = 64:",

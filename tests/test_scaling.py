@@ -38,6 +38,7 @@ def test_report_gives_the_growth_from_8_to_64_organizations_and_whether_results_
     # a second repeat of a config: its times count in the medians; a value that moved between repeats is "no"
     again = [dict(r, repeat=1, seconds_per_round=3.0) for r in records[:2]]
     text = scaling.report(records + again)
+    assert "median over seeds and repeats" in text and "median over seeds;" in scaling.report(records)
     assert "| digits | concurrent | 2.000 | 2.250 | 1.12× | met | 2.00× |" in text  # medians of (1, 3) and (1.5, 3)
     assert "| digits | 8 | 1,437 | 2.000 | 2.000 | 1.00× | yes |" in text
     moved = dict(records[0], repeat=1, value=0.5)
