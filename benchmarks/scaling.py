@@ -190,9 +190,10 @@ def main() -> None:
     if args.repeats < 1:
         print(f"error: --repeats {args.repeats}: give at least 1.", file=sys.stderr)
         sys.exit(2)
-    organizations = [s for s in sweeps(args.quick) if s[0] == "organizations"]
+    planned = list(sweeps(args.quick))
+    organizations = [s for s in planned if s[0] == "organizations"]
     runs = [(r, s) for r in range(args.repeats) for s in (organizations if r % 2 == 0 else organizations[::-1])]
-    runs += [(0, s) for s in sweeps(args.quick) if s[0] != "organizations"]
+    runs += [(0, s) for s in planned if s[0] != "organizations"]
     jobs = []
     for repeat, (sweep, ds, m, n) in runs:
         for seed in seeds:
