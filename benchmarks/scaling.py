@@ -12,13 +12,14 @@ Two sweeps, each run concurrent and sequential, with the default learner (Linear
   table (``ascii_blobs_redundant``: 200 columns, 10 classes, 1,000 training rows);
 - rows: 10³ … 10⁶ training rows of the wide table at M = 8.
 
-The organizations sweep runs ``--repeats`` times (default 3), its sizes in ascending order, then descending, and
-so on: a shared machine's speed drifts by tens of percent within minutes, and a ratio of M = 64 to M = 8 taken
-from two runs minutes apart measures that drift as much as the code; alternating puts both sizes at both ends.
-A record carries ``organizations``, ``rows`` (training rows), ``seconds_per_round`` (the median of a run's
-rounds; median over seeds and repeats in the tables), ``round_seconds`` (every round's), ``repeat``,
-``transport``, ``device`` and ``concurrent``; a config's value must be the same in every run, concurrent or
-sequential, whatever the repeat (the tables say whether it is). Saves a PNG of both curves next to ``--out``.
+The organizations sweep's runs of one dataset, seed and fit (concurrent or sequential), every size, are stepped a
+round at a time in turn in one process (``vcl.sweep.Interleaved``): a shared machine's speed drifts by tens of percent
+within seconds, and a ratio of M = 64 to M = 8 taken from runs made one after another measures that drift as much
+as the code. ``--repeats N`` runs that sweep N times. A record carries ``organizations``, ``rows`` (training
+rows), ``seconds_per_round`` (the median of a run's rounds; median over seeds and repeats in the tables),
+``round_seconds`` (every round's), ``repeat``, ``interleaved``, ``transport``, ``device`` and ``concurrent``; a
+config's value must be the same in every run, concurrent or sequential, whatever the repeat (the tables say
+whether it is). Saves a PNG of both curves next to ``--out``.
 The target of a scalable round: M = 64 at most 2× the time per round of M = 8 on the same data; the growth
 table also gives that ratio for each run's mean round (its first round, which pays one-time costs, included).
 """
@@ -34,7 +35,7 @@ from pathlib import Path
 from common import add_cluster_args, run_all, write_records
 
 from vcl.config import RunConfig
-from vcl.sweep import Job
+from vcl.sweep import Interleaved, Job
 
 WIDE = "ascii_blobs_redundant"  # the synthetic wide table: 200 columns (5 informative), 10 classes
 DIGITS_TRAIN = int(1797 * (1 - 0.2))  # digits' training rows: its 1,797 rows less the default test fraction
@@ -45,9 +46,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="M in 2 8 64, rows up to 10⁵, one seed")
     p.add_argument("--out", default=None, help="write the records to this JSON file (and the PNG beside it)")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2)")
-    p.add_argument(
-        "--repeats", type=int, default=3, help="runs of each organizations config, in alternating order (see above)"
-    )
+    p.add_argument("--repeats", type=int, default=1, help="runs of the organizations sweep (see above)")
     p.add_argument("--rounds", type=int, default=5, help="GAL rounds per run")
     p.add_argument("--epochs", type=int, default=10, help="local epochs per round")
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
@@ -138,6 +137,8 @@ def report(records: list[dict]) -> str:
     device = sorted({r["device"] for r in records})
     per_round = "each run's median round" if all("round_seconds" in r for r in records) else "each run's mean round"
     over = "seeds and repeats" if any(r.get("repeat", 0) for r in records) else "seeds"
+    if any(r.get("interleaved") for r in records):
+        over += "; a dataset's sizes stepped a round at a time in turn in one process"
     return "\n".join(
         [
             f"Seconds per GAL round against organizations ({per_round}, median over {over}; device "
@@ -190,19 +191,21 @@ def main() -> None:
     if args.repeats < 1:
         print(f"error: --repeats {args.repeats}: give at least 1.", file=sys.stderr)
         sys.exit(2)
-    planned = list(sweeps(args.quick))
-    organizations = [s for s in planned if s[0] == "organizations"]
-    runs = [(r, s) for r in range(args.repeats) for s in (organizations if r % 2 == 0 else organizations[::-1])]
-    runs += [(0, s) for s in planned if s[0] != "organizations"]
-    jobs = []
-    for repeat, (sweep, ds, m, n) in runs:
-        for seed in seeds:
-            for concurrent in (True, False):
-                cfg = config(ds, m, n, seed, concurrent, args)
-                extra = {"sweep": sweep, "rows": n if ds == WIDE else DIGITS_TRAIN, "concurrent": concurrent}
-                extra |= {"repeat": repeat, "transport": "local", "device": args.device}
-                jobs.append(Job("scaling", cfg, "gal", "linear", None, extra))
-    records = run_all(jobs, args)
+    jobs, stepped_together = [], defaultdict(list)  # (repeat, dataset, seed, fit): organizations sweep's runs
+    for sweep, ds, m, n in sweeps(args.quick):
+        for repeat in range(args.repeats if sweep == "organizations" else 1):
+            for seed in seeds:
+                for concurrent in (True, False):
+                    cfg = config(ds, m, n, seed, concurrent, args)
+                    extra = {"sweep": sweep, "rows": n if ds == WIDE else DIGITS_TRAIN, "concurrent": concurrent}
+                    extra |= {"repeat": repeat, "interleaved": sweep == "organizations", "transport": "local"}
+                    job = Job("scaling", cfg, "gal", "linear", None, extra | {"device": args.device})
+                    if sweep == "organizations":
+                        stepped_together[(repeat, ds, seed, concurrent)].append(job)
+                    else:
+                        jobs.append(job)
+    jobs = [Interleaved(runs) for runs in stepped_together.values()] + jobs
+    records = [r for result in run_all(jobs, args) for r in (result if isinstance(result, list) else [result])]
     write_records(records, args.out)
     print(report(records))
     if args.out:

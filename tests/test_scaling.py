@@ -34,7 +34,10 @@ def test_report_gives_the_growth_from_8_to_64_organizations_and_whether_results_
     assert "| digits | sequential | 2.000 | 9.000 | 4.50× | not met | 4.50× |" in text
     assert "| digits | 64 | 1,437 | 1.500 | 9.000 | 6.00× | no |" in text  # the two fits disagree: it says so
     assert "| wide | 8 | 10,000 | 0.500 | 1.000 | 2.00× | yes |" in text
-    assert "each run's median round" in text
+    assert "each run's median round" in text and "in turn" not in text
+    assert "sizes stepped a round at a time in turn in one process" in scaling.report(
+        [dict(r, interleaved=r["sweep"] == "organizations") for r in records]
+    )
     # a second repeat of a config: its times count in the medians; a value that moved between repeats is "no"
     again = [dict(r, repeat=1, seconds_per_round=3.0) for r in records[:2]]
     text = scaling.report(records + again)
@@ -55,16 +58,15 @@ def test_a_tiny_sweep_writes_records_a_plot_and_equal_results(tmp_path, monkeypa
     monkeypatch.setattr(sys, "argv", ["scaling.py", *argv])
     scaling.main()
     records = json.loads((tmp_path / "s.json").read_text())
-    # the organizations sweep twice, the second time in reverse order (a concurrent and a sequential run each);
-    # the rows sweep once
-    runs = [(r["sweep"], r["organizations"], r["repeat"]) for r in records[::2]]
+    # the organizations sweep twice, each time its concurrent and its sequential runs stepped in turn; the rows
+    # sweep once, its runs one after another
+    runs = [(r["sweep"], r["organizations"], r["repeat"], r["concurrent"], r["interleaved"]) for r in records]
     assert runs == [
-        ("organizations", 2, 0),
-        ("organizations", 4, 0),
-        ("organizations", 4, 1),
-        ("organizations", 2, 1),
-    ] + [("rows", 2, 0)]
-    assert [r["concurrent"] for r in records] == [True, False] * 5
+        ("organizations", m, repeat, concurrent, True)
+        for repeat in (0, 1)
+        for concurrent in (True, False)
+        for m in (2, 4)
+    ] + [("rows", 2, 0, True, False), ("rows", 2, 0, False, False)]
     for m in (2, 4):  # every run of a config gives one result, concurrent or sequential, in either repeat
         assert len({r["value"] for r in records if r["organizations"] == m and r["sweep"] == "organizations"}) == 1
     assert all(r["seconds_per_round"] > 0 for r in records)

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -128,7 +129,8 @@ def default_callbacks(config: RunConfig, verbose: bool) -> list[RoundCallback]:
 
 def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> None:
     with long_lived_frozen():
-        _run_rounds(run, callbacks, max_rounds)
+        for _ in rounds(run, callbacks, max_rounds):
+            pass
 
 
 @contextmanager
@@ -147,7 +149,10 @@ def long_lived_frozen():
         gc.unfreeze()
 
 
-def _run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> None:
+def rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Iterator[dict]:
+    """The run's rounds up to ``max_rounds``, one per ``next``: each is timed (``run.round_seconds``), recorded,
+    passed to the callbacks and yielded. Round 0's record (no training) comes first, untimed and not yielded.
+    :func:`run_rounds` runs them all; :class:`vcl.sweep.Interleaved` steps several runs in turn."""
     for cb in callbacks:
         cb.on_run_start(run)
     if not run.records:
@@ -165,6 +170,7 @@ def _run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> No
             cb.on_round_end(run, record)
         if run.protocol.stopped:
             run.log(f"stopped at round {run.protocol.round}: {run.protocol.stopped}")
+        yield record
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -195,14 +201,7 @@ def train(
         rundir.check()
     with rundir if rundir is not None else nullcontext():
         state = _resume_state(config, out_dir) if resume else None
-        if config.transport.kind == "ray":  # the coordinator loads Alice's labels and the parties' names only
-            from vcl.ray_transport import coordinator_data
-
-            data = coordinator_data(config)
-        else:
-            dm = datamodule_for(config)
-            dm.setup()  # every data error is raised here, before training
-            data = dm.data
+        data = run_data(config)
         protocol = build_protocol(config, data)
         run = Run(config, protocol, out_dir, verbose)
         if callbacks is None:
@@ -252,6 +251,18 @@ def train(
     if verbose or write:
         summary(results)
     return results
+
+
+def run_data(config: RunConfig):
+    """What the coordinating process holds of a checked config's data: all of it for the local transport (every
+    data error is raised here, before training), Alice's labels and the parties' names for the ray transport."""
+    if config.transport.kind == "ray":
+        from vcl.ray_transport import coordinator_data
+
+        return coordinator_data(config)
+    dm = datamodule_for(config)
+    dm.setup()
+    return dm.data
 
 
 def _resume_state(config: RunConfig, out_dir: Path) -> dict:

@@ -3,7 +3,9 @@
 A :class:`Job` is one run of a config that writes no file; :func:`run_jobs` returns the jobs' records in the
 order the jobs were given, whatever order they finish in, so ``--workers 4`` writes the records
 ``--workers 1`` writes (their ``seconds`` aside). Each task sizes torch's thread pool to the CPUs it was
-given: several runs sharing a machine with torch's default threads each are many times slower.
+given: several runs sharing a machine with torch's default threads each are many times slower. An
+:class:`Interleaved` job runs several configs in one process a round at a time, in turn, for timings taken side
+by side; its result is a list of records.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
     reuse_freed_memory()  # as the command line does
     start = time.perf_counter()
     res = train(cfg, verbose=False, write=False)
+    return _record(benchmark, cfg, method, model, res, time.perf_counter() - start, details, extra)
+
+
+def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: float, details, extra: dict) -> dict:
     return {
         "benchmark": benchmark,
         "dataset": cfg.data.dataset,
@@ -46,13 +52,63 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
         "value": res["value"],
         "best_value": res["best_value"],
         **extra,
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
         "seconds_per_round": seconds_per_round(res),
         "round_seconds": res["round_seconds"],
         "stored_parameters": res["stored_parameters"],
         "bytes_sent": res["bytes_sent"],
         **(details(res) if details else {}),
     }
+
+
+@dataclass
+class Interleaved:
+    """Several jobs run in one process a round at a time, in turn: round 1 of each in the order given, round 2 of
+    each in the reverse order, and so on; each job's record is what it gives run alone (:class:`Job`), but its
+    rounds' seconds were measured side by side with the others'. A shared machine's speed drifts by tens of
+    percent within seconds; runs of different sizes taken one after another measure that drift as much as the
+    code, and stepping them in turn in one thread puts both under the same conditions (two equal runs stepped so
+    took the same time to 1 %). Jobs' configs must compare no other method."""
+
+    jobs: list[Job]
+
+    def __call__(self) -> list[dict]:
+        from vcl.memory import reuse_freed_memory
+        from vcl.registry import build_protocol, check_config, compare_methods
+        from vcl.runner import Run, long_lived_frozen, rounds, run_data
+
+        reuse_freed_memory()  # as the command line does
+        runs, seconds = [], [0.0] * len(self.jobs)
+        try:
+            for i, job in enumerate(self.jobs):
+                start, cfg = time.perf_counter(), job.config
+                check_config(cfg)
+                if set(compare_methods(cfg)) - {cfg.method}:
+                    raise ValueError(f"Interleaved runs one method a config; {cfg.run_dir} compares others")
+                runs.append(Run(cfg, build_protocol(cfg, run_data(cfg)), cfg.run_dir, verbose=False))
+                seconds[i] += time.perf_counter() - start
+            with long_lived_frozen():
+                steps = [rounds(run, [], run.config.run.rounds) for run in runs]
+                live, turn = list(range(len(runs))), 0
+                while live:
+                    for i in list(live) if turn % 2 == 0 else live[::-1]:
+                        start = time.perf_counter()
+                        if next(steps[i], None) is None:
+                            live.remove(i)
+                        seconds[i] += time.perf_counter() - start
+                    turn += 1
+            results = []
+            for i, run in enumerate(runs):  # the kept models' metrics (the prediction stage)
+                start = time.perf_counter()
+                results.append(run.results({}))
+                seconds[i] += time.perf_counter() - start
+        finally:
+            for run in runs:
+                run.protocol.federation.transport.close()
+        return [
+            _record(job.benchmark, job.config, job.method, job.model, res, secs, job.details, job.extra)
+            for job, res, secs in zip(self.jobs, results, seconds, strict=True)
+        ]
 
 
 def seconds_per_round(res: dict) -> float:
@@ -65,6 +121,10 @@ def seconds_per_round(res: dict) -> float:
 
 
 def report(record) -> None:
+    if isinstance(record, list):  # an Interleaved job's records
+        for one in record:
+            report(one)
+        return
     if not isinstance(record, dict) or "value" not in record:
         return  # a script's own job (e.g. one run giving several records) reports itself
     extra = {k: record[k] for k in ("concurrent", "variant", "setting") if k in record}
