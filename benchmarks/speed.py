@@ -20,7 +20,8 @@ the commands taking turns so that a change in the machine's load falls on all of
   runs with ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``.
 
 It prints the medians and the ratios: ``vcl_default / import_torch`` (the start-up target: at most 1.8×)
-and ``authors / vcl_gal`` (the goal: at least 12×).
+and ``authors / vcl_gal`` (the goal: at least 12×). With ``--out`` it saves a PNG beside the records: each
+command's runs and median, the ratios in its title.
 """
 
 from __future__ import annotations
@@ -88,23 +89,61 @@ def timed(argv: list[str], cwd: Path, env: dict) -> float:
     return seconds
 
 
+def _runs(records: list[dict]) -> dict[str, list[float]]:
+    """Each command's seconds, commands in the order they first appear."""
+    runs: dict[str, list[float]] = {}
+    for r in records:
+        runs.setdefault(r["command"], []).append(r["seconds"])
+    return runs
+
+
+def _ratios(med: dict[str, float]) -> list[tuple[str, float, str, bool]]:
+    """(ratio, value, target, met) for the ratios the medians allow."""
+    out = []
+    if "vcl_default" in med and "import_torch" in med:
+        ratio = med["vcl_default"] / med["import_torch"]
+        out.append(("vcl_default / import_torch", ratio, "≤ 1.8×", ratio <= 1.8))
+    if "authors" in med and "vcl_gal" in med:
+        ratio = med["authors"] / med["vcl_gal"]
+        out.append(("authors / vcl_gal", ratio, "≥ 12×", ratio >= 12))
+    return out
+
+
 def report(records: list[dict]) -> str:
     """Medians per command and the two ratios, from the records."""
-    med = {}
-    for r in records:
-        med.setdefault(r["command"], []).append(r["seconds"])
-    med = {k: statistics.median(v) for k, v in med.items()}
+    med = {k: statistics.median(v) for k, v in _runs(records).items()}
     lines = ["| command | median seconds (whole process) | runs |", "|---|---|---|"]
     for name, seconds in med.items():
         lines.append(f"| {name} | {seconds:.2f} | {sum(r['command'] == name for r in records)} |")
     lines += ["", "| ratio | measured | target |", "|---|---|---|"]
-    if "vcl_default" in med and "import_torch" in med:
-        ratio = med["vcl_default"] / med["import_torch"]
-        lines.append(f"| vcl_default / import_torch | {ratio:.2f}× | ≤ 1.8× ({'met' if ratio <= 1.8 else 'not met'}) |")
-    if "authors" in med and "vcl_gal" in med:
-        ratio = med["authors"] / med["vcl_gal"]
-        lines.append(f"| authors / vcl_gal | {ratio:.2f}× | ≥ 12× ({'met' if ratio >= 12 else 'not met'}) |")
+    for name, ratio, target, met in _ratios(med):
+        lines.append(f"| {name} | {ratio:.2f}× | {target} ({'met' if met else 'not met'}) |")
     return "\n".join(lines)
+
+
+def plot(records: list[dict], path: Path) -> None:
+    """Each command's whole-process seconds: its runs as dots, its median as a bar; the ratios in the title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = _runs(records)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(runs) + 1.4))
+    names = list(runs)[::-1]  # the first command on top
+    ax.barh(names, [med[n] for n in names], color="#9ecae1")
+    for y, name in enumerate(names):
+        ax.plot(runs[name], [y] * len(runs[name]), "k.", markersize=5)
+        ax.annotate(f"{med[name]:.2f} s", (max(runs[name]), y), xytext=(6, 0), textcoords="offset points", va="center")
+    ax.set_xlabel("seconds, whole process (bar: median; dots: runs)")
+    ax.set_xlim(0, 1.15 * max(max(v) for v in runs.values()))
+    ratios = [f"{name} {ratio:.2f}× (target {target})" for name, ratio, target, _ in _ratios(med)]
+    ax.set_title("; ".join(ratios), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"saved {path}")
 
 
 def main(argv=None) -> None:
@@ -121,6 +160,8 @@ def main(argv=None) -> None:
                 print(f"{name} run {repeat + 1}: {seconds:.2f} s", flush=True)
     write_records(records, args.out)
     print(report(records))
+    if args.out:
+        plot(records, Path(args.out).with_suffix(".png"))
 
 
 if __name__ == "__main__":

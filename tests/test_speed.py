@@ -1,5 +1,6 @@
 """benchmarks/speed.py: its ratios from records, its refusal of a wrong checkout, a failing command named."""
 
+import json
 import subprocess
 import sys
 
@@ -18,6 +19,19 @@ def test_report_gives_medians_and_both_ratios_against_their_targets():
     assert "| vcl_default | 4.20 | 3 |" in text
     assert "| vcl_default / import_torch | 2.00× | ≤ 1.8× (not met) |" in text
     assert "| authors / vcl_gal | 13.67× | ≥ 12× (met) |" in text
+
+
+def test_a_run_writes_its_records_and_a_plot_beside_them(tmp_path, monkeypatch, capsys):
+    seconds = iter([9.0] * 3 + [2.0, 3.0, 2.5, 2.2, 3.3, 2.6])  # three warm-ups, then two turns of the commands
+    monkeypatch.setattr(speed, "timed", lambda argv, cwd, env: next(seconds))
+    speed.main(["--repeats", "2", "--out", str(tmp_path / "speed.json")])
+    records = json.loads((tmp_path / "speed.json").read_text())
+    assert [(r["command"], r["repeat"], r["seconds"]) for r in records] == [
+        ("import_torch", 0, 2.0), ("vcl_default", 0, 3.0), ("vcl_gal", 0, 2.5),
+        ("import_torch", 1, 2.2), ("vcl_default", 1, 3.3), ("vcl_gal", 1, 2.6),
+    ]  # fmt: skip
+    assert "| vcl_default / import_torch | 1.50× | ≤ 1.8× (met) |" in capsys.readouterr().out  # 3.15 / 2.1
+    assert (tmp_path / "speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_checkout_without_the_authors_script_is_refused_before_work(tmp_path):
