@@ -21,7 +21,8 @@ rows), ``seconds_per_round`` (the median of a run's rounds; median over seeds an
 config's value must be the same in every run, concurrent or sequential, whatever the repeat (the tables say
 whether it is). Saves a PNG of both curves next to ``--out``.
 The target of a scalable round: M = 64 at most 2× the time per round of M = 8 on the same data; the growth
-table also gives that ratio for each run's mean round (its first round, which pays one-time costs, included).
+table also gives that ratio for each run's mean round (its first round, which pays one-time costs, included) and
+its range over the pairs of runs stepped side by side (one per seed and repeat).
 """
 
 from __future__ import annotations
@@ -109,25 +110,37 @@ def _mean_round(record: dict) -> float:
     return statistics.fmean(rounds) if rounds else record["seconds_per_round"]
 
 
+def _pairs(a: list[dict], b: list[dict]) -> list[float]:
+    """``b``'s seconds per round over ``a``'s for each pair of runs stepped side by side (one seed and repeat);
+    none when the records were not stepped in turn."""
+    if not all(r.get("interleaved") for r in a + b):
+        return []
+    by = {(r.get("seed", 0), r.get("repeat", 0)): r["seconds_per_round"] for r in a}
+    keys = [(r.get("seed", 0), r.get("repeat", 0)) for r in b]
+    return [r["seconds_per_round"] / by[k] for r, k in zip(b, keys, strict=True) if k in by]
+
+
 def growth(records: list[dict]) -> str:
     """Per dataset and fit: seconds per round at M = 64 over M = 8 (the target: at most 2×), each run's median
     round, median over seeds and repeats; beside it the same ratio of each run's mean round, its first round
-    included."""
+    included, and the range of the ratios of the pairs of runs stepped side by side."""
     runs = defaultdict(list)
     for r in records:
         if r["sweep"] == "organizations":
             runs[(r["dataset"], r["concurrent"], r["organizations"])].append(r)
     head = "| dataset | fit | s/round M = 8 | s/round M = 64 | M = 64 / M = 8 | target ≤ 2× | mean rounds: 64 / 8 |"
-    lines = [head, "|" + "---|" * 7]
+    lines = [head + " pairs side by side |", "|" + "---|" * 8]
     for ds, concurrent in sorted({k[:2] for k in runs}):
         a, b = runs.get((ds, concurrent, 8)), runs.get((ds, concurrent, 64))
         if a and b:
             s8, s64 = (statistics.median(r["seconds_per_round"] for r in rs) for rs in (a, b))
             mean8, mean64 = (statistics.median(_mean_round(r) for r in rs) for rs in (a, b))
             fit = "concurrent" if concurrent else "sequential"
+            pairs = _pairs(a, b)
+            spread = f"{min(pairs):.2f}-{max(pairs):.2f}× ({len(pairs)})" if pairs else "—"
             lines.append(
                 f"| {ds} | {fit} | {s8:.3f} | {s64:.3f} | {s64 / s8:.2f}× | {'met' if s64 <= 2 * s8 else 'not met'} | "
-                f"{mean64 / mean8:.2f}× |"
+                f"{mean64 / mean8:.2f}× | {spread} |"
             )
     return "\n".join(lines)
 

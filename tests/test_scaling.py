@@ -30,19 +30,27 @@ def test_report_gives_the_growth_from_8_to_64_organizations_and_whether_results_
     ]
     text = scaling.report(records)
     # the target on the median round; beside it the mean rounds' ratio, here raised by a slow first round at M = 64
-    assert "| digits | concurrent | 1.000 | 1.500 | 1.50× | met | 2.00× |" in text
-    assert "| digits | sequential | 2.000 | 9.000 | 4.50× | not met | 4.50× |" in text
+    assert "| digits | concurrent | 1.000 | 1.500 | 1.50× | met | 2.00× | — |" in text
+    assert "| digits | sequential | 2.000 | 9.000 | 4.50× | not met | 4.50× | — |" in text
     assert "| digits | 64 | 1,437 | 1.500 | 9.000 | 6.00× | no |" in text  # the two fits disagree: it says so
     assert "| wide | 8 | 10,000 | 0.500 | 1.000 | 2.00× | yes |" in text
     assert "each run's median round" in text and "in turn" not in text
-    assert "sizes stepped a round at a time in turn in one process" in scaling.report(
-        [dict(r, interleaved=r["sweep"] == "organizations") for r in records]
-    )
+    stepped = [dict(r, interleaved=r["sweep"] == "organizations") for r in records]
+    text = scaling.report(stepped)
+    assert "sizes stepped a round at a time in turn in one process" in text
+    assert "| digits | concurrent | 1.000 | 1.500 | 1.50× | met | 2.00× | 1.50-1.50× (1) |" in text
+    # pairs of runs stepped side by side: each seed's M = 64 over its M = 8, here 1.5 / 1.0 and 2.0 / 0.5
+    seed1 = [
+        dict(_record("organizations", "digits", m, 1437, True, s), seed=1, interleaved=True)
+        for m, s in ((8, 0.5), (64, 2.0))
+    ]
+    line = "| digits | concurrent | 0.750 | 1.750 | 2.33× | not met | 2.67× | 1.50-4.00× (2) |"
+    assert line in scaling.report(stepped + seed1)
     # a second repeat of a config: its times count in the medians; a value that moved between repeats is "no"
     again = [dict(r, repeat=1, seconds_per_round=3.0) for r in records[:2]]
     text = scaling.report(records + again)
     assert "median over seeds and repeats" in text and "median over seeds;" in scaling.report(records)
-    assert "| digits | concurrent | 2.000 | 2.250 | 1.12× | met | 2.00× |" in text  # medians of (1, 3) and (1.5, 3)
+    assert "| digits | concurrent | 2.000 | 2.250 | 1.12× | met | 2.00× | — |" in text  # medians of (1, 3) and (1.5, 3)
     assert "| digits | 8 | 1,437 | 2.000 | 2.000 | 1.00× | yes |" in text
     moved = dict(records[0], repeat=1, value=0.5)
     assert "| digits | 8 | 1,437 | 1.000 | 2.000 | 2.00× | no |" in scaling.report(records + [moved])
