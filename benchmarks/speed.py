@@ -98,7 +98,7 @@ def _runs(records: list[dict]) -> dict[str, list[float]]:
 
 
 def _ratios(med: dict[str, float]) -> list[tuple[str, float, str, bool]]:
-    """(ratio, value, target, met) for the ratios the medians allow."""
+    """(name, value, target, met) of each ratio the medians allow."""
     out = []
     if "vcl_default" in med and "import_torch" in med:
         ratio = med["vcl_default"] / med["import_torch"]
