@@ -116,8 +116,7 @@ def _pairs(a: list[dict], b: list[dict]) -> list[float]:
     if not all(r.get("interleaved") for r in a + b):
         return []
     by = {(r.get("seed", 0), r.get("repeat", 0)): r["seconds_per_round"] for r in a}
-    keys = [(r.get("seed", 0), r.get("repeat", 0)) for r in b]
-    return [r["seconds_per_round"] / by[k] for r, k in zip(b, keys, strict=True) if k in by]
+    return [r["seconds_per_round"] / by[k] for r in b if (k := (r.get("seed", 0), r.get("repeat", 0))) in by]
 
 
 def growth(records: list[dict]) -> str:
