@@ -13,9 +13,11 @@ SIGTERM ends with the last saved round and the command that resumes it.
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import sys
+import threading
 
 
 class Terminated(KeyboardInterrupt):
@@ -39,10 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from vcl.memory import reuse_freed_memory
+    from vcl.rundir import PREVIOUS
     from vcl.runner import RunInterrupted, train
 
     reuse_freed_memory()
     previous = signal.signal(signal.SIGTERM, _terminate)
+    threads_hook, threading.excepthook = threading.excepthook, _quiet_write_errors
     try:
         train(cfg, resume=resume, overwrite=overwrite, verbose=not quiet)
     except VCLInputError as err:
@@ -61,8 +65,19 @@ def main(argv: list[str] | None = None) -> int:
             ["python", "train.py", *[a for a in argv if a not in ("--overwrite", "--resume")], "--resume"]
         )
         where = "before round 0 was saved" if err.saved_round is None else f"after round {err.saved_round}"
-        print(f"{how} {where} (checkpoint in {err.out_dir}); resume with: {again}", file=sys.stderr)
+        kept = ""
+        if err.saved_round is not None and (err.out_dir / PREVIOUS).is_dir():
+            kept = f"; the outputs it replaces stay in {err.out_dir / PREVIOUS} until it completes"
+        print(f"{how} {where} (checkpoint in {err.out_dir}{kept}); resume with: {again}", file=sys.stderr)
         return 143 if how == "terminated" else 130
+    except OSError as err:  # the run directory removed, made read-only or full while the run wrote to it
+        what = os.fsdecode(err.filename) if err.filename is not None else cfg.run_dir
+        print(
+            f"error: the run could not write {what} ({err.strerror or type(err).__name__}); make sure --out "
+            f"{cfg.run_dir} stays in place and writable with room to spare, then run again.",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt as err:  # before the rounds began: nothing was written
         print(
             f"{'terminated' if isinstance(err, Terminated) else 'interrupted'} before the run started.", file=sys.stderr
@@ -70,7 +85,15 @@ def main(argv: list[str] | None = None) -> int:
         return 143 if isinstance(err, Terminated) else 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        threading.excepthook = threads_hook
     return 0
+
+
+def _quiet_write_errors(args) -> None:
+    """A writer thread's failed write (TensorBoard's, when --out is removed or full) is said once, in one sentence,
+    by the run itself, which meets the same error at its next write; other thread errors print as usual."""
+    if not issubclass(args.exc_type, OSError):
+        threading.__excepthook__(args)
 
 
 def _terminate(signum, frame):

@@ -8,7 +8,6 @@ rounds 0..T — the way the papers report. Accuracy is a fraction; MAD is in tar
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -16,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from vcl.memory import reuse_freed_memory
+from vcl.rundir import strict_json
 
 reuse_freed_memory()  # every benchmark's process allocates as the command line's does (vcl.memory)
 
@@ -57,7 +57,7 @@ def write_records(records: list[dict], path: str | None) -> None:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(records, indent=1))
+    tmp.write_text(strict_json(records, indent=1))
     os.replace(tmp, out)
     print(f"wrote {len(records)} records to {out}")
 

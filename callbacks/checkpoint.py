@@ -20,8 +20,8 @@ from vcl.callbacks.base import RoundCallback
 from vcl.errors import VCLInputError
 from vcl.rundir import PARTIES
 
-KEYS = ("identity", "protocol", "records", "round_seconds")
-PARTY_KEYS = ("state", "party", "round")
+KEYS = ("identity", "protocol", "records", "round_seconds", "run_id")
+PARTY_KEYS = ("state", "party", "round", "run")
 
 
 def atomic_torch_save(obj, path: Path) -> None:
@@ -71,7 +71,7 @@ class RoundCheckpoint(RoundCallback):
 
     def on_round_end(self, run, record: dict) -> None:
         transport = run.protocol.federation.transport
-        transport.save(run.out_dir / PARTIES, record["round"])
+        transport.save(run.out_dir / PARTIES, record["round"], run.stamp)
         atomic_torch_save(run.checkpoint(), run.out_dir / "checkpoints" / self.filename)
         run.saved_round = record["round"]
         transport.prune(run.out_dir / PARTIES, record["round"])

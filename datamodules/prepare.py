@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from vcl.errors import VCLInputError
+
 
 def prepare_group(block: np.ndarray, kinds: list[str], names: list[str], missing: str, train: np.ndarray):
     """One organization's columns (an object array; NaN for a missing cell) as numbers: numeric columns (mean-
@@ -31,6 +33,12 @@ def prepare_group(block: np.ndarray, kinds: list[str], names: list[str], missing
     columns = ColumnTransformer(parts, sparse_threshold=0.0)
     block = block.copy()
     block[:, numeric] = block[:, numeric].astype(np.float64)
+    for j in range(block.shape[1]):
+        if all(v is None or isinstance(v, float) and np.isnan(v) for v in block[train, j]):
+            raise VCLInputError(
+                f"column {names[j]!r} has no value in its organization's training rows, so missing: impute has "
+                "nothing to impute from; fill some in or remove the column."
+            )
     columns.fit(block[train])
     out = np.asarray(columns.transform(block), dtype=np.float64)
     encoded = []

@@ -8,6 +8,7 @@ generator whose label depends on every group, so no organization can learn it al
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from vcl.datamodules.tabular import (
     seeded_row_splits,
 )
 
-from vcl.errors import VCLInputError
+from vcl.errors import VCLInputError, regular_file
 from vcl.organization import FeatureView
 
 SEQUENCE_DATASETS = ("sequence_synthetic", "npz")
@@ -48,15 +49,29 @@ def synthetic_sequences(
 
 def load_npz(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str]:
     p = Path(path)
-    if not p.is_file():
-        raise VCLInputError(f"data.dataset=npz: data.root={str(p)!r} is not a file; point it at an .npz with X, y.")
-    with np.load(p, allow_pickle=False) as f:
-        missing = {"X", "y"} - set(f.files)
-        if missing:
-            raise VCLInputError(f"{p}: missing array(s) {', '.join(sorted(missing))}; save X (N×T×F) and y (N).")
-        x, y = f["X"], f["y"]
-        groups = f["groups"] if "groups" in f.files else None
-        task = str(f["task"]) if "task" in f.files else ("classification" if y.dtype.kind in "iub" else "regression")
+    regular_file(p, "data.dataset=npz: data.root", "point it at an .npz file with X and y")
+    fix = "save numeric arrays X (N×T×F) and y (N) with numpy.savez"
+    try:
+        loaded = np.load(p, allow_pickle=False)
+        if not hasattr(loaded, "files"):
+            raise VCLInputError(f"{p} holds one array (an .npy file), not an .npz of X and y; {fix}.")
+        with loaded as f:
+            missing = {"X", "y"} - set(f.files)
+            if missing:
+                raise VCLInputError(f"{p}: missing array(s) {', '.join(sorted(missing))}; {fix}.")
+            x, y = f["X"], f["y"]
+            groups = f["groups"] if "groups" in f.files else None
+            task = (
+                str(f["task"]) if "task" in f.files else ("classification" if y.dtype.kind in "iub" else "regression")
+            )
+    except VCLInputError:
+        raise
+    except (ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile) as err:  # damaged, objects
+        reason = str(err).strip().splitlines()[0][:160].rstrip(".") if str(err).strip() else type(err).__name__
+        raise VCLInputError(f"{p} cannot be read as an .npz of plain arrays ({reason}); {fix}.") from None
+    for name, array in (("X", x), ("y", y), ("groups", groups)):
+        if array is not None and array.dtype.kind not in "biuf":
+            raise VCLInputError(f"{p}: {name} holds {array.dtype} values, not numbers; {fix}.")
     if x.ndim != 3:
         raise VCLInputError(f"{p}: X has shape {x.shape}; sequences need N × T × F.")
     if y.shape != (x.shape[0],):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vcl.errors import VCLInputError
+from vcl.errors import VCLInputError, regular_file
 
 SKLEARN = {
     "wine": ("load_wine", "classification"),
@@ -257,8 +257,7 @@ def _features(X) -> np.ndarray:
 
 def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str, str]]]:
     """A CSV file's header and its rows by ID: UTF-8 text (a byte-order mark is allowed), one row per ID."""
-    if not path.is_file():
-        raise VCLInputError(f"csv file {path} does not exist; check the path in csv_files.")
+    regular_file(path, "csv file", "check the path in csv_files")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
@@ -311,6 +310,10 @@ def _number(value: str | None, path: Path, column: str, key: str) -> float:
             f"csv file {path}, column {column!r}, ID {key!r}: {value!r} is not a number; features must be numeric, "
             "or set data.categorical: onehot for that file."
         ) from None
+    if math.isinf(x):
+        raise VCLInputError(
+            f"csv file {path}, column {column!r}, ID {key!r}: {value.strip()!r} is infinite; give a finite number."
+        )
     if not math.isfinite(x):
         raise VCLInputError(
             f"csv file {path}, column {column!r}, ID {key!r} is missing or NaN; fill it in, or set data.missing: drop "
@@ -323,21 +326,45 @@ def _complete(row: dict[str, str], columns: list[str]) -> bool:
     return not any(_missing(row.get(c)) for c in columns)
 
 
-def csv_ids(path, id_column="id", drop_incomplete=False) -> list[str]:
+def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -> list[str]:
     """The IDs in one organization's CSV file (what it offers for row alignment; no feature value); with
     ``drop_incomplete`` only those of its rows without a missing value (``missing: drop``)."""
     header, rows = _read_csv(Path(path), id_column)
+    empty_column(Path(path), header, rows, label_column)
     return [key for key, row in rows.items() if not drop_incomplete or _complete(row, header)]
 
 
-def shared_ids(id_lists: list[list[str]], id_column="id") -> list[str]:
-    """The IDs every organization holds, sorted: the aligned rows, in the order every party uses."""
+MIN_SHARED = 3  # aligned rows a run needs: two to train on, one to test
+
+
+def shared_ids(id_lists: list[list[str]], id_column="id", dropped: bool = False) -> list[str]:
+    """The IDs every organization holds, sorted: the aligned rows, in the order every party uses. ``dropped``:
+    the lists hold only rows without a missing value (``missing: drop``)."""
     shared = set(id_lists[0])
     for ids in id_lists[1:]:
         shared &= set(ids)
+    after = " once rows with a missing value are dropped (data.missing: drop)" if dropped else ""
     if not shared:
-        raise VCLInputError(f"the csv files share no value of {id_column!r}; they must describe the same people.")
+        raise VCLInputError(
+            f"the csv files share no value of {id_column!r}{after}; they must describe the same people."
+        )
+    if len(shared) < MIN_SHARED:
+        shown = ", ".join(repr(k) for k in sorted(shared))
+        raise VCLInputError(
+            f"the csv files share only {len(shared)} value(s) of {id_column!r} ({shown}){after}; a run needs at "
+            f"least {MIN_SHARED} shared rows (2 to train on, 1 to test), so align more rows."
+        )
     return sorted(shared)
+
+
+def empty_column(path: Path, header: list[str], rows: dict[str, dict[str, str]], label_column: str) -> None:
+    """One sentence for a feature column without a value in any row: nothing can fill it, and dropping the rows
+    that miss it would drop them all."""
+    for c in header:
+        if c != label_column and all(_missing(row.get(c)) for row in rows.values()):
+            raise VCLInputError(
+                f"csv file {path}, column {c!r} has no value in any row; remove the column or fill it in."
+            )
 
 
 def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
@@ -365,6 +392,10 @@ def _block(rows, ids, feats, path: Path, policy: tuple[str, str]) -> tuple[np.nd
         if text is not None and categorical == "error":
             _number(text, path, c, next(k for k in ids if rows[k][c] == text))  # raises, naming the fix
         kinds.append("categorical" if text is not None else "numeric")
+    for c, kind in zip(feats, kinds, strict=True):
+        key = next((k for k in ids if kind == "numeric" and _infinite(rows[k][c])), None)
+        if key is not None:
+            _number(rows[key][c], path, c, key)  # raises, naming the fix
     if missing == "error":
         for c in feats:
             key = next((k for k in ids if _missing(rows[k][c])), None)
@@ -417,18 +448,21 @@ def load_csv_organizations(
             raise VCLInputError(
                 f"csv file {paths[k]} also holds the label {label_column!r}; only Alice's (first) file may."
             )
+    for k, (header, rows) in tables.items():
+        if not [c for c in header if c != label_column]:
+            raise VCLInputError(f"csv file {paths[k]} has no feature columns; every organization needs at least one.")
+        empty_column(paths[k], header, rows, label_column)
     if ids is None:
         offered = [
             [key for key, row in rows.items() if policies[k][1] != "drop" or _complete(row, header)]
             for k, (header, rows) in tables.items()
         ]
-        ids = shared_ids(offered, id_column)
+        dropped = any(len(o) < len(tables[k][1]) for o, k in zip(offered, tables, strict=True))
+        ids = shared_ids(offered, id_column, dropped)
     columns, groups, blocks, kinds, seen = [], [], [], [], set()
     for k, (header, rows) in tables.items():
         p = paths[k]
         feats = [c for c in header if c != label_column]
-        if not feats:
-            raise VCLInputError(f"csv file {p} has no feature columns; every organization needs at least one.")
         missing_id = next((key for key in ids if key not in rows), None)
         if missing_id is not None:
             raise VCLInputError(
@@ -468,6 +502,11 @@ def _csv_labels(X, rows, ids, columns, path, label_column, task) -> Table:
             "use data.task=regression or class labels."
         )
     return _finish(X, np.array(raw_labels), columns, task, f"label column {label_column!r} in {path}")
+
+
+def _infinite(v: str | None) -> bool:
+    x = _maybe_float(v) if v is not None else None
+    return x is not None and math.isinf(x)
 
 
 def _maybe_float(v: str) -> float | None:

@@ -44,9 +44,17 @@ def make_estimator(spec: str, option: str):
     """A fresh estimator of the scikit-learn class ``spec`` names, with its init args."""
     path, args = parse_spec(spec, option)
     try:
-        return estimator_class(spec, option)(**args)
+        estimator = estimator_class(spec, option)(**args)
     except TypeError as err:
         raise VCLInputError(f"{option}: {path} does not take these init_args {args} ({err}).") from None
+    try:  # scikit-learn's own check of the values, which it would otherwise run only when fitting
+        validate = getattr(estimator, "_validate_params", None)
+        if validate is not None:
+            validate()
+    except (TypeError, ValueError) as err:
+        reason = str(err).strip().splitlines()[0][:300].rstrip(".")
+        raise VCLInputError(f"{option}: {path} refuses its init_args {args} ({reason}); fix those values.") from None
+    return estimator
 
 
 def estimator_class(spec: str, option: str) -> type:

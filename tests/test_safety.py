@@ -244,7 +244,7 @@ def test_malformed_yaml_is_one_sentence(tmp_path, capsys, kind, message):
 
 def test_a_directory_given_as_config(tmp_path, capsys):
     assert cli.main(["--config", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
-    _one_error_line(capsys, "is a directory; pass a YAML file")
+    _one_error_line(capsys, "is a directory, not a file; pass a YAML file")
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from typing import Any, Literal, Union
 
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, OpenUnitInterval, PositiveFloat, PositiveInt
 
-from vcl.errors import VCLInputError
+from vcl.errors import VCLInputError, regular_file
 from vcl.registry import METHODS, family_of
 
 Method = Literal[tuple(METHODS)]  # every method in the registry (vcl/registry.py)
@@ -97,6 +97,7 @@ class DataGroup:
     """ascii_blobs* datasets: test rows (the paper: 100000)"""
 
     def __post_init__(self):
+        seed_in_range("data.split_seed", self.split_seed)
         listed(self, "categorical", "missing")
         if self.val_fraction >= 1 or self.test_fraction + self.val_fraction >= 1:
             raise VCLInputError(
@@ -136,6 +137,7 @@ class RunGroup:
     """engine=trainer: Lightning strategy, e.g. ddp for one organization on several GPUs"""
 
     def __post_init__(self):
+        seed_in_range("run.seed", self.seed)
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
             raise VCLInputError(f"run.device={self.device!r} is not a device; use cpu, cuda, cuda:N or auto.")
 
@@ -472,6 +474,14 @@ def estimator_spec(entry: str | dict, option: str) -> str:
     return f"sklearn:{entry['class_path']}" + (json.dumps(args, sort_keys=True) if args else "")
 
 
+SEED_LIMIT = 2**32  # seeds feed NumPy's and torch's generators: 0 .. 2³² − 1
+
+
+def seed_in_range(option: str, seed: int) -> None:
+    if not 0 <= seed < SEED_LIMIT:
+        raise VCLInputError(f"{option}={seed} is out of range; use a whole number from 0 to {SEED_LIMIT - 1}.")
+
+
 def listed(group, *names: str) -> None:
     """Options that take one value for all or one each hold a list, whichever was given."""
     for name in names:
@@ -507,12 +517,9 @@ def read_yaml(path: str | Path) -> dict:
     import yaml
 
     p = Path(path)
-    if p.is_dir():
-        raise VCLInputError(f"config file {p} is a directory; pass a YAML file, e.g. one from configs/.")
-    if not p.is_file():
-        raise VCLInputError(f"config file {p} does not exist; pass a YAML file from configs/.")
+    regular_file(p, "config file", "pass a YAML file, e.g. one from configs/")
     try:
-        values = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        values = bounded_yaml(p.read_text(encoding="utf-8"), f"config file {p}") or {}
     except UnicodeDecodeError:
         raise VCLInputError(f"config file {p} is not UTF-8 text; pass a YAML file.") from None
     except yaml.YAMLError as err:
@@ -525,6 +532,63 @@ def read_yaml(path: str | Path) -> dict:
     return values
 
 
+YAML_VALUES = 100_000  # the most values a config or a flag's YAML may hold once its aliases (*name) are expanded
+
+
+def bounded_yaml(text: str, source: str, loader=None, load=None):
+    """``text`` as YAML values (``yaml.SafeLoader`` unless ``loader``; ``load(text)`` builds them), refused in one
+    sentence when it holds, or through aliases (``&name`` ... ``*name``) would expand to, more than
+    :data:`YAML_VALUES` values, or refers to itself: such a value would take the run's memory before any check."""
+    import yaml
+
+    node = yaml.compose(text, Loader=loader or yaml.SafeLoader)
+    if node is not None and _expanded_size(node) > YAML_VALUES:
+        raise VCLInputError(
+            f"{source} expands to more than {YAML_VALUES} values or refers to itself through YAML aliases "
+            "(&name ... *name); write the options out plainly."
+        )
+    return yaml.safe_load(text) if load is None else load(text)
+
+
+def _expanded_size(root) -> float:
+    """How many values the YAML node graph ``root`` stands for with every alias expanded (inf if it refers to
+    itself); counted once per node, without expanding, and stopped early past :data:`YAML_VALUES`."""
+
+    def children(node):
+        if isinstance(node.value, list):  # a sequence's items, a mapping's (key, value) pairs
+            return [c for item in node.value for c in (item if isinstance(item, tuple) else (item,))]
+        return []
+
+    sizes: dict[int, float] = {}
+    open_nodes: set[int] = set()  # being counted: meeting one again below itself is a cycle
+    stack = [(root, False)]
+    while stack:
+        node, counted = stack.pop()
+        if counted:
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children(node))
+            if sizes[id(node)] > YAML_VALUES:
+                return sizes[id(node)]
+            open_nodes.discard(id(node))
+            continue
+        if id(node) in sizes:
+            continue
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        for c in children(node):
+            if id(c) in open_nodes:
+                return float("inf")
+            if id(c) not in sizes:
+                stack.append((c, False))
+    return sizes[id(root)]
+
+
+def _flag_yaml(value: str):
+    """jsonargparse's YAML reading of a flag's value or a --config file, bounded as :func:`bounded_yaml`."""
+    from jsonargparse._loaders_dumpers import get_yaml_default_loader, yaml_load
+
+    return bounded_yaml(value, "a YAML value", loader=get_yaml_default_loader(), load=yaml_load)
+
+
 # --- the parser (jsonargparse) ------------------------------------------------------------------------------
 
 
@@ -534,14 +598,18 @@ def parser(documented: bool = False):
     its switches (``--resume``, ``--overwrite``, ``--quiet``) off first. ``documented``: each option's help from
     its docstring (for ``--help``; reading the docstrings is a tenth of a second that a run does not need)."""
     import jsonargparse
+    import yaml
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     jsonargparse.set_parsing_settings(docstring_parse_attribute_docstrings=documented)
+    jsonargparse.set_loader("vcl_yaml", _flag_yaml, exceptions=(yaml.YAMLError,))
     p = ArgumentParser(
+        parser_mode="vcl_yaml",
         prog="train.py",
         description="Train a vertical collaborative learning method (default: GAL on wine, M=8).",
         epilog="Switches (not part of a config): --resume continues the run in --out from its last checkpoint; "
-        "--overwrite starts afresh in an --out that holds a run (removing only the suite's own outputs there); "
+        "--overwrite starts afresh in an --out that holds a run (its outputs are replaced once the new run completes; "
+        "other files are kept); "
         "--quiet prints only the final summary.",
         exit_on_error=False,
     )

@@ -1,4 +1,9 @@
-"""One error type for bad input, raised before any work starts."""
+"""One error type for bad input, raised before any work starts; and a lost party."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
 
 
 class VCLInputError(ValueError):
@@ -11,3 +16,19 @@ class PartyLost(RuntimeError):
     def __init__(self, party: str, during: str):
         super().__init__(f"party {party} stopped during {during}: its process ended")
         self.party, self.during = party, during
+
+
+def regular_file(path: Path, what: str, fix: str) -> None:
+    """One sentence if ``path`` is not a regular file, saying what it is instead (nothing is opened: a FIFO or a
+    device would block or never end)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise VCLInputError(f"{what} {path} does not exist; {fix}.") from None
+    except OSError as err:
+        raise VCLInputError(f"{what} {path} cannot be read ({err.strerror}); {fix}.") from None
+    if stat.S_ISREG(mode):
+        return
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    kind = next((name for test, name in kinds if test(mode)), "a device")
+    raise VCLInputError(f"{what} {path} is {kind}, not a file; {fix}.")

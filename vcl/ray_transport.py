@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,10 +57,14 @@ def start_ray(address: str, cpus: float) -> None:
     if ray.is_initialized():
         return
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    main_thread = threading.current_thread() is threading.main_thread()
+    ours = signal.getsignal(signal.SIGTERM) if main_thread else None
     if address:
         ray.init(address=address, **kwargs)
     else:
         ray.init(num_cpus=max(os.cpu_count() or 1, math.ceil(cpus), 64), **kwargs)
+    if ours is not None:  # ray.init makes SIGTERM exit at once (status 15); the run's own handling stays
+        signal.signal(signal.SIGTERM, ours)
 
 
 def coordinator_data(config: RunConfig) -> VerticalData:
@@ -94,12 +100,12 @@ def coordinator_data(config: RunConfig) -> VerticalData:
     drop = [m == "drop" for _, m in csv_policies(config.data.categorical, config.data.missing, len(files))]
     read = ray.remote(num_cpus=0)(csv_ids)
     refs = [
-        read.options(**_placement(nodes[k])).remote(f, config.data.id_column, drop[k])
+        read.options(**_placement(nodes[k])).remote(f, config.data.id_column, drop[k], config.data.label_column)
         for k, f in enumerate(files[1:], 1)
     ]
-    own = csv_ids(files[0], config.data.id_column, drop[0])
+    own = csv_ids(files[0], config.data.id_column, drop[0], config.data.label_column)
     lists = [own] + _get(refs, [Path(f).stem for f in files[1:]], "the ID alignment")
-    ids = shared_ids(lists, config.data.id_column)
+    ids = shared_ids(lists, config.data.id_column, any(drop))
     dm = datamodule_for(config, only=0, ids=ids)
     dm.setup()
     alice = dm.data
@@ -167,11 +173,11 @@ class PartyHost:
         if reply is not None:
             raise TypeError(f"{self.party.name} answered a {message.kind} from {message.sender}: it expects no reply.")
 
-    def save(self, root: str, round_: int) -> None:
-        save_party(self.party, self.party.name, Path(root), round_)
+    def save(self, root: str, round_: int, run: str) -> None:
+        save_party(self.party, self.party.name, Path(root), round_, run)
 
-    def load(self, root: str, round_: int) -> None:
-        load_party(self.party, self.party.name, Path(root), round_)
+    def load(self, root: str, round_: int, run: str) -> None:
+        load_party(self.party, self.party.name, Path(root), round_, run)
 
     def prune(self, root: str, round_: int) -> None:
         prune_party(self.party.name, Path(root), round_)
@@ -265,16 +271,16 @@ class RayTransport(Transport):
         refs = [self._hosts[n].load_state_dict.remote(s) for n, s in zip(self.names, states, strict=True)]
         _get(refs, self.names, "loading")
 
-    def _each(self, method: str, root: Path, round_: int) -> None:
-        refs = [getattr(self._hosts[n], method).remote(str(self.root_of(n, root)), round_) for n in self.names]
+    def _each(self, method: str, root: Path, round_: int, *args) -> None:
+        refs = [getattr(self._hosts[n], method).remote(str(self.root_of(n, root)), round_, *args) for n in self.names]
         _get(refs, self.names, f"round {round_}")
 
-    def save(self, root: Path, round_: int) -> None:
+    def save(self, root: Path, round_: int, run: str) -> None:
         self._round = round_
-        self._each("save", root, round_)
+        self._each("save", root, round_, run)
 
-    def load(self, root: Path, round_: int) -> None:
-        self._each("load", root, round_)
+    def load(self, root: Path, round_: int, run: str) -> None:
+        self._each("load", root, round_, run)
 
     def prune(self, root: Path, round_: int) -> None:
         self._each("prune", root, round_)

@@ -8,8 +8,10 @@ from the checkpoint and ends with exactly the results of an uninterrupted run.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
+import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -25,14 +27,7 @@ from vcl.prediction import kept_records, prediction_stage
 from vcl.progress import round_bar
 from vcl.protocols.base import Protocol
 from vcl.registry import build_protocol, check_config, compare_methods, datamodule_for
-from vcl.rundir import PARTIES, RunDirectory
-
-
-def atomic_write_json(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2))
-    os.replace(tmp, path)
+from vcl.rundir import PARTIES, RunDirectory, atomic_write_json
 
 
 class Run:
@@ -47,6 +42,7 @@ class Run:
         self.round_seconds: list[float] = []  # each round's wall seconds, in order (resumed runs: all rounds)
         self.verbose = verbose
         self.saved_round: int | None = None  # the last round whose checkpoint is on disk
+        self.run_id = secrets.token_hex(8)  # this run's own name, in every checkpoint it writes (kept on resume)
 
     @property
     def metric_name(self) -> str:
@@ -70,8 +66,14 @@ class Run:
         self.records.append(record)
         return record
 
+    @property
+    def stamp(self) -> str:
+        """What binds a party's checkpoint to this run: the run's name and its settings' digest."""
+        return run_stamp(self.run_id, self.config)
+
     def checkpoint(self) -> dict:
         return {
+            "run_id": self.run_id,
             "identity": self.config.identity(),
             "protocol": self.protocol.state_dict(),
             "records": self.records,
@@ -116,6 +118,12 @@ class Run:
             "compare": dict(compare),
             "config": self.config.to_dict(),
         }
+
+
+def run_stamp(run_id: str, config: RunConfig) -> str:
+    """``<run id>/<digest of the settings a resume must share>``, stamped on every party checkpoint."""
+    settings = json.dumps(config.identity(), sort_keys=True, default=str)
+    return f"{run_id}/{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
 
 
 def default_callbacks(config: RunConfig, verbose: bool) -> list[RoundCallback]:
@@ -210,8 +218,9 @@ def train(
             if rundir is not None:
                 rundir.begin()
             if state is not None:
+                run.run_id = state["run_id"]
                 if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
-                    protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"])
+                    protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"], run.stamp)
                 protocol.load_state_dict(state["protocol"])
                 run.records, run.round_seconds = state["records"], state["round_seconds"]
                 run.saved_round = protocol.round

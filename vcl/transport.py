@@ -92,12 +92,13 @@ class Transport:
     def load_state_dict(self, states: list[dict]) -> None:
         raise NotImplementedError
 
-    def save(self, root: Path, round_: int) -> None:
-        """Every party writes its own state of ``round_`` under ``root/<name>/`` (or its own root), where it runs."""
+    def save(self, root: Path, round_: int, run: str) -> None:
+        """Every party writes its own state of ``round_`` under ``root/<name>/`` (or its own root), where it runs,
+        stamped with ``run`` (the run's identity, :attr:`vcl.runner.Run.stamp`)."""
         raise NotImplementedError
 
-    def load(self, root: Path, round_: int) -> None:
-        """Every party reads back its own state of ``round_`` from ``root/<name>/``."""
+    def load(self, root: Path, round_: int, run: str) -> None:
+        """Every party reads back its own state of ``round_`` from ``root/<name>/``, refusing one of another run."""
         raise NotImplementedError
 
     def prune(self, root: Path, round_: int) -> None:
@@ -157,13 +158,13 @@ class LocalTransport(Transport):
         for name, state in zip(self.names, states, strict=True):
             self._parties[name].load_state_dict(state)
 
-    def save(self, root: Path, round_: int) -> None:
+    def save(self, root: Path, round_: int, run: str) -> None:
         for name in self.names:
-            save_party(self._parties[name], name, self.root_of(name, root), round_)
+            save_party(self._parties[name], name, self.root_of(name, root), round_, run)
 
-    def load(self, root: Path, round_: int) -> None:
+    def load(self, root: Path, round_: int, run: str) -> None:
         for name in self.names:
-            load_party(self._parties[name], name, self.root_of(name, root), round_)
+            load_party(self._parties[name], name, self.root_of(name, root), round_, run)
 
     def prune(self, root: Path, round_: int) -> None:
         for name in self.names:
@@ -180,17 +181,27 @@ def party_file(root: Path, name: str, round_: int) -> Path:
     return Path(root) / name / f"round-{round_}.ckpt"
 
 
-def save_party(party, name: str, root: Path, round_: int) -> None:
-    """What a party does to checkpoint itself: its own state, written atomically where it runs."""
+def save_party(party, name: str, root: Path, round_: int, run: str) -> None:
+    """What a party does to checkpoint itself: its own state, stamped with its run, written atomically where it
+    runs (never through a symbolic link)."""
     from vcl.callbacks.checkpoint import atomic_torch_save
+    from vcl.errors import VCLInputError
 
-    atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_}, party_file(root, name, round_))
+    path = party_file(root, name, round_)
+    for place in (path.parent, path.parent.parent):
+        if place.is_symlink():
+            raise VCLInputError(
+                f"party {name}'s checkpoint folder {place} is a symbolic link, and vcl never writes through one; "
+                "put a real directory there (transport.party_dirs) and resume."
+            )
+    atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_, "run": run}, path)
     if hasattr(party, "log_round"):  # its own TensorBoard log, beside its checkpoints
         party.log_round(Path(root) / name, round_)
 
 
-def load_party(party, name: str, root: Path, round_: int) -> None:
-    """A party reads back its own state of ``round_``; one sentence if it is missing or another's."""
+def load_party(party, name: str, root: Path, round_: int, run: str) -> None:
+    """A party reads back its own state of ``round_``; one sentence if it is missing, another party's, or another
+    run's (``run``: the stamp :func:`save_party` wrote, the run's identity and its settings' digest)."""
     from vcl.callbacks.checkpoint import PARTY_KEYS, load_checkpoint
     from vcl.errors import VCLInputError
 
@@ -205,6 +216,13 @@ def load_party(party, name: str, root: Path, round_: int) -> None:
         raise VCLInputError(
             f"--resume: {path} holds party {saved['party']}'s round {saved['round']}, not {name}'s round {round_}; "
             "restore that party's directory or start afresh with --overwrite."
+        )
+    if saved["run"] != run:
+        other = saved["run"].rpartition("/")[2] != run.rpartition("/")[2]
+        whose = "a run with other settings" if other else "another run"
+        raise VCLInputError(
+            f"--resume: {path} holds party {name}'s round {round_} of {whose}, not of the run in this --out; "
+            "put back that party's own files of this run, or start afresh with --overwrite."
         )
     party.load_state_dict(saved["state"])
 

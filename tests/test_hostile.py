@@ -1,0 +1,292 @@
+"""What a hostile or careless user tries: a failed --overwrite, links in the run directory, out-of-range seeds,
+estimator values scikit-learn refuses, YAML that expands without bound, files that are not what they claim, a
+party checkpoint from another run, a run directory removed mid-run, and a diverging loss. Each ends in one
+sentence (exit 2 where the input is known before work) and loses nothing."""
+
+import hashlib
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from vcl.callbacks import RoundCallback
+from vcl.datamodules.prepare import prepare_group
+
+import train as cli
+from tests.conftest import write_csv
+from vcl.errors import VCLInputError
+from vcl.rundir import PREVIOUS
+
+QUICK = ["--run.rounds", "3", "--learner.epochs", "5", "--data.organizations", "3", "--compare", "--quiet"]
+
+
+def _run(out, *extra):
+    return cli.main(["--out", str(out), *QUICK, *extra])
+
+
+def _one_line(capsys, *texts):
+    err = capsys.readouterr().err
+    assert all(t in err for t in texts) and err.count("\n") == 1, err
+    return err
+
+
+def _digests(root):
+    """Every file under ``root`` (not the lock) and its bytes' digest."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".vcl.lock"
+    }
+
+
+@pytest.fixture
+def finished(tmp_path):
+    out = tmp_path / "run"
+    assert _run(out) == 0
+    return out, _digests(out)
+
+
+@pytest.fixture
+def add_callback(monkeypatch):
+    """Run the CLI with one more round callback after the default ones."""
+    import vcl.runner
+
+    real = vcl.runner.default_callbacks
+
+    def add(callback=None):  # None: the default callbacks alone again
+        extra = [] if callback is None else [callback]
+        monkeypatch.setattr(vcl.runner, "default_callbacks", lambda c, v: [*real(c, v), *extra])
+
+    return add
+
+
+class FailAt(RoundCallback):
+    def __init__(self, at, error):
+        self.at, self.error = at, error
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            raise self.error
+
+
+# --- a failed --overwrite loses nothing --------------------------------------------------------------------
+def test_an_estimator_value_scikit_learn_refuses_is_refused_before_the_old_run_is_touched(finished, capsys):
+    out, before = finished
+    ridge = {"class_path": "sklearn.linear_model.Ridge", "init_args": {"alpha": -5}}
+    assert _run(out, "--learner.model", json.dumps(ridge), "--overwrite") == 2
+    _one_line(capsys, "learner.model: sklearn.linear_model.Ridge refuses its init_args", "'alpha' parameter")
+    assert _digests(out) == before
+
+
+@pytest.mark.parametrize("at", [0, 2])
+def test_an_overwrite_that_fails_mid_run_puts_the_old_run_back_byte_for_byte(finished, add_callback, at):
+    out, before = finished
+    add_callback(FailAt(at, RuntimeError("a fault in the new run")))
+    with pytest.raises(RuntimeError, match="a fault in the new run"):
+        _run(out, "--overwrite", "--run.seed", "1")
+    assert _digests(out) == before and not (out / PREVIOUS).exists()
+
+
+def test_an_interrupted_overwrite_resumes_and_its_completion_retires_the_old_run(finished, add_callback, capsys):
+    out, before = finished
+    add_callback(FailAt(2, KeyboardInterrupt()))
+    assert _run(out, "--overwrite", "--run.seed", "1") == 130
+    _one_line(capsys, "interrupted after round 2", f"stay in {out / PREVIOUS} until it completes", "--resume")
+    assert _digests(out / PREVIOUS) == before  # set aside whole, until the new run completes
+    add_callback()
+    assert _run(out, "--run.seed", "1", "--resume") == 0
+    assert not (out / PREVIOUS).exists()
+    whole = out.parent / "whole"
+    assert _run(whole, "--run.seed", "1") == 0
+    a, b = (json.loads((d / "results.json").read_text()) for d in (out, whole))
+    assert a["rounds"][-1]["metrics"] == b["rounds"][-1]["metrics"] and a["value"] == b["value"]
+
+
+def test_a_second_overwrite_of_an_unfinished_replacement_still_restores_the_completed_run(finished, add_callback):
+    out, before = finished
+    add_callback(FailAt(2, KeyboardInterrupt()))
+    assert _run(out, "--overwrite", "--run.seed", "1") == 130
+    add_callback(FailAt(1, RuntimeError("again")))
+    with pytest.raises(RuntimeError, match="again"):
+        _run(out, "--overwrite", "--run.seed", "2")
+    assert _digests(out) == before and not (out / PREVIOUS).exists()
+
+
+# --- never through a link ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("link", ["checkpoints", "checkpoints/last.ckpt", "results.json", "parties/org1", ".vcl.lock"])
+@pytest.mark.parametrize("switch", ["--overwrite", "--resume"])
+def test_a_link_where_the_suite_writes_is_refused_and_its_target_untouched(finished, capsys, link, switch):
+    out, _ = finished
+    elsewhere = out.parent / "elsewhere"
+    shutil.copytree(out, elsewhere)
+    target = elsewhere / link
+    before = _digests(elsewhere)
+    path = out / link
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+    path.symlink_to(target, target_is_directory=target.is_dir())
+    assert _run(out, switch) == 2
+    _one_line(capsys, f"{path} is a symbolic link", "never writes, replaces or removes")
+    assert _digests(elsewhere) == before and path.is_symlink()
+
+
+# --- one sentence before any work --------------------------------------------------------------------------
+@pytest.mark.parametrize("flag", ["--run.seed", "--data.split_seed"])
+@pytest.mark.parametrize("value", ["-1", str(2**32)])
+def test_a_seed_out_of_range(tmp_path, capsys, flag, value):
+    assert _run(tmp_path / "run", flag, value) == 2
+    _one_line(capsys, f"{flag[2:]}={value} is out of range", "from 0 to 4294967295")
+    assert not (tmp_path / "run").exists()
+
+
+def _alias_bomb(depth=9):
+    text = "[&a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"
+    for i in range(1, depth):
+        text += f", &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]"
+    return text + "]"
+
+
+@pytest.mark.parametrize("kind", ["expanding", "recursive"])
+def test_a_config_whose_aliases_expand_without_bound_is_refused_unexpanded(tmp_path, capsys, kind):
+    config = tmp_path / "bomb.yaml"
+    value = _alias_bomb() if kind == "expanding" else "&x [1, *x]"
+    config.write_text(f"learner:\n  hidden: {value}\n")
+    assert cli.main(["--config", str(config), "--out", str(tmp_path / "run")]) == 2
+    _one_line(capsys, f"config file {config} expands to more than 100000 values or refers to itself")
+    assert cli.main(["--learner.hidden", _alias_bomb(), "--out", str(tmp_path / "run")]) == 2  # a flag's YAML too
+    _one_line(capsys, "learner.hidden is not valid")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_flag_or_config_with_a_few_aliases_still_reads(tmp_path):
+    from vcl.config import parse_args
+
+    config = tmp_path / "aliases.yaml"
+    config.write_text("learner:\n  hidden: &w [8, 8]\n  cnn_widths: *w\n")
+    cfg = parse_args(["--config", str(config)])
+    assert cfg.learner.hidden == [8, 8] == cfg.learner.cnn_widths
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device"])
+def test_a_config_or_csv_that_is_not_a_regular_file_is_named_for_what_it_is(tmp_path, capsys, signal_csvs, kind):
+    path = {"directory": tmp_path / "dir.yaml", "fifo": tmp_path / "pipe", "device": "/dev/zero"}[kind]
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)  # reading it would block: it must not be opened
+    what = {"directory": "a directory", "fifo": "a FIFO", "device": "a device"}[kind]
+    assert cli.main(["--config", str(path), "--out", str(tmp_path / "run")]) == 2
+    _one_line(capsys, f"config file {path} is {what}, not a file")
+    csv = ["--data.dataset", "csv", "--data.task", "classification", "--data.organizations", "2"]
+    assert _run(tmp_path / "run", *csv, "--data.csv_files", signal_csvs[0], str(path)) == 2
+    _one_line(capsys, f"csv file {path} is {what}, not a file")
+
+
+@pytest.fixture
+def csvs(tmp_path):
+    """Alice's file (40 rows) and a writer for bob's, given his rows' extra cells."""
+    rng = np.random.RandomState(0)
+    alice = tmp_path / "alice.csv"
+    write_csv(alice, ["id", "a1", "label"], [(i, rng.rand(), i % 2) for i in range(40)])
+
+    def bob(header, cell, rows=range(40)):
+        path = tmp_path / "bob.csv"
+        write_csv(path, ["id", "b1", *header], [(i, rng.rand(), *cell(i)) for i in rows])
+        return ["--data.dataset", "csv", "--data.task", "classification", "--data.organizations", "2",
+                "--data.csv_files", str(alice), str(path)]  # fmt: skip
+
+    return bob
+
+
+@pytest.mark.parametrize("missing", ["impute", "drop", "error"])
+def test_an_empty_column_is_named_whatever_the_missing_policy(tmp_path, capsys, csvs, missing):
+    assert _run(tmp_path / "run", *csvs(["empty"], lambda i: ("",)), "--data.missing", missing) == 2
+    _one_line(capsys, "bob.csv, column 'empty' has no value in any row; remove the column or fill it in")
+
+
+def test_a_column_empty_on_the_training_rows_cannot_be_imputed():
+    block = np.array([[np.nan, 1.0], [np.nan, 2.0], [5.0, 3.0]], dtype=object)
+    with pytest.raises(VCLInputError, match="column 'x' has no value in its organization's training rows"):
+        prepare_group(block, ["numeric", "numeric"], ["x", "y"], "impute", np.array([0, 1]))
+    out, names = prepare_group(block, ["numeric", "numeric"], ["x", "y"], "impute", np.array([1, 2]))
+    assert names == ["x", "y"] and out[0, 0] == 5.0  # imputed from the training rows' mean
+
+
+@pytest.mark.parametrize("missing", ["error", "impute", "drop"])
+@pytest.mark.parametrize("cell", ["inf", "-Infinity"])
+def test_an_infinite_cell_is_called_infinite(tmp_path, capsys, csvs, missing, cell):
+    args = csvs(["b2"], lambda i: (cell if i == 5 else 0.5,))
+    assert _run(tmp_path / "run", *args, "--data.missing", missing) == 2
+    _one_line(capsys, f"column 'b2', ID '5': '{cell}' is infinite; give a finite number")
+
+
+def test_too_few_shared_rows_are_counted_not_called_a_single_class(tmp_path, capsys, csvs):
+    assert _run(tmp_path / "run", *csvs([], lambda i: (), rows=[7, 100])) == 2
+    _one_line(capsys, "share only 1 value(s) of 'id' ('7'); a run needs at least 3 shared rows")
+    assert _run(tmp_path / "run", *csvs(["b2"], lambda i: ("" if i > 1 else 1.0,)), "--data.missing", "drop") == 2
+    _one_line(capsys, "share only 2 value(s) of 'id' ('0', '1') once rows with a missing value are dropped")
+
+
+@pytest.mark.parametrize("content", ["object", "npy", "junk", "text"])
+def test_an_npz_that_is_not_plain_numeric_arrays(tmp_path, capsys, content):
+    path = tmp_path / "data.npz"
+    if content == "object":
+        np.savez(path, X=np.array([[[1, "a"]]], dtype=object), y=np.array([1]))
+    elif content == "npy":
+        with open(path, "wb") as f:
+            np.save(f, np.zeros((2, 3, 4)))
+    elif content == "junk":
+        path.write_bytes(b"PK\x03\x04 not a zip")
+    else:
+        np.savez(path, X=np.array([[["a"]]]), y=np.array([1]))
+    assert _run(tmp_path / "run", "--data.dataset", "npz", "--data.root", str(path)) == 2
+    err = _one_line(capsys, str(path), "with numpy.savez")
+    assert {"object": "Object arrays", "npy": "one array", "junk": "not a zip", "text": "not numbers"}[content] in err
+
+
+# --- during the run ----------------------------------------------------------------------------------------
+class RemoveOut(RoundCallback):
+    def on_round_end(self, run, record):
+        if record["round"] == 1:
+            shutil.rmtree(run.out_dir)
+
+
+def test_a_run_directory_removed_mid_run_ends_in_one_sentence(tmp_path, capsys, add_callback):
+    add_callback(RemoveOut())
+    out = tmp_path / "run"
+    assert _run(out) == 1
+    _one_line(capsys, "error: the run could not write", f"make sure --out {out} stays in place")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("other", ["settings", "run"])
+def test_a_party_checkpoint_from_another_run_is_refused_on_resume(tmp_path, capsys, add_callback, other):
+    add_callback(FailAt(2, KeyboardInterrupt()))
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    assert _run(mine) == 130
+    assert _run(theirs, *(["--run.seed", "1"] if other == "settings" else [])) == 130
+    shutil.copy(theirs / "parties" / "org1" / "round-2.ckpt", mine / "parties" / "org1" / "round-2.ckpt")
+    capsys.readouterr()
+    assert _run(mine, "--resume") == 2
+    whose = "a run with other settings" if other == "settings" else "another run"
+    _one_line(capsys, f"holds party org1's round 2 of {whose}, not of the run in this --out")
+
+
+def test_a_diverging_run_writes_strict_json(tmp_path):
+    out = tmp_path / "run"
+    args = ["--learner.lr", "1e10", "--learner.grad_clip", "0", "--learner.weight_decay", "0"]
+    assert _run(out, *args) == 0
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    results = json.loads((out / "results.json").read_text(), parse_constant=refuse)
+    losses = [r["train_loss"] for r in results["rounds"]]
+    assert None in losses  # NaN written as null
+
+
+def test_strict_json_writes_every_non_finite_number_as_null():
+    from vcl.rundir import strict_json
+
+    text = strict_json({"a": float("nan"), "b": [1.5, float("inf"), (float("-inf"), 2)], "c": "NaN"})
+    assert json.loads(text) == {"a": None, "b": [1.5, None, [None, 2]], "c": "NaN"}
