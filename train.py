@@ -27,8 +27,23 @@ class Terminated(KeyboardInterrupt):
 SWITCHES = ("--resume", "--overwrite", "--quiet")  # how to run, not what: never part of a config
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: list[str] | None = None) -> int:
+    """Run the command line ``argv``; ``prog`` is how this program was started (for the resume command it prints)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)  # from the start: a signal while starting is one line too
+    threads_hook, threading.excepthook = threading.excepthook, _quiet_write_errors
+    try:
+        return _run(argv, prog or ["python", "train.py"])
+    except KeyboardInterrupt as err:  # before the rounds began: nothing was written
+        how = "terminated" if isinstance(err, Terminated) else "interrupted"
+        print(f"{how} before the run started.", file=sys.stderr)
+        return 143 if isinstance(err, Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        threading.excepthook = threads_hook
+
+
+def _run(argv: list[str], prog: list[str]) -> int:
     from vcl.config import parse_args
     from vcl.errors import PartyLost, VCLInputError
 
@@ -45,25 +60,21 @@ def main(argv: list[str] | None = None) -> int:
     from vcl.runner import RunInterrupted, train
 
     reuse_freed_memory()
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    threads_hook, threading.excepthook = threading.excepthook, _quiet_write_errors
+    again = shlex.join([*prog, *[a for a in argv if a not in ("--overwrite", "--resume")], "--resume"])
     try:
         train(cfg, resume=resume, overwrite=overwrite, verbose=not quiet)
     except VCLInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except PartyLost as err:
-        again = shlex.join(
-            ["python", "train.py", *[a for a in argv if a not in ("--overwrite", "--resume")], "--resume"]
-        )
         where = "nothing was saved yet" if err.saved_round is None else f"round {err.saved_round} is saved"
         print(f"error: {err}; {where} in {err.out_dir}; resume with: {again}", file=sys.stderr)
         return 1
     except RunInterrupted as err:
         how = "terminated" if isinstance(err.__context__, Terminated) else "interrupted"
-        again = shlex.join(
-            ["python", "train.py", *[a for a in argv if a not in ("--overwrite", "--resume")], "--resume"]
-        )
+        if err.completed:  # the signal came after the results were written: nothing to resume
+            print(f"{how} after the run completed (results in {err.out_dir / 'results.json'}).", file=sys.stderr)
+            return 143 if how == "terminated" else 130
         where = "before round 0 was saved" if err.saved_round is None else f"after round {err.saved_round}"
         kept = ""
         if err.saved_round is not None and (err.out_dir / PREVIOUS).is_dir():
@@ -73,20 +84,24 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # the run directory removed, made read-only or full while the run wrote to it
         what = os.fsdecode(err.filename) if err.filename is not None else cfg.run_dir
         print(
-            f"error: the run could not write {what} ({err.strerror or type(err).__name__}); make sure --out "
-            f"{cfg.run_dir} stays in place and writable with room to spare, then run again.",
+            f"error: {what}: {err.strerror or type(err).__name__}; make sure --out {cfg.run_dir} stays in place, "
+            "writable and with room to spare, then run again (with --resume if a round was saved).",
             file=sys.stderr,
         )
         return 1
-    except KeyboardInterrupt as err:  # before the rounds began: nothing was written
+    except (MemoryError, RuntimeError) as err:
+        if not isinstance(err, MemoryError) and not any(s in str(err) for s in OUT_OF_MEMORY):
+            raise
         print(
-            f"{'terminated' if isinstance(err, Terminated) else 'interrupted'} before the run started.", file=sys.stderr
+            "error: the run ran out of memory; make the models or batches smaller (learner.hidden, "
+            "learner.cnn_widths, learner.batch_size, data.max_train) or free memory, then run again.",
+            file=sys.stderr,
         )
-        return 143 if isinstance(err, Terminated) else 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        threading.excepthook = threads_hook
+        return 1
     return 0
+
+
+OUT_OF_MEMORY = ("can't allocate memory", "out of memory")  # torch's words for a failed allocation
 
 
 def _quiet_write_errors(args) -> None:
@@ -101,4 +116,4 @@ def _terminate(signum, frame):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog=[sys.executable, sys.argv[0]]))  # the resume command names this interpreter and script

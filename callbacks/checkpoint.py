@@ -7,6 +7,8 @@ never runs code from it. A damaged, empty, foreign or crafted file is refused wi
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import pickle
 import re
@@ -20,14 +22,23 @@ from vcl.callbacks.base import RoundCallback
 from vcl.errors import VCLInputError
 from vcl.rundir import PARTIES
 
-KEYS = ("identity", "protocol", "records", "round_seconds", "run_id")
+KEYS = ("identity", "protocol", "records", "round_seconds", "run_id", "data")
 PARTY_KEYS = ("state", "party", "round", "run")
 
 
 def atomic_torch_save(obj, path: Path) -> None:
+    """``obj`` written to ``path`` whole or not at all. A write that fails (a full disk, a read-only or vanished
+    directory: torch says so as a RuntimeError) leaves no partial file and raises an ``OSError`` naming ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
+    try:
+        torch.save(obj, tmp)
+    except BaseException as err:  # an interrupt too: no half-written file stays
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(err, RuntimeError):
+            raise OSError(errno.EIO, str(err).strip().splitlines()[0][:120], str(path)) from None
+        raise
     os.replace(tmp, path)
 
 

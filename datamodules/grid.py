@@ -137,7 +137,7 @@ class GridDataModule:
             raise VCLInputError(
                 f"dataset {self.dataset!r}: {len(train)} training rows after {self.public_rows} public and "
                 f"{len(test)} test rows, too few for {self.row_groups} row groups; "
-                "lower dc_public_rows or dc_row_groups."
+                "lower dc.public_rows or dc.row_groups."
             )
         groups = np.array_split(np.random.RandomState(self.seed).permutation(train), self.row_groups)
         return {"test": test, "public": public, **{f"group{i}": g for i, g in enumerate(groups)}}

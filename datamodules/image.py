@@ -35,7 +35,8 @@ def patch_grid(organizations: int) -> tuple[int, int]:
     """(rows, columns) of the patch grid for M organizations; M must be a power of two."""
     if organizations < 1 or organizations & (organizations - 1):
         raise VCLInputError(
-            f"data.organizations={organizations}: images are cut into a grid of 2^k patches; use 1, 2, 4, 8 or 16."
+            f"data.organizations={organizations}: images are cut into a grid of 2^k patches; use a power of two "
+            "(1, 2, 4, 8, 16, ...)."
         )
     p = int(math.log2(organizations))
     return 2 ** (p // 2), 2 ** (p - p // 2)

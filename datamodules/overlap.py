@@ -168,7 +168,8 @@ class OverlapDataModule:
                 f"dataset {self.dataset!r}: {len(rest)} training rows with mpdl.gamma={self.gamma} give "
                 f"{counts['overlap']} co-occurring rows (D_C), {counts['b_only']} B-only and "
                 f"{counts['a_only']} A-only; "
-                "raise mpdl_gamma so D_C has at least 10 rows (2 per fold) and leave rows for D_B and D_A."
+                f"give D_C at least 10 rows (2 per fold) and leave rows for D_B and D_A: raise mpdl.gamma"
+                + (f" or mpdl.max_rows (now {self.max_rows})." if self.max_rows else ".")
             )
         d_c = rest[: counts["overlap"]]
         d_b = rest[counts["overlap"] : counts["overlap"] + counts["b_only"]]

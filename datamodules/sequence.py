@@ -51,6 +51,10 @@ def load_npz(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | Non
     p = Path(path)
     regular_file(p, "data.dataset=npz: data.root", "point it at an .npz file with X and y")
     fix = "save numeric arrays X (N×T×F) and y (N) with numpy.savez"
+    with open(p, "rb") as f:
+        magic = f.read(6)
+    if not magic.startswith((b"PK\x03\x04", b"PK\x05\x06", b"\x93NUMPY")):  # a zip (.npz) or an .npy
+        raise VCLInputError(f"{p} is not an .npz file (numpy's zip of arrays); {fix}.")
     try:
         loaded = np.load(p, allow_pickle=False)
         if not hasattr(loaded, "files"):

@@ -269,6 +269,11 @@ def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""))
         header = list(reader.fieldnames or [])
+        if any(c is None or not c.strip() for c in header):
+            raise VCLInputError(f"csv file {path} has a column with no name in its header; name every column.")
+        twice = next((c for k, c in enumerate(header) if c in header[:k]), None)
+        if twice is not None:
+            raise VCLInputError(f"csv file {path} names the column {twice!r} twice; give each column its own name.")
         if id_column not in header:
             raise VCLInputError(
                 f"csv file {path} has no ID column {id_column!r}; add it or set data.id_column to its name."
@@ -314,6 +319,11 @@ def _number(value: str | None, path: Path, column: str, key: str) -> float:
         raise VCLInputError(
             f"csv file {path}, column {column!r}, ID {key!r}: {value.strip()!r} is infinite; give a finite number."
         )
+    if abs(x) > FLOAT32_MAX:
+        raise VCLInputError(
+            f"csv file {path}, column {column!r}, ID {key!r}: {value.strip()!r} is beyond float32's range (3.4e38), "
+            "which the models compute in; rescale the column."
+        )
     if not math.isfinite(x):
         raise VCLInputError(
             f"csv file {path}, column {column!r}, ID {key!r} is missing or NaN; fill it in, or set data.missing: drop "
@@ -334,6 +344,7 @@ def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -
     return [key for key, row in rows.items() if not drop_incomplete or _complete(row, header)]
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # the models compute in float32
 MIN_SHARED = 3  # aligned rows a run needs: two to train on, one to test
 
 
@@ -436,6 +447,10 @@ def load_csv_organizations(
         )
     if task not in ("classification", "regression"):
         raise VCLInputError(f"data.dataset=csv needs data.task=classification or data.task=regression (got {task!r}).")
+    if label_column == id_column:
+        raise VCLInputError(
+            f"data.label_column and data.id_column both name {id_column!r}; the label is a column of its own."
+        )
     policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
     tables = {k: _read_csv(paths[k], id_column) for k in read}
@@ -505,8 +520,9 @@ def _csv_labels(X, rows, ids, columns, path, label_column, task) -> Table:
 
 
 def _infinite(v: str | None) -> bool:
+    """Infinite, or beyond float32's range (infinite once the models read it)."""
     x = _maybe_float(v) if v is not None else None
-    return x is not None and math.isinf(x)
+    return x is not None and not math.isnan(x) and abs(x) > FLOAT32_MAX
 
 
 def _maybe_float(v: str) -> float | None:

@@ -6,6 +6,7 @@ sentence (exit 2 where the input is known before work) and loses nothing."""
 import hashlib
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -255,7 +256,7 @@ def test_a_run_directory_removed_mid_run_ends_in_one_sentence(tmp_path, capsys, 
     add_callback(RemoveOut())
     out = tmp_path / "run"
     assert _run(out) == 1
-    _one_line(capsys, "error: the run could not write", f"make sure --out {out} stays in place")
+    _one_line(capsys, "No such file or directory", f"make sure --out {out} stays in place")
     assert not out.exists()
 
 
@@ -290,3 +291,189 @@ def test_strict_json_writes_every_non_finite_number_as_null():
 
     text = strict_json({"a": float("nan"), "b": [1.5, float("inf"), (float("-inf"), 2)], "c": "NaN"})
     assert json.loads(text) == {"a": None, "b": [1.5, None, [None, 2]], "c": "NaN"}
+
+
+# --- found by the second probe -----------------------------------------------------------------------------
+def test_resume_after_the_data_changed_is_refused(tmp_path, capsys, csvs, add_callback):
+    add_callback(FailAt(2, KeyboardInterrupt()))
+    out = tmp_path / "run"
+    assert _run(out, *csvs(["b2"], lambda i: (0.5,))) == 130
+    add_callback()
+    capsys.readouterr()
+    assert _run(out, *csvs(["b2"], lambda i: (0.5,), rows=range(39)), "--resume") == 2  # bob dropped a row
+    _one_line(capsys, "--resume: the data differ from those the checkpoint", "resume with the original data")
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--learner.lr", "1e300"], "learner.lr=1e+300 is not a finite number within float32's range"),
+        (["--gal.noise_sigma", "1e39"], "gal.noise_sigma=1e+39 is not a finite number within float32's range"),
+        (["--method", "interm", "--learner.model", "mlp", "--learner.hidden", "[]"], "use mlp with learner.hidden"),
+        (["--data.organizations", "3", "--out", "x" * 300], "File name too long"),
+    ],
+    ids=["lr", "sigma", "interm-no-hidden", "long-name"],
+)
+def test_values_no_run_can_use_are_refused_up_front(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert _run(tmp_path / "run", *args) == 2
+    _one_line(capsys, message)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_that_runs_out_of_memory_says_so_in_one_sentence(tmp_path, capsys, monkeypatch):
+    import vcl.runner
+
+    def exhausted(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(vcl.runner, "run_rounds", exhausted)
+    assert _run(tmp_path / "run") == 1
+    _one_line(capsys, "error: the run ran out of memory; make the models or batches smaller")
+
+
+def test_a_checkpoint_write_that_fails_leaves_no_partial_file(tmp_path, monkeypatch):
+    import torch
+    from vcl.callbacks.checkpoint import atomic_torch_save
+
+    path = tmp_path / "last.ckpt"
+    atomic_torch_save({"a": 1}, path)
+    before = path.read_bytes()
+
+    def full_disk(obj, target):
+        open(target, "wb").write(b"half")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError, match="unexpected pos") as raised:
+        atomic_torch_save({"a": 2}, path)
+    assert raised.value.filename == str(path) and path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
+
+
+def test_a_read_only_folder_of_the_run_is_refused_before_work(finished, capsys, monkeypatch):
+    out, before = finished
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: real(p, mode) and "checkpoints" not in str(p))
+    assert _run(out, "--resume", "--run.rounds", "4") == 2
+    _one_line(capsys, f"{out / 'checkpoints'} is not writable", "the run writes there")
+    assert _digests(out) == before
+
+
+def test_an_interrupt_while_starting_is_one_line(monkeypatch, capsys):
+    import vcl.config
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vcl.config, "parse_args", interrupted)
+    assert cli.main([]) == 130
+    _one_line(capsys, "interrupted before the run started.")
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("run:\n  rounds: 2\n  rounds: 3\n", "gives 'rounds' twice (line 3); keep one"),
+        ("# only a comment\n", "holds no options; write some (see configs/) or leave --config out"),
+        ("data:\n  label_column: caf\xe9\n".encode("latin-1"), "is not UTF-8 text; save it as UTF-8"),
+    ],
+    ids=["repeated-key", "empty", "latin-1"],
+)
+def test_a_config_file_that_says_too_much_or_nothing(tmp_path, capsys, text, message):
+    config = tmp_path / "c.yaml"
+    config.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert cli.main(["--config", str(config), "--out", str(tmp_path / "run")]) == 2
+    _one_line(capsys, f"config file {config}", message)
+
+
+def test_csv_columns_the_run_cannot_tell_apart_or_hold(tmp_path, capsys, csvs):
+    assert _run(tmp_path / "run", *csvs(["b1"], lambda i: (0.5,))) == 2  # bob's header: id, b1, b1
+    _one_line(capsys, "bob.csv names the column 'b1' twice; give each column its own name")
+    assert _run(tmp_path / "run", *csvs(["b2"], lambda i: (0.5,)), "--data.label_column", "id") == 2
+    _one_line(capsys, "data.label_column and data.id_column both name 'id'")
+    assert _run(tmp_path / "run", *csvs(["b2"], lambda i: ("1e308" if i == 3 else 0.5,)), "--data.missing", "drop") == 2
+    _one_line(capsys, "column 'b2', ID '3': '1e308' is beyond float32's range (3.4e38)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_numbers_too_close_to_zero_for_float32_are_refused(tmp_path, capsys):
+    assert _run(tmp_path / "run", "--gal.privacy_alpha", "1e-320") == 2
+    _one_line(capsys, "gal.privacy_alpha=1e-320 is too close to 0 for float32")
+
+
+def test_a_text_file_given_as_npz_is_called_what_it_is(tmp_path, capsys):
+    path = tmp_path / "t.npz"
+    path.write_text("hello you")
+    assert _run(tmp_path / "run", "--data.dataset", "npz", "--data.root", str(path)) == 2
+    _one_line(capsys, f"{path} is not an .npz file (numpy's zip of arrays)")
+
+
+@pytest.mark.parametrize(
+    "address,message", [("not a host:::", "is not host:port or auto"), ("127.0.0.1:1", "nothing answers")]
+)
+def test_a_ray_address_where_nothing_answers_is_one_sentence_not_minutes_of_retries(address, message):
+    from vcl.ray_transport import answering
+
+    with pytest.raises(VCLInputError, match=f"transport.address='{re.escape(address)}'.*{message}.*ray start --head"):
+        answering(address, "start one with `ray start --head`", seconds=1.0)
+
+
+def test_the_resume_command_names_the_interpreter_and_script_that_ran(tmp_path, capsys, add_callback):
+    add_callback(FailAt(1, KeyboardInterrupt()))
+    out = tmp_path / "run"
+    assert cli.main(["--out", str(out), *QUICK], prog=["/opt/py/bin/python3", "/src/vcl/train.py"]) == 130
+    _one_line(capsys, "resume with: /opt/py/bin/python3 /src/vcl/train.py --out")
+
+
+@pytest.mark.parametrize("place", ["parties/dave/round-1.ckpt", "results.json", "checkpoints/last.ckpt"])
+@pytest.mark.parametrize("switch", ["--overwrite", "--resume"])
+def test_a_file_or_folder_vcl_did_not_write_at_one_of_its_paths_is_left_alone(finished, capsys, place, switch):
+    out, _ = finished
+    path = out / place
+    if path.exists():
+        path.unlink()
+    if place.startswith("parties"):
+        path.parent.mkdir(parents=True)
+        path.write_text("mine")
+    else:
+        path.mkdir()
+    before = _digests(out)
+    assert _run(out, switch) == 2
+    what = "not a torch checkpoint" if place.startswith("parties") else "a directory"
+    _one_line(capsys, f"{path} is {what}, which vcl did not write", "move it away")
+    assert _digests(out) == before
+
+
+@pytest.mark.parametrize(
+    "method,args,message",
+    [
+        ("dc_smote", ["--dc.collab_dim", "100000"], "dc.collab_dim=100000; use 1.."),
+        ("mpdl", ["--mpdl.folds", "100000"], "too few for mpdl.folds=100000 (2 rows per fold); lower mpdl.folds"),
+    ],
+)
+def test_an_input_refused_only_once_the_rounds_meet_the_data_leaves_nothing_behind(
+    tmp_path, capsys, method, args, message
+):
+    out = tmp_path / "run"
+    assert cli.main(["--out", str(out), "--method", method, "--run.rounds", "1", "--quiet", *args]) == 2
+    _one_line(capsys, message)
+    assert not out.exists()
+
+
+def test_an_interrupt_after_the_results_are_written_says_the_run_is_whole(tmp_path, capsys, monkeypatch):
+    import vcl.runner
+
+    def interrupted(results):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vcl.runner, "summary", interrupted)
+    out = tmp_path / "run"
+    assert _run(out) == 130
+    _one_line(capsys, f"interrupted after the run completed (results in {out / 'results.json'})")
+    assert json.loads((out / "results.json").read_text())["value"] > 0
+
+
+def test_a_csv_column_without_a_name_is_refused(tmp_path, capsys, csvs):
+    assert _run(tmp_path / "run", *csvs([" "], lambda i: (0.5,))) == 2
+    _one_line(capsys, "bob.csv has a column with no name in its header; name every column")

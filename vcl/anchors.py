@@ -177,7 +177,7 @@ def make_anchor_construction(
     name: str, anchors: int, smote_k: int = 25, smote_alpha: float = 1.5, tsvd_rank: int = 3, tsvd_delta: float = 0.1
 ) -> AnchorConstruction:
     if anchors < 1:
-        raise VCLInputError(f"dc_anchors={anchors}; use at least 1 anchor row.")
+        raise VCLInputError(f"dc.anchor_rows={anchors}; use at least 1 anchor row.")
     if name == "rand":
         return RandomAnchors(anchors)
     if name == "tsvd":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import types
 from dataclasses import dataclass, field
@@ -412,6 +413,14 @@ class RunConfig:
     mpdl: MPDLGroup = field(default_factory=MPDLGroup)
 
     def __post_init__(self):
+        for key, value in flatten(dataclasses.asdict(self)).items():
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, float) and not (math.isfinite(v) and abs(v) <= FLOAT32_MAX):
+                    raise VCLInputError(
+                        f"{key}={v} is not a finite number within float32's range (up to 3.4e38); give a smaller one."
+                    )
+                if isinstance(v, float) and 0 < abs(v) < FLOAT32_TINY:
+                    raise VCLInputError(f"{key}={v} is too close to 0 for float32 (below 1.2e-38); give a larger one.")
         if self.compare is not None:
             listed(self, "compare")
         if self.ascii.stop == "cv" and self.data.val_fraction <= 0:
@@ -474,6 +483,8 @@ def estimator_spec(entry: str | dict, option: str) -> str:
     return f"sklearn:{entry['class_path']}" + (json.dumps(args, sort_keys=True) if args else "")
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # every number option ends up in float32 tensors or arithmetic
+FLOAT32_TINY = 1.1754943508222875e-38  # float32's smallest normal number: a divisor below it overflows
 SEED_LIMIT = 2**32  # seeds feed NumPy's and torch's generators: 0 .. 2³² − 1
 
 
@@ -519,14 +530,16 @@ def read_yaml(path: str | Path) -> dict:
     p = Path(path)
     regular_file(p, "config file", "pass a YAML file, e.g. one from configs/")
     try:
-        values = bounded_yaml(p.read_text(encoding="utf-8"), f"config file {p}") or {}
+        values = bounded_yaml(p.read_text(encoding="utf-8"), f"config file {p}")
     except UnicodeDecodeError:
-        raise VCLInputError(f"config file {p} is not UTF-8 text; pass a YAML file.") from None
+        raise VCLInputError(f"config file {p} is not UTF-8 text; save it as UTF-8.") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problem = getattr(err, "problem", None) or type(err).__name__
         where = f"line {mark.line + 1}: {problem}" if mark is not None else problem
         raise VCLInputError(f"config file {p} is not valid YAML ({where}); fix its syntax.") from None
+    if values is None:
+        raise VCLInputError(f"config file {p} holds no options; write some (see configs/) or leave --config out.")
     if not isinstance(values, dict):
         raise VCLInputError(f"config file {p} must hold a mapping of option: value.")
     return values
@@ -547,7 +560,31 @@ def bounded_yaml(text: str, source: str, loader=None, load=None):
             f"{source} expands to more than {YAML_VALUES} values or refers to itself through YAML aliases "
             "(&name ... *name); write the options out plainly."
         )
+    twice = _repeated_key(node) if node is not None else None
+    if twice is not None:
+        raise VCLInputError(f"{source} gives {twice.value!r} twice (line {twice.start_mark.line + 1}); keep one.")
     return yaml.safe_load(text) if load is None else load(text)
+
+
+def _repeated_key(root):
+    """The first key node that repeats a key of its mapping (YAML keeps the last silently), or None."""
+    import yaml
+
+    seen, stack = set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value in keys:
+                    return key
+                keys.add(key.value if isinstance(key, yaml.ScalarNode) else id(key))
+        if isinstance(node.value, list):
+            stack += [c for item in node.value for c in (item if isinstance(item, tuple) else (item,))]
+    return None
 
 
 def _expanded_size(root) -> float:

@@ -153,7 +153,7 @@ class PSIParty:
         if n < 2 * folds:
             raise VCLInputError(
                 f"the parties share {n} rows, too few for mpdl.folds={folds} (2 rows per fold); "
-                "raise mpdl_gamma or lower mpdl_folds."
+                f"lower mpdl.folds to at most {n // 2}, or share more rows (mpdl.gamma, mpdl.max_rows)."
             )
         fold = np.random.default_rng(fold_seed).permutation(n) % folds
         return rows, fold, FoldAssignment(self.name, indices.sender, round_, torch.from_numpy(fold.astype(np.int64)))

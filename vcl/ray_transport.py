@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import socket
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -59,12 +60,35 @@ def start_ray(address: str, cpus: float) -> None:
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     main_thread = threading.current_thread() is threading.main_thread()
     ours = signal.getsignal(signal.SIGTERM) if main_thread else None
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=max(os.cpu_count() or 1, math.ceil(cpus), 64), **kwargs)
+    fix = "start one with `ray start --head` and give its address, or leave transport.address empty for a local one"
+    if address and address != "auto":
+        answering(address, fix)
+    try:
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=max(os.cpu_count() or 1, math.ceil(cpus), 64), **kwargs)
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        reason = str(err).strip().splitlines()[0][:160].rstrip(".") if str(err).strip() else type(err).__name__
+        raise VCLInputError(
+            f"transport.address={address!r}: no Ray cluster could be joined ({reason}); {fix}."
+        ) from None
     if ours is not None:  # ray.init makes SIGTERM exit at once (status 15); the run's own handling stays
         signal.signal(signal.SIGTERM, ours)
+
+
+def answering(address: str, fix: str, seconds: float = 3.0) -> None:
+    """One sentence unless ``address`` (``host:port``, ``ray://host:port``) is well formed and something accepts a
+    connection there within ``seconds`` (Ray itself would retry for minutes)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit():
+        raise VCLInputError(f"transport.address={address!r} is not host:port or auto; {fix}.")
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except (OSError, OverflowError) as err:
+        reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
+        raise VCLInputError(f"transport.address={address!r}: nothing answers there ({reason}); {fix}.") from None
 
 
 def coordinator_data(config: RunConfig) -> VerticalData:

@@ -54,6 +54,29 @@ def own_outputs(root: Path) -> list[Path]:
     return files + sorted(found)
 
 
+def not_ours(root: Path) -> tuple[Path, str] | None:
+    """The first thing under ``root`` at a path the suite writes to that the suite did not write (a directory, or
+    a file without the mark of its kind: a torch checkpoint is a zip, results.json a JSON object), and what it is."""
+    places = [root / RESULTS, root / CHECKPOINT]
+    if (root / PARTIES).is_dir():
+        places += sorted((root / PARTIES).glob(f"*/{PARTY_CHECKPOINT}"))
+    for folder in ("tensorboard", PARTIES):
+        if (root / folder).is_dir():
+            places += sorted((root / folder).rglob(EVENTS))
+    for place in places:
+        if not place.exists():
+            continue
+        if not place.is_file():
+            return place, "a directory" if place.is_dir() else "not a regular file"
+        with open(place, "rb") as f:
+            head = f.read(64)
+        if place.suffix == ".ckpt" and not head.startswith(b"PK\x03\x04"):
+            return place, "not a torch checkpoint"
+        if place.name == RESULTS and not head.lstrip().startswith(b"{"):
+            return place, "not a JSON object"
+    return None
+
+
 def link_in(root: Path) -> Path | None:
     """The first symbolic link where the suite keeps its outputs under ``root`` (None if there is none)."""
     for name in (LOCK, RESULTS, RESULTS + ".tmp", *OWN_FOLDERS):
@@ -104,6 +127,12 @@ class RunDirectory:
     # --- before any work -------------------------------------------------------------------------------
     def check(self) -> None:
         """One sentence, before anything is loaded, if ``--out`` cannot hold this run."""
+        try:
+            self._check()
+        except OSError as err:  # a name too long, a loop of links, ...
+            raise VCLInputError(f"--out {self.path} cannot be used ({err.strerror}); choose another --out.") from None
+
+    def _check(self) -> None:
         p = self.path
         for parent in [p, *p.parents]:
             if parent.exists() and not parent.is_dir():
@@ -124,6 +153,18 @@ class RunDirectory:
                 f"--out {p}: {link} is a symbolic link, and vcl never writes, replaces or removes its outputs "
                 "through a link; put the real directory or file in its place, or choose another --out."
             )
+        foreign = not_ours(p)
+        if foreign is not None:
+            raise VCLInputError(
+                f"--out {p}: {foreign[0]} is {foreign[1]}, which vcl did not write, where the run writes its own; "
+                "move it away or choose another --out."
+            )
+        for folder in (p, *(q for name in OWN_FOLDERS for q in _folders(p / name))):
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise VCLInputError(
+                    f"--out {p}: {folder} is not writable (permissions or a read-only filesystem), and the run writes "
+                    "there; make it writable or choose another --out."
+                )
         if self.resume:
             return
         held = sorted(str(q.relative_to(p)) for q in p.iterdir() if q.name != LOCK)
@@ -189,11 +230,12 @@ class RunDirectory:
     def _finish(self, kind) -> None:
         saved = (self.path / CHECKPOINT).is_file()
         resumable = kind is not None and issubclass(kind, (KeyboardInterrupt, PartyLost)) and saved
+        refused = kind is not None and issubclass(kind, VCLInputError) and not self.resume  # found in the data
         if kind is None:
             self._clear_previous()
-        elif not saved or (self._replacing and not resumable):
-            # failed before any round was saved, or a replacement failed: take back what this run wrote, put the
-            # outputs it was replacing back, then remove the directories it made
+        elif not saved or refused or (self._replacing and not resumable):
+            # failed before any round was saved, refused an input it met during the rounds, or a replacement failed:
+            # take back what this run wrote, put the outputs it was replacing back, remove the directories it made
             for f in own_outputs(self.path):
                 if f not in self._before:
                     f.unlink()
@@ -237,3 +279,8 @@ def _remove_empty_dirs(root: Path) -> None:
     for d in sorted([*folders, root], key=lambda q: len(q.parts), reverse=True):
         if not any(d.iterdir()):
             d.rmdir()
+
+
+def _folders(root: Path) -> list[Path]:
+    """``root`` and the directories under it, if it is one."""
+    return [Path(where) for where, _, _ in os.walk(root)]

@@ -43,6 +43,7 @@ class Run:
         self.verbose = verbose
         self.saved_round: int | None = None  # the last round whose checkpoint is on disk
         self.run_id = secrets.token_hex(8)  # this run's own name, in every checkpoint it writes (kept on resume)
+        self.data_digest = ""  # what the run's data were (data_digest), in its checkpoints
 
     @property
     def metric_name(self) -> str:
@@ -74,6 +75,7 @@ class Run:
     def checkpoint(self) -> dict:
         return {
             "run_id": self.run_id,
+            "data": self.data_digest,
             "identity": self.config.identity(),
             "protocol": self.protocol.state_dict(),
             "records": self.records,
@@ -118,6 +120,42 @@ class Run:
             "compare": dict(compare),
             "config": self.config.to_dict(),
         }
+
+
+def data_digest(data) -> str:
+    """A digest of the data the coordinating process holds (every party's under the local transport; Alice's labels,
+    the row IDs and the parties' names under ray): tensors and arrays by dtype, shape and bytes, dataclasses, dicts
+    and lists by their contents. A resumed run must find the same data its checkpoint was made with."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    digest = hashlib.blake2b(digest_size=16)
+
+    def feed(value) -> None:
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().contiguous().numpy()
+        if isinstance(value, np.ndarray):
+            digest.update(f"{value.dtype}{value.shape}".encode())
+            digest.update(np.ascontiguousarray(value).data if value.dtype != object else repr(value).encode())
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                digest.update(f.name.encode())
+                feed(getattr(value, f.name))
+        elif isinstance(value, dict):
+            for key in sorted(value, key=str):
+                digest.update(str(key).encode())
+                feed(value[key])
+        elif isinstance(value, list | tuple):
+            digest.update(f"[{len(value)}".encode())
+            for item in value:
+                feed(item)
+        else:
+            digest.update(repr(value).encode())
+
+    feed(data)
+    return digest.hexdigest()
 
 
 def run_stamp(run_id: str, config: RunConfig) -> str:
@@ -182,11 +220,12 @@ def rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Iterato
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM during the rounds; ``saved_round`` is the last round whose checkpoint is on disk."""
+    """Ctrl-C or SIGTERM during the rounds; ``saved_round`` is the last round whose checkpoint is on disk.
+    ``completed``: it came after the run had written its results (the run is whole)."""
 
-    def __init__(self, saved_round: int | None, out_dir: Path):
+    def __init__(self, saved_round: int | None, out_dir: Path, completed: bool = False):
         super().__init__(f"interrupted after round {saved_round}")
-        self.saved_round, self.out_dir = saved_round, out_dir
+        self.saved_round, self.out_dir, self.completed = saved_round, out_dir, completed
 
 
 def train(
@@ -202,6 +241,17 @@ def train(
     Every input is checked before work starts; ``--out`` is locked for the run (:mod:`vcl.rundir`), and a
     directory that already holds files needs ``resume`` or ``overwrite``. ``write=False`` touches no file.
     """
+    done: list[dict] = []  # the results, once they are written
+    try:
+        return _train(config, resume, verbose, callbacks, write, overwrite, done)
+    except KeyboardInterrupt:
+        if not done:
+            raise
+        rounds = done[0]["rounds"]
+        raise RunInterrupted(rounds[-1]["round"] if rounds else None, config.run_dir, completed=True) from None
+
+
+def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> dict:
     check_config(config)
     out_dir = config.run_dir
     rundir = RunDirectory(out_dir, resume=resume, overwrite=overwrite) if write else None
@@ -210,8 +260,15 @@ def train(
     with rundir if rundir is not None else nullcontext():
         state = _resume_state(config, out_dir) if resume else None
         data = run_data(config)
+        digest = data_digest(data) if write else ""
+        if state is not None and state["data"] != digest:
+            raise VCLInputError(
+                f"--resume: the data differ from those the checkpoint in {out_dir} was made with (rows, labels or "
+                "features changed); resume with the original data, or start afresh with --overwrite."
+            )
         protocol = build_protocol(config, data)
         run = Run(config, protocol, out_dir, verbose)
+        run.data_digest = digest
         if callbacks is None:
             callbacks = default_callbacks(config, verbose) if write else []
         try:  # the rounds and the kept models' metrics; then the parties go, before a comparison's start
@@ -257,6 +314,7 @@ def train(
             results["compare"][method].pop("config")
         if write:
             atomic_write_json(results, out_dir / "results.json")
+        done.append(results)
     if verbose or write:
         summary(results)
     return results

@@ -309,7 +309,8 @@ class DCWorker:
         if not 1 <= dim <= min(m_j, n_i):
             raise VCLInputError(
                 f"dc.dim={self.options.dim}: party {self.name} holds {m_j} columns of {n_i} rows, so it can "
-                f"keep 1..{min(m_j, n_i)} dimensions; lower dc_dim (≤ 0 counts down from the party's columns)."
+                f"keep 1..{min(m_j, n_i)} dimensions; choose dc.dim in that range, or a value ≤ 0 above -{m_j} to "
+                "count down from the party's columns."
             )
         return dim
 

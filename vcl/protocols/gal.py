@@ -182,9 +182,9 @@ def check(config: RunConfig) -> None:
             f"not {config.learner.model}."
         )
     if "interm" in (config.method, *(config.compare or ())) and any(
-        n not in ("mlp", "cnn", "lstm") for n in config.learner.model
+        n not in ("mlp", "cnn", "lstm") or n == "mlp" and not config.learner.hidden for n in config.learner.model
     ):
         raise VCLInputError(
             f"interm averages the organizations' hidden layers, which learner.model={config.learner.model} has not; "
-            "use mlp (cnn for images, lstm for sequences)."
+            "use mlp with learner.hidden widths (cnn for images, lstm for sequences)."
         )
