@@ -355,3 +355,26 @@ def test_sigterm_under_ray_ends_with_the_resume_line(ray_cluster, tmp_path):
     assert len(lines) == 1 and "terminated after round" in lines[0] and "--resume" in lines[0], err
     saved = int(lines[0].split("after round ")[1].split(" ")[0])
     assert len(load_checkpoint(ckpt)["records"]) == saved + 1
+
+
+class Stop(RoundCallback):
+    def __init__(self, at):
+        self.at = at
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            raise KeyboardInterrupt
+
+
+def test_a_run_stopped_in_one_process_resumes_under_ray_and_ends_as_uninterrupted(tiny, tmp_path):
+    """Where parties run is not part of a run's identity: the data check compares like with like (the coordinator
+    holds every party's data in one process, only Alice's labels under ray) and lets the switch through."""
+    from vcl.runner import RunInterrupted
+
+    base = {"data.organizations": 3, "run.rounds": 3, "learner.epochs": 5, "run.concurrent": False}
+    whole = train(tiny(out=str(tmp_path / "whole"), **base), verbose=False)
+    cut = tiny(out=str(tmp_path / "cut"), **base)
+    with pytest.raises(RunInterrupted):
+        train(cut, verbose=False, callbacks=[RoundCheckpoint(), Stop(1)])
+    resumed = train(tiny(out=str(tmp_path / "cut"), **{"transport.kind": "ray"}, **base), resume=True, verbose=False)
+    assert whole_rounds(resumed) == whole_rounds(whole) and resumed["value"] == whole["value"]

@@ -582,19 +582,20 @@ def _repeated_key(root):
                 if isinstance(key, yaml.ScalarNode) and key.value in keys:
                     return key
                 keys.add(key.value if isinstance(key, yaml.ScalarNode) else id(key))
-        if isinstance(node.value, list):
-            stack += [c for item in node.value for c in (item if isinstance(item, tuple) else (item,))]
+        stack += _yaml_children(node)
     return None
+
+
+def _yaml_children(node) -> list:
+    """A YAML node's child nodes: a sequence's items, a mapping's keys and values (a scalar has none)."""
+    if isinstance(node.value, list):
+        return [c for item in node.value for c in (item if isinstance(item, tuple) else (item,))]
+    return []
 
 
 def _expanded_size(root) -> float:
     """How many values the YAML node graph ``root`` stands for with every alias expanded (inf if it refers to
     itself); counted once per node, without expanding, and stopped early past :data:`YAML_VALUES`."""
-
-    def children(node):
-        if isinstance(node.value, list):  # a sequence's items, a mapping's (key, value) pairs
-            return [c for item in node.value for c in (item if isinstance(item, tuple) else (item,))]
-        return []
 
     sizes: dict[int, float] = {}
     open_nodes: set[int] = set()  # being counted: meeting one again below itself is a cycle
@@ -602,7 +603,7 @@ def _expanded_size(root) -> float:
     while stack:
         node, counted = stack.pop()
         if counted:
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children(node))
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in _yaml_children(node))
             if sizes[id(node)] > YAML_VALUES:
                 return sizes[id(node)]
             open_nodes.discard(id(node))
@@ -611,7 +612,7 @@ def _expanded_size(root) -> float:
             continue
         open_nodes.add(id(node))
         stack.append((node, True))
-        for c in children(node):
+        for c in _yaml_children(node):
             if id(c) in open_nodes:
                 return float("inf")
             if id(c) not in sizes:

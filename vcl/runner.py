@@ -43,7 +43,7 @@ class Run:
         self.verbose = verbose
         self.saved_round: int | None = None  # the last round whose checkpoint is on disk
         self.run_id = secrets.token_hex(8)  # this run's own name, in every checkpoint it writes (kept on resume)
-        self.data_digest = ""  # what the run's data were (data_digest), in its checkpoints
+        self.data_digest: dict = {}  # the transport and the digest of the data it gave this process (data_digest)
 
     @property
     def metric_name(self) -> str:
@@ -125,7 +125,8 @@ class Run:
 def data_digest(data) -> str:
     """A digest of the data the coordinating process holds (every party's under the local transport; Alice's labels,
     the row IDs and the parties' names under ray): tensors and arrays by dtype, shape and bytes, dataclasses, dicts
-    and lists by their contents. A resumed run must find the same data its checkpoint was made with."""
+    and lists by their contents. A run resumed on the same transport must find the same data its checkpoint was made
+    with (on the other transport the coordinator holds other data, and the check is skipped)."""
     import dataclasses
 
     import numpy as np
@@ -260,8 +261,8 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
     with rundir if rundir is not None else nullcontext():
         state = _resume_state(config, out_dir) if resume else None
         data = run_data(config)
-        digest = data_digest(data) if write else ""
-        if state is not None and state["data"] != digest:
+        digest = {"transport": config.transport.kind, "digest": data_digest(data) if write else ""}
+        if state is not None and state["data"]["transport"] == digest["transport"] and state["data"] != digest:
             raise VCLInputError(
                 f"--resume: the data differ from those the checkpoint in {out_dir} was made with (rows, labels or "
                 "features changed); resume with the original data, or start afresh with --overwrite."
