@@ -39,3 +39,24 @@ def benchmark(name: str):
         sys.modules["results"] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules["results"])
     return sys.modules["results"].load(name)
+
+
+def sigterm_after_first_checkpoint(args: list[str], out: Path) -> tuple[int, str, int]:
+    """Run ``train.py args`` as its own process, send SIGTERM once ``out`` holds a checkpoint, and give its exit
+    status, its stderr, and the number of round records in the checkpoint it left."""
+    import signal
+    import subprocess
+    import time
+
+    from vcl.callbacks.checkpoint import load_checkpoint
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, str(root / "train.py"), "--out", str(out), *args]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ckpt = out / "checkpoints" / "last.ckpt"
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err, len(load_checkpoint(ckpt)["records"]) if ckpt.exists() else 0

@@ -333,28 +333,16 @@ def test_ray_equals_sequential_fits_in_every_round_figure_and_concurrent_ones_to
 
 def test_sigterm_under_ray_ends_with_the_resume_line(ray_cluster, tmp_path):
     """ray.init replaces SIGTERM's handler with an immediate exit; the run keeps its own (exit 143, one line)."""
-    import subprocess
-    import time
+    from tests.helpers import sigterm_after_first_checkpoint
 
-    from vcl.callbacks.checkpoint import load_checkpoint
-
-    root = Path(__file__).resolve().parents[1]
-    out = tmp_path / "run"
     address = ray_cluster.get_runtime_context().gcs_address
-    cmd = [sys.executable, str(root / "train.py"), "--out", str(out), "--run.rounds", "400", "--compare", "--quiet",
-           "--data.organizations", "3", "--transport.kind", "ray", "--transport.address", address]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ckpt = out / "checkpoints" / "last.ckpt"
-    deadline = time.time() + 120
-    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    args = ["--run.rounds", "400", "--compare", "--quiet", "--data.organizations", "3", "--transport.kind", "ray",
+            "--transport.address", address]  # fmt: skip
+    code, err, records = sigterm_after_first_checkpoint(args, tmp_path / "run")
     lines = [line for line in err.splitlines() if "terminated" in line or "Traceback" in line]
-    assert proc.returncode == 143, err
+    assert code == 143, err
     assert len(lines) == 1 and "terminated after round" in lines[0] and "--resume" in lines[0], err
-    saved = int(lines[0].split("after round ")[1].split(" ")[0])
-    assert len(load_checkpoint(ckpt)["records"]) == saved + 1
+    assert records == int(lines[0].split("after round ")[1].split(" ")[0]) + 1
 
 
 class Stop(RoundCallback):

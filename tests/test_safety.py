@@ -375,26 +375,15 @@ def test_ctrl_c_says_where_to_resume_and_resume_finishes_the_run(tmp_path, capsy
 
 @pytest.mark.slow
 def test_sigterm_stops_at_a_saved_round_with_one_line(tmp_path):
-    import signal
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
+    from tests.helpers import sigterm_after_first_checkpoint
 
-    root = Path(__file__).resolve().parents[1]
-    out = tmp_path / "run"
-    cmd = [sys.executable, str(root / "train.py"), "--out", str(out), "--run.rounds", "400", "--compare", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ckpt = out / "checkpoints" / "last.ckpt"
-    deadline = time.time() + 120
-    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err
+    code, err, records = sigterm_after_first_checkpoint(
+        ["--run.rounds", "400", "--compare", "--quiet"], tmp_path / "run"
+    )
+    assert code == 143, err
     assert err.count("\n") == 1 and "terminated after round" in err and "--resume" in err
     saved = int(err.split("after round ")[1].split(" ")[0])
-    assert len(load_checkpoint(ckpt)["records"]) == saved + 1
+    assert records == saved + 1
 
 
 def test_interm_with_hidden_layers_is_accepted(tiny):
