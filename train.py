@@ -27,8 +27,10 @@ class Terminated(KeyboardInterrupt):
 SWITCHES = ("--resume", "--overwrite", "--quiet")  # how to run, not what: never part of a config
 
 
-def main(argv: list[str] | None = None, prog: list[str] | None = None) -> int:
-    """Run the command line ``argv``; ``prog`` is how this program was started (for the resume command it prints)."""
+def main(argv: list[str] | None = None, prog: list[str] | None = None, exiting: bool = False) -> int:
+    """Run the command line ``argv``; ``prog`` is how this program was started (for the resume command it prints).
+    ``exiting``: the process ends after this, so Ctrl-C and SIGTERM are ignored from the moment the run is over (a
+    signal while the interpreter shuts down would otherwise end it silently with status 130 or 143)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     previous = signal.signal(signal.SIGTERM, _terminate)  # from the start: a signal while starting is one line too
     threads_hook, threading.excepthook = threading.excepthook, _quiet_write_errors
@@ -39,13 +41,17 @@ def main(argv: list[str] | None = None, prog: list[str] | None = None) -> int:
         print(f"{how} before the run started.", file=sys.stderr)
         return 143 if isinstance(err, Terminated) else 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if exiting:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        else:
+            signal.signal(signal.SIGTERM, previous)
         threading.excepthook = threads_hook
 
 
 def _run(argv: list[str], prog: list[str]) -> int:
     from vcl.config import parse_args
-    from vcl.errors import PartyLost, VCLInputError
+    from vcl.errors import OutOfMemory, PartyLost, VCLInputError
 
     resume, overwrite, quiet = (flag in argv for flag in SWITCHES)
     try:
@@ -83,25 +89,24 @@ def _run(argv: list[str], prog: list[str]) -> int:
         return 143 if how == "terminated" else 130
     except OSError as err:  # the run directory removed, made read-only or full while the run wrote to it
         what = os.fsdecode(err.filename) if err.filename is not None else cfg.run_dir
+        hint = "then run again (with --resume if a round was saved)"
+        if overwrite and not (cfg.run_dir / PREVIOUS).is_dir():
+            hint = "then run again with --overwrite (the outputs it was replacing are back in place)"
         print(
             f"error: {what}: {err.strerror or type(err).__name__}; make sure --out {cfg.run_dir} stays in place, "
-            "writable and with room to spare, then run again (with --resume if a round was saved).",
+            f"writable and with room to spare, {hint}.",
             file=sys.stderr,
         )
         return 1
-    except (MemoryError, RuntimeError) as err:
-        if not isinstance(err, MemoryError) and not any(s in str(err) for s in OUT_OF_MEMORY):
-            raise
+    except OutOfMemory:
         print(
             "error: the run ran out of memory; make the models or batches smaller (learner.hidden, "
-            "learner.cnn_widths, learner.batch_size, data.max_train) or free memory, then run again.",
+            "learner.cnn_widths, learner.batch_size, data.max_train) or free memory, then run again (a fresh run's "
+            "outputs are taken back).",
             file=sys.stderr,
         )
         return 1
     return 0
-
-
-OUT_OF_MEMORY = ("can't allocate memory", "out of memory")  # torch's words for a failed allocation
 
 
 def _quiet_write_errors(args) -> None:
@@ -116,4 +121,4 @@ def _terminate(signum, frame):
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog=[sys.executable, sys.argv[0]]))  # the resume command names this interpreter and script
+    sys.exit(main(prog=[sys.executable, sys.argv[0]], exiting=True))  # the resume command names this interpreter

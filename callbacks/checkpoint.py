@@ -12,6 +12,7 @@ import errno
 import os
 import pickle
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -36,8 +37,15 @@ def atomic_torch_save(obj, path: Path) -> None:
     except BaseException as err:  # an interrupt too: no half-written file stays
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        if isinstance(err, RuntimeError):
-            raise OSError(errno.EIO, str(err).strip().splitlines()[0][:120], str(path)) from None
+        if isinstance(err, RuntimeError):  # torch's own words ("unexpected pos ..."); say what lies behind them
+            code = errno.EIO
+            with contextlib.suppress(OSError):
+                if shutil.disk_usage(path.parent).free < 16 * 2**20:
+                    code = errno.ENOSPC
+                elif not os.access(path.parent, os.W_OK):
+                    code = errno.EROFS
+            reason = str(err).strip().splitlines()[0][:120] if code == errno.EIO else os.strerror(code)
+            raise OSError(code, reason, str(path)) from None
         raise
     os.replace(tmp, path)
 
@@ -66,7 +74,12 @@ def load_checkpoint(path: Path, keys: tuple[str, ...] = KEYS) -> dict:
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
         reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
         raise VCLInputError(f"checkpoint {path} cannot be read ({reason}); it is damaged or not vcl's: {fix}") from None
-    if not isinstance(state, dict) or any(k not in state for k in keys) or not isinstance(state[keys[0]], dict):
+    if (
+        not isinstance(state, dict)
+        or any(k not in state for k in keys)
+        or not isinstance(state[keys[0]], dict)
+        or ("data" in keys and not isinstance(state["data"], dict))
+    ):
         raise VCLInputError(f"checkpoint {path} is not a run checkpoint of this version of vcl: {fix}")
     return state
 

@@ -451,6 +451,9 @@ def load_csv_organizations(
         raise VCLInputError(
             f"data.label_column and data.id_column both name {id_column!r}; the label is a column of its own."
         )
+    twice = next((p for k, p in enumerate(paths) if p.resolve() in [q.resolve() for q in paths[:k]]), None)
+    if twice is not None:
+        raise VCLInputError(f"data.csv_files lists {twice} twice; give each organization its own file.")
     policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
     tables = {k: _read_csv(paths[k], id_column) for k in read}
@@ -511,6 +514,11 @@ def _csv_labels(X, rows, ids, columns, path, label_column, task) -> Table:
         y = np.array([_number(v, path, label_column, k) for v, k in zip(raw_labels, ids, strict=True)])
         return _finish(X, y, columns, task)
     numeric = [_maybe_float(v) for v in raw_labels]
+    odd = next((k for v, k in zip(numeric, ids, strict=True) if v is not None and not math.isfinite(v)), None)
+    if odd is not None:
+        raise VCLInputError(
+            f"Alice's file {path}, ID {odd!r}: the label {rows[odd][label_column]!r} is not a class; give class labels."
+        )
     if all(v is not None for v in numeric) and any(v != int(v) for v in numeric):
         raise VCLInputError(
             f"label column {label_column!r} holds non-integer numbers but data.task=classification; "

@@ -321,15 +321,13 @@ def test_values_no_run_can_use_are_refused_up_front(tmp_path, capsys, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_run_that_runs_out_of_memory_says_so_in_one_sentence(tmp_path, capsys, monkeypatch):
-    import vcl.runner
-
-    def exhausted(*args, **kwargs):
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
-
-    monkeypatch.setattr(vcl.runner, "run_rounds", exhausted)
-    assert _run(tmp_path / "run") == 1
+def test_a_run_that_runs_out_of_memory_says_so_and_takes_back_what_it_wrote(tmp_path, capsys, add_callback):
+    error = RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+    add_callback(FailAt(1, error))  # after round 0's checkpoint
+    out = tmp_path / "run"
+    assert _run(out) == 1
     _one_line(capsys, "error: the run ran out of memory; make the models or batches smaller")
+    assert not out.exists()  # so that running again with smaller settings needs no --overwrite
 
 
 def test_a_checkpoint_write_that_fails_leaves_no_partial_file(tmp_path, monkeypatch):
@@ -477,3 +475,132 @@ def test_an_interrupt_after_the_results_are_written_says_the_run_is_whole(tmp_pa
 def test_a_csv_column_without_a_name_is_refused(tmp_path, capsys, csvs):
     assert _run(tmp_path / "run", *csvs([" "], lambda i: (0.5,))) == 2
     _one_line(capsys, "bob.csv has a column with no name in its header; name every column")
+
+
+# --- found by the third probe ------------------------------------------------------------------------------
+PARTY_DIRS = ["--data.organizations", "3", "--transport.party_dirs"]
+
+
+def test_a_party_dir_holding_another_runs_checkpoints_needs_resume_or_overwrite(tmp_path, capsys):
+    parties = tmp_path / "elsewhere"
+    assert _run(tmp_path / "first", *PARTY_DIRS, "", "", str(parties)) == 0
+    before = _digests(parties)
+    assert before and all(name.startswith("org2/") for name in before)
+    assert _run(tmp_path / "second", *PARTY_DIRS, "", "", str(parties)) == 2
+    _one_line(capsys, f"transport.party_dirs {parties} already holds parties' checkpoints (org2/round-3.ckpt")
+    assert _digests(parties) == before
+
+
+@pytest.mark.parametrize("switch", [[], ["--overwrite"], ["--resume"]])
+def test_a_party_dir_with_a_file_vcl_did_not_write_is_left_alone(tmp_path, capsys, switch):
+    parties = tmp_path / "elsewhere"
+    (parties / "org2").mkdir(parents=True)
+    (parties / "org2" / "round-0.ckpt").write_text("mine")
+    assert _run(tmp_path / "run", *PARTY_DIRS, str(parties), *switch) == 2
+    _one_line(capsys, f"{parties / 'org2' / 'round-0.ckpt'} is not a torch checkpoint, which vcl did not write")
+    assert (parties / "org2" / "round-0.ckpt").read_text() == "mine"
+
+
+def test_a_party_dir_that_is_a_file_is_named_as_the_option(tmp_path, capsys):
+    parties = tmp_path / "elsewhere"
+    parties.write_text("a file")
+    assert _run(tmp_path / "run", *PARTY_DIRS, str(parties)) == 2
+    _one_line(capsys, f"transport.party_dirs {parties} is a file; give a directory path")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_failed_overwrite_puts_a_party_dirs_old_files_back_and_takes_its_own_away(tmp_path, add_callback):
+    out, parties = tmp_path / "run", tmp_path / "elsewhere"
+    assert _run(out, *PARTY_DIRS, str(parties)) == 0
+    before, party_before = _digests(out), _digests(parties)
+    add_callback(FailAt(1, RuntimeError("a fault in the new run")))
+    with pytest.raises(RuntimeError, match="a fault"):
+        _run(out, *PARTY_DIRS, str(parties), "--overwrite", "--run.seed", "1")
+    assert _digests(out) == before and _digests(parties) == party_before
+    assert not (parties / PREVIOUS).exists()
+    add_callback()
+    assert _run(out, *PARTY_DIRS, str(parties), "--overwrite", "--run.seed", "1") == 0
+    assert not (parties / PREVIOUS).exists() and _digests(parties) != party_before
+
+
+def test_a_write_error_after_a_failed_overwrite_says_the_old_run_is_back(finished, capsys, add_callback):
+    import errno
+
+    out, before = finished
+    add_callback(FailAt(1, OSError(errno.ENOSPC, "No space left on device", str(out / "checkpoints" / "x"))))
+    assert _run(out, "--overwrite", "--run.seed", "1") == 1
+    _one_line(capsys, "No space left on device", "run again with --overwrite (the outputs it was replacing are back")
+    assert _digests(out) == before
+
+
+def test_torchs_words_for_a_full_disk_become_no_space_left(tmp_path, monkeypatch):
+    import shutil as sh
+    from collections import namedtuple
+
+    import torch
+    from vcl.callbacks.checkpoint import atomic_torch_save
+
+    def full_disk(obj, target):
+        raise RuntimeError("basic_ios::clear: iostream error")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    monkeypatch.setattr(sh, "disk_usage", lambda p: namedtuple("Usage", "total used free")(100, 100, 0))
+    with pytest.raises(OSError, match="No space left on device"):
+        atomic_torch_save({"a": 1}, tmp_path / "x.ckpt")
+
+
+def test_a_checkpoint_of_an_earlier_format_is_refused_in_one_sentence(finished, capsys):
+    import torch
+
+    out, _ = finished
+    ckpt = out / "checkpoints" / "last.ckpt"
+    state = torch.load(ckpt, weights_only=False)
+    state["data"] = "0123abcd"  # a string digest, as one commit of this version wrote
+    torch.save(state, ckpt)
+    assert _run(out, "--resume") == 2
+    _one_line(capsys, "is not a run checkpoint of this version of vcl")
+
+
+@pytest.mark.parametrize("label", ["nan", "inf"])
+def test_a_label_that_is_not_a_class(tmp_path, capsys, label):
+    alice, bob = tmp_path / "alice.csv", tmp_path / "bob.csv"
+    write_csv(alice, ["id", "a1", "label"], [(i, i * 0.1, label if i == 4 else i % 2) for i in range(20)])
+    write_csv(bob, ["id", "b1"], [(i, i * 0.2) for i in range(20)])
+    args = ["--data.dataset", "csv", "--data.task", "classification", "--data.organizations", "2"]
+    assert _run(tmp_path / "run", *args, "--data.csv_files", str(alice), str(bob)) == 2
+    _one_line(capsys, f"ID '4': the label '{label}' is not a class; give class labels")
+
+
+def test_the_same_csv_file_for_two_organizations_is_refused(tmp_path, capsys, signal_csvs):
+    args = ["--data.dataset", "csv", "--data.task", "classification", "--data.organizations", "3"]
+    assert _run(tmp_path / "run", *args, "--data.csv_files", *signal_csvs, signal_csvs[1]) == 2
+    _one_line(capsys, f"data.csv_files lists {signal_csvs[1]} twice")
+
+
+def test_an_option_name_with_a_hidden_character_is_shown_escaped(tmp_path, capsys):
+    assert cli.main(["--run.rounds\u200b", "2", "--out", str(tmp_path / "run")]) == 2
+    _one_line(capsys, "unknown option 'run.rounds\\u200b' (it holds characters that do not show)")
+
+
+@pytest.mark.parametrize("target", ["file", "nothing"])
+def test_an_out_that_is_a_link_to_a_file_or_to_nothing(tmp_path, capsys, target):
+    out = tmp_path / "run"
+    if target == "file":
+        (tmp_path / "f").write_text("x")
+    out.symlink_to(tmp_path / "f")
+    assert _run(out) == 2
+    _one_line(capsys, f"--out {out} is a symbolic link to {'a file' if target == 'file' else 'nothing'}")
+
+
+def test_once_the_run_is_over_signals_no_longer_end_the_process(tmp_path):
+    import signal
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        assert _run(tmp_path / "run") == 0  # as a test: signals are given back
+        assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+        assert cli.main(["--out", str(tmp_path / "again"), *QUICK], exiting=True) == 0  # as the program
+        assert signal.getsignal(signal.SIGINT) == signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])

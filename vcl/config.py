@@ -781,7 +781,7 @@ def explain(message: str, source: str) -> str:
     for pattern in (
         r"Group '(\w+)' does not accept (?:option|nested key) '([^']+)'",
         r"Option '([^']+)' is not accepted",
-        r"nrecognized arguments: --([\w.]+)",
+        r"nrecognized arguments: --(\S+)",
     ):
         found = re.search(pattern, first)
         if found:
@@ -791,7 +791,11 @@ def explain(message: str, source: str) -> str:
 
 def _unknown(source: str, name: str) -> str:
     """An unknown option, with the option of that name in its group when there is one (``seed`` → ``run.seed``,
-    ``dc_dim`` → ``dc.dim``)."""
+    ``dc_dim`` → ``dc.dim``); a name with characters that do not show (a zero-width space) is shown escaped."""
+    import unicodedata
+
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Cn", "Co", "Zl", "Zp", "Zs") for c in name):
+        return f"{source}: unknown option {ascii(name)} (it holds characters that do not show); retype it."
     last = name.rsplit(".", 1)[-1]
     for group, cls in GROUPS.items():
         for f in dataclasses.fields(cls):

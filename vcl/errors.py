@@ -18,6 +18,10 @@ class PartyLost(RuntimeError):
         self.party, self.during = party, during
 
 
+class OutOfMemory(RuntimeError):
+    """The run ran out of memory (torch's failed allocation, or Python's MemoryError) during its rounds."""
+
+
 def regular_file(path: Path, what: str, fix: str) -> None:
     """One sentence if ``path`` is not a regular file, saying what it is instead (nothing is opened: a FIFO or a
     device would block or never end)."""

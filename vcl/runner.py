@@ -21,7 +21,7 @@ from pathlib import Path
 from vcl.callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.callbacks.checkpoint import load_checkpoint
 from vcl.config import RunConfig
-from vcl.errors import PartyLost, VCLInputError
+from vcl.errors import OutOfMemory, PartyLost, VCLInputError
 from vcl.messages import EXPERIMENTER
 from vcl.prediction import kept_records, prediction_stage
 from vcl.progress import round_bar
@@ -159,6 +159,9 @@ def data_digest(data) -> str:
     return digest.hexdigest()
 
 
+OUT_OF_MEMORY = ("can't allocate memory", "out of memory")  # torch's words for a failed allocation
+
+
 def run_stamp(run_id: str, config: RunConfig) -> str:
     """``<run id>/<digest of the settings a resume must share>``, stamped on every party checkpoint."""
     settings = json.dumps(config.identity(), sort_keys=True, default=str)
@@ -255,14 +258,16 @@ def train(
 def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> dict:
     check_config(config)
     out_dir = config.run_dir
-    rundir = RunDirectory(out_dir, resume=resume, overwrite=overwrite) if write else None
+    here = config.transport.kind == "local" or not config.transport.address  # the parties write on this machine
+    party_roots = config.transport.party_dirs if here else ()
+    rundir = RunDirectory(out_dir, resume=resume, overwrite=overwrite, party_roots=party_roots) if write else None
     if rundir is not None:
         rundir.check()
     with rundir if rundir is not None else nullcontext():
         state = _resume_state(config, out_dir) if resume else None
         data = run_data(config)
         digest = {"transport": config.transport.kind, "digest": data_digest(data) if write else ""}
-        if state is not None and state["data"]["transport"] == digest["transport"] and state["data"] != digest:
+        if state is not None and state["data"].get("transport") == digest["transport"] and state["data"] != digest:
             raise VCLInputError(
                 f"--resume: the data differ from those the checkpoint in {out_dir} was made with (rows, labels or "
                 "features changed); resume with the original data, or start afresh with --overwrite."
@@ -295,6 +300,10 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
             raise RunInterrupted(run.saved_round, out_dir) from None
         except PartyLost as err:
             err.saved_round, err.out_dir = run.saved_round, out_dir
+            raise
+        except (MemoryError, RuntimeError) as err:
+            if isinstance(err, MemoryError) or any(words in str(err) for words in OUT_OF_MEMORY):
+                raise OutOfMemory(str(err).strip().splitlines()[0][:200] if str(err).strip() else "") from None
             raise
         finally:
             protocol.federation.transport.close()
