@@ -11,6 +11,7 @@ attribute's columns together.
 
 from __future__ import annotations
 
+import collections
 import csv
 import importlib.util
 import io
@@ -271,7 +272,7 @@ def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str
         header = list(reader.fieldnames or [])
         if any(c is None or not c.strip() for c in header):
             raise VCLInputError(f"csv file {path} has a column with no name in its header; name every column.")
-        twice = next((c for k, c in enumerate(header) if c in header[:k]), None)
+        twice = next((c for c, n in collections.Counter(header).items() if n > 1), None)
         if twice is not None:
             raise VCLInputError(f"csv file {path} names the column {twice!r} twice; give each column its own name.")
         if id_column not in header:
@@ -344,7 +345,7 @@ def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -
     return [key for key, row in rows.items() if not drop_incomplete or _complete(row, header)]
 
 
-FLOAT32_MAX = 3.4028234663852886e38  # the models compute in float32
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the models compute in float32
 MIN_SHARED = 3  # aligned rows a run needs: two to train on, one to test
 
 
@@ -404,7 +405,7 @@ def _block(rows, ids, feats, path: Path, policy: tuple[str, str]) -> tuple[np.nd
             _number(text, path, c, next(k for k in ids if rows[k][c] == text))  # raises, naming the fix
         kinds.append("categorical" if text is not None else "numeric")
     for c, kind in zip(feats, kinds, strict=True):
-        key = next((k for k in ids if kind == "numeric" and _infinite(rows[k][c])), None)
+        key = next((k for k in ids if kind == "numeric" and _out_of_range(rows[k][c])), None)
         if key is not None:
             _number(rows[key][c], path, c, key)  # raises, naming the fix
     if missing == "error":
@@ -527,7 +528,7 @@ def _csv_labels(X, rows, ids, columns, path, label_column, task) -> Table:
     return _finish(X, np.array(raw_labels), columns, task, f"label column {label_column!r} in {path}")
 
 
-def _infinite(v: str | None) -> bool:
+def _out_of_range(v: str | None) -> bool:
     """Infinite, or beyond float32's range (infinite once the models read it)."""
     x = _maybe_float(v) if v is not None else None
     return x is not None and not math.isnan(x) and abs(x) > FLOAT32_MAX

@@ -169,8 +169,8 @@ class Root:
                 f"{name}: {foreign[0]} is {foreign[1]}, which vcl did not write, where the run writes its own; "
                 "move it away or choose another directory."
             )
-        folders = [p] if self.parties_only else [p, *(q for n in OWN_FOLDERS for q in _folders(p / n))]
-        for folder in folders + ([q for q in _folders(p) if q != p] if self.parties_only else []):
+        folders = _folders(p) if self.parties_only else [p, *(q for n in OWN_FOLDERS for q in _folders(p / n))]
+        for folder in folders:
             if not os.access(folder, os.W_OK | os.X_OK):
                 raise VCLInputError(
                     f"{name}: {folder} is not writable (permissions or a read-only filesystem), and the run writes "
