@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytorch_lightning as pl
 import torch
 from torch import Tensor
+from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import Table, load_table
 from vcl.datamodules.tabular import named_column_split, random_column_split
 
@@ -91,7 +93,11 @@ class GridData:
         return torch.cat(blocks)
 
 
-class GridDataModule:
+class GridDataModule(pl.LightningDataModule):
+    """DC's c × d parties: row group i, column group j (:class:`GridData`). Party (i, j)'s view
+    (:meth:`party`) holds its own features and its row group's labels (a DC user holds the labels of its rows);
+    the test labels stay the experimenter's."""
+
     def __init__(
         self,
         dataset: str = "dc_artificial",
@@ -105,6 +111,7 @@ class GridDataModule:
         standardize: bool = True,
         assignment: dict | None = None,
     ):
+        super().__init__()
         if not 0.0 < test_fraction < 1.0:
             raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
         if row_groups < 1:
@@ -122,6 +129,13 @@ class GridDataModule:
             if self.dataset == "csv":
                 raise VCLInputError("the DC methods take one table (a built-in dataset), not data.dataset=csv.")
             self.data = self.split(load_table(self.dataset, seed=self.split_seed))
+
+    def party(self, i: int, j: int) -> PartyDataModule:
+        """Party (i, j)'s view: its features of its rows and the test rows, its row group's labels as targets."""
+        self.setup()
+        view, d = self.data.parties[i][j], self.data
+        targets = {"train": label_targets(d.group_labels[i], d.task, d.num_classes)}
+        return PartyDataModule(view.splits, targets, name=view.name)
 
     def row_splits(self, table: Table) -> dict[str, np.ndarray]:
         n = table.X.shape[0]

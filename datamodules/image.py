@@ -220,6 +220,7 @@ class ImageDataModule(VerticalDataModule):
         if max_train < 0:
             raise VCLInputError(f"data.max_train={max_train}; use 0 (all training images) or a positive count.")
         check_fractions(test_fraction, val_fraction)
+        super().__init__()
         patch_grid(organizations)
         self.dataset, self.organizations, self.root, self.download = dataset, organizations, root, download
         self.view, self.split_seed = view, split_seed

@@ -21,9 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from vcl.datamodules.image import IMAGE_DATASETS, load_images
+from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import load_table
 from vcl.datamodules.tabular import named_column_split, random_column_split
 
@@ -97,7 +99,10 @@ def image_masks(channels: int, height: int, width: int) -> tuple[np.ndarray, np.
     return a.reshape(-1), b.reshape(-1)
 
 
-class OverlapDataModule:
+class OverlapDataModule(pl.LightningDataModule):
+    """MPDL's two partly overlapping parties (:class:`OverlapData`). A party's view (:meth:`party`) holds its own
+    rows' features (``train``) and its features of the test rows; party B's also its training labels."""
+
     def __init__(
         self,
         dataset: str = "breast_cancer",
@@ -109,6 +114,7 @@ class OverlapDataModule:
         root: str = "data",
         max_rows: int = 0,
     ):
+        super().__init__()
         if not 0.0 < gamma < 1.0:
             raise VCLInputError(f"mpdl.gamma={gamma}; use a co-occurrence probability strictly between 0 and 1.")
         if not 0.0 < test_fraction < 1.0:
@@ -124,6 +130,14 @@ class OverlapDataModule:
         if self.data is None:
             X, y, columns, cols_a, cols_b, task, k = self._load()
             self.data = self.split(X, y, columns, cols_a, cols_b, task, k)
+
+    def party(self, name: str) -> PartyDataModule:
+        """Party ``a`` or ``b``'s view."""
+        self.setup()
+        d = self.data
+        party = {"a": d.a, "b": d.b}[name]
+        targets = None if party.labels is None else {"train": label_targets(party.labels, d.task, d.num_classes)}
+        return PartyDataModule({"train": party.train, "test": party.test}, targets, name=party.name)
 
     def _load(self):
         if self.dataset in IMAGE_DATASETS:

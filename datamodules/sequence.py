@@ -105,6 +105,7 @@ class SequenceDataModule(VerticalDataModule):
         if dataset not in SEQUENCE_DATASETS:
             raise VCLInputError(f"data.dataset={dataset!r}; sequence datasets are {', '.join(SEQUENCE_DATASETS)}.")
         check_fractions(test_fraction, val_fraction)
+        super().__init__()
         self.dataset, self.organizations, self.root = dataset, organizations, root
         self.feature_seed, self.split_seed, self.size = feature_seed, split_seed, size
         self.test_fraction, self.val_fraction, self.batch_size = test_fraction, val_fraction, batch_size

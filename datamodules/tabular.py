@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
+from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import Table, load_table
 
 from vcl.errors import VCLInputError
@@ -140,13 +142,29 @@ class VerticalData:
         return FeatureView(self.views[0].name, cols, splits)
 
 
-class VerticalDataModule:
-    """What every vertical split shares: ``setup()`` builds ``self.data`` (a :class:`VerticalData`), and torch
-    DataLoaders serve one organization's view or every feature (``organization=None``, for centralized models),
-    with LightningDataModule's method names. Not a Lightning class: a tabular run never imports Lightning."""
+class VerticalDataModule(pl.LightningDataModule):
+    """What every vertical split shares: ``setup()`` builds ``self.data`` (a :class:`VerticalData`); each party's
+    view is a LightningDataModule of its own (:meth:`party`), and the module's own loaders serve every feature
+    with Alice's labels (centralized models: the Joint baseline). A subclass's ``setup()`` sets ``self.data`` to a
+    :class:`VerticalData`: Alice's view first, every view the same rows in the same order per split ("train" and
+    "test" at least)."""
 
-    batch_size: int
-    data: VerticalData | None
+    batch_size: int = 1024
+    data: VerticalData | None = None
+
+    @property
+    def num_parties(self) -> int:
+        self.setup()
+        return len(self.data.views)
+
+    def party(self, m: int, targets: Tensor | dict[str, Tensor] | None = None) -> PartyDataModule:
+        """Party ``m``'s view (0: Alice): its own features per split; Alice's with her labels as targets, another
+        party's with ``targets`` (what Alice sent it), if given."""
+        self.setup()
+        view = self.data.views[m]
+        if targets is None and m == 0:
+            targets = {s: label_targets(y, self.data.task, self.data.num_classes) for s, y in self.data.labels.items()}
+        return PartyDataModule(view.splits, targets, batch_size=self.batch_size, name=view.name)
 
     def dataloader(self, split: str, organization: int | None = None, shuffle: bool = False) -> DataLoader:
         self.setup()
@@ -188,6 +206,7 @@ class TabularDataModule(VerticalDataModule):
         categorical: list[str] | tuple = ("error",),
         missing: list[str] | tuple = ("error",),
     ):
+        super().__init__()
         check_fractions(test_fraction, val_fraction)
         self.root = root
         self.dataset = dataset

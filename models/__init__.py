@@ -1,12 +1,13 @@
-"""Local learners: residual-fitting torch modules, scikit-learn adapters, and ASCII's classifiers.
+"""Local learners: residual-fitting LightningModules, scikit-learn adapters, and ASCII's classifiers.
 
 ``build_learner`` turns a learner name from a config into a fresh learner for one organization and
-round. Names: ``linear``, ``mlp``, ``cnn`` (GAL Table 8), ``lstm`` (torch modules; ``run.engine:
-trainer`` trains them with Lightning's Trainer), ``gb`` (GradientBoostingRegressor), ``svm`` (SVR), or
-``sklearn:sklearn.<module>.<Class>`` for any scikit-learn regressor with default arguments. Unset
-optimizer settings take the paper's value for the learner (GAL Table 9): Linear/MLP SGD lr 0.1, batch
-1024, 100 epochs, ×0.1 at epoch 50; CNN SGD lr 0.1, batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8,
-10 epochs. ASCII's weighted classifiers are built by ``build_classifier`` (:mod:`vcl.models.classifier`).
+round. Names: ``linear``, ``mlp``, ``cnn`` (GAL Table 8), ``lstm`` (LightningModules; ``run.engine:
+trainer`` trains them with Lightning's Trainer), ``gb`` (GradientBoostingRegressor), ``svm`` (SVR),
+``sklearn:sklearn.<module>.<Class>`` for any scikit-learn regressor, or ``module:<package.module.Class>`` for
+the user's own LightningModule (:mod:`vcl.models.user`). Unset optimizer settings take the paper's value for
+the learner (GAL Table 9): Linear/MLP SGD lr 0.1, batch 1024, 100 epochs, ×0.1 at epoch 50; CNN SGD lr 0.1,
+batch 512, 10 epochs; LSTM Adam lr 1e-3, batch 8, 10 epochs; a user's module the MLP's. ASCII's weighted
+classifiers are built by ``build_classifier`` (:mod:`vcl.models.classifier`).
 """
 
 from __future__ import annotations
@@ -27,17 +28,25 @@ from vcl.models.dms import RoundHead, SharedExtractorRegressor
 from vcl.models.networks import build_mlp, build_network
 from vcl.models.residual import LinearRound, ResidualRegressor
 from vcl.models.sklearn import SklearnRegressor, make_estimator
+from vcl.models.user import check_module, is_module_spec
 
 from vcl.errors import VCLInputError
 
 LEARNERS = ("linear", "mlp", "cnn", "lstm", "gb", "svm")
 DEEP = {"linear": "mlp", "mlp": "mlp", "cnn": "cnn", "lstm": "lstm"}  # learner name → network architecture
 
+
+def deep_arch(name: str) -> str | None:
+    """The network architecture of a torch learner (``module`` for a user's LightningModule); None for others."""
+    return "module" if is_module_spec(name) else DEEP.get(name)
+
+
 PAPER_DEFAULTS = {
     "mlp": dict(epochs=100, lr=0.1, batch_size=1024, milestones=(50,), optimizer="sgd"),
     "cnn": dict(epochs=10, lr=0.1, batch_size=512, milestones=(), optimizer="sgd"),
     "lstm": dict(epochs=10, lr=1e-3, batch_size=8, milestones=(), optimizer="adam"),
 }
+PAPER_DEFAULTS["module"] = PAPER_DEFAULTS["mlp"]  # a user's LightningModule: the MLP's settings where unset
 
 __all__ = [
     "DEEP",
@@ -59,6 +68,7 @@ __all__ = [
     "build_network",
     "check_learner_loss",
     "check_learner_name",
+    "deep_arch",
     "concurrency_key",
     "fit_and_predict",
     "fit_linear_rounds",
@@ -75,7 +85,8 @@ _FIT_KEYS += ("engine", "accelerator", "devices", "precision")
 
 @dataclass
 class LearnerSettings:
-    """Hyper-parameters for the LightningModule learners; ``None`` takes the paper's value for the learner."""
+    """Hyper-parameters for the LightningModule learners; ``None`` takes the paper's value for the learner.
+    ``callbacks``: Lightning callbacks (``callback:<class_path>{init args}``) for ``engine: trainer`` fits."""
 
     epochs: int | None = None
     lr: float | None = None
@@ -97,6 +108,7 @@ class LearnerSettings:
     strategy: str = "auto"
     precision: str = "32-true"
     dms: bool = False  # Deep Model Sharing: one extractor per organization across rounds
+    callbacks: tuple[str, ...] = ()
 
     def resolved(self, arch: str) -> LearnerSettings:
         """These settings with every unset value filled from :data:`PAPER_DEFAULTS` for ``arch``."""
@@ -104,10 +116,10 @@ class LearnerSettings:
         return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
     def fit_kwargs(self, name: str) -> dict:
-        """What every torch learner ``name`` (linear, mlp, or for the residual learners cnn, lstm) takes from these
-        settings: its hidden layers, optimizer steps and schedule, engine and hardware (unset values: the paper's
-        for its architecture)."""
-        s = self.resolved(DEEP[name])
+        """What every torch learner ``name`` (linear, mlp, a user's module, or for the residual learners cnn, lstm)
+        takes from these settings: its hidden layers, optimizer steps and schedule, engine and hardware (unset
+        values: the paper's for its architecture)."""
+        s = self.resolved(deep_arch(name))
         hidden = () if name == "linear" else tuple(s.hidden)
         return {k: getattr(s, k) for k in _FIT_KEYS} | {"hidden": hidden, "milestones": tuple(s.milestones)}
 
@@ -131,11 +143,14 @@ def check_learner_loss(name: str, loss: str, where: str = "") -> None:
 def check_learner_name(name: str) -> str:
     if name in LEARNERS:
         return name
+    if is_module_spec(name):
+        return check_module(name)
     if name.startswith("sklearn:"):
         make_estimator(name, "learner.model")
         return name
     raise VCLInputError(
-        f"learner.model={name!r} is unknown; use one of {', '.join(LEARNERS)} or sklearn:sklearn.<module>.<Class>."
+        f"learner.model={name!r} is unknown; use one of {', '.join(LEARNERS)}, sklearn:sklearn.<module>.<Class> or "
+        "{class_path: <your LightningModule>}."
     )
 
 
@@ -148,9 +163,9 @@ def build_learner(
     for images, ``(T, F)`` for sequences.
     """
     in_shape = (in_shape,) if isinstance(in_shape, int) else tuple(in_shape)
-    if name in DEEP and not shared:  # copies of a prototype's modules (ResidualRegressor.renewed)
+    if deep_arch(name) and not shared:  # copies of a prototype's modules (ResidualRegressor.renewed)
         return learner_prototype(name, in_shape, out_features, loss, settings).renewed(seed)
-    if name in DEEP:
+    if deep_arch(name):
         return _deep_learner(name, in_shape, out_features, loss, seed, settings, shared)
     if shared:
         raise VCLInputError(
@@ -176,7 +191,7 @@ def build_learner(
 def learner_prototype(name: str, in_shape, out_features: int, loss: str, settings: LearnerSettings):
     """The learner (on the meta device) whose :meth:`ResidualRegressor.renewed` copies :func:`build_learner` gives
     for a torch learner ``name`` (not Deep Model Sharing's); None for other learners. Kept for the last 64 kinds."""
-    if name not in DEEP:
+    if not deep_arch(name):
         return None
     in_shape = (in_shape,) if isinstance(in_shape, int) else tuple(in_shape)
     values = vars(settings).values()  # the fields, in order
@@ -195,8 +210,10 @@ _PROTOTYPES: dict[tuple, ResidualRegressor] = {}  # the last 64 kinds of learner
 
 
 def _deep_learner(name: str, in_shape: tuple, out_features: int, loss: str, seed: int, settings, shared=False):
-    arch, s = DEEP[name], settings.resolved(DEEP[name])
+    arch = deep_arch(name)
+    s = settings.resolved(arch)
     own = {k: getattr(s, k) for k in ("optimizer", "lstm_hidden", "dropout", "strategy", "last_pool")}
+    own["module"] = name if arch == "module" else ""
     cls = SharedExtractorRegressor if shared else ResidualRegressor
     shape = in_shape if len(in_shape) > 1 else in_shape[0]
     return cls(

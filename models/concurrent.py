@@ -65,7 +65,7 @@ def concurrency_key(learner) -> tuple | None:
 
 def _key(learner: ResidualRegressor) -> tuple | None:
     hp = learner.hparams
-    if hp.engine != "fast" or hp.arch == "lstm":
+    if hp.engine != "fast" or hp.arch in ("lstm", "module"):  # a user's module: its own code, fitted alone
         return None
     if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in learner.net.modules()):
         return None

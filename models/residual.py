@@ -1,26 +1,33 @@
-"""Residual-fitting torch modules: Linear, MLP, CNN and LSTM regressors with the GAL paper's defaults.
+"""Residual-fitting LightningModules: Linear, MLP, CNN and LSTM regressors with the GAL paper's defaults.
 
-Every learner is used only through ``fit(features, targets, sample_weight=None)`` and
-``predict(features)``. ``fit`` has two engines over the same optimizer, schedule and loss:
+A :class:`ResidualRegressor` is a ``pytorch_lightning.LightningModule``: ``forward``, ``training_step`` (the
+local loss on an ``(x, target, weight)`` batch) and ``configure_optimizers`` (the paper's optimizer and
+schedule) are the module's own, and a bare ``pl.Trainer(...).fit(learner, party_datamodule)`` trains it. The
+suite uses it through ``fit(features, targets, sample_weight=None)`` and ``predict(features)``, under one of two
+engines that drive the same module:
 
 - ``fast`` (default): data stays on its device as whole tensors and vcl's one training loop
-  (:func:`vcl.loop.train`) runs there — what tabular data this small needs (the authors' per-sample
-  DataLoader spends half its time in Python) and what keeps a GPU busy on images; mixed precision by
-  ``precision``;
-- ``trainer``: a ``pytorch_lightning.Trainer`` with a DataLoader, for data or hardware that needs
-  Lightning's machinery (accelerators, devices, precision, strategies). The learner is a plain
-  ``nn.Module``; :class:`LightningFit` wraps it as a LightningModule for the Trainer, so Lightning is
-  imported only by a run that asks for it.
+  (:func:`vcl.loop.train`) steps the module's own loss and optimizer there — what tabular data this small
+  needs (the authors' per-sample DataLoader spends half its time in Python) and what keeps a GPU busy on
+  images; mixed precision by ``precision``;
+- ``trainer``: ``pytorch_lightning.Trainer.fit`` on a party data module
+  (:class:`vcl.datamodules.PartyDataModule`), for data or hardware that needs Lightning's machinery
+  (accelerators, devices, precision, strategies, callbacks, loggers).
 
 With full batches both engines take the same optimizer steps (a test holds them equal).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
+import warnings
 from collections import OrderedDict
 
+import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor, nn
 from vcl.models.networks import build_network, single_linear
 
@@ -41,16 +48,6 @@ from vcl.loop import (
     unpack,
 )
 from vcl.losses import check_local_loss, local_loss
-
-
-class HParams(dict):
-    """A learner's constructor arguments, read as ``hp.name`` or ``hp["name"]`` (as Lightning's ``hparams``)."""
-
-    def __getattr__(self, name: str):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
 
 
 def _resettable(net: nn.Module) -> bool:
@@ -149,7 +146,7 @@ def linear_outputs(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     return torch.addmm(bias, x, weight.t())
 
 
-class ResidualRegressor(nn.Module):
+class ResidualRegressor(pl.LightningModule):
     """A regressor of Alice's pseudo-residual under a local loss: Linear/MLP on rows, CNN on images, LSTM on
     sequences (``arch``; :func:`vcl.models.networks.build_network`). ``in_features`` is the width of a row or the
     shape of one example."""
@@ -180,8 +177,9 @@ class ResidualRegressor(nn.Module):
         dropout: float = 0.3,
         strategy: str = "auto",
         last_pool: bool = True,
+        module: str = "",
     ):
-        hparams = HParams(locals())  # the arguments, first thing: nothing else is local yet
+        hparams = AttributeDict(locals())  # the arguments, first thing: nothing else is local yet
         del hparams["self"]
         hparams.pop("__class__", None)
         super().__init__()
@@ -191,12 +189,14 @@ class ResidualRegressor(nn.Module):
         if precision not in PRECISIONS:
             raise ValueError(f"run.precision={precision!r}; use one of {', '.join(PRECISIONS)}.")
         in_shape = (in_features,) if isinstance(in_features, int) else tuple(in_features)
-        self.hparams = hparams
+        self.save_hyperparameters(hparams, logger=False)
         with seeded_init(seed):
             self.net = self.build_net(in_shape, out_features)
         plain = type(self).forward is ResidualRegressor.forward and type(self).loss_on is ResidualRegressor.loss_on
+        plain = plain and arch != "module"  # a user's module: its own forward, never rewritten
         self._linear = single_linear(self.net) if plain and precision == "32-true" else None  # its name
-        self._renewable = _resettable(self.net)  # renewed() may copy its modules
+        self._renewable = plain and _resettable(self.net)  # renewed() may copy its modules
+        self.fit_options: dict = {}  # engine trainer: this fit's logger folder and callbacks (set by its organization)
 
     def renewed(self, seed: int) -> ResidualRegressor:
         """A fresh learner of this one's hyper-parameters but ``seed``: equal to ``ResidualRegressor(**hparams,
@@ -205,7 +205,8 @@ class ResidualRegressor(nn.Module):
         if type(self) is not ResidualRegressor or not self._renewable:
             return type(self)(**{**self.hparams, "seed": seed})
         new = self._renewal_plan().copy(seed)
-        new.__dict__["hparams"] = HParams({**self.hparams, "seed": seed})
+        new.__dict__["_hparams"] = AttributeDict({**self.hparams, "seed": seed})
+        new.__dict__["_hparams_initial"] = AttributeDict(new.__dict__["_hparams"])
         return new
 
     def _renewal_plan(self) -> _Renewal:
@@ -232,6 +233,10 @@ class ResidualRegressor(nn.Module):
 
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams
+        if hp.arch == "module":  # the user's own LightningModule (vcl.models.user)
+            from vcl.models.user import build_module
+
+            return build_module(hp.module, in_shape, out_features)
         return build_network(
             hp.arch,
             in_shape,
@@ -253,8 +258,35 @@ class ResidualRegressor(nn.Module):
         return p.device if p is not None else torch.device("cpu")
 
     def loss_on(self, batch) -> Tensor:
-        x, y, w = batch
-        return local_loss(self(x), y, self.hparams.loss, w)
+        """The local loss on a batch ``(x, target)`` or ``(x, target, sample weight)``."""
+        x, y, *w = batch
+        return local_loss(self(x), y, self.hparams.loss, w[0] if w else None)
+
+    # --- the LightningModule hooks (Lightning's Trainer; the fast engine steps the same loss and optimizer) ----
+    def training_step(self, batch, batch_idx: int) -> Tensor:
+        loss = self.loss_on(batch)
+        if self._trainer is not None:  # under a Trainer: its loggers get the epoch's mean
+            self.log("train_loss", loss, on_epoch=True, on_step=False, batch_size=batch[0].shape[0])
+        return loss
+
+    def validation_step(self, batch, batch_idx: int) -> Tensor | None:
+        """The local loss on a party's validation rows, when its view holds their targets (Alice's labels)."""
+        if len(batch) < 2:
+            return None
+        loss = self.loss_on(batch)
+        self.log("val_loss", loss, batch_size=batch[0].shape[0])
+        return loss
+
+    def on_fit_start(self) -> None:
+        self.train()  # a learner that predicted before (eval mode) trains in training mode
+
+    def configure_optimizers(self):
+        """The paper's optimizer and schedule for this learner (torch.optim's classes, which the fast engine's own
+        steps equal: :func:`vcl.loop.build_optimizer`)."""
+        if self._own_optimizers():
+            return self.net.configure_optimizers()
+        steps = self.steps(self.parameters(), self.device, library=torch.optim)
+        return {"optimizer": steps.optimizer, "lr_scheduler": {"scheduler": steps.scheduler, "interval": "epoch"}}
 
     # --- the learner interface ----------------------------------------------------------------
     @property
@@ -293,12 +325,20 @@ class ResidualRegressor(nn.Module):
 
     def steps(self, params, device, clip_with=None, library=optim) -> Steps:
         """This learner's optimizer and schedule over ``params``, with its clipping and precision (``library``:
-        torch.optim for Lightning's Trainer)."""
+        torch.optim for Lightning's Trainer); a user's module's own when it defines ``configure_optimizers``."""
         hp = self.hparams
-        opt, sched = build_optimizer(
-            params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer, library
-        )
+        if self._own_optimizers():
+            opt, sched = one_optimizer(self.net.configure_optimizers(), hp.module)
+        else:
+            opt, sched = build_optimizer(
+                params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer, library
+            )
         return Steps(opt, sched, clip=hp.grad_clip, precision=hp.precision, device=device, clip_with=clip_with)
+
+    def _own_optimizers(self) -> bool:
+        """A user's module that defines its own ``configure_optimizers``."""
+        own = getattr(type(self.net), "configure_optimizers", None)
+        return self.hparams.arch == "module" and own is not pl.LightningModule.configure_optimizers
 
     def schedule(self, n: int, generator, device) -> list:
         """An epoch's minibatches: in order when one batch holds every row, else shuffled by ``generator`` (or by
@@ -334,30 +374,84 @@ class ResidualRegressor(nn.Module):
         return None if self._linear is None else self.net.get_submodule(self._linear)
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
-        import pytorch_lightning as pl
-        from vcl.models.lightning import LightningFit
+        """``pl.Trainer.fit`` of this module on the fit's data as a party data module; the Trainer logs to
+        TensorBoard in ``fit_options["log_dir"]`` when the organization gives one, with its callbacks."""
+        from vcl.datamodules.party import PartyDataModule
+        from vcl.models.user import build_callbacks
 
-        hp = self.hparams
-        if w is None:
-            w = torch.ones(x.shape[0], device=x.device)
-        data = torch.utils.data.TensorDataset(x.cpu(), y.cpu(), w.cpu())
-        shuffle = x.shape[0] > hp.batch_size
-        gen = torch.Generator().manual_seed(hp.seed)
-        loader = torch.utils.data.DataLoader(data, batch_size=hp.batch_size, shuffle=shuffle, generator=gen)
-        trainer = pl.Trainer(
+        hp, options = self.hparams, self.fit_options
+        data = PartyDataModule(x, y, w, batch_size=hp.batch_size, seed=hp.seed)
+        logger = False
+        if options.get("log_dir") is not None:
+            from pytorch_lightning.loggers import TensorBoardLogger
+
+            logger = TensorBoardLogger(options["log_dir"], name="", version=options.get("version"))
+        with warnings.catch_warnings(), quiet_lightning():
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning's use of an API torch deprecated
+            warnings.filterwarnings("ignore", message=".*validation_step.*val_dataloader.*")  # a fit has no val rows
+            trainer = self._trainer_for(hp, logger, build_callbacks(options.get("callbacks", ())))
+            trainer.fit(self, train_dataloaders=data.train_dataloader())
+        self.trainer = None  # the fitted module keeps no Trainer (nor its loggers and callbacks)
+        self.to(x.device)  # Lightning's teardown leaves the module on the CPU: predict where the data lives
+
+    @staticmethod
+    def _trainer_for(hp, logger, callbacks) -> pl.Trainer:
+        """A Trainer of this learner's epochs, hardware, precision and clipping (no checkpoints: the run keeps its
+        own)."""
+        return pl.Trainer(
             max_epochs=hp.epochs,
             accelerator=hp.accelerator,
             devices=hp.devices,
             precision=hp.precision,
             strategy=hp.strategy,
             gradient_clip_val=hp.grad_clip or None,
-            logger=False,
+            logger=logger,
+            callbacks=callbacks,
             enable_checkpointing=False,
             enable_progress_bar=progress.active(),  # Lightning's own bar under the round's
             enable_model_summary=False,
+            log_every_n_steps=1,
         )
-        trainer.fit(LightningFit(self), loader)
-        self.to(x.device)  # Lightning's teardown leaves the module on the CPU: predict where the data lives
+
+
+@contextlib.contextmanager
+def quiet_lightning():
+    """Lightning's info lines (hardware found, tips, "fit stopped") held back: a run fits many times, and its
+    own progress says what happens. Warnings still show."""
+    loggers = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning_fabric", "lightning")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(lg.level, logging.WARNING))
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def one_optimizer(conf, where: str):
+    """The optimizer and (or None) the epoch scheduler that a ``configure_optimizers`` returns, in any of
+    Lightning's single-optimizer forms: an optimizer, a one-item list, ``([opt], [sched])``, or a dict with
+    ``optimizer`` and ``lr_scheduler`` (a scheduler or ``{"scheduler": ...}``)."""
+    from vcl.errors import VCLInputError
+
+    sched = None
+    if isinstance(conf, dict):
+        conf, sched = conf.get("optimizer"), conf.get("lr_scheduler")
+    elif isinstance(conf, (list, tuple)) and len(conf) == 2 and all(isinstance(c, (list, tuple)) for c in conf):
+        conf, scheds = conf
+        sched = scheds[0] if len(scheds) == 1 else (None if not scheds else scheds)
+    if isinstance(conf, (list, tuple)) and len(conf) == 1:
+        conf = conf[0]
+    if isinstance(sched, dict):
+        if sched.get("interval", "epoch") != "epoch":
+            raise VCLInputError(f"{where}: configure_optimizers asks for a per-step scheduler; vcl steps it per epoch.")
+        sched = sched.get("scheduler")
+    if not isinstance(conf, torch.optim.Optimizer) or isinstance(sched, (list, tuple)):
+        raise VCLInputError(
+            f"{where}: configure_optimizers must give one optimizer (and at most one scheduler); got {conf!r}."
+        )
+    return conf, sched
 
 
 class LinearRound:
@@ -370,8 +464,8 @@ class LinearRound:
         self.prototype, self.seed, self.weight, self.bias = prototype, seed, weight, bias
 
     @property
-    def hparams(self) -> HParams:
-        return HParams({**self.prototype.hparams, "seed": self.seed})
+    def hparams(self) -> AttributeDict:
+        return AttributeDict({**self.prototype.hparams, "seed": self.seed})
 
     @property
     def device(self) -> torch.device:

@@ -366,3 +366,16 @@ def test_a_run_stopped_in_one_process_resumes_under_ray_and_ends_as_uninterrupte
         train(cut, verbose=False, callbacks=[RoundCheckpoint(), Stop(1)])
     resumed = train(tiny(out=str(tmp_path / "cut"), **{"transport.kind": "ray"}, **base), resume=True, verbose=False)
     assert whole_rounds(resumed) == whole_rounds(whole) and resumed["value"] == whole["value"]
+
+
+def test_a_users_lightning_module_trains_in_each_partys_own_process(tiny):
+    """learner.model naming the user's LightningModule: every party's process imports and builds it from the
+    config, and the run equals the local sequential one in every figure; under engine trainer each party's
+    Trainer writes its TensorBoard log in that party's own folder."""
+    user = {"learner.model": [{"class_path": "tests.lightning_user.Net"}], "learner.epochs": 10, "run.rounds": 2}
+    ray_run = train(tiny(**user, **{"transport.kind": "ray"}), verbose=False, write=False)
+    local = train(tiny(**user, **{"run.concurrent": False}), verbose=False, write=False)
+    assert rounds_of(ray_run) == rounds_of(local)
+    config = tiny(**user, **{"transport.kind": "ray", "run.engine": "trainer"})
+    train(config, verbose=False)
+    assert list((config.run_dir / "parties" / "org2" / "tensorboard" / "round-2").glob("events.out.tfevents.*"))

@@ -129,10 +129,26 @@ def test_only_scikit_learn_estimator_classes_may_be_named(tmp_path, monkeypatch)
     with pytest.raises(VCLInputError, match="not a scikit-learn estimator"):
         estimator_class("sklearn:sklearn.utils.Bunch", "learner")
     assert estimator_class("sklearn:sklearn.svm.SVR", "learner").__name__ == "SVR"
-    evil = {"class_path": "evil_module.Thing", "init_args": {}}  # the class_path form goes the same way
-    with pytest.raises(VCLInputError, match="only scikit-learn classes"):
-        check_config(RunConfig.from_dict({"learner.model": [evil]}))
+    for dc_option in ("dc.reduction", "dc.central", "dc.interpretable"):  # DC's options take scikit-learn only
+        evil = {"class_path": "evil_module.Thing", "init_args": {}}
+        with pytest.raises(VCLInputError, match="only scikit-learn classes"):
+            check_config(RunConfig.from_dict({"method": "dc_smote", dc_option: evil}))
     assert not marker.exists()
+
+
+def test_a_learner_class_path_outside_scikit_learn_is_the_config_authors_code_and_must_be_a_lightning_module(
+    tmp_path, monkeypatch
+):
+    """learner.model's {class_path} may name the user's own LightningModule: importing it runs its module, code
+    the config's author trusts (as with LightningCLI); anything but a LightningModule is refused before work."""
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_module.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Thing: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    evil = {"class_path": "evil_module.Thing", "init_args": {}}
+    with pytest.raises(VCLInputError, match="evil_module.Thing is not a LightningModule"):
+        check_config(RunConfig.from_dict({"learner.model": [evil]}))
+    with pytest.raises(VCLInputError, match="cannot import no_such_module.Net"):
+        check_config(RunConfig.from_dict({"learner.model": [{"class_path": "no_such_module.Net"}]}))
 
 
 def test_an_estimator_named_by_class_path_gets_its_init_args_and_prints_back(tmp_path, capsys):
@@ -145,7 +161,7 @@ def test_an_estimator_named_by_class_path_gets_its_init_args_and_prints_back(tmp
     assert RunConfig.from_dict(cfg.to_dict()) == cfg  # the one-line form it prints reads back the same
     for bad, message in (
         ({"class_path": "sklearn.linear_model.Ridge", "init_args": {"alpah": 1}}, "does not take these init_args"),
-        ({"class_path": "sklearn.linear_model.Ridge", "args": {}}, "name an estimator as"),
+        ({"class_path": "sklearn.linear_model.Ridge", "args": {}}, "as {class_path: <package.module.Class>"),
     ):
         assert cli.main(["--learner.model", json.dumps([bad]), "--out", str(tmp_path / "x")]) == 2
         assert message in capsys.readouterr().err

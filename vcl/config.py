@@ -150,7 +150,10 @@ class LearnerGroup:
     model: str | Estimator | list[str | Estimator] = field(default_factory=lambda: ["linear"])
     """local model per organization: linear, mlp, cnn, lstm, gb, svm, gb-svm (GB for the first half, SVM after); for
     ASCII methods a classifier: linear, mlp, tree, forest, logistic, gb, svm; or any scikit-learn estimator, as
-    {class_path: sklearn.<module>.<Class>, init_args: {...}} or sklearn:<path>; one for all or one each"""
+    {class_path: sklearn.<module>.<Class>, init_args: {...}} or sklearn:<path>; or your own LightningModule, as
+    {class_path: my_pkg.MyNet, init_args: {...}} (built with in_features and out_features); one for all or one each"""
+    callbacks: list[Estimator] = field(default_factory=list)
+    """run.engine trainer: Lightning callbacks for every party's Trainer, as {class_path, init_args}"""
     epochs: NonNegativeInt = 0
     """local training epochs per round (0: the paper's, 100 linear/mlp, 10 cnn/lstm)"""
     lr: NonNegativeFloat = 0.0
@@ -187,7 +190,8 @@ class LearnerGroup:
 
     def __post_init__(self):
         listed(self, "model")
-        self.model = [estimator_spec(m, "learner.model") for m in self.model]
+        self.model = [estimator_spec(m, "learner.model", other="module") for m in self.model]
+        self.callbacks = [estimator_spec(c, "learner.callbacks", other="callback") for c in self.callbacks]
         if "auto" in self.milestones and self.milestones != ["auto"]:
             raise VCLInputError(f"learner.milestones={self.milestones}; give epoch numbers, [] for none, or [auto].")
         if not self.cnn_widths:
@@ -468,19 +472,23 @@ class RunConfig:
         }
 
 
-def estimator_spec(entry: str | dict, option: str) -> str:
-    """A name as given, or ``{class_path, init_args}`` as its one-line form ``sklearn:<class_path>`` followed by
-    the init args as a JSON object (what the learners and DC read; printed configs show this form)."""
+def estimator_spec(entry: str | dict, option: str, other: str = "sklearn") -> str:
+    """A name as given, or ``{class_path, init_args}`` as its one-line form ``<kind>:<class_path>`` followed by
+    the init args as a JSON object (what the learners and DC read; printed configs show this form). ``kind`` is
+    ``sklearn`` for a scikit-learn class, else ``other`` (``module``: a user LightningModule as a learner;
+    ``callback``: a Lightning callback)."""
     if isinstance(entry, str):
         return entry
+    what = "a class" if other != "sklearn" else "an estimator"
     if set(entry) - {"class_path", "init_args"} or not isinstance(entry.get("class_path"), str):
         raise VCLInputError(
-            f"{option}={entry!r}: name an estimator as {{class_path: sklearn.<module>.<Class>, init_args: {{...}}}}."
+            f"{option}={entry!r}: name {what} as {{class_path: <package.module.Class>, init_args: {{...}}}}."
         )
     args = entry.get("init_args") or {}
     if not isinstance(args, dict):
         raise VCLInputError(f"{option}: init_args={args!r} is not a mapping of argument names to values.")
-    return f"sklearn:{entry['class_path']}" + (json.dumps(args, sort_keys=True) if args else "")
+    kind = "sklearn" if entry["class_path"].startswith("sklearn.") else other
+    return f"{kind}:{entry['class_path']}" + (json.dumps(args, sort_keys=True) if args else "")
 
 
 FLOAT32_MAX = 3.4028234663852886e38  # every number option ends up in float32 tensors or arithmetic

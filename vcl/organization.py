@@ -70,6 +70,7 @@ class FitJob:
     prototype: object | None = None
     outputs: dict[str, Tensor] | None = None
     train_loss: float | None = None
+    fit_options: dict | None = None  # engine trainer: the Trainer's log folder and callbacks for this fit
 
     @property
     def features(self) -> Tensor:
@@ -79,6 +80,8 @@ class FitJob:
         """The learner, made from the prototype if it was not made yet."""
         if self.learner is None:
             self.learner = self.prototype.renewed(self.seed)
+        if self.fit_options is not None:
+            self.learner.fit_options = self.fit_options
         return self.learner
 
 
@@ -109,6 +112,7 @@ class Organization:
         self._prototypes: dict[tuple[int, str], object] = {}  # (outputs, loss) → what its learners are copies of
         self.train_losses: dict[int, float] = {}  # round → its model's local loss on the training rows
         self._writer = None  # this organization's own TensorBoard log, where it runs (log_round)
+        self._folder: Path | None = None  # its own folder, once the run has one (open_logs)
 
     @property
     def num_features(self) -> int:
@@ -161,17 +165,18 @@ class Organization:
         """A fresh learner (its loss: the message's for labels, else its own) and its data for this round."""
         targets = message.values.to(self._view.splits["train"].device)
         seed, loss = seed_for(self.seed, message.round, self.place), getattr(message, "loss", None)
+        options = self._fit_options(message.round)
         if self.settings.dms:
             if self._shared is None:
                 self._shared = self._new_learner(targets.shape[1], seed, loss, shared=True)
-            return FitJob(message, self._shared, self._view.splits, targets, seed)
+            return FitJob(message, self._shared, self._view.splits, targets, seed, fit_options=options)
         k, loss = targets.shape[1], loss or self.loss
         if (k, loss) not in self._prototypes:
             shape = self.example_shape
             self._prototypes[(k, loss)] = learner_prototype(self.learner_name, shape, k, loss, self.settings)
         prototype = self._prototypes[(k, loss)]
         learner = self._new_learner(k, seed, loss) if prototype is None else None  # else made when needed
-        return FitJob(message, learner, self._view.splits, targets, seed, prototype)
+        return FitJob(message, learner, self._view.splits, targets, seed, prototype, fit_options=options)
 
     def finish_fit(self, job: FitJob) -> FittedValues:
         """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
@@ -184,6 +189,18 @@ class Organization:
         self.train_losses[job.message.round] = job.train_loss
         values = {split: self._output(out, job.seed, split) for split, out in job.outputs.items()}
         return FittedValues(self.name, job.message.sender, job.message.round, values)
+
+    def open_logs(self, folder: Path) -> None:
+        """Where this organization's own logs go (``folder/tensorboard``): under ``run.engine: trainer`` each fit's
+        Trainer logs there too, one TensorBoard run per round (``round-<t>``)."""
+        self._folder = Path(folder)
+
+    def _fit_options(self, round_: int) -> dict | None:
+        """The Trainer's logger folder and callbacks for the fit of ``round_`` (engine trainer only)."""
+        if self.settings.engine != "trainer":
+            return None
+        log_dir = None if self._folder is None else self._folder / "tensorboard"
+        return {"log_dir": log_dir, "version": f"round-{round_}", "callbacks": self.settings.callbacks}
 
     def log_round(self, folder: Path, round_: int) -> None:
         """Write this round's local training loss to this organization's own TensorBoard log under

@@ -14,7 +14,7 @@ from vcl.datamodules.image import IMAGE_DATASETS, ImageDataModule
 from vcl.datamodules.sequence import SEQUENCE_DATASETS, SequenceDataModule
 from vcl.datamodules.tabular import TabularDataModule, VerticalData
 from vcl.errors import VCLInputError
-from vcl.models import DEEP, LearnerSettings
+from vcl.models import LearnerSettings, deep_arch
 from vcl.organization import FeatureView, seed_for
 from vcl.tasks import Task
 from vcl.transport import LocalTransport, Transport
@@ -107,6 +107,7 @@ def learner_settings(config: RunConfig, method: str) -> LearnerSettings:
         strategy=config.run.strategy,
         precision=config.run.precision,
         dms=config.gal.dms,
+        callbacks=tuple(config.learner.callbacks),
     )
 
 
@@ -150,7 +151,7 @@ def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPla
         default_loss if q == "auto" else q for q in per_organization(config.gal.local_loss, m_all, "gal.local_loss")
     ]
     for m, (v, name) in enumerate(zip(views, learners, strict=False)):
-        if v.splits and name not in DEEP and len(v.example_shape) > 1:
+        if v.splits and not deep_arch(name) and len(v.example_shape) > 1:
             raise VCLInputError(
                 f"learner.model={name!r} for organization {m} takes rows, but it holds examples of shape "
                 f"{v.example_shape}; "

@@ -35,7 +35,7 @@ from vcl.datamodules.tabular import VerticalData
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord, record_of
 from vcl.organization import FeatureView
-from vcl.transport import Transport, load_party, party_place, prune_party, save_party
+from vcl.transport import Transport, load_party, open_party_logs, party_place, prune_party, save_party
 
 
 def hollow(view: FeatureView) -> FeatureView:
@@ -206,6 +206,9 @@ class PartyHost:
     def prune(self, root: str, round_: int) -> None:
         prune_party(self.party.name, Path(root), round_)
 
+    def open_logs(self, root: str, _round: int) -> None:
+        open_party_logs(self.party, self.party.name, Path(root))
+
     def state_dict(self) -> dict:
         return self.party.state_dict()
 
@@ -308,6 +311,9 @@ class RayTransport(Transport):
 
     def prune(self, root: Path, round_: int) -> None:
         self._each("prune", root, round_)
+
+    def open_logs(self, root: Path) -> None:
+        self._each("open_logs", root, 0)
 
     def where(self) -> list[dict]:
         return list(self._where)

@@ -280,6 +280,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
         try:  # the rounds and the kept models' metrics; then the parties go, before a comparison's start
             if rundir is not None:
                 rundir.begin()
+                protocol.federation.transport.open_logs(out_dir / PARTIES)
             if state is not None:
                 run.run_id = state["run_id"]
                 if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint

@@ -105,6 +105,11 @@ class Transport:
         """Every party removes its own files of rounds before ``round_`` (once the coordinator saved it)."""
         raise NotImplementedError
 
+    def open_logs(self, root: Path) -> None:
+        """Tell every party its own folder, ``root/<name>/`` (or under its own root), for the logs it writes where it
+        runs (its Trainers' TensorBoard logs under ``run.engine: trainer``); nothing crosses."""
+        raise NotImplementedError
+
     def where(self) -> list[dict]:
         """Where each party runs: ``{"name", "host", "pid", "device"}``, in the order of ``names``."""
         raise NotImplementedError
@@ -170,6 +175,10 @@ class LocalTransport(Transport):
         for name in self.names:
             prune_party(name, self.root_of(name, root), round_)
 
+    def open_logs(self, root: Path) -> None:
+        for name in self.names:
+            open_party_logs(self._parties[name], name, self.root_of(name, root))
+
     def where(self) -> list[dict]:
         return [party_place(name, self._parties[name]) for name in self.names]
 
@@ -225,6 +234,12 @@ def load_party(party, name: str, root: Path, round_: int, run: str) -> None:
             "put back that party's own files of this run, or start afresh with --overwrite."
         )
     party.load_state_dict(saved["state"])
+
+
+def open_party_logs(party, name: str, root: Path) -> None:
+    """A party learns its own folder ``root/<name>/`` (where it runs), if it keeps logs there."""
+    if hasattr(party, "open_logs"):
+        party.open_logs(party_file(root, name, 0).parent)
 
 
 def prune_party(name: str, root: Path, round_: int) -> None:

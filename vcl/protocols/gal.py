@@ -24,6 +24,7 @@ from vcl.config import RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.models import DEEP, check_learner_loss, check_learner_name
+from vcl.models.user import build_callbacks
 from vcl.organization import Organization
 from vcl.parties import build_parties, organizations, organizations_datamodule, per_organization
 from vcl.privacy import make_mechanism
@@ -48,6 +49,27 @@ class GALOptions:
 
 
 class GradientAssistedLearning(Protocol):
+    """The assistance loop: GAL's Algorithm 1, one round per :meth:`run_round`, on Alice's device.
+
+    Learning stage, round t (the paper's lines → this code):
+
+    1. Alice computes the pseudo-residual ``r^t = −∂L(y, F^{t−1})/∂F^{t−1}`` → ``self.task.pseudo_residual``
+       on ``self.F["train"]`` (Alice's running prediction F, per split, on her device) and her labels;
+    2. she broadcasts ``r^t``, and each organization m fits ``f_m^t = argmin ℓ_m(r^t, f(x_m))`` with its own
+       LightningModule (or estimator) and local loss, on its own data, and returns ``f_m^t(x_m)`` →
+       ``self.federation.gather_fits`` (messages through the run's transport; a party with Deep Model Sharing,
+       ``gal.dms``, trains one shared extractor with a new head per round,
+       :class:`vcl.models.SharedExtractorRegressor`);
+    3. Alice learns the assistance weights ``w^t`` on the simplex, ``argmin ℓ₁(r^t, Σ_m w_m f_m^t)`` →
+       :meth:`_weights` (:func:`vcl.assistance.assistance_weights`);
+    4. she line-searches the assisted learning rate ``η^t = argmin_η L(y, F^{t−1} + η Σ_m w_m f_m^t)`` by L-BFGS →
+       :meth:`_eta` (:func:`vcl.assistance.line_search`);
+    5. ``F^t = F^{t−1} + η^t Σ_m w_m^t f_m^t`` on every split.
+
+    Prediction stage: every organization sends each kept round model's outputs on new rows and Alice adds them
+    up with the η and w she learned (:meth:`Protocol.predict`). :func:`vcl.runner.train` drives the rounds
+    (checkpoints, callbacks, --resume); the options (:class:`GALOptions`) give the paper's baselines."""
+
     name = "gal"
 
     def __init__(self, task, federation, labels, options: GALOptions | None = None, seed: int = 0, name=None):
@@ -167,6 +189,7 @@ def check(config: RunConfig) -> None:
     for name in config.learner.model:
         if name != "gb-svm":
             check_learner_name(name)
+    build_callbacks(config.learner.callbacks)  # a wrong class path is one sentence before any work
     count = len(config.data.csv_files) if config.data.dataset == "csv" else config.data.organizations
     try:
         learners = per_organization(config.learner.model, count, "learner.model")

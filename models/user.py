@@ -1,0 +1,100 @@
+"""The user's own classes, named in a config by ``{class_path, init_args}``: a LightningModule as an
+organization's learner (``learner.model``) and Lightning callbacks for the parties' Trainers
+(``learner.callbacks``).
+
+A config that names a class to import is code its author trusts, as with LightningCLI: importing a module
+runs it. Checkpoints and data files never run code: a user's module is rebuilt from the config and only its
+tensors (``state_dict``) are stored.
+
+Contract of a user learner (documented in docs/usage.md): the suite calls ``cls(in_features=...,
+out_features=..., **init_args)`` (``in_features``: the width of a row, or the shape of one example as a tuple
+for images and sequences); ``forward(x)`` returns one row of ``out_features`` per sample; the suite fits it to
+what the method sends (residuals, weighted labels) with the organization's local loss, by the module's own
+``configure_optimizers`` when it defines one (one optimizer, with or without a scheduler), else by the suite's
+optimizer settings (``learner.lr`` and the rest; unset: the MLP's).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+from vcl.errors import VCLInputError
+
+PREFIX = "module:"  # learner.model: module:<class_path>{init args as JSON} (vcl.config.estimator_spec)
+
+
+def is_module_spec(name: str) -> bool:
+    return isinstance(name, str) and name.startswith(PREFIX)
+
+
+def parse(spec: str, option: str) -> tuple[str, dict]:
+    """``<prefix><class_path>`` with, optionally, its init args as a JSON object after it."""
+    path = spec.split(":", 1)[1]
+    path, brace, args = path.partition("{")
+    if not brace:
+        return path, {}
+    try:
+        values = json.loads("{" + args)
+    except json.JSONDecodeError:
+        raise VCLInputError(
+            f"{option}={spec!r}: its init args are not a JSON object; give {{class_path, init_args}}."
+        ) from None
+    return path, values
+
+
+def import_class(path: str, option: str, base: type, what: str) -> type:
+    """The class ``path`` names (``package.module.Class``), which must subclass ``base``."""
+    module, _, name = path.rpartition(".")
+    if not module:
+        raise VCLInputError(f"{option}: class_path {path!r} is not a full path; give package.module.Class.")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise VCLInputError(
+            f"{option}: cannot import {path} ({err}); put its package on PYTHONPATH or fix the class_path."
+        ) from None
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise VCLInputError(f"{option}: {path} is not a {what}; name a subclass of {base.__module__}.{base.__name__}.")
+    return cls
+
+
+def module_class(spec: str, option: str = "learner.model") -> type:
+    import pytorch_lightning as pl
+
+    return import_class(parse(spec, option)[0], option, pl.LightningModule, "LightningModule")
+
+
+def build_module(spec: str, in_shape: tuple[int, ...], out_features: int, option: str = "learner.model"):
+    """A fresh user LightningModule for rows (``in_features`` an int) or examples of shape ``in_shape``."""
+    path, args = parse(spec, option)
+    cls = module_class(spec, option)
+    in_features = in_shape[0] if len(in_shape) == 1 else tuple(in_shape)
+    try:
+        return cls(in_features=in_features, out_features=out_features, **args)
+    except TypeError as err:
+        raise VCLInputError(
+            f"{option}: {path}(in_features=..., out_features=..., **{args}) fails ({err}); it must take "
+            "in_features and out_features as keyword arguments, and these init_args."
+        ) from None
+
+
+def check_module(spec: str, option: str = "learner.model") -> str:
+    """Import the class before any work (a wrong path is one sentence, not a traceback in round 1)."""
+    module_class(spec, option)
+    return spec
+
+
+def build_callbacks(specs, option: str = "learner.callbacks") -> list:
+    """Fresh Lightning callbacks from ``{class_path, init_args}`` specs (one-line form ``callback:<path>{json}``)."""
+    import pytorch_lightning as pl
+
+    made = []
+    for spec in specs:
+        path, args = parse(spec, option)
+        cls = import_class(path, option, pl.Callback, "Lightning callback")
+        try:
+            made.append(cls(**args))
+        except TypeError as err:
+            raise VCLInputError(f"{option}: {path}(**{args}) fails ({err}); fix its init_args.") from None
+    return made
