@@ -4,8 +4,9 @@ and ``predict(features) -> classes``.
 - :class:`SklearnClassifier`: any scikit-learn classifier (decision tree, random forest, logistic
   regression, gradient boosting, SVC, ...); the sample weights go to its ``fit``. One whose ``fit``
   takes none is refused with a clear error, or fit on a weighted resample of the rows when asked.
-- :class:`NetClassifier`: the Linear/MLP residual learner trained with a per-sample weighted
-  cross-entropy (the residual learners' machinery with loss ``ce`` on one-hot targets).
+- :class:`NetClassifier`: the Linear/MLP residual learner (a LightningModule), or the user's own
+  LightningModule, trained with a per-sample weighted cross-entropy (the residual learners' machinery with
+  loss ``ce`` on one-hot targets).
 
 The weights are rescaled to mean one before they reach a learner, so an estimator's regularization
 (logistic regression's ``C``, a tree's leaf sizes) means what it means unweighted; SAMME's α and the
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from vcl.models.residual import ResidualRegressor
+from vcl.models.user import check_module, is_module_spec
 
 from vcl.errors import VCLInputError
 from vcl.losses import one_hot
@@ -40,20 +42,22 @@ class ClassifierSettings:
 def check_classifier_name(name: str) -> str:
     if name in CLASSIFIERS:
         return name
+    if is_module_spec(name):
+        return check_module(name)
     if name.startswith("sklearn:"):
         from vcl.models.sklearn import make_estimator
 
         make_estimator(name, "learner.model")
         return name
     raise VCLInputError(
-        f"learner.model={name!r} is not a classifier; for ASCII use one of {', '.join(CLASSIFIERS)} "
-        "or sklearn:sklearn.<module>.<Class>."
+        f"learner.model={name!r} is not a classifier; for ASCII use one of {', '.join(CLASSIFIERS)}, "
+        "sklearn:sklearn.<module>.<Class> or {class_path: <your LightningModule>}."
     )
 
 
 def check_weighted(name: str, resample: bool) -> None:
     """Refuse, before any work, a scikit-learn classifier whose ``fit`` takes no sample_weight (unless resampling)."""
-    if name in ("linear", "mlp") or resample:
+    if name in ("linear", "mlp") or is_module_spec(name) or resample:
         return
     est = _estimator(name, ClassifierSettings())
     if not takes_sample_weight(est):
@@ -93,6 +97,10 @@ def build_classifier(name: str, in_features: int, num_classes: int, seed: int, s
     """A fresh classifier for one agent and round; ``settings`` (models.LearnerSettings) configure the torch ones."""
     if name in ("linear", "mlp"):
         return NetClassifier(in_features, num_classes, seed=seed, **settings.fit_kwargs(name))
+    if is_module_spec(name):  # the user's LightningModule, its outputs read as class logits
+        return NetClassifier(
+            in_features, num_classes, seed=seed, arch="module", module=name, **settings.fit_kwargs(name)
+        )
     return SklearnClassifier(_estimator(name, tree), seed=seed, resample=tree.resample)
 
 

@@ -1,9 +1,13 @@
-"""A user's own LightningModule and Lightning callback, importable by name (``tests.lightning_user.Net``) in this
-process and in Ray's party processes (they start in the same working directory). Not a test module."""
+"""A user's own LightningModule, Lightning callback and data module, importable by name
+(``tests.lightning_user.Net``) in this process and in Ray's party processes (they start in the same working
+directory). Not a test module."""
 
 import pytorch_lightning as pl
 import torch
 from torch import nn
+from vcl.datamodules import VerticalData, VerticalDataModule
+
+from vcl.organization import FeatureView
 
 
 class Net(pl.LightningModule):
@@ -43,3 +47,33 @@ class CountEpochs(pl.Callback):
 
     def on_train_epoch_end(self, trainer, pl_module):
         type(self).ended += self.step
+
+
+class SignalWithBob(VerticalDataModule):
+    """A user's own data module: Alice holds two noise columns and the labels, Bob two columns that decide them."""
+
+    def __init__(self, rows: int = 300, seed: int = 0):
+        super().__init__()
+        self.rows, self.seed = rows, seed
+
+    def setup(self, stage=None):
+        if self.data is not None:
+            return
+        g = torch.Generator().manual_seed(self.seed)
+        signal, noise = torch.randn(self.rows, 2, generator=g), torch.randn(self.rows, 2, generator=g)
+        labels = (signal.sum(1) > 0).long()
+        cut = int(0.8 * self.rows)
+        parts = {"train": slice(0, cut), "test": slice(cut, None)}
+        views = [
+            FeatureView("alice", ["a1", "a2"], {s: noise[r] for s, r in parts.items()}),
+            FeatureView("bob", ["b1", "b2"], {s: signal[r] for s, r in parts.items()}),
+        ]
+        self.data = VerticalData(views, {s: labels[r] for s, r in parts.items()}, "classification", 2)
+
+
+class Misaligned(SignalWithBob):
+    """Bob's view one test row short: not the labels' rows."""
+
+    def setup(self, stage=None):
+        super().setup(stage)
+        self.data.views[1].splits["test"] = self.data.views[1].splits["test"][:-1]

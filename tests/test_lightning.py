@@ -171,3 +171,35 @@ def test_the_docs_example_a_users_module_beats_alone_under_both_engines(tmp_path
         results = json.loads((out / "results.json").read_text())
         gal, alone = results["final"]["test"], results["compare"]["alone"]["final"]["test"]
         assert gal > alone, (engine, gal, alone)
+
+
+def test_asciis_agents_may_be_a_users_module_and_resume_from_its_state(tiny, crash_at):
+    """ASCII's weighted supervised training with the user's LightningModule as every agent's classifier (its
+    outputs read as class logits, fitted with the weighted cross-entropy): better than chance, and resumable."""
+    config = tiny(method="ascii", **{"learner.model": [USER], "data.organizations": 2, "run.rounds": 3})
+    whole = train(config, verbose=False, write=False)
+    assert whole["final"]["test"] > 0.8  # wine: three classes
+    with pytest.raises(KeyboardInterrupt):
+        train(config, verbose=False, callbacks=[RoundCheckpoint(), crash_at(2)])
+    resumed = train(config, verbose=False, resume=True)
+    assert [r["metrics"] for r in resumed["rounds"]] == [r["metrics"] for r in whole["rounds"]]
+
+
+def test_a_users_data_module_feeds_gal_and_is_checked_before_work(tiny, tmp_path):
+    """data.module names the user's VerticalDataModule: GAL reads its views (Bob's columns decide the label,
+    Alice's are noise) and beats Alone; a module that is not one, or whose views disagree with the labels' rows,
+    is one sentence."""
+    own = {"data.module": {"class_path": "tests.lightning_user.SignalWithBob", "init_args": {"rows": 300}}}
+    results = train(tiny(**own, compare=["alone"]), verbose=False)
+    assert results["organizations"] == ["alice", "bob"]
+    assert results["final"]["test"] > 0.9 > 0.7 > results["compare"]["alone"]["final"]["test"]
+    assert tiny(**own, out=None).run_dir.name == "gal_SignalWithBob_M4_seed0"
+    for bad, message in (
+        ({"class_path": "tests.lightning_user.Net"}, "is not a vertical data module"),
+        ({"class_path": "tests.lightning_user.SignalWithBob", "init_args": {"row": 3}}, "fix its init_args"),
+        ({"class_path": "tests.lightning_user.Misaligned"}, "view 'bob' has 59 rows of split 'test' for 60 labels"),
+    ):
+        with pytest.raises(VCLInputError, match=message):
+            train(tiny(**{"data.module": bad}), verbose=False, write=False)
+    with pytest.raises(VCLInputError, match="leave data.module empty"):
+        train(tiny(method="dc_smote", **own), verbose=False, write=False)

@@ -96,10 +96,18 @@ class DataGroup:
     """ascii_blobs* datasets: training rows (the paper: 1000)"""
     synthetic_test: PositiveInt = 100000
     """ascii_blobs* datasets: test rows (the paper: 100000)"""
+    module: str | Estimator = ""
+    """your own data module for the GAL and ASCII methods, {class_path: my_pkg.MyData, init_args: {...}}: a
+    subclass of vcl.datamodules.VerticalDataModule whose setup() sets self.data (data.dataset then only names the
+    run)"""
 
     def __post_init__(self):
         seed_in_range("data.split_seed", self.split_seed)
         listed(self, "categorical", "missing")
+        if self.module:
+            self.module = estimator_spec(self.module, "data.module", other="datamodule")
+            if not self.module.startswith("datamodule:"):
+                self.module = "datamodule:" + self.module.removeprefix("sklearn:")
         if self.val_fraction >= 1 or self.test_fraction + self.val_fraction >= 1:
             raise VCLInputError(
                 f"data.test_fraction={self.test_fraction} and data.val_fraction={self.val_fraction} leave no "
@@ -461,7 +469,10 @@ class RunConfig:
             parties = f"{self.dc.row_groups}x{self.dc.column_groups}"
         else:
             parties = f"M{self.data.organizations}"
-        return Path(self.out or f"runs/{self.method}_{self.data.dataset}_{parties}_seed{self.run.seed}")
+        dataset = self.data.dataset
+        if self.data.module:  # the user's data module's class name
+            dataset = self.data.module.partition("{")[0].rpartition(".")[2]
+        return Path(self.out or f"runs/{self.method}_{dataset}_{parties}_seed{self.run.seed}")
 
     def identity(self) -> dict:
         """The settings a resumed run must share with its checkpoint (all but where/how long/how shown)."""

@@ -206,6 +206,10 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
     """The data module of a GAL-family or ASCII run: image patches, sequence feature groups, or columns
     (``only``, ``ids``: one CSV organization's file alone)."""
     d = config.data
+    if d.module:  # the user's own (vcl.models.user)
+        from vcl.models.user import build_datamodule
+
+        return build_datamodule(d.module)
     common = shared_data_options(config)
     common |= {"organizations": d.organizations, "val_fraction": d.val_fraction, "root": d.root}
     batch = config.learner.batch_size

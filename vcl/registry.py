@@ -120,6 +120,15 @@ def check_config(config: RunConfig) -> None:
             )
     if config.data.dataset == "csv":
         csv_policies(config.data.categorical, config.data.missing, len(config.data.csv_files) or 1)
+    if config.data.module:
+        if own not in ("GAL", "ASCII"):
+            raise VCLInputError(
+                f"data.module gives organizations' column views, which the GAL and ASCII methods read; {own}'s "
+                f"method {config.method!r} splits its data itself: leave data.module empty and name data.dataset."
+            )
+        from vcl.models.user import build_datamodule
+
+        build_datamodule(config.data.module)  # the class imports and takes its init_args, before any work
     resolve_device(config.run.device)
     family(config.method).check(config)
     if config.transport.kind == "ray":

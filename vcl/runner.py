@@ -340,6 +340,10 @@ def run_data(config: RunConfig):
         return coordinator_data(config)
     dm = datamodule_for(config)
     dm.setup()
+    if config.data.module:
+        from vcl.models.user import check_vertical
+
+        check_vertical(dm)
     return dm.data
 
 
