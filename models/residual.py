@@ -445,7 +445,10 @@ def one_optimizer(conf, where: str):
         conf = conf[0]
     if isinstance(sched, dict):
         if sched.get("interval", "epoch") != "epoch":
-            raise VCLInputError(f"{where}: configure_optimizers asks for a per-step scheduler; vcl steps it per epoch.")
+            raise VCLInputError(
+                f"{where}: configure_optimizers asks for a per-step scheduler, which the fast engine steps per epoch; "
+                "give it interval 'epoch', or fit with --run.engine trainer."
+            )
         sched = sched.get("scheduler")
     if not isinstance(conf, torch.optim.Optimizer) or isinstance(sched, (list, tuple)):
         raise VCLInputError(

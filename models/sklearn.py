@@ -25,8 +25,9 @@ TRUSTED_PREFIX = "sklearn."  # the only package whose classes a config may name 
 
 
 def parse_spec(spec: str, option: str) -> tuple[str, dict]:
-    """``sklearn:<path>`` with, optionally, its init args as a JSON object after it (the one-line form of
-    ``{class_path, init_args}``, :func:`vcl.config.estimator_spec`): the class path and the args."""
+    """``sklearn:<path>`` (or ``module:``, ``callback:``, ``datamodule:``) with, optionally, its init args as a JSON
+    object after it (the one-line form of ``{class_path, init_args}``, :func:`vcl.config.estimator_spec`): the
+    class path and the args."""
     path = spec.split(":", 1)[1]
     if "{" not in path:
         return path, {}

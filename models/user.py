@@ -17,7 +17,8 @@ optimizer settings (``learner.lr`` and the rest; unset: the MLP's).
 from __future__ import annotations
 
 import importlib
-import json
+
+from vcl.models.sklearn import parse_spec as parse  # <kind>:<class_path>{init args as JSON}
 
 from vcl.errors import VCLInputError
 
@@ -26,21 +27,6 @@ PREFIX = "module:"  # learner.model: module:<class_path>{init args as JSON} (vcl
 
 def is_module_spec(name: str) -> bool:
     return isinstance(name, str) and name.startswith(PREFIX)
-
-
-def parse(spec: str, option: str) -> tuple[str, dict]:
-    """``<prefix><class_path>`` with, optionally, its init args as a JSON object after it."""
-    path = spec.split(":", 1)[1]
-    path, brace, args = path.partition("{")
-    if not brace:
-        return path, {}
-    try:
-        values = json.loads("{" + args)
-    except json.JSONDecodeError:
-        raise VCLInputError(
-            f"{option}={spec!r}: its init args are not a JSON object; give {{class_path, init_args}}."
-        ) from None
-    return path, values
 
 
 def import_class(path: str, option: str, base: type, what: str) -> type:

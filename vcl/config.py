@@ -161,7 +161,8 @@ class LearnerGroup:
     {class_path: sklearn.<module>.<Class>, init_args: {...}} or sklearn:<path>; or your own LightningModule, as
     {class_path: my_pkg.MyNet, init_args: {...}} (built with in_features and out_features); one for all or one each"""
     callbacks: list[Estimator] = field(default_factory=list)
-    """run.engine trainer: Lightning callbacks for every party's Trainer, as {class_path, init_args}"""
+    """run.engine trainer: Lightning callbacks for every GAL-family organization's Trainer, as {class_path,
+    init_args}"""
     epochs: NonNegativeInt = 0
     """local training epochs per round (0: the paper's, 100 linear/mlp, 10 cnn/lstm)"""
     lr: NonNegativeFloat = 0.0
