@@ -203,3 +203,26 @@ def test_a_users_data_module_feeds_gal_and_is_checked_before_work(tiny, tmp_path
             train(tiny(**{"data.module": bad}), verbose=False, write=False)
     with pytest.raises(VCLInputError, match="leave data.module empty"):
         train(tiny(method="dc_smote", **own), verbose=False, write=False)
+
+
+def test_image_sequence_and_csv_party_views_train_their_learners_under_a_bare_trainer(signal_csvs):
+    """An image patch, a sequence feature group and one organization's CSV file: each party's view is a
+    LightningDataModule holding that party's examples only, and a bare Trainer fits the matching learner."""
+    from vcl.datamodules import ImageDataModule, SequenceDataModule
+
+    image = ImageDataModule("digits_image", organizations=4, max_train=120)
+    sequence = SequenceDataModule("sequence_synthetic", organizations=2, size=60)
+    table = TabularDataModule("csv", csv_files=signal_csvs, task="classification")
+    for dm, m, name in ((image, 1, "cnn"), (sequence, 1, "lstm"), (table, 1, "linear")):
+        dm.setup()
+        view = dm.data.views[m]
+        party = dm.party(m, targets=torch.zeros(view.splits["train"].shape[0], 2))
+        assert isinstance(party, pl.LightningDataModule)
+        assert party.features["train"].shape[1:] == view.splits["train"].shape[1:] == view.example_shape
+        settings = LearnerSettings(epochs=1, widths=(4,), lstm_hidden=4, batch_size=32)
+        learner = build_learner(name, view.example_shape, 2, "l2", 0, settings)
+        pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False).fit(
+            learner, party
+        )
+        assert learner.predict(view.splits["test"]).shape == (view.splits["test"].shape[0], 2)
+    assert table.party(0).name == "alice" and table.party(1).features["train"].shape[1] == 2  # bob's b1, b2
