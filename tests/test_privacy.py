@@ -66,14 +66,15 @@ def test_privacy_noise_never_touches_what_alice_uses(tiny, privacy):
 
 @pytest.mark.parametrize("privacy", ["dp", "ip"])
 def test_privacy_scope_all_gives_alice_the_perturbed_broadcast_but_keeps_her_weights_clean(tiny, privacy):
-    cfg = tiny(**{"data.organizations": 3, "gal.privacy": privacy, "gal.privacy_scope": "all", "run.rounds": 1})
+    same = {"data.organizations": 3, "gal.privacy": privacy, "gal.privacy_secret": 7, "run.rounds": 1}  # one secret
+    cfg = tiny(**same, **{"gal.privacy_scope": "all"})
     clean, residuals, sent, record = one_private_round(cfg)
     assert torch.equal(residuals["alice"], residuals["org1"]) and torch.equal(residuals["org1"], residuals["org2"])
     assert not torch.allclose(residuals["alice"], clean, atol=1e-3)  # the authors' code: Alice fits it too
     fitted = torch.stack([m.values["train"] for m in sent if isinstance(m, FittedValues)])
     torch.testing.assert_close(torch.tensor(record["weights"]), assistance_weights(fitted, clean, "l2"))
     # the same broadcast as with scope "others": only Alice's own target differs
-    _, broadcast, _, _ = one_private_round(tiny(**{"data.organizations": 3, "gal.privacy": privacy, "run.rounds": 1}))
+    _, broadcast, _, _ = one_private_round(tiny(**same))
     assert torch.equal(broadcast["org1"], residuals["org1"]) and torch.equal(broadcast["alice"], clean)
 
 
@@ -107,3 +108,40 @@ def test_noninformative_organizations_see_only_noise(tiny):
     assert blank.columns == real.columns and blank.splits["train"].shape == real.splits["train"].shape
     assert not torch.allclose(blank.splits["train"], real.splits["train"])
     assert torch.equal(party("org2").view.splits["train"], dm.data.views[2].splits["train"])
+
+
+@pytest.mark.parametrize("privacy", ["dp", "ip"])
+def test_a_receiver_holding_the_whole_config_cannot_redraw_alices_noise(tiny, privacy):
+    """The curious organization's attack: redraw the noise from every seed it can derive from its copy of the run
+    config (the clipping bounds handed to it) and take it off. Alice's noise comes from her own secret, so the
+    attack does no better than the values as they came (Laplace) or than the same estimate from unknown draws
+    (interval privacy); with the old seeding (a seed every party holds) it takes the noise off (the Laplace noise
+    entirely: only the clipping is left)."""
+    base = {"data.organizations": 3, "gal.privacy": privacy, "run.rounds": 1, "run.seed": 5}
+    clean, residuals, _, record = one_private_round(tiny(**base))
+    assert record["residual_received_mae"] == pytest.approx(float((residuals["org1"] - clean).abs().mean()))
+    floor = record["residual_received_mae"] if privacy == "dp" else record["residual_blind_mae"]
+    assert record["residual_attack_mae"] >= 0.8 * floor
+    _, _, _, record = one_private_round(tiny(**base, **{"gal.privacy_secret": 5}))  # the run seed as the secret
+    floor = record["residual_received_mae"] if privacy == "dp" else record["residual_blind_mae"]
+    assert record["residual_attack_mae"] < (0.05 if privacy == "dp" else 0.8) * floor
+
+
+def test_alices_secret_is_in_her_checkpoint_not_in_the_parties_config_and_a_resume_draws_the_same(tiny, crash_at):
+    from vcl.callbacks import RoundCheckpoint
+    from vcl.callbacks.checkpoint import load_checkpoint
+
+    from vcl.config import RunConfig, config_integers, party_copy
+    from vcl.runner import train
+
+    cfg = tiny(**{"gal.privacy": "dp", "run.rounds": 3})
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(2)])
+    secret = load_checkpoint(cfg.run_dir / "checkpoints" / "last.ckpt")["protocol"]["federation"]["noise_secret"]
+    resumed = train(cfg, verbose=False, resume=True)
+    again = train(tiny(**{"gal.privacy": "dp", "run.rounds": 3, "gal.privacy_secret": secret}), write=False)
+    assert [r["metrics"] for r in resumed["rounds"]] == [r["metrics"] for r in again["rounds"]]
+    given = tiny(**{"gal.privacy": "dp", "gal.privacy_secret": secret})
+    assert party_copy(given.to_dict())["gal"]["privacy_secret"] == 0 and given.gal.privacy_secret == secret
+    assert secret not in config_integers(party_copy(given.to_dict()))
+    assert RunConfig.from_dict(party_copy(given.to_dict())).gal.privacy_secret == 0

@@ -24,7 +24,7 @@ def rounds_of(results):
     "overrides",
     [
         {"method": "gal", "compare": ["alone", "late"]},
-        {"method": "al", "gal.local_loss": ["l1"], "gal.privacy": "dp"},
+        {"method": "al", "gal.local_loss": ["l1"], "gal.privacy": "dp", "gal.privacy_secret": 7},
         {"method": "ascii", "learner.model": ["tree"], "compare": ["ascii_simple"]},
         {"method": "interm", "learner.model": ["mlp"]},
     ],

@@ -78,7 +78,7 @@ CASES = {
     "dms": {"learner.model": ["mlp"], "gal.dms": True},
     "late": {"method": "late"},
     "interm": {"method": "interm", "learner.model": ["mlp"]},
-    "privacy": {"gal.privacy": "dp"},
+    "privacy": {"gal.privacy": "dp", "gal.privacy_secret": 7},  # Alice's secret, given: two runs draw alike
 }
 
 

@@ -263,6 +263,9 @@ class GALGroup:
     """privacy on the residuals Alice sends: none, dp (Laplace), ip (interval privacy)"""
     privacy_alpha: PositiveFloat = 1.0
     """Laplace mechanism's alpha: noise scale (b - a)/alpha"""
+    privacy_secret: NonNegativeInt = 0
+    """Alice's own seed of the privacy noise (0: fresh from the operating system, kept in her checkpoint); the
+    parties' copy of the config never holds it"""
     privacy_scope: Literal["others", "all"] = "others"
     """who fits the perturbed residual: others (Alice fits her own model on the clean one) or all (Alice's own fit uses
     the same perturbed broadcast, as in the authors' code); weights and line search stay clean"""
@@ -482,6 +485,34 @@ class RunConfig:
             for k, v in self.flat().items()
             if not any(k == skip or k.startswith(skip + ".") for skip in NOT_IDENTITY)
         }
+
+
+SECRETS = ("gal.privacy_secret",)  # a party's own: zeroed in the copy of the config the other parties get
+
+
+def party_copy(settings: dict) -> dict:
+    """The config (as ``RunConfig.to_dict`` gives it) that other parties may hold: every secret zeroed."""
+    settings = {k: dict(v) if isinstance(v, dict) else v for k, v in settings.items()}
+    for key in SECRETS:
+        group, _, name = key.partition(".")
+        settings[group][name] = 0
+    return settings
+
+
+def config_integers(settings) -> tuple[int, ...]:
+    """Every whole number in a config (as ``to_dict`` gives it), once, in order: the seeds a party could derive
+    anything from (what an attack on protective noise tries)."""
+    found: list[int] = []
+    stack = [settings]
+    while stack:
+        value = stack.pop(0)
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            found.append(value)
+    return tuple(dict.fromkeys(found))
 
 
 def estimator_spec(entry: str | dict, option: str, other: str = "sklearn") -> str:

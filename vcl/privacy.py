@@ -6,8 +6,12 @@ Both clip to the [a, b] = 2.5%–97.5% quantiles of the tensor being sent:
 - :class:`IntervalPrivacy` (one interval): draw ``t ~ U(a, b)`` and send ``2t − b`` if ``y < t`` else
   ``2t − a`` — unbiased for ``y ∈ [a, b]``.
 
-A mechanism is called with a seeded ``torch.Generator`` so runs are reproducible and resumable. The
-sender keeps the clean values for its own use (Alice's weights and line search).
+A mechanism is called with a seeded ``torch.Generator`` so runs are reproducible and resumable. The seed is the
+sender's secret (GAL: Alice's ``noise_secret``, :class:`vcl.federation.Federation`), never derived from anything
+another party holds: a receiver who could redraw the noise could take it off again. ``attack(received, clean,
+generator)`` is that receiver: given the generator that drew the noise (and, to be strong, the clean values'
+clipping bounds), its best estimate of the clean values; the run scores it with every seed a receiver knows.
+The sender keeps the clean values for its own use (Alice's weights and line search).
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ class LaplaceMechanism:
         noise = laplace(values.shape, (b - a) / self.alpha, generator, values.device, values.dtype)
         return values.clamp(a, b) + noise
 
+    def attack(self, received: Tensor, clean: Tensor, generator: torch.Generator) -> Tensor:
+        """The receiver that redraws the noise with ``generator`` (and knows the clipping bounds): received − noise."""
+        a, b = _bounds(clean, self.quantiles)
+        return received - laplace(received.shape, (b - a) / self.alpha, generator, received.device, received.dtype)
+
 
 class IntervalPrivacy:
     def __init__(self, quantiles: tuple[float, float] = (0.025, 0.975)):
@@ -60,6 +69,13 @@ class IntervalPrivacy:
         a, b = _bounds(values, self.quantiles)
         t = a + (b - a) * torch.rand(values.shape, generator=generator, device=values.device, dtype=values.dtype)
         return self.transform(values, t, a, b)
+
+    def attack(self, received: Tensor, clean: Tensor, generator: torch.Generator) -> Tensor:
+        """The receiver that redraws each threshold t with ``generator`` (and knows the bounds): the value sent says
+        on which side of t the clean one lies (2t − b below it, 2t − a above); its estimate is that side's middle."""
+        a, b = _bounds(clean, self.quantiles)
+        t = a + (b - a) * torch.rand(received.shape, generator=generator, device=received.device, dtype=received.dtype)
+        return torch.where(received < t, (a + t) / 2, (t + b) / 2)
 
 
 def make_mechanism(name: str, alpha: float = 1.0):

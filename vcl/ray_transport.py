@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from vcl.config import RunConfig
+from vcl.config import RunConfig, party_copy
 from vcl.datamodules.grid import GridData
 from vcl.datamodules.overlap import OverlapData
 from vcl.datamodules.tabular import VerticalData
@@ -266,7 +266,7 @@ class RayTransport(Transport):
             name: actor.options(num_cpus=c, num_gpus=g, **_placement(node)).remote(max(1, int(c)))
             for name, c, g, node in zip(names, cpus, gpus, nodes, strict=True)
         }
-        settings = config.to_dict()
+        settings = party_copy(config.to_dict())  # no party's copy holds another's secret
         if config.run.device == "auto" and not any(gpus):
             settings["run"]["device"] = "cpu"  # an actor given no GPU trains on its CPUs
         refs = [

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from vcl.assistance import assistance_weights, line_search
-from vcl.config import RunConfig
+from vcl.config import RunConfig, config_integers, party_copy
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.models import DEEP, check_learner_loss, check_learner_name
@@ -130,7 +130,9 @@ class GradientAssistedLearning(Protocol):
                 coefficients[m] = eta * wm
             etas.append(eta)
         self.round = t
-        return self._record(eta=etas[-1] if len(etas) == 1 else etas, weights=weights, coefficients=coefficients)
+        leak = self.federation.leaks.get(t, {})  # with privacy: what a receiver recovers of the residual
+        eta = etas[-1] if len(etas) == 1 else etas
+        return self._record(eta=eta, weights=weights, coefficients=coefficients, **leak)
 
 
 # --- the GAL family: how its runs are built (vcl.registry) ------------------------------------------------
@@ -157,7 +159,13 @@ def parties(config: RunConfig, method: str, data, only: int | None = None, plan=
 def federation(config: RunConfig, transport) -> Federation:
     """Alice's federation: the transport to the organizations and the privacy of her broadcast."""
     privacy = make_mechanism(config.gal.privacy, config.gal.privacy_alpha)
-    return Federation(transport=transport, privacy=privacy, privacy_scope=config.gal.privacy_scope)
+    return Federation(
+        transport=transport,
+        privacy=privacy,
+        privacy_scope=config.gal.privacy_scope,
+        noise_secret=config.gal.privacy_secret or None,
+        known_seeds=config_integers(party_copy(config.to_dict())),  # all a receiver's copy of the config holds
+    )
 
 
 def build(config: RunConfig, data, method: str) -> GradientAssistedLearning:
