@@ -276,12 +276,49 @@ def parse_args() -> argparse.Namespace:
     return add_cluster_args(p).parse_args()
 
 
+def leak_view(records: list[dict]) -> str:
+    """What the other organizations read of Alice's training labels (classification, the round they read most),
+    mean over seeds, beside the test accuracy: per method, setting and M, for the privacy tables' runs and, as the
+    reference without privacy, GAL with ℓ2 (Table 4)."""
+    groups = defaultdict(list)
+    for r in records:
+        if "label_attack_accuracy" in r and r["setting"] in ("none", "scope=all", "loss=l2"):  # loss=l2: no privacy
+            groups[(r["method"], r["setting"], r["organizations"])].append(r)
+    if not groups:
+        return ""
+    runs = [r for rs in groups.values() for r in rs]
+    datasets = sorted({r["dataset"] for r in runs})
+    majority = {
+        ds: 100 * statistics.mean(r["label_majority_rate"] for r in runs if r["dataset"] == ds) for ds in datasets
+    }
+    lines = [
+        "Labels the other organizations read (%, their best round) / test accuracy (%), mean over seeds; "
+        "majority-class rate in the header",
+        "",
+        "| method | setting | M | " + " | ".join(f"{ds} ({majority[ds]:.1f})" for ds in datasets) + " |",
+        "|---|---|---|" + "---|" * len(datasets),
+    ]
+    for (method, setting, m), rs in sorted(groups.items()):
+        cells = []
+        for ds in datasets:
+            mine = [r for r in rs if r["dataset"] == ds]
+            if not mine:
+                cells.append("—")
+                continue
+            read = 100 * statistics.mean(r["label_attack_accuracy"] for r in mine)
+            cells.append(f"{read:.1f} / {100 * statistics.mean(r['value'] for r in mine):.1f}")
+        lines.append(f"| {method} | {setting} | {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def report(records: list[dict]) -> str:
-    """The per-cell table and one table per paper table, from this benchmark's records."""
+    """The per-cell table, one table per paper table, and what the organizations read of Alice's labels."""
+    leaks = leak_view(records)
     return (
         summarize(records, PAPER, keys=("dataset", "organizations", "method", "setting"))
         + "\n\n"
         + tables_view(records)
+        + ("\n\n" + leaks if leaks else "")
     )
 
 

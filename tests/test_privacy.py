@@ -145,3 +145,21 @@ def test_alices_secret_is_in_her_checkpoint_not_in_the_parties_config_and_a_resu
     assert party_copy(given.to_dict())["gal"]["privacy_secret"] == 0 and given.gal.privacy_secret == secret
     assert secret not in config_integers(party_copy(given.to_dict()))
     assert RunConfig.from_dict(party_copy(given.to_dict())).gal.privacy_secret == 0
+
+
+def test_what_the_organizations_read_of_alices_labels_is_reported_and_privacy_lowers_it(tiny):
+    """GAL's classification residual onehot(y) − softmax(F) has one positive entry, the label's: every other
+    organization reads Alice's training labels exactly (Late fusion is sent them). DP and IP on the residuals
+    lower what it reads; a regression run reports nothing of the kind."""
+    from vcl.runner import train
+
+    plain = train(tiny(**{"run.rounds": 2, "compare": ["late"]}), verbose=False, write=False)
+    assert plain["label_attack_accuracy"] == 1.0 and 0 < plain["label_majority_rate"] < 0.5  # wine: 3 classes
+    assert [r["label_attack_accuracy"] for r in plain["rounds"][1:]] == [1.0, 1.0]
+    assert plain["compare"]["late"]["label_attack_accuracy"] == 1.0
+    for privacy in ("dp", "ip"):
+        private = train(tiny(**{"run.rounds": 2, "gal.privacy": privacy}), verbose=False, write=False)
+        assert private["label_attack_accuracy"] < 0.9
+        assert private["label_majority_rate"] == plain["label_majority_rate"]
+    regression = train(tiny(**{"data.dataset": "diabetes", "run.rounds": 1}), verbose=False, write=False)
+    assert not any(k.startswith("label_") for k in regression)

@@ -15,6 +15,21 @@ NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret,
 BLIND = 0xB11D  # other draws from her secret: the attack's estimate without the noise's own draws
 
 
+LEAKS = ("label_attack_accuracy", "label_majority_rate", "residual_received_mae", "residual_attack_mae",
+         "residual_blind_mae")  # fmt: skip
+
+
+def leak_summary(records: list[dict]) -> dict[str, float]:
+    """A run's leak scores over its round records: the labels the other organizations read in the round they read
+    most (with the majority rate), the residual's errors averaged over the rounds (:meth:`Federation.leak`)."""
+    out = {}
+    for key in LEAKS:
+        values = [r[key] for r in records if key in r]
+        if values:
+            out[key] = max(values) if key == "label_attack_accuracy" else sum(values) / len(values)
+    return out
+
+
 class Federation:
     """Parties (Alice first) reached only through ``transport``: messages out, replies in.
 
@@ -68,6 +83,7 @@ class Federation:
         seed: int,
         labels: bool = False,
         loss: str | None = None,
+        truth: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """Send ``targets`` to each participant, let each fit a fresh local model, gather its outputs.
 
@@ -75,14 +91,17 @@ class Federation:
         fitted with ``loss`` (centralized baselines), instead of a pseudo-residual. With a privacy
         mechanism, the others get one perturbed broadcast (drawn per round from Alice's secret); her own fit uses the
         clean values, or with ``privacy_scope="all"`` the same perturbed broadcast (the authors' code).
-        Either way the returned outputs are weighed by Alice against the clean residual.
+        Either way the returned outputs are weighed by Alice against the clean residual. ``truth``: Alice's
+        class labels of the rows, for scoring what the other organizations can read of them (:meth:`label_leak`).
         """
         clean = as_float(targets)
         public = clean
         if self.privacy is not None and not labels:
             gen = torch.Generator(device=clean.device).manual_seed(seed_for(self.noise_secret, round_, NOISE))
             public = self.privacy(clean, gen)
-            self.leaks[round_] = self.leak(clean, public, round_)
+            self.leaks.setdefault(round_, {}).update(self.leak(clean, public, round_))
+        if truth is not None and any(m != 0 for m in participants):  # what another organization got
+            self.leaks.setdefault(round_, {}).update(self.label_leak(public, truth))
         requests = []
         for m in participants:
             name = self.names[m]
@@ -110,6 +129,20 @@ class Federation:
         best = min([received, *(attacked(seed) for seed in self.candidate_seeds(round_))])
         blind = attacked(seed_for(self.noise_secret, round_, BLIND))  # from draws the receiver cannot know
         return {"residual_received_mae": received, "residual_attack_mae": best, "residual_blind_mae": blind}
+
+    @staticmethod
+    def label_leak(received: Tensor, truth: Tensor) -> dict[str, float]:
+        """A curious organization's guess of Alice's class labels from what it received (N × K, one column per
+        class): each row's largest entry. GAL's classification residual is onehot(y) − softmax(F), whose one
+        positive entry is the label's (Late fusion sends the labels themselves). ``label_majority_rate``: the
+        guess that knows nothing but the most frequent class."""
+        truth = truth.reshape(-1).long().to(received.device)
+        guess = received.argmax(1)
+        majority = torch.bincount(truth).max() / truth.numel()
+        return {
+            "label_attack_accuracy": float((guess == truth).float().mean()),
+            "label_majority_rate": float(majority),
+        }
 
     def candidate_seeds(self, round_: int) -> list[int]:
         seeds = []

@@ -22,6 +22,7 @@ from vcl.callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundChe
 from vcl.callbacks.checkpoint import load_checkpoint
 from vcl.config import RunConfig
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
+from vcl.federation import leak_summary
 from vcl.messages import EXPERIMENTER
 from vcl.prediction import kept_records, prediction_stage
 from vcl.progress import round_bar
@@ -114,6 +115,7 @@ class Run:
             "seconds": sum(self.round_seconds),
             "round_seconds": list(self.round_seconds),
             "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
+            **leak_summary(recs),  # what the other organizations read of Alice's labels and residuals
             "transport": self.config.transport.kind,
             "parties": self.protocol.federation.transport.where(),  # where each party ran
             "coordinator_pid": os.getpid(),

@@ -41,6 +41,8 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
 
 
 def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: float, details, extra: dict) -> dict:
+    from vcl.federation import LEAKS
+
     return {
         "benchmark": benchmark,
         "dataset": cfg.data.dataset,
@@ -57,6 +59,7 @@ def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: fl
         "round_seconds": res["round_seconds"],
         "stored_parameters": res["stored_parameters"],
         "bytes_sent": res["bytes_sent"],
+        **{k: res[k] for k in LEAKS if k in res},  # what the other organizations read (GAL's runs)
         **(details(res) if details else {}),
     }
 

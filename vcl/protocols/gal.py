@@ -119,7 +119,8 @@ class GradientAssistedLearning(Protocol):
         etas = []
         for group in steps:
             residual = self.task.pseudo_residual(self.F["train"], self.labels["train"])
-            outputs = self.federation.gather_fits(t, residual, group, self.seed)
+            truth = self.labels["train"] if self.task.kind == "classification" else None
+            outputs = self.federation.gather_fits(t, residual, group, self.seed, truth=truth)
             w = self._weights(outputs["train"], residual)
             direction = weighted_sum(w, outputs)
             eta = self._eta(direction["train"])
@@ -130,7 +131,7 @@ class GradientAssistedLearning(Protocol):
                 coefficients[m] = eta * wm
             etas.append(eta)
         self.round = t
-        leak = self.federation.leaks.get(t, {})  # with privacy: what a receiver recovers of the residual
+        leak = self.federation.leaks.get(t, {})  # what a receiver reads of the labels, recovers of the residual
         eta = etas[-1] if len(etas) == 1 else etas
         return self._record(eta=eta, weights=weights, coefficients=coefficients, **leak)
 

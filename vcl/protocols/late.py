@@ -33,14 +33,16 @@ class LateFusion(Protocol):
         task = self.task
         loss = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         everyone = list(range(len(self.federation)))
+        truth = self.labels["train"] if task.kind == "classification" else None
         outputs = self.federation.gather_fits(
-            1, task.targets(self.labels["train"]), everyone, self.seed, labels=True, loss=loss
+            1, task.targets(self.labels["train"]), everyone, self.seed, labels=True, loss=loss, truth=truth
         )
         fuse = (lambda o: o.sum(0)) if self.fusion == "sum" else (lambda o: o.mean(0))
         self.F = {s: fuse(o) for s, o in outputs.items()}
         self.round = 1
         m = len(everyone)
-        return self._record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m)
+        leak = self.federation.leaks.get(1, {})  # the labels themselves went out
+        return self._record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m, **leak)
 
     def stored_parameters(self) -> int:
         return sum(r.parameters for r in self.federation.models(self.round))
