@@ -153,10 +153,11 @@ def test_what_the_organizations_read_of_alices_labels_is_reported_and_privacy_lo
     lower what it reads; a regression run reports nothing of the kind."""
     from vcl.runner import train
 
-    plain = train(tiny(**{"run.rounds": 2, "compare": ["late"]}), verbose=False, write=False)
+    plain = train(tiny(**{"run.rounds": 2, "compare": ["late", "alone"]}), verbose=False, write=False)
     assert plain["label_attack_accuracy"] == 1.0 and 0 < plain["label_majority_rate"] < 0.5  # wine: 3 classes
     assert [r["label_attack_accuracy"] for r in plain["rounds"][1:]] == [1.0, 1.0]
     assert plain["compare"]["late"]["label_attack_accuracy"] == 1.0
+    assert not any(k.startswith("label_") for k in plain["compare"]["alone"])  # nobody but Alice receives anything
     for privacy in ("dp", "ip"):
         private = train(tiny(**{"run.rounds": 2, "gal.privacy": privacy}), verbose=False, write=False)
         assert private["label_attack_accuracy"] < 0.9

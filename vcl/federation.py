@@ -96,11 +96,13 @@ class Federation:
         """
         clean = as_float(targets)
         public = clean
+        others = any(m != 0 for m in participants)  # someone besides Alice receives it: what it reads is scored
         if self.privacy is not None and not labels:
             gen = torch.Generator(device=clean.device).manual_seed(seed_for(self.noise_secret, round_, NOISE))
             public = self.privacy(clean, gen)
-            self.leaks.setdefault(round_, {}).update(self.leak(clean, public, round_))
-        if truth is not None and any(m != 0 for m in participants):  # what another organization got
+            if others:
+                self.leaks.setdefault(round_, {}).update(self.leak(clean, public, round_))
+        if truth is not None and others:
             self.leaks.setdefault(round_, {}).update(self.label_leak(public, truth))
         requests = []
         for m in participants:
