@@ -1,6 +1,6 @@
 """The user's own classes, named in a config by ``{class_path, init_args}``: a LightningModule as an
-organization's learner (``learner.model``) and Lightning callbacks for the parties' Trainers
-(``learner.callbacks``).
+organization's learner (``learner.model``), Lightning callbacks for the organizations' Trainers
+(``learner.callbacks``) and a vertical data module (``data.module``).
 
 A config that names a class to import is code its author trusts, as with LightningCLI: importing a module
 runs it. Checkpoints and data files never run code: a user's module is rebuilt from the config and only its
@@ -40,6 +40,9 @@ def import_class(path: str, option: str, base: type, what: str) -> type:
         raise VCLInputError(
             f"{option}: cannot import {path} ({err}); put its package on PYTHONPATH or fix the class_path."
         ) from None
+    except Exception as err:  # the module's own code failed as it was imported
+        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
+        raise VCLInputError(f"{option}: importing {module} for {path} failed ({reason}); fix that module.") from None
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise VCLInputError(f"{option}: {path} is not a {what}; name a subclass of {base.__module__}.{base.__name__}.")
     return cls

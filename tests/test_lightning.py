@@ -205,6 +205,15 @@ def test_a_users_data_module_feeds_gal_and_is_checked_before_work(tiny, tmp_path
         train(tiny(method="dc_smote", **own), verbose=False, write=False)
 
 
+def test_a_user_module_that_fails_as_it_is_imported_is_one_sentence(tiny, tmp_path, monkeypatch):
+    (tmp_path / "broken_models.py").write_text("raise RuntimeError('no GPU driver here')\n")
+    (tmp_path / "typo_models.py").write_text("class Net(\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for path, reason in (("broken_models.Net", "RuntimeError: no GPU driver here"), ("typo_models.Net", "SyntaxError")):
+        with pytest.raises(VCLInputError, match=f"importing {path.split('.')[0]} for {path} failed \\({reason}"):
+            train(tiny(**{"learner.model": [{"class_path": path}]}), verbose=False, write=False)
+
+
 def test_image_sequence_and_csv_party_views_train_their_learners_under_a_bare_trainer(signal_csvs):
     """An image patch, a sequence feature group and one organization's CSV file: each party's view is a
     LightningDataModule holding that party's examples only, and a bare Trainer fits the matching learner."""

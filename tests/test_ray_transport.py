@@ -379,3 +379,12 @@ def test_a_users_lightning_module_trains_in_each_partys_own_process(tiny):
     config = tiny(**user, **{"transport.kind": "ray", "run.engine": "trainer"})
     train(config, verbose=False)
     assert list((config.run_dir / "parties" / "org2" / "tensorboard" / "round-2").glob("events.out.tfevents.*"))
+
+
+def test_a_users_data_module_is_built_in_each_partys_process(tiny):
+    """data.module under ray: the coordinator checks the user's module and keeps no feature; each party's process
+    builds it and keeps its own view; the rounds equal the local sequential run's."""
+    own = {"data.module": {"class_path": "tests.lightning_user.SignalWithBob"}, "run.rounds": 2, "learner.epochs": 5}
+    ray_run = train(tiny(**own, **{"transport.kind": "ray"}), verbose=False, write=False)
+    local = train(tiny(**own, **{"run.concurrent": False}), verbose=False, write=False)
+    assert rounds_of(ray_run) == rounds_of(local) and ray_run["organizations"] == ["alice", "bob"]

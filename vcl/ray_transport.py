@@ -99,9 +99,13 @@ def coordinator_data(config: RunConfig) -> VerticalData:
     """
     from vcl.registry import datamodule_for
 
-    if config.data.dataset != "csv":
+    if config.data.dataset != "csv" or config.data.module:
         dm = datamodule_for(config)
         dm.setup()
+        if config.data.module:
+            from vcl.models.user import check_vertical
+
+            check_vertical(dm)
         data = dm.data
         if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
             parties = [[hollow(v) for v in row] for row in data.parties]
