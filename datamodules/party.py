@@ -70,11 +70,15 @@ class PartyDataModule(pl.LightningDataModule):
         generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle, generator=generator)
 
-    def val_dataloader(self) -> DataLoader:
-        return self.dataloader("val" if "val" in self.features else "test")
+    def val_dataloader(self) -> DataLoader | list:
+        """The validation rows (else the test rows); none when the view holds only training rows."""
+        split = next((s for s in ("val", "test") if s in self.features), None)
+        return [] if split is None else self.dataloader(split)
 
-    def test_dataloader(self) -> DataLoader:
-        return self.dataloader("test")
+    def test_dataloader(self) -> DataLoader | list:
+        return self.dataloader("test") if "test" in self.features else []
 
-    def predict_dataloader(self) -> DataLoader:
+    def predict_dataloader(self) -> DataLoader | list:
+        if "test" not in self.features:
+            return []
         return DataLoader(TensorDataset(self.features["test"].cpu()), batch_size=self.batch_size)

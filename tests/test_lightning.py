@@ -235,3 +235,18 @@ def test_image_sequence_and_csv_party_views_train_their_learners_under_a_bare_tr
         )
         assert learner.predict(view.splits["test"]).shape == (view.splits["test"].shape[0], 2)
     assert table.party(0).name == "alice" and table.party(1).features["train"].shape[1] == 2  # bob's b1, b2
+
+
+def test_a_view_of_training_rows_alone_trains_under_a_bare_trainer():
+    """A PartyDataModule made from the training rows alone (what a fit hands the Trainer) has no validation,
+    test or prediction rows, and Lightning's Trainer fits with it as given."""
+    from vcl.datamodules import PartyDataModule
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(40, 4, generator=g), torch.randn(40, 2, generator=g)
+    view = PartyDataModule(x, y, batch_size=16, seed=3)
+    assert view.val_dataloader() == [] and view.test_dataloader() == [] and view.predict_dataloader() == []
+    model = ResidualRegressor(4, 2, epochs=20, milestones=(), seed=0)
+    before = local_loss(model.predict(x), y, "l2")
+    pl.Trainer(max_epochs=20, logger=False, enable_checkpointing=False, enable_progress_bar=False).fit(model, view)
+    assert local_loss(model.predict(x), y, "l2") < before
