@@ -11,7 +11,6 @@ without running code; a stored estimator holding a type outside scikit-learn is 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 
@@ -62,21 +61,15 @@ def estimator_class(spec: str, option: str) -> type:
     """The class named by ``sklearn:sklearn.<module>.<Class>``; anything outside scikit-learn is refused
     before it is imported (importing a module runs its code)."""
     path = parse_spec(spec, option)[0]
-    module, _, name = path.rpartition(".")
-    if not module.startswith(TRUSTED_PREFIX):
+    if not path.rpartition(".")[0].startswith(TRUSTED_PREFIX):
         raise VCLInputError(
             f"{option}={spec!r}: only scikit-learn classes may be named (sklearn:sklearn.<module>.<Class>); "
             "use one from scikit-learn."
         )
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise VCLInputError(f"{option}={spec!r}: cannot import {path} ({err}); give a full class path.") from None
     from sklearn.base import BaseEstimator
+    from vcl.models.user import import_class
 
-    if not (isinstance(cls, type) and issubclass(cls, BaseEstimator)):
-        raise VCLInputError(f"{option}={spec!r}: {path} is not a scikit-learn estimator class; name one.")
-    return cls
+    return import_class(path, option, BaseEstimator, "scikit-learn estimator")
 
 
 def dump_estimator(obj) -> Tensor:
