@@ -104,7 +104,7 @@ BASE = {"method": "mpdl", "data.test_fraction": 0.1, "mpdl.psi_bits": 1024, "com
 SIMPLE = {"mpdl.threshold": 0.15, "mpdl.max_iterations": 2, "mpdl.epsilon": 0.5}
 COMPLICATED = {"mpdl.threshold": 0.1, "mpdl.max_iterations": 4, "mpdl.epsilon": 2.0}
 PRIVACY_KEYS = (
-    "h0_attack_mae", "attack_mae", "trivial_mae", "h0_attack_mae_a", "attack_mae_a", "trivial_mae_a",
+    "h0_redraw_mae", "h0_attack_mae", "attack_mae", "trivial_mae", "h0_attack_mae_a", "attack_mae_a", "trivial_mae_a",
     "h0_attack_mae_b", "attack_mae_b", "trivial_mae_b", "attack_mae_overlap", "inference_mae", "perturbation_mae",
 )  # fmt: skip
 PAPER_FIG13_SETTING = {"dual_t": 86.64, "mpdl_a": 84.07}  # Table IV at gamma = 0.1, epsilon = 0.5 (Fig. 13's setting)
@@ -118,8 +118,15 @@ def paper_settings(dataset: str) -> dict:
 FORCED: dict = {}  # --epsilon: replaces the paper's epsilon in every run that does not set its own
 
 
+PARTY_SECRETS = {"a": 0xA5EC12E7, "b": 0xB5EC12E7}  # + the run seed: each party's own seed of its h0 noise here
+
+
 def config(dataset: str, seed: int, **overrides) -> RunConfig:
+    """One run. Each party gets its own noise secret (``mpdl.secret_a`` / ``secret_b``), so that a record repeats
+    from its command; no other party's copy of the config holds it, and the runs' attack scores try every seed
+    the receiver's copy does hold (``h0_redraw_mae``)."""
     settings = {**paper_settings(dataset), **FORCED}
+    settings |= {f"mpdl.secret_{p}": secret + seed for p, secret in PARTY_SECRETS.items()}
     return RunConfig.from_dict({**BASE, "data.dataset": dataset, "run.seed": seed, **settings, **overrides})
 
 

@@ -269,7 +269,7 @@ def parties(lam=0.5, paillier=False, seed=0, clip=0.0):
     a = PartyData("a", ["a1", "a2", "a3"], ids, xa, xa[:4])
     b = PartyData("b", ["b1", "b2"], ids, xb, xb[:4], torch.zeros(n, dtype=torch.long))
     kw = dict(epsilon=0.0, lam=lam, lr=0.1, hidden=0, paillier=paillier, key_bits=512, clip=clip)
-    pa, pb = DualParty(a, db, seed=1, **kw), DualParty(b, da, seed=2, **kw)
+    pa, pb = DualParty(a, db, seed=1, noise_seed=1, **kw), DualParty(b, da, seed=2, noise_seed=2, **kw)
     if paillier:
         channel = Channel()
         pb.receive_public_key(channel.send(pa.public_key_message("b", 1)))
@@ -568,6 +568,47 @@ def test_attack_through_what_crosses_succeeds_without_privacy_and_fails_under_h0
     assert scores["offset_no_dp", 0.5]["inference_mae"] > 10  # the paper's measure, inflated by the offset
     dp = scores["per_row", 0.5]
     assert dp["h0_attack_mae"] >= 0.8 * dp["trivial_mae"] and dp["attack_mae"] >= 0.8 * dp["trivial_mae"]
+
+
+def test_h0_noise_is_each_partys_secret_and_a_redraw_from_the_config_fails(tmp_path):
+    """The curious party redraws the other's h₀ noise from every seed its copy of the config gives it. With the
+    old seeding (the run seed's ``0xA`` + index) it rebuilds the unclipped entries exactly; with each party's
+    own secret it does no better than the received values."""
+    from vcl.config import SECRETS, party_copy
+    from vcl.organization import seed_for
+
+    base = {"mpdl.epsilon": 300.0, "mpdl.max_iterations": 1}  # little noise: few entries clipped
+    old = mpdl_config(tmp_path, **base)
+    old_secrets = {f"mpdl.secret_{p}": seed_for(old.run.seed, 0xA + i) for i, p in enumerate("ab")}
+    scores = {}
+    for name, extra in (("old", old_secrets), ("given", {}), ("fresh", {"mpdl.secret_a": 0, "mpdl.secret_b": 0})):
+        scores[name] = train(mpdl_config(tmp_path, **base, **extra), verbose=False, write=False)["rounds"][-1]["scores"]
+    for name, s in scores.items():
+        assert s["h0_redraw_mae"] <= 1.001 * s["perturbation_mae"], name  # the received values are a candidate
+    assert scores["old"]["h0_redraw_mae"] < 0.1 * scores["old"]["perturbation_mae"]
+    assert scores["old"]["h0_attack_mae"] == pytest.approx(scores["old"]["h0_redraw_mae"])
+    for name in ("given", "fresh"):
+        assert scores[name]["h0_redraw_mae"] >= 0.8 * scores[name]["perturbation_mae"], name
+    # each party's copy holds its own secret and no other's; the experimenter's holds none
+    settings = mpdl_config(tmp_path).to_dict()
+    assert {"mpdl.secret_a": "a", "mpdl.secret_b": "b"}.items() <= SECRETS.items()
+    assert party_copy(settings, "a")["mpdl"] == settings["mpdl"] | {"secret_b": 0}
+    assert party_copy(settings, "b")["mpdl"] == settings["mpdl"] | {"secret_a": 0}
+    assert party_copy(settings, EXPERIMENTER)["mpdl"] == settings["mpdl"] | {"secret_a": 0, "secret_b": 0}
+
+
+def test_a_dual_party_resumes_with_the_noise_its_checkpoint_kept():
+    """A restarted party draws a fresh secret; loading its state puts its rows through h₀ with the kept one."""
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.random((40, 3)).astype(np.float32))
+    data = PartyData("a", ["a1", "a2", "a3"], [f"id{i}" for i in range(40)], x, x[:5])
+    kw = dict(epsilon=2.0, lam=0.1, lr=0.1, hidden=0, seed=1)
+    first, restarted = DualParty(data, 2, noise_seed=11, **kw), DualParty(data, 2, noise_seed=12, **kw)
+    assert not torch.equal(first.x, restarted.x)
+    restarted.load_state_dict(first.state_dict())
+    assert restarted.noise_seed == 11
+    assert torch.equal(first.x, restarted.x) and torch.equal(first.test, restarted.test)
+    assert torch.equal(first.means, restarted.means)
 
 
 # --- bad input ----------------------------------------------------------------------------------------------

@@ -267,6 +267,7 @@ MPDL = {
     "mpdl.psi_bits": 1024,
 }
 MPDL |= {"mpdl.dual_epochs": 2, "mpdl.central_epochs": 2, "mpdl.threshold": 1.0}
+MPDL |= {"mpdl.secret_a": 0xA5EC, "mpdl.secret_b": 0xB5EC}  # each party's own, reaching only its actor
 
 
 @pytest.mark.parametrize(

@@ -237,6 +237,7 @@ def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guar
         )
         | dict(
             **{"mpdl.dual_epochs": 1, "mpdl.central_epochs": 2, "run.rounds": 2, "run.device": "cpu"},
+            **{"mpdl.secret_a": 0xA5EC, "mpdl.secret_b": 0xB5EC},
             compare=[],
             out=str(tmp_path / "m"),
         )

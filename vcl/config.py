@@ -386,6 +386,12 @@ class MPDLGroup:
     """dual models f, g: mlp (the paper), or cnn (images: conv trunk + linear)"""
     dual_clip: NonNegativeFloat = 0.0
     """clip each dual model's gradient norm to this before its SGD step (0: off)"""
+    secret_a: NonNegativeInt = 0
+    """party A's own seed of its h0 noise (0: fresh from the operating system, kept in A's checkpoint); no other
+    party's copy of the config holds it"""
+    secret_b: NonNegativeInt = 0
+    """party B's own seed of its h0 noise and its PSI shuffle (0: fresh from the operating system, kept in B's
+    checkpoint); no other party's copy of the config holds it"""
     dp_noise: Literal["per_row", "offset_no_dp"] = "per_row"
     """h0 noise: per_row (Laplace d/epsilon on every entry: epsilon-DP per row) or offset_no_dp (the paper's eq. 14
     literally: one shift per feature; no privacy guarantee)"""
@@ -487,15 +493,19 @@ class RunConfig:
         }
 
 
-SECRETS = ("gal.privacy_secret",)  # a party's own: zeroed in the copy of the config the other parties get
+# each party's own seeds, and who holds them (None: the coordinator, Alice in GAL); every other party's copy of the
+# config has them zeroed
+SECRETS = {"gal.privacy_secret": None, "mpdl.secret_a": "a", "mpdl.secret_b": "b"}
 
 
-def party_copy(settings: dict) -> dict:
-    """The config (as ``RunConfig.to_dict`` gives it) that other parties may hold: every secret zeroed."""
+def party_copy(settings: dict, party: str | None = None) -> dict:
+    """The config (as ``RunConfig.to_dict`` gives it) that ``party`` may hold: every secret but its own zeroed
+    (``party=None``: a copy that holds none)."""
     settings = {k: dict(v) if isinstance(v, dict) else v for k, v in settings.items()}
-    for key in SECRETS:
+    for key, holder in SECRETS.items():
         group, _, name = key.partition(".")
-        settings[group][name] = 0
+        if holder is None or holder != party:
+            settings[group][name] = 0
     return settings
 
 

@@ -132,6 +132,7 @@ class DualParty:
         lr: float,
         hidden: int,
         seed: int,
+        noise_seed: int,
         paillier: bool = False,
         key_bits: int = 1024,
         arch: str = "mlp",
@@ -144,16 +145,10 @@ class DualParty:
         self.clip = clip  # > 0: clip the dual model's gradient norm before each SGD step
         self.image_shape, self.pixels = data.image_shape, data.pixels
         self.device = torch.device(device)  # where the party computes (h₀ and the noise draw stay on the CPU)
-        self.h0 = FeatureDPLayer(data.train, epsilon, torch.Generator().manual_seed(seed), dp_noise, data.bounds)
-        x = self.h0(data.train)  # each row passes h₀ exactly once: the training rows here, the test rows below
-        self.noise_mae = float((x - self.h0.normalize(data.train)).abs().mean())  # log only (Section IV-F)
-        self.x = x.to(self.device)  # perturbed training rows, in the party's own order
-        self.test = self.h0(data.test).to(self.device)
-        self.means = self.x.mean(0)  # released to the other party (PerturbedMeans): computed from h₀'s outputs
+        self._data, self._h0_options = data, (epsilon, dp_noise)
+        self._enter(noise_seed)
         self.other_means = torch.zeros(other_dim, device=self.device)
         self.labels = None if data.labels is None else data.labels.to(self.device)  # party B only
-        self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B)
-        self._log_p = torch.full((self.x.shape[0],), float("nan"), dtype=torch.float64, device=self.device)
         self.dim, self.other_dim, self.lam, self.lr = self.x.shape[1], other_dim, lam, lr
         self.hidden = hidden or (self.dim + other_dim) // 2
         if arch == "cnn":
@@ -169,6 +164,21 @@ class DualParty:
         self._out: Tensor | None = None  # this party's generation of the current step (with its graph)
         self._grad_log_p: Tensor | None = None  # ∇log P at the other's generation (kept for the cross term)
         self.last = {}  # this party's own step figures (alignment loss, density difference), for logs
+
+    def _enter(self, noise_seed: int) -> None:
+        """The party's rows through h₀, its noise drawn from ``noise_seed``: the party's own secret, which nothing
+        it sends and no other party's config holds (a resumed run enters again with the secret it kept)."""
+        data, (epsilon, dp_noise) = self._data, self._h0_options
+        self.noise_seed = int(noise_seed)
+        gen = torch.Generator().manual_seed(self.noise_seed)
+        self.h0 = FeatureDPLayer(data.train, epsilon, gen, dp_noise, data.bounds)
+        x = self.h0(data.train)  # each row passes h₀ exactly once: the training rows here, the test rows below
+        self.noise_mae = float((x - self.h0.normalize(data.train)).abs().mean())  # log only (Section IV-F)
+        self.x = x.to(self.device)  # perturbed training rows, in the party's own order
+        self.test = self.h0(data.test).to(self.device)
+        self.means = self.x.mean(0)  # released to the other party (PerturbedMeans): computed from h₀'s outputs
+        self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B)
+        self._log_p = torch.full((self.x.shape[0],), float("nan"), dtype=torch.float64, device=self.device)
 
     def local(self, x: Tensor) -> Tensor:
         """A model's input: h₀-space rows of this party's columns, centred on its own column means (local)."""
@@ -253,9 +263,11 @@ class DualParty:
             return GeneratedData(self.name, receiver, round_, as_float(self._generate(x)))
 
     def state_dict(self) -> dict:
-        return {"model": self.model.state_dict(), "other_means": self.other_means}
+        return {"model": self.model.state_dict(), "other_means": self.other_means, "noise_seed": self.noise_seed}
 
     def load_state_dict(self, state: dict) -> None:
+        if int(state["noise_seed"]) != self.noise_seed:  # the h₀ outputs of the run being resumed
+            self._enter(int(state["noise_seed"]))
         self.model.load_state_dict(state["model"])
         self.other_means = state["other_means"].to(self.device)
         self.steps = self._steps()

@@ -175,6 +175,21 @@ class FeatureDPLayer:
     def normalize(self, x: Tensor) -> Tensor:
         return ((x - self.low) / self.span).clamp(0.0, 1.0)
 
+    def redraw(self, released: Tensor, generator: torch.Generator) -> Tensor:
+        """A receiver's estimate of the normalized training rows behind ``released`` (the layer's first output)
+        if ``generator`` repeats the holder's draws: the noise subtracted where the output was not clipped; where
+        it was, the middle of the interval of [0, 1] that the clipping and the known noise leave."""
+        probe = FeatureDPLayer(released, self.epsilon, generator, self.noise, (0.0, 1.0))
+        if self.noise != "per_row":
+            return released - probe.offset
+        if self.epsilon == 0:
+            return released
+        noise = laplace(released.shape, self.scale, generator, dtype=released.dtype)
+        top = (1.0 - noise).clamp(0.0, 1.0)  # released = 1: x ≥ 1 − noise
+        bottom = (-noise).clamp(0.0, 1.0)  # released = 0: x ≤ −noise
+        inside = (released - noise).clamp(0.0, 1.0)
+        return torch.where(released >= 1.0, (top + 1.0) / 2, torch.where(released <= 0.0, bottom / 2, inside))
+
     def __call__(self, x: Tensor) -> Tensor:
         """h₀ of rows ``x`` (raw features). Call it once per row: every call draws fresh noise."""
         if self.noise == "per_row":

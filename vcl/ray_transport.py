@@ -270,12 +270,13 @@ class RayTransport(Transport):
             name: actor.options(num_cpus=c, num_gpus=g, **_placement(node)).remote(max(1, int(c)))
             for name, c, g, node in zip(names, cpus, gpus, nodes, strict=True)
         }
-        settings = party_copy(config.to_dict())  # no party's copy holds another's secret
+        settings = config.to_dict()
         if config.run.device == "auto" and not any(gpus):
             settings["run"]["device"] = "cpu"  # an actor given no GPU trains on its CPUs
-        refs = [
-            host.build.remote(settings, method, m, getattr(data, "ids", None), data.task, data.num_classes)
-            for m, host in enumerate(self._hosts.values())
+        ids = getattr(data, "ids", None)
+        refs = [  # each party's copy of the config holds its own secrets and no other's
+            host.build.remote(party_copy(settings, n), method, m, ids, data.task, data.num_classes)
+            for m, (n, host) in enumerate(self._hosts.items())
         ]
         self._where = _get(refs, names, "start-up")
         self._round = 0

@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import secrets
 import time
 from dataclasses import dataclass, field
 
@@ -42,7 +43,7 @@ from torch import Tensor, nn
 
 from vcl import optim
 from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
-from vcl.config import MPDLGroup, RunConfig
+from vcl.config import MPDLGroup, RunConfig, config_integers, party_copy
 from vcl.datamodules.image import IMAGE_DATASETS
 from vcl.datamodules.overlap import OverlapData, OverlapDataModule, PartyData
 from vcl.dual import DualParty, GeneratedData, OutputGradient, PerturbedMeans, PublicKey, seeded_mlp
@@ -108,7 +109,11 @@ class OverlapParty:
         arch = o.dual_arch if dual else "mlp"
         common = dict(epsilon=o.epsilon, lam=o.lam, lr=o.lr, hidden=o.hidden, arch=arch, dp_noise=o.dp_noise)
         common.update(clip=o.dual_clip, device=o.device, paillier=o.paillier and dual, key_bits=o.key_bits)
-        self.party = DualParty(data, other.num_features, seed=seed_for(seed, 0xA + self.index), **common)
+        # the party's own secret: the seed of its h₀ noise (and B's PSI shuffle), given in its own config or fresh
+        # from the operating system; kept in its checkpoint, never sent, never derived from the run seed
+        self.secret = getattr(o, f"secret_{self.name}") or secrets.randbits(62)
+        seed = seed_for(seed, 0xA + self.index)  # the dual model's initialization (protects nothing)
+        self.party = DualParty(data, other.num_features, seed=seed, noise_seed=self.secret, **common)
         self.dims = {"a": 0, "b": 0} | {self.name: data.num_features, other.name: other.num_features}
         self.image = (data.image_shape, data.pixels) if o.central == "cnn" else None  # a CNN bottom's canvas
         self.ids = list(data.ids)
@@ -170,7 +175,7 @@ class OverlapParty:
 
     def step_psi_answer(self, r: int) -> None:
         """B: A's values blinded again, and its own IDs blinded in a shuffled order, to A."""
-        self.psi = PSIParty(self.name, self.ids, self.options.psi_bits, shuffle_seed=seed_for(self.seed, 0x5F))
+        self.psi = PSIParty(self.name, self.ids, self.options.psi_bits, shuffle_seed=seed_for(self.secret, 0x5F))
         for message in self.psi.answer(self._take("BlindedIDs"), r):
             self._send(message)
 
@@ -381,6 +386,7 @@ class OverlapParty:
 
     def load_state_dict(self, state: dict) -> None:
         self.party.load_state_dict(state["dual"])
+        self.secret = self.party.noise_seed
         self.rows, self.fold, self.only = state["rows"], state["fold"], state["only"]
 
 
@@ -403,7 +409,7 @@ class OverlapExperimenter:
 
     name = EXPERIMENTER
 
-    def __init__(self, data: OverlapData, options: MPDLOptions, num_classes: int):
+    def __init__(self, data: OverlapData, options: MPDLOptions, num_classes: int, known_seeds: tuple[int, ...] = ()):
         def layer(d: PartyData) -> FeatureDPLayer:  # h₀'s public normalization and noise scale, no draw used
             return FeatureDPLayer(
                 d.train, options.epsilon, torch.Generator().manual_seed(0), options.dp_noise, d.bounds
@@ -415,6 +421,7 @@ class OverlapExperimenter:
         self.task = Task(data.task, num_classes, "ce")
         self.reports: dict[str, dict] = {}
         self.options = options
+        self.known_seeds = tuple(known_seeds)  # every whole number in a receiver's copy of the config
 
     def handle(self, message: Message) -> Message | None:
         if isinstance(message, Report):  # the experimenter scores on the CPU, whatever device a party used
@@ -463,8 +470,11 @@ class OverlapExperimenter:
         """How well each party can rebuild the other's normalized training rows (:mod:`vcl.attacks`; MAE in
         normalized units, entry-weighted over both parties; ``_a``: the rows of A, attacked by B):
 
-        - ``h0_attack_mae``: from all of the target's h₀ outputs and its released means (the worst case: in
-          the protocol only the co-occurring rows' h₀ outputs can be read off the plaintext gradients);
+        - ``h0_redraw_mae``: from all of the target's h₀ outputs, redrawing its noise from every seed the
+          attacker could derive from its copy of the config (:meth:`redraw_seeds`), the best seed kept;
+        - ``h0_attack_mae``: from all of the target's h₀ outputs and its released means, the best of the
+          estimators and the redraw (the worst case: in the protocol only the co-occurring rows' h₀ outputs can
+          be read off the plaintext gradients);
         - ``attack_mae``: from what actually crossed. Co-occurring rows: the attacker's own generation of them
           and the h₀ outputs it reads off the gradient it got back, alone or combined; the target's other rows:
           the generation the target sent of the attacker's features, put through the attacker's own dual model
@@ -477,11 +487,16 @@ class OverlapExperimenter:
             clean, h0 = self.clean[name], self.h0[name]
             scale = h0.entry_scale if h0.private else 0.0
             means, rows, only = target["means"], target["rows"], target["only"]
-            out[f"h0_attack_mae_{name}"] = h0_attack(target["x"], clean, scale, means)["mae"]
+            redrawn = self.redraw(h0, target["x"], clean)
+            out[f"h0_redraw_mae_{name}"] = float((redrawn - clean).abs().mean())
+            estimated = h0_attack(target["x"], clean, scale, means)["mae"]
+            out[f"h0_attack_mae_{name}"] = min(estimated, out[f"h0_redraw_mae_{name}"])
             out[f"trivial_mae_{name}"] = trivial_mae(clean)
             sources = {}  # empty if nothing crossed for these rows: then the attacker has only the means
             if seen is not None and not torch.isnan(seen["r"]).any():
                 sources = {"gradient": seen["r"], "generated": seen["g"]}
+                if redrawn is not target["x"]:  # a seed it knows repeats the noise: that estimate too
+                    sources["redrawn"] = redrawn[rows]
             out[f"attack_mae_overlap_{name}"] = reconstruction_attack(sources, clean[rows], scale, means)["mae"]
             total = out[f"attack_mae_overlap_{name}"] * len(rows)
             if len(only):
@@ -490,6 +505,7 @@ class OverlapExperimenter:
             out[f"attack_mae_{name}"] = total / (len(rows) + len(only))
             sizes[name], overlap[name] = clean.numel(), len(rows) * clean.shape[1]
         for key, weights in (
+            ("h0_redraw_mae", sizes),
             ("h0_attack_mae", sizes),
             ("attack_mae", sizes),
             ("trivial_mae", sizes),
@@ -497,6 +513,24 @@ class OverlapExperimenter:
         ):
             out[key] = sum(out[f"{key}_{p}"] * n for p, n in weights.items()) / sum(weights.values())
         return out
+
+    def redraw_seeds(self) -> list[int]:
+        """Every seed an attacker could derive from the whole numbers of its copy of the config: each number, and
+        each with the purposes this module's draws have used (``0xA`` + the party's index)."""
+        seeds = []
+        for s in self.known_seeds:
+            seeds += [s, s + 1, *(seed_for(s, 0xA + i) for i in range(len(PARTIES)))]
+        return list(dict.fromkeys(seeds))
+
+    def redraw(self, h0: FeatureDPLayer, released: Tensor, clean: Tensor) -> Tensor:
+        """The attacker's best estimate of ``clean`` by redrawing the noise (:meth:`FeatureDPLayer.redraw`): the
+        seed that comes closest, chosen with the truth (an oracle choice, so the score is a bound)."""
+        best, error = released, float((released - clean).abs().mean())
+        for seed in self.redraw_seeds():
+            estimate = h0.redraw(released, torch.Generator().manual_seed(seed))
+            if (e := float((estimate - clean).abs().mean())) < error:
+                best, error = estimate, e
+        return best
 
     def ftl_scores(self) -> dict[str, float]:
         """Does B's code carry the label through C's classifier, and how far are A's codes from B's?"""
@@ -751,7 +785,7 @@ def parties(config: RunConfig, method: str, data: OverlapData, only: int | None 
     makers = [
         lambda: OverlapParty(data.a, data.b, options, seed, k, dual),
         lambda: OverlapParty(data.b, data.a, options, seed, k, dual),
-        lambda: OverlapExperimenter(data, options, k),
+        lambda: OverlapExperimenter(data, options, k, config_integers(party_copy(config.to_dict()))),
     ]
     return [make() for i, make in enumerate(makers) if only is None or i == only]
 
