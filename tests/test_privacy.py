@@ -86,16 +86,31 @@ def test_privacy_scope_is_checked(tiny):
         check_config(tiny(**{"gal.privacy": "dp", "gal.privacy_scope": "alice"}))
 
 
-def test_noisy_organizations_get_smaller_assistance_weights(tiny):
-    cfg = tiny(
-        **{"data.organizations": 4, "gal.noise_sigma": 5.0, "gal.noisy_organizations": ["half"], "run.rounds": 3}
-    )
+@pytest.mark.parametrize("half", ["half", "last_half"])
+def test_noisy_organizations_get_smaller_assistance_weights(tiny, half):
+    cfg = tiny(**{"data.organizations": 4, "gal.noise_sigma": 5.0, "gal.noisy_organizations": [half], "run.rounds": 3})
     dm = TabularDataModule("wine", organizations=4, feature_seed=cfg.run.seed)
     dm.setup()
     p = build_protocol(cfg, dm.data)
-    assert [p.federation.transport.party(n).output_noise for n in p.federation.names] == [0.0, 0.0, 5.0, 5.0]
+    sigmas = torch.tensor([p.federation.transport.party(n).output_noise for n in p.federation.names])
+    noisy = sigmas > 0
+    assert sorted(sigmas.tolist()) == [0.0, 0.0, 5.0, 5.0]
+    if half == "last_half":  # the authors' code's fixed half
+        assert noisy.tolist() == [False, False, True, True]
     weights = torch.tensor([p.run_round()["weights"] for _ in range(3)]).mean(0)
-    assert weights[2:].max() < 0.5 * weights[:2].min()
+    assert weights[noisy].max() < 0.5 * weights[~noisy].min()
+
+
+def test_the_random_half_is_drawn_per_seed_as_in_the_paper():
+    """``half``: M − M//2 organizations drawn from the run seed, Alice among the candidates; seeds differ."""
+    from vcl.parties import organization_set
+
+    halves = [organization_set(["half"], 4, "gal.noisy_organizations", seed) for seed in range(40)]
+    assert all(len(h) == 2 for h in halves) and len(organization_set(["half"], 5, "k", 0)) == 3
+    assert halves[0] == organization_set(["half"], 4, "gal.noisy_organizations", 0)  # the same seed, the same half
+    assert len({frozenset(h) for h in halves}) == 6  # every one of the 4-choose-2 halves occurs
+    assert any(0 in h for h in halves) and organization_set(["last_half"], 4, "k", 7) == {2, 3}
+    assert organization_set(["half"], 1, "k", 0) == organization_set(["last_half"], 1, "k", 0) == set()
 
 
 def test_noninformative_organizations_see_only_noise(tiny):

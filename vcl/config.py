@@ -271,10 +271,12 @@ class GALGroup:
     the same perturbed broadcast, as in the authors' code); weights and line search stay clean"""
     noise_sigma: NonNegativeFloat = 0.0
     """Gaussian noise sigma on the outputs of noisy_organizations (training and prediction)"""
-    noisy_organizations: list[NonNegativeInt | Literal["half"]] = field(default_factory=lambda: ["half"])
-    """organizations whose outputs get noise_sigma noise: indices, or half (M//2 .. M-1)"""
-    noninformative_organizations: list[NonNegativeInt | Literal["half"]] = field(default_factory=list)
-    """organizations whose inputs are replaced by N(0, 1) noise: indices, or half (M//2 .. M-1)"""
+    noisy_organizations: list[NonNegativeInt | Literal["half", "last_half"]] = field(default_factory=lambda: ["half"])
+    """organizations whose outputs get noise_sigma noise: indices, half (M - M//2 of them drawn at random from the run
+    seed, as the paper) or last_half (M//2 .. M-1, as the authors' code)"""
+    noninformative_organizations: list[NonNegativeInt | Literal["half", "last_half"]] = field(default_factory=list)
+    """organizations whose inputs are replaced by N(0, 1) noise: indices, half (random, as noisy_organizations) or
+    last_half (M//2 .. M-1)"""
 
     def __post_init__(self):
         listed(self, "local_loss")

@@ -51,12 +51,21 @@ def per_organization(values: list, count: int, what: str, who: str = "organizati
     return list(values)
 
 
-def organization_set(values: list, count: int, key: str) -> set[int]:
-    """Indices from a config list; ``half`` = the second half, M//2 .. M−1 (GAL Tables 6 and 19–21)."""
+HALF = 0x4A1F  # the purpose tag of the draw of the random half: seed_for(run seed, HALF)
+
+
+def organization_set(values: list, count: int, key: str, seed: int = 0) -> set[int]:
+    """Indices from a config list (GAL Tables 6 and 17–21): ``half`` = a random half of the M organizations,
+    M − M//2 of them drawn from the run seed as the paper's "randomly chosen half" (Alice among the candidates);
+    ``last_half`` = M//2 .. M−1, the half the GAL authors' code fixes."""
     out: set[int] = set()
+    size = count - count // 2 if count > 1 else 0
     for v in values:
         if v == "half":
-            out |= set(range(count // 2, count)) if count > 1 else set()
+            order = torch.randperm(count, generator=torch.Generator().manual_seed(seed_for(seed, HALF)))
+            out |= set(order[:size].tolist())
+        elif v == "last_half":
+            out |= set(range(count - size, count))
         elif v >= count:
             raise VCLInputError(f"{key} lists organization {v}, but there are {count}; use 0..{count - 1}.")
         else:
@@ -134,14 +143,16 @@ def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPla
     without rows (a party that runs elsewhere, :func:`vcl.ray_transport.hollow`) is planned but not transformed."""
     task = make_task(config, data)
     m_all = len(data.views)
-    blank = organization_set(config.gal.noninformative_organizations, m_all, "gal.noninformative_organizations")
+    blank = organization_set(
+        config.gal.noninformative_organizations, m_all, "gal.noninformative_organizations", config.run.seed
+    )
     views = [
         noninformative(v, seed_for(config.run.seed, m, 0xB1A)) if m in blank and v.splits else v
         for m, v in enumerate(data.views)
     ]
     views = views_for(method, views, data)
     noisy = (
-        organization_set(config.gal.noisy_organizations, m_all, "gal.noisy_organizations")
+        organization_set(config.gal.noisy_organizations, m_all, "gal.noisy_organizations", config.run.seed)
         if config.gal.noise_sigma
         else set()
     )
