@@ -104,7 +104,8 @@ BASE = {"method": "mpdl", "data.test_fraction": 0.1, "mpdl.psi_bits": 1024, "com
 SIMPLE = {"mpdl.threshold": 0.15, "mpdl.max_iterations": 2, "mpdl.epsilon": 0.5}
 COMPLICATED = {"mpdl.threshold": 0.1, "mpdl.max_iterations": 4, "mpdl.epsilon": 2.0}
 PRIVACY_KEYS = (
-    "h0_redraw_mae", "h0_attack_mae", "attack_mae", "trivial_mae", "h0_attack_mae_a", "attack_mae_a", "trivial_mae_a",
+    "h0_redraw_mae", "h0_blind_mae", "h0_attack_mae", "attack_mae", "trivial_mae", "h0_attack_mae_a", "attack_mae_a",
+    "trivial_mae_a",
     "h0_attack_mae_b", "attack_mae_b", "trivial_mae_b", "attack_mae_overlap", "inference_mae", "perturbation_mae",
 )  # fmt: skip
 PAPER_FIG13_SETTING = {"dual_t": 86.64, "mpdl_a": 84.07}  # Table IV at gamma = 0.1, epsilon = 0.5 (Fig. 13's setting)
@@ -241,7 +242,7 @@ def sweep_markdown(sweep: list[dict]) -> str:
     lines = [
         "\nFigure 13 (breast_cancer, gamma = 0.1): mean over seeds; MAE in normalized units, both parties' rows",
         "| h0 noise | epsilon | dual_T % | MPDL_A % | h0_attack_mae | attack_mae | attack_mae_overlap | trivial_mae "
-        "| inference MAE | seeds |\n|---|---|---|---|---|---|---|---|---|---|",
+        "| inference MAE | h0 redraw / blind | seeds |\n|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for noise in ("per_row", "offset_no_dp"):
         for eps in _eps_order(sweep):
@@ -254,10 +255,13 @@ def sweep_markdown(sweep: list[dict]) -> str:
             ]
             keys = ("h0_attack_mae", "attack_mae", "attack_mae_overlap", "trivial_mae", "inference_mae")
             cells = [_mean([r[k] for r in rs]) for k in keys]
+            # the receiver's redraw of the noise from every seed its config copy holds, over the same from unknown seeds
+            redraw = [r["h0_redraw_mae"] / r["h0_blind_mae"] for r in rs if r.get("h0_blind_mae")]
+            redraw_cell = f"{_mean(redraw):.3f}" if len(redraw) == len(rs) else "—"
             lines.append(
                 f"| {noise} | {'inf' if eps == 0 else eps} | {100 * _mean(dual):.1f} | {100 * _mean(mpdl_a):.1f} | "
                 + " | ".join(f"{c:.4f}" for c in cells)
-                + f" | {len(dual)} |"
+                + f" | {redraw_cell} | {len(dual)} |"
             )
     lines.append(
         f"The paper at this setting (Table IV, gamma = 0.1, epsilon = 0.5): dual_T {PAPER_FIG13_SETTING['dual_t']}, "

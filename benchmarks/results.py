@@ -2,7 +2,8 @@
 """The results page, generated from the benchmark records kept in ``docs/records/``.
 
     python benchmarks/results.py            # writes docs/results.md
-    python benchmarks/results.py --check    # exit 1 if docs/results.md is not what the records give
+    python benchmarks/results.py --check    # exit 1 if docs/results.md is not what the records give, or a
+                                            # docs page quotes a figure that no record gives
 
 Each folder of ``docs/records/`` holds the records of one machine on one day. Its ``README.md`` names the
 machine in its first heading and, in a table of ``| `file` | `command` |`` rows, the command that wrote each
@@ -92,6 +93,44 @@ def page() -> str:
     return "\n".join(parts)
 
 
+FIGURE = re.compile(r"(?<![\w.\-/])\d+\.\d+(?![\w.]*\d)")  # a decimal figure as the docs quote one: 92.7, 0.9722
+MEASURED = re.compile(r"<!-- measured: `(?P<command>[^`]+)` -->")
+SCRIPT = re.compile(r"(?:benchmarks/\w+\.py|train\.py|make \w+)")
+
+
+def recorded_figures(text: str) -> set[str]:
+    """Every decimal figure of the results page, and each of them rounded to fewer places (a page may quote
+    0.9722 as 0.972 or 0.97)."""
+    out = set()
+    for figure in FIGURE.findall(text):
+        places = len(figure.partition(".")[2])
+        out |= {f"{float(figure):.{k}f}" for k in range(1, places + 1)}
+    return out
+
+
+def unrecorded(text: str, recorded: set[str]) -> list[str]:
+    """The decimal figures of a docs page that no record gives: ``paragraph: figure`` for each. Not counted:
+    code (fenced blocks, inline code: commands, settings, versions), link targets, and paragraphs that carry
+    ``<!-- measured: `command` -->`` naming the command beside them that gives their figures (a benchmark
+    script, ``train.py`` or a ``make`` target)."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    missing = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        marker = MEASURED.search(paragraph)
+        if marker:
+            if not SCRIPT.search(marker["command"]):
+                missing.append(f"{paragraph[:60]!r}: the measured marker names no script ({marker['command']})")
+            continue
+        prose = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", paragraph))
+        missing += [f"{paragraph[:60]!r}: {f}" for f in FIGURE.findall(prose) if f not in recorded]
+    return missing
+
+
+def pages_with_figures() -> list[Path]:
+    """The pages whose figures must come from the records: the README and every docs page but this one."""
+    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p != PAGE)]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="store_true", help="exit 1 if docs/results.md is not what the records give")
@@ -101,7 +140,13 @@ def main(argv=None) -> int:
         if not PAGE.is_file() or PAGE.read_text() != text:
             print(f"{PAGE} is out of date: run python benchmarks/results.py", file=sys.stderr)
             return 1
-        return 0
+        recorded = recorded_figures(text)
+        missing = [
+            f"{p.relative_to(ROOT)}: {m}" for p in pages_with_figures() for m in unrecorded(p.read_text(), recorded)
+        ]
+        for line in missing:
+            print(f"a figure in no record: {line}", file=sys.stderr)
+        return 1 if missing else 0
     PAGE.write_text(text)
     print(f"wrote {PAGE}")
     return 0

@@ -587,8 +587,10 @@ def test_h0_noise_is_each_partys_secret_and_a_redraw_from_the_config_fails(tmp_p
         assert s["h0_redraw_mae"] <= 1.001 * s["perturbation_mae"], name  # the received values are a candidate
     assert scores["old"]["h0_redraw_mae"] < 0.1 * scores["old"]["perturbation_mae"]
     assert scores["old"]["h0_attack_mae"] == pytest.approx(scores["old"]["h0_redraw_mae"])
+    assert scores["old"]["h0_redraw_mae"] < 0.2 * scores["old"]["h0_blind_mae"]  # the known seeds are the key
     for name in ("given", "fresh"):
         assert scores[name]["h0_redraw_mae"] >= 0.8 * scores[name]["perturbation_mae"], name
+        assert scores[name]["h0_redraw_mae"] >= 0.9 * scores[name]["h0_blind_mae"], name  # no better than blind
     # each party's copy holds its own secret and no other's; the experimenter's holds none
     settings = mpdl_config(tmp_path).to_dict()
     assert {"mpdl.secret_a": "a", "mpdl.secret_b": "b"}.items() <= SECRETS.items()

@@ -22,3 +22,21 @@ def test_a_page_edited_by_hand_fails_the_check(tmp_path, monkeypatch):
     page.write_text(results.page().replace("19 passed", "20 passed"))
     monkeypatch.setattr(results, "PAGE", page)
     assert results.main(["--check"]) == 1
+
+
+def test_a_docs_figure_in_no_record_fails_the_check():
+    """Decimal figures on a docs page resolve against the rendered records (rounding allowed); code, link targets
+    and paragraphs marked with the command that measured them are not counted; a marker must name a script."""
+    recorded = results.recorded_figures("| wine | 0.9722 | 95.1 (4.2) |")
+    assert {"0.9722", "0.972", "0.97", "1.0", "95.1", "4.2"} <= recorded
+    page = "\n\n".join(
+        [
+            "GAL reaches 95.1 % on wine (0.97 of the runs' 0.9722).",
+            "Run `train.py --gal.privacy_alpha 2.5` and see [results](results.md#a1.5).",
+            "<!-- measured: `python train.py --method ascii` -->\nThe α is 3.132 here.",
+        ]
+    )
+    assert results.unrecorded(page, recorded) == []
+    assert [m.rsplit(": ", 1)[1] for m in results.unrecorded("It took 86.5 s, not 95.1.", recorded)] == ["86.5"]
+    bad = results.unrecorded("<!-- measured: `by hand` -->\nThe α is 3.132.", recorded)
+    assert len(bad) == 1 and "names no script" in bad[0]

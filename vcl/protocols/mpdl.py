@@ -73,6 +73,7 @@ class Report(Message):
 
 
 PARTIES = ("a", "b")
+BLIND = 0xB11D  # the control of the redraw attack: seeds derived from this, which no config holds
 
 
 @dataclass
@@ -472,6 +473,7 @@ class OverlapExperimenter:
 
         - ``h0_redraw_mae``: from all of the target's h₀ outputs, redrawing its noise from every seed the
           attacker could derive from its copy of the config (:meth:`redraw_seeds`), the best seed kept;
+        - ``h0_blind_mae``: the same redraw from as many seeds that nobody knows (the control);
         - ``h0_attack_mae``: from all of the target's h₀ outputs and its released means, the best of the
           estimators and the redraw (the worst case: in the protocol only the co-occurring rows' h₀ outputs can
           be read off the plaintext gradients);
@@ -487,8 +489,10 @@ class OverlapExperimenter:
             clean, h0 = self.clean[name], self.h0[name]
             scale = h0.entry_scale if h0.private else 0.0
             means, rows, only = target["means"], target["rows"], target["only"]
-            redrawn = self.redraw(h0, target["x"], clean)
+            redrawn = self.redraw(h0, target["x"], clean, self.redraw_seeds())
             out[f"h0_redraw_mae_{name}"] = float((redrawn - clean).abs().mean())
+            blind = self.redraw(h0, target["x"], clean, self.blind_seeds())  # the control: seeds nobody knows
+            out[f"h0_blind_mae_{name}"] = float((blind - clean).abs().mean())
             estimated = h0_attack(target["x"], clean, scale, means)["mae"]
             out[f"h0_attack_mae_{name}"] = min(estimated, out[f"h0_redraw_mae_{name}"])
             out[f"trivial_mae_{name}"] = trivial_mae(clean)
@@ -506,6 +510,7 @@ class OverlapExperimenter:
             sizes[name], overlap[name] = clean.numel(), len(rows) * clean.shape[1]
         for key, weights in (
             ("h0_redraw_mae", sizes),
+            ("h0_blind_mae", sizes),
             ("h0_attack_mae", sizes),
             ("attack_mae", sizes),
             ("trivial_mae", sizes),
@@ -522,11 +527,18 @@ class OverlapExperimenter:
             seeds += [s, s + 1, *(seed_for(s, 0xA + i) for i in range(len(PARTIES)))]
         return list(dict.fromkeys(seeds))
 
-    def redraw(self, h0: FeatureDPLayer, released: Tensor, clean: Tensor) -> Tensor:
-        """The attacker's best estimate of ``clean`` by redrawing the noise (:meth:`FeatureDPLayer.redraw`): the
-        seed that comes closest, chosen with the truth (an oracle choice, so the score is a bound)."""
+    def blind_seeds(self) -> list[int]:
+        """As many seeds as :meth:`redraw_seeds`, derived from a constant no config holds: the same attack with
+        draws the receiver cannot know, so ``h0_redraw_mae`` near ``h0_blind_mae`` says the seeds it knows give
+        it nothing beyond what redrawing at random does (clipped values pulled toward the middle)."""
+        return [seed_for(BLIND, i) for i in range(len(self.redraw_seeds()))]
+
+    def redraw(self, h0: FeatureDPLayer, released: Tensor, clean: Tensor, seeds: list[int]) -> Tensor:
+        """The attacker's best estimate of ``clean`` by redrawing the noise (:meth:`FeatureDPLayer.redraw`) from
+        each of ``seeds``: the one that comes closest, chosen with the truth (an oracle choice, so the score is a
+        bound), or the released values if none comes closer."""
         best, error = released, float((released - clean).abs().mean())
-        for seed in self.redraw_seeds():
+        for seed in seeds:
             estimate = h0.redraw(released, torch.Generator().manual_seed(seed))
             if (e := float((estimate - clean).abs().mean())) < error:
                 best, error = estimate, e
