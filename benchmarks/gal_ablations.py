@@ -236,22 +236,28 @@ def plot_weights(out_png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from vcl.parties import organization_set
+
     cfg = RunConfig.from_dict({"data.dataset": "wine", "gal.noise_sigma": 1.0, "compare": [], "run.device": "cpu"})
     res = train(cfg, verbose=False, write=False)
     rounds = res["rounds"][1:]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     m = len(res["organizations"])
+    noisy_set = organization_set(cfg.gal.noisy_organizations, m, "gal.noisy_organizations", cfg.run.seed)
+    labelled = set()
     for org in range(m):
-        noisy = org >= m // 2
+        noisy = org in noisy_set
+        label = "noisy (σ=1)" if noisy else "clean"
         ax.plot(
             [r["round"] for r in rounds],
             [r["weights"][org] for r in rounds],
             color="tab:orange" if noisy else "tab:red",
-            label=("noisy (σ=1)" if noisy else "clean") if org in (0, m // 2) else None,
+            label=None if label in labelled else label,
         )
+        labelled.add(label)
     ax.set_xlabel("assistance round")
     ax.set_ylabel("assistance weight")
-    ax.set_title("GAL on wine, M=8: organizations 4–7 noisy")
+    ax.set_title(f"GAL on wine, M={m}: organizations {', '.join(map(str, sorted(noisy_set)))} noisy")
     ax.legend()
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
