@@ -300,8 +300,8 @@ def claims_markdown(records: list[dict]) -> str:
         "Seed by seed: dual_T > joint_T, MPDL_A > FTL_A (seeds strictly above (at or above)); attacks' MAE over the "
         "trivial MAE, mean over seeds",
         "| dataset | epsilon | gamma | seeds | dual_T > joint_T | MPDL_A > FTL_A | h0 attack / trivial | "
-        "crossing attack / trivial |",
-        "|" + "---|" * 8,
+        "crossing attack / trivial | h0 redraw / blind |",
+        "|" + "---|" * 9,
     ]
 
     def above(seeds: list[dict], a: str, b: str) -> str:
@@ -312,10 +312,13 @@ def claims_markdown(records: list[dict]) -> str:
         first = [next(iter(s.values())) for s in seeds]
         h0 = statistics.mean(r["h0_attack_mae"] / r["trivial_mae"] for r in first)
         crossing = statistics.mean(r["attack_mae"] / r["trivial_mae"] for r in first)
+        # the receiver's redraw of the noise from the seeds its config copy holds, over the same from unknown seeds
+        redraw = [r["h0_redraw_mae"] / r["h0_blind_mae"] for r in first if r.get("h0_blind_mae")]
+        redraw_text = f"{statistics.mean(redraw):.2f}" if eps and len(redraw) == len(first) else "—"
         eps_text = "∞" if not eps else f"{eps:g}"
         lines.append(
             f"| {ds} | {eps_text} | {gamma:g} | {len(seeds)} | {above(seeds, 'dual_t', 'joint_t')} | "
-            f"{above(seeds, 'mpdl_a', 'ftl_a')} | {h0:.2f} | {crossing:.2f} |"
+            f"{above(seeds, 'mpdl_a', 'ftl_a')} | {h0:.2f} | {crossing:.2f} | {redraw_text} |"
         )
     return "\n".join(lines)
 
