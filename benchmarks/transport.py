@@ -89,8 +89,7 @@ def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: s
 
 def message_overhead(calls: int = 200) -> dict:
     """Seconds per request/reply of a tiny message (a ModelsRequest), one party, local vs ray."""
-    from vcl.ray_transport import coordinator_data
-    from vcl.registry import build_protocol, datamodule_for
+    from vcl.wiring import build_protocol, coordinator_data, datamodule_for
 
     out = {}
     for transport in ("local", "ray"):

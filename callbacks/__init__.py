@@ -1,7 +1,7 @@
 """Round-level callbacks: TensorBoard, checkpoints, early stop on η, progress."""
 
 from vcl.callbacks.base import RoundCallback
-from vcl.callbacks.checkpoint import RoundCheckpoint, atomic_torch_save
+from vcl.callbacks.checkpoint import RoundCheckpoint
 from vcl.callbacks.early_stop import EarlyStopOnEta
 from vcl.callbacks.progress import ProgressTable
 from vcl.callbacks.tensorboard import TensorBoardRounds
@@ -12,5 +12,4 @@ __all__ = [
     "RoundCallback",
     "RoundCheckpoint",
     "TensorBoardRounds",
-    "atomic_torch_save",
 ]

@@ -20,10 +20,9 @@ import torch
 from torch import Tensor
 from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import Table, load_table
-from vcl.datamodules.tabular import named_column_split, random_column_split
+from vcl.datamodules.tabular import FeatureView, named_column_split, random_column_split
 
 from vcl.errors import VCLInputError
-from vcl.organization import FeatureView
 
 FEATURE_SPLITS = ("alternate", "random", "type", "named")
 

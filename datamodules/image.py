@@ -21,10 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from vcl.datamodules.tabular import VerticalData, VerticalDataModule, check_fractions, seeded_row_splits
+from vcl.datamodules.tabular import FeatureView, VerticalData, VerticalDataModule, check_fractions, seeded_row_splits
 
 from vcl.errors import VCLInputError
-from vcl.organization import FeatureView
 
 TORCHVISION = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10"}
 IMAGE_DATASETS = (*TORCHVISION, "mnist_subset", "digits_image")

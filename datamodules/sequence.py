@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from vcl.datamodules.tabular import (
+    FeatureView,
     VerticalData,
     VerticalDataModule,
     check_fractions,
@@ -22,7 +23,6 @@ from vcl.datamodules.tabular import (
 )
 
 from vcl.errors import VCLInputError, regular_file
-from vcl.organization import FeatureView
 
 SEQUENCE_DATASETS = ("sequence_synthetic", "npz")
 

@@ -21,7 +21,6 @@ from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import Table, load_table
 
 from vcl.errors import VCLInputError
-from vcl.organization import FeatureView
 
 
 def random_column_split(
@@ -117,6 +116,27 @@ def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[
         columns += names
     X = np.hstack(blocks)
     return replace(table, X=X, columns=columns, groups=new_groups, kinds=None, policies=None), new_groups
+
+
+@dataclass
+class FeatureView:
+    """One organization's columns of the aligned rows, per split ("train", "val", "test")."""
+
+    name: str
+    columns: list[str]
+    splits: dict[str, Tensor]
+
+    @property
+    def num_features(self) -> int:
+        return len(self.columns)
+
+    @property
+    def example_shape(self) -> tuple[int, ...]:
+        """Shape of one example: (d,) for rows, (C, H, W) for image patches, (T, F) for sequences."""
+        return tuple(next(iter(self.splits.values())).shape[1:])
+
+    def to(self, device) -> FeatureView:
+        return FeatureView(self.name, self.columns, {k: v.to(device) for k, v in self.splits.items()})
 
 
 @dataclass

@@ -24,7 +24,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from vcl.models.residual import LinearRound, ResidualRegressor
 
 from vcl.loop import LinearSteps, own_rows, pack, permutations, train, unpack
-from vcl.losses import local_loss
+from vcl.losses import local_loss, local_losses
 
 _SHARED = (
     "hidden",
@@ -315,3 +315,29 @@ def _clip_per_model(params: list[Tensor], max_norm: float) -> None:
     for p in params:
         if p.grad is not None:
             p.grad.mul_(coef.view(-1, *([1] * (p.grad.dim() - 1))))
+
+
+def run_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
+    """Fit every :class:`vcl.organization.FitJob`; jobs with the same targets and learner architecture are
+    fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
+    on the training rows (else the organization computes them in ``finish_fit``). ``stacked``: where their inputs
+    stay stacked from one call to the next (:func:`vcl.models.fit_and_predict`)."""
+    groups: dict[object, list] = {}
+    for i, job in enumerate(jobs):
+        key = concurrency_key(job.prototype if job.learner is None else job.learner) if concurrent else None
+        groups.setdefault((key, id(job.targets)) if key is not None else i, []).append(job)
+    for group in groups.values():
+        first, inputs = group[0], [j.inputs for j in group]
+        if len(group) == 1:
+            first.built().fit(first.features, first.targets)
+            continue
+        if first.features.dim() == 2 and all(j.learner is None and j.prototype.linear_drawn for j in group):
+            prototypes, seeds = [j.prototype for j in group], [j.seed for j in group]
+            rounds, outputs = fit_linear_rounds(prototypes, seeds, inputs, first.targets, stacked)
+            for job, model in zip(group, rounds, strict=True):
+                job.learner = model
+        else:
+            outputs = fit_and_predict([j.built() for j in group], inputs, first.targets, stacked=stacked)
+        losses = local_losses(outputs["train"], first.targets, first.learner.hparams.loss).tolist()
+        for m, job in enumerate(group):
+            job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]

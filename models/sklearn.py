@@ -12,32 +12,15 @@ without running code; a stored estimator holding a type outside scikit-learn is 
 from __future__ import annotations
 
 import inspect
-import json
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from vcl.classpath import import_class, parse_spec
 from vcl.errors import VCLInputError
 
 TRUSTED_PREFIX = "sklearn."  # the only package whose classes a config may name or a stored estimator may hold
-
-
-def parse_spec(spec: str, option: str) -> tuple[str, dict]:
-    """``sklearn:<path>`` (or ``module:``, ``callback:``, ``datamodule:``) with, optionally, its init args as a JSON
-    object after it (the one-line form of ``{class_path, init_args}``, :func:`vcl.config.estimator_spec`): the
-    class path and the args."""
-    path = spec.split(":", 1)[1]
-    if "{" not in path:
-        return path, {}
-    path, _, args = path.partition("{")
-    try:
-        values = json.loads("{" + args)
-    except json.JSONDecodeError:
-        raise VCLInputError(
-            f"{option}={spec!r}: its init args are not a JSON object; give {{class_path, init_args}}."
-        ) from None
-    return path, values
 
 
 def make_estimator(spec: str, option: str):
@@ -67,7 +50,6 @@ def estimator_class(spec: str, option: str) -> type:
             "use one from scikit-learn."
         )
     from sklearn.base import BaseEstimator
-    from vcl.models.user import import_class
 
     return import_class(path, option, BaseEstimator, "scikit-learn estimator")
 

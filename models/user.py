@@ -16,10 +16,8 @@ optimizer settings (``learner.lr`` and the rest; unset: the MLP's).
 
 from __future__ import annotations
 
-import importlib
-
-from vcl.models.sklearn import parse_spec as parse  # <kind>:<class_path>{init args as JSON}
-
+from vcl.classpath import import_class
+from vcl.classpath import parse_spec as parse  # <kind>:<class_path>{init args as JSON}
 from vcl.errors import VCLInputError
 
 PREFIX = "module:"  # learner.model: module:<class_path>{init args as JSON} (vcl.config.estimator_spec)
@@ -27,25 +25,6 @@ PREFIX = "module:"  # learner.model: module:<class_path>{init args as JSON} (vcl
 
 def is_module_spec(name: str) -> bool:
     return isinstance(name, str) and name.startswith(PREFIX)
-
-
-def import_class(path: str, option: str, base: type, what: str) -> type:
-    """The class ``path`` names (``package.module.Class``), which must subclass ``base``."""
-    module, _, name = path.rpartition(".")
-    if not module:
-        raise VCLInputError(f"{option}: class_path {path!r} is not a full path; give package.module.Class.")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise VCLInputError(
-            f"{option}: cannot import {path} ({err}); put its package on PYTHONPATH or fix the class_path."
-        ) from None
-    except Exception as err:  # the module's own code failed as it was imported
-        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
-        raise VCLInputError(f"{option}: importing {module} for {path} failed ({reason}); fix that module.") from None
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise VCLInputError(f"{option}: {path} is not a {what}; name a subclass of {base.__module__}.{base.__name__}.")
-    return cls
 
 
 def module_class(spec: str, option: str = "learner.model") -> type:
@@ -72,40 +51,6 @@ def check_module(spec: str, option: str = "learner.model") -> str:
     """Import the class before any work (a wrong path is one sentence, not a traceback in round 1)."""
     module_class(spec, option)
     return spec
-
-
-def build_datamodule(spec: str, option: str = "data.module"):
-    """A fresh data module of the user's: a :class:`vcl.datamodules.VerticalDataModule` whose ``setup()`` sets
-    ``self.data`` to a :class:`vcl.datamodules.VerticalData` (checked by :func:`check_vertical`)."""
-    from vcl.datamodules.tabular import VerticalDataModule
-
-    path, args = parse(spec, option)
-    cls = import_class(path, option, VerticalDataModule, "vertical data module")
-    try:
-        return cls(**args)
-    except TypeError as err:
-        raise VCLInputError(f"{option}: {path}(**{args}) fails ({err}); fix its init_args.") from None
-
-
-def check_vertical(dm, option: str = "data.module") -> None:
-    """After ``setup()``: ``dm.data`` is a VerticalData whose views share the labels' rows, split by split."""
-    from vcl.datamodules.tabular import VerticalData
-
-    data, name = getattr(dm, "data", None), type(dm).__name__
-    if not isinstance(data, VerticalData):
-        raise VCLInputError(f"{option}: {name}.setup() left self.data as {type(data).__name__}; set a VerticalData.")
-    for split in ("train", "test"):
-        if split not in data.labels:
-            raise VCLInputError(f"{option}: {name}'s data has no {split!r} labels; give train and test splits.")
-    for view in data.views:
-        for split, y in data.labels.items():
-            x = view.splits.get(split)
-            if x is None or x.shape[0] != y.shape[0]:
-                rows = None if x is None else x.shape[0]
-                raise VCLInputError(
-                    f"{option}: {name}'s view {view.name!r} has {rows} rows of split {split!r} for "
-                    f"{y.shape[0]} labels; every view needs the labels' rows, in their order."
-                )
 
 
 def build_callbacks(specs, option: str = "learner.callbacks") -> list:

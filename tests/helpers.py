@@ -49,7 +49,7 @@ def sigterm_after_first_checkpoint(args: list[str], out: Path) -> tuple[int, str
     import subprocess
     import time
 
-    from vcl.callbacks.checkpoint import load_checkpoint
+    from vcl.checkpoints import load_checkpoint
 
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, str(root / "train.py"), "--out", str(out), *args]

@@ -6,8 +6,7 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 from vcl.datamodules import VerticalData, VerticalDataModule
-
-from vcl.organization import FeatureView
+from vcl.datamodules.tabular import FeatureView
 
 
 class Net(pl.LightningModule):

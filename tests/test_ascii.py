@@ -11,12 +11,12 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 from vcl.callbacks import RoundCheckpoint
 from vcl.datamodules import TabularDataModule
+from vcl.datamodules.tabular import FeatureView
 from vcl.models import ClassifierSettings, LearnerSettings, NetClassifier, SklearnClassifier
 
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.messages import Ack, Labels, PredictionRequest
-from vcl.organization import FeatureView
 from vcl.protocols.ascii import (
     ASCIIOptions,
     AssistedClassification,
@@ -29,9 +29,10 @@ from vcl.protocols.ascii import (
     pass_on,
     samme_code,
 )
-from vcl.registry import build_protocol, check_config, compare_methods
+from vcl.registry import compare_methods
 from vcl.runner import train
 from vcl.tasks import Task
+from vcl.wiring import build_protocol, check_config
 
 
 class Fixed:

@@ -23,8 +23,8 @@ from vcl.protocols.dc import (
     Scores,
     collaboration_maps,
 )
-from vcl.registry import build_protocol, datamodule_for
 from vcl.runner import train
+from vcl.wiring import build_protocol, datamodule_for
 
 
 def dc_config(tmp_path, **overrides) -> RunConfig:

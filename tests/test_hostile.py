@@ -332,7 +332,8 @@ def test_a_run_that_runs_out_of_memory_says_so_and_takes_back_what_it_wrote(tmp_
 
 def test_a_checkpoint_write_that_fails_leaves_no_partial_file(tmp_path, monkeypatch):
     import torch
-    from vcl.callbacks.checkpoint import atomic_torch_save
+
+    from vcl.checkpoints import atomic_torch_save
 
     path = tmp_path / "last.ckpt"
     atomic_torch_save({"a": 1}, path)
@@ -538,7 +539,8 @@ def test_torchs_words_for_a_full_disk_become_no_space_left(tmp_path, monkeypatch
     from collections import namedtuple
 
     import torch
-    from vcl.callbacks.checkpoint import atomic_torch_save
+
+    from vcl.checkpoints import atomic_torch_save
 
     def full_disk(obj, target):
         raise RuntimeError("basic_ios::clear: iostream error")

@@ -23,9 +23,9 @@ from vcl.messages import EXPERIMENTER, Ack, Channel, Step
 from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer, laplace
 from vcl.psi import PSIParty, decode, hash_to_group, private_set_intersection
-from vcl.registry import check_config
 from vcl.runner import train
 from vcl.split_network import Activations, CanvasConv
+from vcl.wiring import check_config
 
 MPDL_KINDS = {
     "BlindedIDs",
@@ -363,7 +363,7 @@ def test_encrypted_and_plaintext_exchange_give_the_same_gradients():
 
 # --- the protocol -----------------------------------------------------------------------------------------
 def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
-    from vcl.registry import build_protocol, datamodule_for
+    from vcl.wiring import build_protocol, datamodule_for
 
     cfg = mpdl_config(tmp_path, **{"mpdl.epsilon": 0.0})  # no DP noise: the hardest case for the raw-row check
     dm = datamodule_for(cfg)
@@ -394,7 +394,7 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
 def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
     """FTL_A (Liu et al.'s objective): B's codes learn the label through C's classifier, A's codes are pulled
     onto B's on D_C, so C's classifier works on A's codes of the A-only rows; only B and C see labels."""
-    from vcl.registry import build_protocol, datamodule_for
+    from vcl.wiring import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path, method="ftl", **{"mpdl.central_epochs": 40, "mpdl.epsilon": 0.0}
@@ -478,7 +478,7 @@ def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kerne
 
 
 def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
-    from vcl.registry import build_protocol, datamodule_for
+    from vcl.wiring import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path,
@@ -575,7 +575,7 @@ def test_h0_noise_is_each_partys_secret_and_a_redraw_from_the_config_fails(tmp_p
     old seeding (the run seed's ``0xA`` + index) it rebuilds the unclipped entries exactly; with each party's
     own secret it does no better than the received values."""
     from vcl.config import SECRETS, party_copy
-    from vcl.organization import seed_for
+    from vcl.loop import seed_for
 
     base = {"mpdl.epsilon": 300.0, "mpdl.max_iterations": 1}  # little noise: few entries clipped
     old = mpdl_config(tmp_path, **base)

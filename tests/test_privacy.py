@@ -7,7 +7,7 @@ from vcl.datamodules import TabularDataModule
 from vcl.assistance import assistance_weights
 from vcl.messages import FittedValues, PseudoResidual
 from vcl.privacy import IntervalPrivacy, LaplaceMechanism
-from vcl.registry import build_protocol
+from vcl.wiring import build_protocol
 
 
 def test_laplace_noise_scale_matches_quantile_range_over_alpha():
@@ -80,7 +80,7 @@ def test_privacy_scope_all_gives_alice_the_perturbed_broadcast_but_keeps_her_wei
 
 def test_privacy_scope_is_checked(tiny):
     from vcl.errors import VCLInputError
-    from vcl.registry import check_config
+    from vcl.wiring import check_config
 
     with pytest.raises(VCLInputError, match="privacy_scope"):
         check_config(tiny(**{"gal.privacy": "dp", "gal.privacy_scope": "alice"}))
@@ -103,7 +103,7 @@ def test_noisy_organizations_get_smaller_assistance_weights(tiny, half):
 
 def test_the_random_half_is_drawn_per_seed_as_in_the_paper():
     """``half``: M − M//2 organizations drawn from the run seed, Alice among the candidates; seeds differ."""
-    from vcl.parties import organization_set
+    from vcl.wiring import organization_set
 
     halves = [organization_set(["half"], 4, "gal.noisy_organizations", seed) for seed in range(40)]
     assert all(len(h) == 2 for h in halves) and len(organization_set(["half"], 5, "k", 0)) == 3
@@ -144,8 +144,8 @@ def test_a_receiver_holding_the_whole_config_cannot_redraw_alices_noise(tiny, pr
 
 def test_alices_secret_is_in_her_checkpoint_not_in_the_parties_config_and_a_resume_draws_the_same(tiny, crash_at):
     from vcl.callbacks import RoundCheckpoint
-    from vcl.callbacks.checkpoint import load_checkpoint
 
+    from vcl.checkpoints import load_checkpoint
     from vcl.config import RunConfig, config_integers, party_copy
     from vcl.runner import train
 

@@ -7,8 +7,9 @@ import secrets
 import torch
 from torch import Tensor
 
+from vcl.loop import seed_for
 from vcl.messages import Channel, Labels, ModelsRequest, PredictionRequest, PseudoResidual, as_float
-from vcl.organization import seed_for, stack_replies
+from vcl.organization import stack_replies
 from vcl.transport import LocalTransport, Transport
 
 NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret, round, NOISE)

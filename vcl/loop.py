@@ -68,6 +68,9 @@ def derived_seed(*parts: int) -> int:
     return (v ^ (v >> 16)) & 0x7FFFFFFF
 
 
+seed_for = derived_seed  # (run seed, round, place, purpose, ...) → a 31-bit seed: draws don't share RNG state
+
+
 def _hash_constants(n: int) -> list[int]:
     """SeedSequence's hash constants A_0 … A_n (``derived_seed``): the table, or for longer seeds a new list (the
     table is never changed, so threads may share it)."""

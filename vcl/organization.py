@@ -13,11 +13,12 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from vcl.loop import derived_seed
+from vcl.loop import seed_for
 from vcl.losses import local_loss
 from vcl.messages import (
     FittedValues,
@@ -31,26 +32,8 @@ from vcl.messages import (
 )
 from vcl.models import LearnerSettings, build_learner, learner_prototype
 
-
-@dataclass
-class FeatureView:
-    """One organization's columns of the aligned rows, per split ("train", "val", "test")."""
-
-    name: str
-    columns: list[str]
-    splits: dict[str, Tensor]
-
-    @property
-    def num_features(self) -> int:
-        return len(self.columns)
-
-    @property
-    def example_shape(self) -> tuple[int, ...]:
-        """Shape of one example: (d,) for rows, (C, H, W) for image patches, (T, F) for sequences."""
-        return tuple(next(iter(self.splits.values())).shape[1:])
-
-    def to(self, device) -> FeatureView:
-        return FeatureView(self.name, self.columns, {k: v.to(device) for k, v in self.splits.items()})
+if TYPE_CHECKING:
+    from vcl.datamodules.tabular import FeatureView
 
 
 @dataclass
@@ -83,9 +66,6 @@ class FitJob:
         if self.fit_options is not None:
             self.learner.fit_options = self.fit_options
         return self.learner
-
-
-seed_for = derived_seed  # (run seed, round, organization, ...) → a 31-bit seed: fits don't share RNG state
 
 
 class Organization:
@@ -211,7 +191,7 @@ class Organization:
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            from vcl.callbacks.tensorboard import after_last_event_file
+            from vcl.logs import after_last_event_file
 
             log = Path(folder) / "tensorboard"
             after_last_event_file(log)

@@ -23,30 +23,16 @@ import os
 import signal
 import socket
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from vcl.checkpoints import load_party, prune_party, save_party
 from vcl.config import RunConfig, party_copy
-from vcl.datamodules.grid import GridData
-from vcl.datamodules.overlap import OverlapData
-from vcl.datamodules.tabular import VerticalData
 from vcl.errors import PartyLost, VCLInputError
+from vcl.logs import open_party_logs
 from vcl.messages import Message, MessageRecord, record_of
-from vcl.organization import FeatureView
-from vcl.transport import Transport, load_party, open_party_logs, party_place, prune_party, save_party
-
-
-def hollow(view: FeatureView) -> FeatureView:
-    """A party's name without its data: what the coordinator knows of a party that runs elsewhere."""
-    return FeatureView(view.name, [], {})
-
-
-def per_party(values: list, count: int, key: str) -> list:
-    from vcl.parties import per_organization
-
-    return per_organization(values, count, key, who="parties")
+from vcl.transport import Transport, party_place
 
 
 def start_ray(address: str, cpus: float) -> None:
@@ -91,75 +77,6 @@ def answering(address: str, fix: str, seconds: float = 3.0) -> None:
         raise VCLInputError(f"transport.address={address!r}: nothing answers there ({reason}); {fix}.") from None
 
 
-def coordinator_data(config: RunConfig) -> VerticalData:
-    """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
-
-    For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
-    process (on its node) for the row alignment.
-    """
-    from vcl.registry import datamodule_for
-
-    if config.data.dataset != "csv" or config.data.module:
-        dm = datamodule_for(config)
-        dm.setup()
-        if config.data.module:
-            from vcl.models.user import check_vertical
-
-            check_vertical(dm)
-        data = dm.data
-        if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
-            parties = [[hollow(v) for v in row] for row in data.parties]
-            return replace(data, parties=parties, group_labels=[], public=torch.empty(0))
-        if isinstance(data, OverlapData):  # MPDL: C's view: each party's width and image layout, labels for metrics
-            a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
-            return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
-        return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
-    import ray
-
-    from vcl.datamodules.sources import csv_ids, csv_policies, shared_ids
-
-    files = config.data.csv_files
-    if not files:
-        raise VCLInputError(
-            "data.dataset=csv needs data.csv_files: one CSV per organization, Alice's (with the label) first."
-        )
-    start_ray(config.transport.address, sum(per_party(config.transport.party_cpus, len(files), "transport.party_cpus")))
-    nodes = per_party(config.transport.party_nodes, len(files), "transport.party_nodes")
-    drop = [m == "drop" for _, m in csv_policies(config.data.categorical, config.data.missing, len(files))]
-    read = ray.remote(num_cpus=0)(csv_ids)
-    refs = [
-        read.options(**_placement(nodes[k])).remote(f, config.data.id_column, drop[k], config.data.label_column)
-        for k, f in enumerate(files[1:], 1)
-    ]
-    own = csv_ids(files[0], config.data.id_column, drop[0], config.data.label_column)
-    lists = [own] + _get(refs, [Path(f).stem for f in files[1:]], "the ID alignment")
-    ids = shared_ids(lists, config.data.id_column, any(drop))
-    dm = datamodule_for(config, only=0, ids=ids)
-    dm.setup()
-    alice = dm.data
-    views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in files[1:]]
-    return VerticalData(views, alice.labels, alice.task, alice.num_classes, ids=ids)
-
-
-def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
-    """What party ``index`` loads in its own process: its own view (every view for Joint, which is one
-    party holding every feature), no labels (they come, if at all, in messages)."""
-    from vcl.registry import datamodule_for
-
-    everything = method in ("joint", "oracle")
-    if config.data.dataset == "csv" and not everything:
-        dm = datamodule_for(config, only=index, ids=ids)
-        dm.setup()
-        views = [FeatureView(Path(f).stem, [], {}) for f in config.data.csv_files]
-        views[index] = dm.data.views[0]
-        return VerticalData(views, {}, kind, num_classes)
-    dm = datamodule_for(config, ids=ids) if config.data.dataset == "csv" else datamodule_for(config)
-    dm.setup()
-    data = dm.data
-    views = [v if everything or m == index else hollow(v) for m, v in enumerate(data.views)]
-    return VerticalData(views, {}, kind, num_classes, joint=data.joint if everything else None)
-
-
 class PartyHost:
     """A party in its own process (a Ray actor): built from the config and its index, reached by messages."""
 
@@ -170,10 +87,9 @@ class PartyHost:
         reuse_freed_memory()
         self.party = None
 
-    def build(self, config: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
-        from vcl.registry import own_party
-
-        self.party = own_party(RunConfig.from_dict(config), method, index, ids, kind, num_classes)
+    def build(self, build_party, config: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
+        """``build_party``: the coordinator's party factory (:func:`vcl.wiring.own_party`), run here."""
+        self.party = build_party(RunConfig.from_dict(config), method, index, ids, kind, num_classes)
         return party_place(self.party.name, self.party)
 
     def pid(self) -> int:
@@ -244,14 +160,22 @@ def _get(refs: list, names: list[str], during: str) -> list:
 class RayTransport(Transport):
     """One Ray actor per party; ``request_all`` sends every message at once, so parties work in parallel."""
 
-    def __init__(self, config: RunConfig, method: str, names: list[str], data: VerticalData, channel=None):
+    def __init__(
+        self,
+        config: RunConfig,
+        method: str,
+        names: list[str],
+        data,
+        build_party,
+        resources: dict[str, list],
+        channel=None,
+    ):
+        """``build_party(config, method, index, ids, kind, num_classes)`` makes a party in its own actor;
+        ``resources``: each party's ``cpus``, ``gpus`` and ``nodes`` (one value per party)."""
         import ray
 
         super().__init__(names, channel)
-        count = len(names)
-        cpus = per_party(config.transport.party_cpus, count, "transport.party_cpus")
-        gpus = per_party(config.transport.party_gpus, count, "transport.party_gpus")
-        nodes = per_party(config.transport.party_nodes, count, "transport.party_nodes")
+        cpus, gpus, nodes = resources["cpus"], resources["gpus"], resources["nodes"]
         if config.run.device.startswith("cuda") and not all(gpus):
             raise VCLInputError(
                 f"run.device={config.run.device} with transport.kind=ray: Ray hides the GPUs from an actor that holds "
@@ -275,7 +199,7 @@ class RayTransport(Transport):
             settings["run"]["device"] = "cpu"  # an actor given no GPU trains on its CPUs
         ids = getattr(data, "ids", None)
         refs = [  # each party's copy of the config holds its own secrets and no other's
-            host.build.remote(party_copy(settings, n), method, m, ids, data.task, data.num_classes)
+            host.build.remote(build_party, party_copy(settings, n), method, m, ids, data.task, data.num_classes)
             for m, (n, host) in enumerate(self._hosts.items())
         ]
         self._where = _get(refs, names, "start-up")

@@ -19,7 +19,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from vcl.callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
-from vcl.callbacks.checkpoint import load_checkpoint
+from vcl.checkpoints import load_checkpoint
 from vcl.config import RunConfig
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
 from vcl.federation import leak_summary
@@ -27,8 +27,9 @@ from vcl.messages import EXPERIMENTER
 from vcl.prediction import kept_records, prediction_stage
 from vcl.progress import round_bar
 from vcl.protocols.base import Protocol
-from vcl.registry import build_protocol, check_config, compare_methods, datamodule_for
+from vcl.registry import compare_methods
 from vcl.rundir import PARTIES, RunDirectory, atomic_write_json
+from vcl.wiring import build_protocol, check_config, datamodule_for
 
 
 class Run:
@@ -337,13 +338,13 @@ def run_data(config: RunConfig):
     """What the coordinating process holds of a checked config's data: all of it for the local transport (every
     data error is raised here, before training), Alice's labels and the parties' names for the ray transport."""
     if config.transport.kind == "ray":
-        from vcl.ray_transport import coordinator_data
+        from vcl.wiring import coordinator_data
 
         return coordinator_data(config)
     dm = datamodule_for(config)
     dm.setup()
     if config.data.module:
-        from vcl.models.user import check_vertical
+        from vcl.datamodules.user import check_vertical
 
         check_vertical(dm)
     return dm.data

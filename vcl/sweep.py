@@ -77,8 +77,9 @@ class Interleaved:
 
     def __call__(self) -> list[dict]:
         from vcl.memory import reuse_freed_memory
-        from vcl.registry import build_protocol, check_config, compare_methods
+        from vcl.registry import compare_methods
         from vcl.runner import Run, long_lived_frozen, rounds, run_data
+        from vcl.wiring import build_protocol, check_config
 
         reuse_freed_memory()  # as the command line does
         runs, seconds = [], [0.0] * len(self.jobs)

@@ -25,6 +25,8 @@ import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from vcl.checkpoints import load_party, prune_party, save_party
+from vcl.logs import open_party_logs
 from vcl.messages import Channel, Labels, Message, PseudoResidual
 
 FIT_REQUESTS = (PseudoResidual, Labels)
@@ -139,6 +141,8 @@ class LocalTransport(Transport):
         if self.concurrent and len(fits) > 1:
             parties = [self._parties[requests[i][0]] for i in fits]
             jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
+            from vcl.models.concurrent import run_jobs
+
             run_jobs(jobs, concurrent=True, stacked=self._stacked)
             for i, p, job in zip(fits, parties, jobs, strict=True):
                 replies[i] = p.finish_fit(job)
@@ -183,105 +187,8 @@ class LocalTransport(Transport):
         return [party_place(name, self._parties[name]) for name in self.names]
 
 
-def party_file(root: Path, name: str, round_: int) -> Path:
-    """``root/<name>/round-<t>.ckpt``; a name that is not one plain path component is refused."""
-    if name in ("", ".", "..") or "/" in name or "\\" in name:
-        raise ValueError(f"party name {name!r} cannot name a checkpoint folder.")
-    return Path(root) / name / f"round-{round_}.ckpt"
-
-
-def save_party(party, name: str, root: Path, round_: int, run: str) -> None:
-    """What a party does to checkpoint itself: its own state, stamped with its run, written atomically where it
-    runs (never through a symbolic link)."""
-    from vcl.callbacks.checkpoint import atomic_torch_save
-    from vcl.errors import VCLInputError
-
-    path = party_file(root, name, round_)
-    for place in (path.parent, path.parent.parent):
-        if place.is_symlink():
-            raise VCLInputError(
-                f"party {name}'s checkpoint folder {place} is a symbolic link, and vcl never writes through one; "
-                "put a real directory there (transport.party_dirs) and resume."
-            )
-    atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_, "run": run}, path)
-    if hasattr(party, "log_round"):  # its own TensorBoard log, beside its checkpoints
-        party.log_round(Path(root) / name, round_)
-
-
-def load_party(party, name: str, root: Path, round_: int, run: str) -> None:
-    """A party reads back its own state of ``round_``; one sentence if it is missing, another party's, or another
-    run's (``run``: the stamp :func:`save_party` wrote, the run's identity and its settings' digest)."""
-    from vcl.callbacks.checkpoint import PARTY_KEYS, load_checkpoint
-    from vcl.errors import VCLInputError
-
-    path = party_file(root, name, round_)
-    if not path.is_file():
-        raise VCLInputError(
-            f"--resume: party {name} has no checkpoint of round {round_} at {path}; resume where that party's "
-            "directory is, or start the run afresh with --overwrite."
-        )
-    saved = load_checkpoint(path, PARTY_KEYS)
-    if saved["party"] != name or saved["round"] != round_:
-        raise VCLInputError(
-            f"--resume: {path} holds party {saved['party']}'s round {saved['round']}, not {name}'s round {round_}; "
-            "restore that party's directory or start afresh with --overwrite."
-        )
-    if saved["run"] != run:
-        other = saved["run"].rpartition("/")[2] != run.rpartition("/")[2]
-        whose = "a run with other settings" if other else "another run"
-        raise VCLInputError(
-            f"--resume: {path} holds party {name}'s round {round_} of {whose}, not of the run in this --out; "
-            "put back that party's own files of this run, or start afresh with --overwrite."
-        )
-    party.load_state_dict(saved["state"])
-
-
-def open_party_logs(party, name: str, root: Path) -> None:
-    """A party learns its own folder ``root/<name>/`` (where it runs), if it keeps logs there."""
-    if hasattr(party, "open_logs"):
-        party.open_logs(party_file(root, name, 0).parent)
-
-
-def prune_party(name: str, root: Path, round_: int) -> None:
-    """Remove the party's own checkpoints of rounds before ``round_`` (files only this party wrote)."""
-    folder = Path(root) / name
-    for path in folder.glob("round-*.ckpt") if folder.is_dir() else []:
-        stem = path.name[len("round-") : -len(".ckpt")]
-        if stem.isdigit() and int(stem) < round_:
-            path.unlink()
-
-
 def party_place(name: str, party) -> dict:
     """Where a party runs: this host and process, and the device it trains on (what it says: ``device()``)."""
     device = getattr(party, "device", "cpu")
     device = device() if callable(device) else device
     return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": str(device)}
-
-
-def run_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
-    """Fit every :class:`vcl.organization.FitJob`; jobs with the same targets and learner architecture are
-    fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
-    on the training rows (else the organization computes them in ``finish_fit``). ``stacked``: where their inputs
-    stay stacked from one call to the next (:func:`vcl.models.fit_and_predict`)."""
-    from vcl.losses import local_losses
-    from vcl.models import concurrency_key, fit_and_predict, fit_linear_rounds
-
-    groups: dict[object, list] = {}
-    for i, job in enumerate(jobs):
-        key = concurrency_key(job.prototype if job.learner is None else job.learner) if concurrent else None
-        groups.setdefault((key, id(job.targets)) if key is not None else i, []).append(job)
-    for group in groups.values():
-        first, inputs = group[0], [j.inputs for j in group]
-        if len(group) == 1:
-            first.built().fit(first.features, first.targets)
-            continue
-        if first.features.dim() == 2 and all(j.learner is None and j.prototype.linear_drawn for j in group):
-            prototypes, seeds = [j.prototype for j in group], [j.seed for j in group]
-            rounds, outputs = fit_linear_rounds(prototypes, seeds, inputs, first.targets, stacked)
-            for job, model in zip(group, rounds, strict=True):
-                job.learner = model
-        else:
-            outputs = fit_and_predict([j.built() for j in group], inputs, first.targets, stacked=stacked)
-        losses = local_losses(outputs["train"], first.targets, first.learner.hparams.loss).tolist()
-        for m, job in enumerate(group):
-            job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]

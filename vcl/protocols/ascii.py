@@ -61,11 +61,12 @@ from torch import Tensor
 from vcl.config import RunConfig
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
+from vcl.loop import seed_for
 from vcl.messages import Ack, Labels, Message, PredictionRequest, as_classes, as_float
 from vcl.models import ClassifierSettings, build_classifier, check_classifier_name, check_weighted
-from vcl.organization import Organization, seed_for
-from vcl.parties import build_parties, make_task, organizations, organizations_datamodule
+from vcl.organization import Organization
 from vcl.protocols.base import Protocol
+from vcl.wiring import build_parties, make_task, organizations, organizations_datamodule
 
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---

@@ -30,15 +30,16 @@ from torch import Tensor
 from vcl.anchors import AnchorConstruction, GridLayout, make_anchor_construction
 from vcl.config import DCGroup, RunConfig
 from vcl.datamodules.grid import GridData, GridDataModule
+from vcl.datamodules.tabular import FeatureView
 from vcl.dc_metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
+from vcl.loop import seed_for
 from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_float
 from vcl.models.sklearn import dump_estimator, load_estimator
-from vcl.organization import FeatureView, seed_for
-from vcl.parties import open_transport, shared_data_options
 from vcl.protocols.base import Protocol
 from vcl.tasks import Task
+from vcl.wiring import open_transport, shared_data_options
 
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---

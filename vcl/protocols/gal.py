@@ -20,15 +20,13 @@ from dataclasses import dataclass
 import torch
 
 from vcl.assistance import assistance_weights, line_search
-from vcl.config import RunConfig, config_integers, party_copy
+from vcl.config import RunConfig
 from vcl.errors import VCLInputError
-from vcl.federation import Federation
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks
 from vcl.organization import Organization
-from vcl.parties import build_parties, organizations, organizations_datamodule, per_organization
-from vcl.privacy import make_mechanism
 from vcl.protocols.base import Protocol, weighted_sum
+from vcl.wiring import build_parties, federation, organizations, organizations_datamodule, per_organization
 
 WEIGHTS = ("learned", "bag", "last")
 ETA = ("linesearch", "constant")
@@ -142,11 +140,7 @@ datamodule = organizations_datamodule
 
 
 def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
-    """The organizations of a GAL-family run (Interm fusion's own parties for ``interm``)."""
-    if method == "interm":
-        from vcl.protocols.interm import parties as interm_parties
-
-        return interm_parties(config, method, data, only, plan)
+    """The organizations of a GAL-family run (Interm fusion builds its own parts: :mod:`vcl.protocols.interm`)."""
 
     def organization(plan, m, device):
         noise = config.gal.noise_sigma if m in plan.noisy else 0.0
@@ -155,18 +149,6 @@ def parties(config: RunConfig, method: str, data, only: int | None = None, plan=
         )
 
     return build_parties(config, method, data, organization, only, plan)
-
-
-def federation(config: RunConfig, transport) -> Federation:
-    """Alice's federation: the transport to the organizations and the privacy of her broadcast."""
-    privacy = make_mechanism(config.gal.privacy, config.gal.privacy_alpha)
-    return Federation(
-        transport=transport,
-        privacy=privacy,
-        privacy_scope=config.gal.privacy_scope,
-        noise_secret=config.gal.privacy_secret or None,
-        known_seeds=config_integers(party_copy(config.to_dict())),  # all a receiver's copy of the config holds
-    )
 
 
 def build(config: RunConfig, data, method: str) -> GradientAssistedLearning:

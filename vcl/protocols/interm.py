@@ -17,14 +17,24 @@ import torch
 from torch import Tensor, nn
 
 from vcl.config import RunConfig
-from vcl.loop import DRAWS, Steps, build_optimizer, derived_seed, minibatches, seeded_draws, seeded_init, train
+from vcl.datamodules.tabular import FeatureView
+from vcl.loop import (
+    DRAWS,
+    Steps,
+    build_optimizer,
+    derived_seed,
+    minibatches,
+    seed_for,
+    seeded_draws,
+    seeded_init,
+    train,
+)
 from vcl.losses import local_loss
 from vcl.messages import Ack, Message, Scalars, Step, as_float
 from vcl.models import LearnerSettings, build_learner
-from vcl.organization import FeatureView, seed_for
-from vcl.parties import build_parties, make_task, organizations
 from vcl.protocols.base import Protocol
 from vcl.split_network import ActivationGradient, Activations
+from vcl.wiring import build_parties, federation, make_task, organizations
 
 HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
 
@@ -185,7 +195,5 @@ def parties(config: RunConfig, method: str, data, only: int | None = None, plan=
 
 
 def build(config: RunConfig, data, method: str) -> IntermFusion:
-    from vcl.protocols.gal import federation
-
     task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
     return IntermFusion(task, federation(config, transport), labels, seed=config.run.seed)

@@ -12,8 +12,8 @@ Late (GAL Tables 1, 10, 11) are those of the mean.
 from __future__ import annotations
 
 from vcl.config import RunConfig
-from vcl.parties import organizations
 from vcl.protocols.base import Protocol
+from vcl.wiring import federation, organizations
 
 FUSIONS = ("sum", "mean")
 
@@ -52,7 +52,7 @@ class LateFusion(Protocol):
 
 
 def build(config: RunConfig, data, method: str) -> LateFusion:
-    from vcl.protocols.gal import federation, parties
+    from vcl.protocols.gal import parties  # the GAL family's organizations, each fitting the labels
 
     task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
     fed = federation(config, transport)

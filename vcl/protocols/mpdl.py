@@ -49,16 +49,15 @@ from vcl.datamodules.overlap import OverlapData, OverlapDataModule, PartyData
 from vcl.dual import DualParty, GeneratedData, OutputGradient, PerturbedMeans, PublicKey, seeded_mlp
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
-from vcl.loop import Steps, minibatches, train
+from vcl.loop import Steps, minibatches, seed_for, train
 from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_classes, as_float
-from vcl.organization import seed_for
 from vcl.paillier import check_key_bits
-from vcl.parties import open_transport, resolve_device, shared_data_options
 from vcl.privacy import FeatureDPLayer
 from vcl.protocols.base import Protocol
 from vcl.psi import FoldAssignment, PSIParty
 from vcl.split_network import COLLABORATOR, ActivationGradient, Activations, CentralTop, party_bottom
 from vcl.tasks import Task
+from vcl.wiring import open_transport, resolve_device, shared_data_options
 
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---

@@ -1,23 +1,40 @@
-"""How the organizations of a GAL-family or ASCII run are made: their views, learners, local losses, devices
-and settings from the config, the data module they read, and the transport that reaches them. Each method's
-own module says what party it makes of them (:mod:`vcl.registry`)."""
+"""How a run is put together from its config: the one place that builds parties, their data and the transport.
+
+- The organizations of a GAL-family or ASCII run: their views, learners, local losses, devices and settings,
+  the data module they read; each method's own module says what party it makes of them.
+- The transport that reaches a run's parties (in this process, or one Ray actor per party, each of which builds
+  its own party through :func:`own_party`).
+- Runs from the method table (:mod:`vcl.registry`): a method's protocol, its data module, its checks.
+- Where parties run apart: what the coordinator loads (no party's features) and what each party loads.
+
+Protocols import this module for their parts; it reaches a family's module only through the registry's names
+(``importlib``), so nothing here imports a protocol."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
 
 from vcl.config import RunConfig
+from vcl.datamodules.grid import GridData
 from vcl.datamodules.image import IMAGE_DATASETS, ImageDataModule
+from vcl.datamodules.overlap import OverlapData
 from vcl.datamodules.sequence import SEQUENCE_DATASETS, SequenceDataModule
-from vcl.datamodules.tabular import TabularDataModule, VerticalData
+from vcl.datamodules.tabular import FeatureView, TabularDataModule, VerticalData
 from vcl.errors import VCLInputError
+from vcl.loop import seed_for
 from vcl.models import LearnerSettings, deep_arch
-from vcl.organization import FeatureView, seed_for
+from vcl.registry import FAMILIES, METHODS, compare_methods, family_of
 from vcl.tasks import Task
 from vcl.transport import LocalTransport, Transport
+
+if TYPE_CHECKING:
+    from vcl.protocols.base import Protocol
 
 REGRESSION_L1_DATASETS = ("diabetes", "boston")
 
@@ -200,7 +217,12 @@ def open_transport(config: RunConfig, method: str, data, names: list[str], parti
     if config.transport.kind == "ray":
         from vcl.ray_transport import RayTransport
 
-        transport = RayTransport(config, method, names, data)
+        count, t = len(names), config.transport
+        resources = {
+            what: per_organization(getattr(t, f"party_{what}"), count, f"transport.party_{what}", who="parties")
+            for what in ("cpus", "gpus", "nodes")
+        }
+        transport = RayTransport(config, method, names, data, own_party, resources)
     else:
         transport = LocalTransport(parties(), concurrent=concurrent)
     transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
@@ -218,7 +240,7 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
     (``only``, ``ids``: one CSV organization's file alone)."""
     d = config.data
     if d.module:  # the user's own (vcl.models.user)
-        from vcl.models.user import build_datamodule
+        from vcl.datamodules.user import build_datamodule
 
         return build_datamodule(d.module)
     common = shared_data_options(config)
@@ -250,3 +272,156 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
         categorical=d.categorical,
         missing=d.missing,
     )
+
+
+def federation(config: RunConfig, transport: Transport):
+    """Alice's federation in a GAL-family run: the transport to the organizations and the privacy of her broadcast
+    (the noise from her own secret; the attack scored with every number a receiver's copy of the config holds)."""
+    from vcl.config import config_integers, party_copy
+    from vcl.federation import Federation
+    from vcl.privacy import make_mechanism
+
+    return Federation(
+        transport=transport,
+        privacy=make_mechanism(config.gal.privacy, config.gal.privacy_alpha),
+        privacy_scope=config.gal.privacy_scope,
+        noise_secret=config.gal.privacy_secret or None,
+        known_seeds=config_integers(party_copy(config.to_dict())),  # all a receiver's copy of the config holds
+    )
+
+
+# --- runs from the registry (vcl.registry): a method's protocol, its data, a party in its own process ---
+def family(method: str) -> ModuleType:
+    """The module of ``method``'s family."""
+    return importlib.import_module(FAMILIES[family_of(method)])
+
+
+def build_protocol(config: RunConfig, data, method: str | None = None) -> Protocol:
+    """``method``'s protocol (default: the config's), built by its own module from the config and the data."""
+    method = method or config.method
+    return importlib.import_module(METHODS[method][1]).build(config, data, method)
+
+
+def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
+    """The data module the config's method reads (``only``, ``ids``: one CSV organization's file alone)."""
+    return family(config.method).datamodule(config, only, ids)
+
+
+def own_party(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int):
+    """Party ``index`` of ``method``, built in its own process from the config (:mod:`vcl.ray_transport`)."""
+    fam = family(method)
+    if fam.PARTY_LOADS_ALL_DATA:  # it keeps its own part at once (the experimenter keeps everything)
+        dm = fam.datamodule(config)
+        dm.setup()
+        data = dm.data
+    else:
+        data = party_data(config, method, index, ids, kind, num_classes)
+    own = importlib.import_module(METHODS[method][1])  # a method with parties of its own (Interm), else the family's
+    return getattr(own, "parties", fam.parties)(config, method, data, only=index)[0]
+
+
+def check_config(config: RunConfig) -> None:
+    """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded)."""
+    from vcl.datamodules.sources import csv_policies
+
+    own = family_of(config.method)
+    for m in compare_methods(config):
+        if family_of(m) != own:
+            mine = ", ".join(k for k, (f, _) in METHODS.items() if f == own)
+            raise VCLInputError(
+                f"compare lists {m!r} beside method={config.method!r}, which is {own}; methods of different "
+                f"families split the data differently, so compare it with {own}'s own: {mine}."
+            )
+    if config.data.dataset == "csv":
+        csv_policies(config.data.categorical, config.data.missing, len(config.data.csv_files) or 1)
+    if config.data.module:
+        if own not in ("GAL", "ASCII"):
+            raise VCLInputError(
+                f"data.module gives organizations' column views, which the GAL and ASCII methods read; {own}'s "
+                f"method {config.method!r} splits its data itself: leave data.module empty and name data.dataset."
+            )
+        from vcl.datamodules.user import build_datamodule
+
+        build_datamodule(config.data.module)  # the class imports and takes its init_args, before any work
+    resolve_device(config.run.device)
+    family(config.method).check(config)
+    if config.transport.kind == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise VCLInputError("transport.kind=ray needs Ray; install it with pip install 'vcl[ray]'.") from None
+
+
+# --- where parties run apart (transport.kind: ray): what the coordinator and each party load ---
+def hollow(view: FeatureView) -> FeatureView:
+    """A party's name without its data: what the coordinator knows of a party that runs elsewhere."""
+    return FeatureView(view.name, [], {})
+
+
+def coordinator_data(config: RunConfig) -> VerticalData:
+    """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
+
+    For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
+    process (on its node) for the row alignment.
+    """
+    if config.data.dataset != "csv" or config.data.module:
+        dm = datamodule_for(config)
+        dm.setup()
+        if config.data.module:
+            from vcl.datamodules.user import check_vertical
+
+            check_vertical(dm)
+        data = dm.data
+        if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
+            parties = [[hollow(v) for v in row] for row in data.parties]
+            return replace(data, parties=parties, group_labels=[], public=torch.empty(0))
+        if isinstance(data, OverlapData):  # MPDL: C's view: each party's width and image layout, labels for metrics
+            a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
+            return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
+        return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
+    import ray
+
+    from vcl.datamodules.sources import csv_ids, csv_policies, shared_ids
+    from vcl.ray_transport import _get, _placement, start_ray
+
+    files = config.data.csv_files
+    if not files:
+        raise VCLInputError(
+            "data.dataset=csv needs data.csv_files: one CSV per organization, Alice's (with the label) first."
+        )
+    start_ray(
+        config.transport.address,
+        sum(per_organization(config.transport.party_cpus, len(files), "transport.party_cpus", who="parties")),
+    )
+    nodes = per_organization(config.transport.party_nodes, len(files), "transport.party_nodes", who="parties")
+    drop = [m == "drop" for _, m in csv_policies(config.data.categorical, config.data.missing, len(files))]
+    read = ray.remote(num_cpus=0)(csv_ids)
+    refs = [
+        read.options(**_placement(nodes[k])).remote(f, config.data.id_column, drop[k], config.data.label_column)
+        for k, f in enumerate(files[1:], 1)
+    ]
+    own = csv_ids(files[0], config.data.id_column, drop[0], config.data.label_column)
+    lists = [own] + _get(refs, [Path(f).stem for f in files[1:]], "the ID alignment")
+    ids = shared_ids(lists, config.data.id_column, any(drop))
+    dm = datamodule_for(config, only=0, ids=ids)
+    dm.setup()
+    alice = dm.data
+    views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in files[1:]]
+    return VerticalData(views, alice.labels, alice.task, alice.num_classes, ids=ids)
+
+
+def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
+    """What party ``index`` loads in its own process: its own view (every view for Joint, which is one
+    party holding every feature), no labels (they come, if at all, in messages)."""
+    everything = method in ("joint", "oracle")
+    if config.data.dataset == "csv" and not everything:
+        dm = datamodule_for(config, only=index, ids=ids)
+        dm.setup()
+        views = [FeatureView(Path(f).stem, [], {}) for f in config.data.csv_files]
+        views[index] = dm.data.views[0]
+        return VerticalData(views, {}, kind, num_classes)
+    dm = datamodule_for(config, ids=ids) if config.data.dataset == "csv" else datamodule_for(config)
+    dm.setup()
+    data = dm.data
+    views = [v if everything or m == index else hollow(v) for m, v in enumerate(data.views)]
+    return VerticalData(views, {}, kind, num_classes, joint=data.joint if everything else None)

@@ -1,0 +1,120 @@
+"""The project's import contract, read from the source: no import circles (imports inside functions count; those
+under ``if TYPE_CHECKING:`` do not), the method table imports nothing, infrastructure never imports the round
+callbacks, and the modules stay small enough to read.
+
+The card installs the top-level folders ``datamodules/``, ``models/`` and ``callbacks/`` as ``vcl.datamodules``,
+``vcl.models`` and ``vcl.callbacks``; import-linter (through grimp) walks only the folder of a package, so it
+would not see them. This test builds the graph itself, from every file of the four folders and ``train.py``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {"vcl": "vcl", "datamodules": "vcl.datamodules", "models": "vcl.models", "callbacks": "vcl.callbacks"}
+MAX_LINES = 500
+
+
+def project_modules() -> dict[str, Path]:
+    """Every module of the project by its import name."""
+    out = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            out[".".join([package, *parts])] = path
+    out["train"] = ROOT / "train.py"
+    return out
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules ``name`` imports, anywhere in the file but under ``if TYPE_CHECKING:``."""
+
+    def resolve(module: str) -> str | None:
+        while module and module not in known:
+            module = module.rpartition(".")[0]
+        return module or None
+
+    found: set[str] = set()
+
+    class Visitor(ast.NodeVisitor):
+        def visit_If(self, node: ast.If) -> None:
+            test = node.test
+            if getattr(test, "id", getattr(test, "attr", None)) == "TYPE_CHECKING":
+                for child in node.orelse:
+                    self.visit(child)
+                return
+            self.generic_visit(node)
+
+        def visit_Import(self, node: ast.Import) -> None:
+            found.update(filter(None, (resolve(alias.name) for alias in node.names)))
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.update(filter(None, [resolve(full if full in known else base)]))
+
+    Visitor().visit(ast.parse(path.read_text()))
+    found.discard(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = project_modules()
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a path of modules (first = last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_graph_sees_every_folder_and_imports_inside_functions():
+    graph = import_graph()
+    assert {"vcl.datamodules.tabular", "vcl.models.residual", "vcl.callbacks.checkpoint", "train"} <= set(graph)
+    assert "vcl.ray_transport" in graph["vcl.wiring"]  # imported inside open_transport
+    assert "vcl.wiring" in graph["vcl.runner"]
+
+
+def test_no_import_circles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_a_circle_is_found_when_there_is_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_method_table_imports_nothing_and_infrastructure_never_imports_the_callbacks():
+    graph = import_graph()
+    assert graph["vcl.registry"] == set()  # the command line lists the methods from it alone
+    outer_loop = {"vcl.runner"}  # the rounds' driver calls the callbacks; nothing under it may
+    offenders = {
+        name: sorted(m for m in deps if m.startswith("vcl.callbacks"))
+        for name, deps in graph.items()
+        if not name.startswith("vcl.callbacks") and name not in outer_loop and name != "train"
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}

@@ -1,0 +1,139 @@
+"""Checkpoint files, in one place: written atomically (temporary file + rename), loaded as data only, and a
+party's own files (``<root>/<party>/round-<t>.ckpt``), which the party writes and reads where it runs.
+
+A checkpoint holds data only (tensors, numbers, strings, lists, dicts, numeric numpy arrays; fitted
+scikit-learn estimators as skops bytes), so it loads with ``torch.load(weights_only=True)``: opening one
+never runs code from it. A damaged, empty, foreign or crafted file is refused with one sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import pickle
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vcl.errors import VCLInputError
+
+KEYS = ("identity", "protocol", "records", "round_seconds", "run_id", "data")
+PARTY_KEYS = ("state", "party", "round", "run")
+
+
+def atomic_torch_save(obj, path: Path) -> None:
+    """``obj`` written to ``path`` whole or not at all. A write that fails (a full disk, a read-only or vanished
+    directory: torch says so as a RuntimeError) leaves no partial file and raises an ``OSError`` naming ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        torch.save(obj, tmp)
+    except BaseException as err:  # an interrupt too: no half-written file stays
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(err, RuntimeError):  # torch's own words ("unexpected pos ..."); say what lies behind them
+            code = errno.EIO
+            with contextlib.suppress(OSError):
+                if shutil.disk_usage(path.parent).free < 16 * 2**20:
+                    code = errno.ENOSPC
+                elif not os.access(path.parent, os.W_OK):
+                    code = errno.EROFS
+            reason = str(err).strip().splitlines()[0][:120] if code == errno.EIO else os.strerror(code)
+            raise OSError(code, reason, str(path)) from None
+        raise
+    os.replace(tmp, path)
+
+
+def _numpy_globals() -> list:
+    """What a numeric numpy array needs to be rebuilt: its reconstructor, ndarray, dtype and the dtype classes."""
+    try:
+        from numpy._core.multiarray import _reconstruct as reconstruct
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct as reconstruct
+    dtypes = [type(np.dtype(t)) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64")]
+    return [reconstruct, np.ndarray, np.dtype, *dtypes]
+
+
+def load_checkpoint(path: Path, keys: tuple[str, ...] = KEYS) -> dict:
+    """The run state in ``path`` (a party's own state with ``keys=PARTY_KEYS``), loaded without executing
+    anything from the file; refused if it is not one."""
+    fix = "start the run afresh (--overwrite) or point --out at another run."
+    try:
+        with torch.serialization.safe_globals(_numpy_globals()):
+            state = torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as err:
+        found = re.search(r"Unsupported (global: GLOBAL \S+|operand \d+)", str(err))
+        what = found.group(0) if found else "objects beyond tensors and plain values"
+        raise VCLInputError(f"checkpoint {path} holds something other than data ({what}); refusing it: {fix}") from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
+        reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
+        raise VCLInputError(f"checkpoint {path} cannot be read ({reason}); it is damaged or not vcl's: {fix}") from None
+    if (
+        not isinstance(state, dict)
+        or any(k not in state for k in keys)
+        or not isinstance(state[keys[0]], dict)
+        or ("data" in keys and not isinstance(state["data"], dict))
+    ):
+        raise VCLInputError(f"checkpoint {path} is not a run checkpoint of this version of vcl: {fix}")
+    return state
+
+
+def party_file(root: Path, name: str, round_: int) -> Path:
+    """``root/<name>/round-<t>.ckpt``; a name that is not one plain path component is refused."""
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        raise ValueError(f"party name {name!r} cannot name a checkpoint folder.")
+    return Path(root) / name / f"round-{round_}.ckpt"
+
+
+def save_party(party, name: str, root: Path, round_: int, run: str) -> None:
+    """What a party does to checkpoint itself: its own state, stamped with its run, written atomically where it
+    runs (never through a symbolic link)."""
+    path = party_file(root, name, round_)
+    for place in (path.parent, path.parent.parent):
+        if place.is_symlink():
+            raise VCLInputError(
+                f"party {name}'s checkpoint folder {place} is a symbolic link, and vcl never writes through one; "
+                "put a real directory there (transport.party_dirs) and resume."
+            )
+    atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_, "run": run}, path)
+    if hasattr(party, "log_round"):  # its own TensorBoard log, beside its checkpoints
+        party.log_round(Path(root) / name, round_)
+
+
+def load_party(party, name: str, root: Path, round_: int, run: str) -> None:
+    """A party reads back its own state of ``round_``; one sentence if it is missing, another party's, or another
+    run's (``run``: the stamp :func:`save_party` wrote, the run's identity and its settings' digest)."""
+    path = party_file(root, name, round_)
+    if not path.is_file():
+        raise VCLInputError(
+            f"--resume: party {name} has no checkpoint of round {round_} at {path}; resume where that party's "
+            "directory is, or start the run afresh with --overwrite."
+        )
+    saved = load_checkpoint(path, PARTY_KEYS)
+    if saved["party"] != name or saved["round"] != round_:
+        raise VCLInputError(
+            f"--resume: {path} holds party {saved['party']}'s round {saved['round']}, not {name}'s round {round_}; "
+            "restore that party's directory or start afresh with --overwrite."
+        )
+    if saved["run"] != run:
+        other = saved["run"].rpartition("/")[2] != run.rpartition("/")[2]
+        whose = "a run with other settings" if other else "another run"
+        raise VCLInputError(
+            f"--resume: {path} holds party {name}'s round {round_} of {whose}, not of the run in this --out; "
+            "put back that party's own files of this run, or start afresh with --overwrite."
+        )
+    party.load_state_dict(saved["state"])
+
+
+def prune_party(name: str, root: Path, round_: int) -> None:
+    """Remove the party's own checkpoints of rounds before ``round_`` (files only this party wrote)."""
+    folder = Path(root) / name
+    for path in folder.glob("round-*.ckpt") if folder.is_dir() else []:
+        stem = path.name[len("round-") : -len(".ckpt")]
+        if stem.isdigit() and int(stem) < round_:
+            path.unlink()

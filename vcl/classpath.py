@@ -1,0 +1,47 @@
+"""Classes a config names by ``{class_path, init_args}``, in the one-line form the options store
+(``<kind>:<class_path>{init args as JSON}``, :func:`vcl.config.estimator_spec`): parsing that form, and importing
+the class it names. Importing a module runs it, so only a config's author's trusted classes come this way
+(:mod:`vcl.models.user`); checkpoints and data never do."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+from vcl.errors import VCLInputError
+
+
+def parse_spec(spec: str, option: str) -> tuple[str, dict]:
+    """``sklearn:<path>`` (or ``module:``, ``callback:``, ``datamodule:``) with, optionally, its init args as a JSON
+    object after it (the one-line form of ``{class_path, init_args}``, :func:`vcl.config.estimator_spec`): the
+    class path and the args."""
+    path = spec.split(":", 1)[1]
+    if "{" not in path:
+        return path, {}
+    path, _, args = path.partition("{")
+    try:
+        values = json.loads("{" + args)
+    except json.JSONDecodeError:
+        raise VCLInputError(
+            f"{option}={spec!r}: its init args are not a JSON object; give {{class_path, init_args}}."
+        ) from None
+    return path, values
+
+
+def import_class(path: str, option: str, base: type, what: str) -> type:
+    """The class ``path`` names (``package.module.Class``), which must subclass ``base``."""
+    module, _, name = path.rpartition(".")
+    if not module:
+        raise VCLInputError(f"{option}: class_path {path!r} is not a full path; give package.module.Class.")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise VCLInputError(
+            f"{option}: cannot import {path} ({err}); put its package on PYTHONPATH or fix the class_path."
+        ) from None
+    except Exception as err:  # the module's own code failed as it was imported
+        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
+        raise VCLInputError(f"{option}: importing {module} for {path} failed ({reason}); fix that module.") from None
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise VCLInputError(f"{option}: {path} is not a {what}; name a subclass of {base.__module__}.{base.__name__}.")
+    return cls
