@@ -29,7 +29,8 @@ completes with its dual model) on the test rows, and MPDL_A on the rows only A h
 gives FTL_A. MLP dual and central models and K = 5 as in the paper, with its per-dataset settings (Section
 IV-B): T = 0.15, m = 2, epsilon = 0.5 for breast_cancer and MNIST; T = 0.1, m = 4, epsilon = 2 for CIFAR-10 and
 Bank Marketing (``--epsilon`` overrides epsilon; 0 = no privacy). Every record carries gamma, epsilon and the
-privacy scores of the run (:mod:`vcl.attacks`, normalized units, both parties' rows): ``h0_attack_mae`` (the
+privacy scores of the run (:mod:`vcl.protocols.mpdl.attacks`, normalized units, both parties' rows):
+``h0_attack_mae`` (the
 best reconstruction of a party's normalized features from all its h0 outputs and released means),
 ``attack_mae`` (the same attacker through what actually crosses: the h0 outputs it reads off the plaintext
 gradients, its own generations, the generations it receives) and ``trivial_mae`` (guessing each feature's

@@ -118,3 +118,28 @@ def test_the_method_table_imports_nothing_and_infrastructure_never_imports_the_c
         if not name.startswith("vcl.callbacks") and name not in outer_loop and name != "train"
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+PARTY_SIDE = ("party", "dual", "psi")  # a family's modules that run at a party, never at its coordinator
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_a_familys_coordinator_never_imports_its_party_code():
+    graph = import_graph()
+    coordinators = [name for name in graph if name.startswith("vcl.protocols.") and name.endswith(".coordinator")]
+    assert coordinators
+    for name in coordinators:
+        family = name.rpartition(".")[0]
+        party_side = {
+            m for m in reachable(graph, name) if m.startswith(family + ".") and m.rpartition(".")[2] in PARTY_SIDE
+        }
+        assert not party_side, f"{name} reaches {sorted(party_side)}"

@@ -14,15 +14,15 @@ from vcl.datamodules.overlap import OverlapDataModule, PartyData, image_masks, o
 
 from tests.conftest import write_cifar_batches
 from tests.helpers import TINY_MPDL
-from vcl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.config import RunConfig
-from vcl.dual import DualParty, duality_loss
 from vcl.errors import VCLInputError
-from vcl.kde import GaussianKDE, bandwidth
 from vcl.messages import EXPERIMENTER, Ack, Channel, Step
-from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer, laplace
-from vcl.psi import PSIParty, decode, hash_to_group, private_set_intersection
+from vcl.protocols.mpdl.attacks import h0_attack, reconstruction_attack, trivial_mae
+from vcl.protocols.mpdl.dual import DualParty, duality_loss
+from vcl.protocols.mpdl.kde import GaussianKDE, bandwidth
+from vcl.protocols.mpdl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
+from vcl.protocols.mpdl.psi import PSIParty, decode, hash_to_group, private_set_intersection
 from vcl.runner import train
 from vcl.split_network import Activations, CanvasConv
 from vcl.wiring import check_config

@@ -3,7 +3,8 @@
 Everything that leaves an organization is a :class:`Message`. Here are the base class and the messages
 several methods share (GAL's residuals, labels and fitted values, predictions, acknowledgements and steps);
 each method's own messages sit with the method (ASCII's in :mod:`vcl.protocols.ascii`, DC's in
-:mod:`vcl.protocols.dc`, MPDL's in :mod:`vcl.psi`, :mod:`vcl.dual` and :mod:`vcl.protocols.mpdl`, the split
+:mod:`vcl.protocols.dc`, MPDL's in :mod:`vcl.protocols.mpdl` (its
+``psi``, ``dual`` and ``messages``), the split
 network's in :mod:`vcl.split_network`). The :class:`Channel` records every message's type, shapes and size
 per round, so a run reports its communication cost; a :class:`vcl.transport.Transport` delivers messages to
 parties and counts each message and reply in it.

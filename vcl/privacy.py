@@ -120,7 +120,7 @@ class FeatureDPLayer:
     ``noise="offset_no_dp"``: the paper's eq. 14 taken literally — one draw (1/L)·Lap(Δ/ε), Δ = 2·d·L, per
     feature, the same for every row. It is a constant shift per feature, **not differential privacy**: it
     leaves the differences between rows exact, mean-centring cancels it, and anyone who knows the range of
-    the normalized features can subtract it (:mod:`vcl.attacks`). Kept only to reproduce that reading.
+    the normalized features can subtract it (:mod:`vcl.protocols.mpdl.attacks`). Kept only to reproduce that reading.
 
     The affine map is the identity (|h₀| = d neurons, W = I, b = 0). ``epsilon = 0`` means no noise
     (ε = ∞, no privacy).

@@ -25,12 +25,12 @@ from torch import Tensor
 from vcl import optim
 from vcl.datamodules.overlap import PartyData
 from vcl.errors import VCLInputError
-from vcl.kde import GaussianKDE
 from vcl.loop import Steps, seeded_init
 from vcl.messages import Message, as_float
-from vcl.models.networks import build_mlp
-from vcl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.privacy import FeatureDPLayer
+from vcl.protocols.mpdl.kde import GaussianKDE
+from vcl.protocols.mpdl.options import seeded_mlp
+from vcl.protocols.mpdl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 from vcl.split_network import CanvasConv, cnn_top
 
 
@@ -103,11 +103,6 @@ class CrossGradient(Message):
 def duality_loss(log_p_a: Tensor, log_p_a_hat: Tensor, log_p_b_hat: Tensor, log_p_b: Tensor) -> Tensor:
     """Equation 9 per row: (log P(x^A) − log P(x̂^A) + log P(x̂^B) − log P(x^B))²."""
     return (log_p_a - log_p_a_hat + log_p_b_hat - log_p_b).pow(2)
-
-
-def seeded_mlp(d_in: int, d_out: int, hidden: int, seed: int) -> torch.nn.Sequential:
-    with seeded_init(seed):
-        return build_mlp(d_in, d_out, (hidden,))
 
 
 def seeded_cnn_generator(shape: tuple[int, int, int], pixels, d_out: int, seed: int) -> torch.nn.Sequential:

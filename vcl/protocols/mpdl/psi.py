@@ -33,7 +33,7 @@ from vcl.messages import Channel, Message
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
 @dataclass(frozen=True)
 class BlindedIDs(Message):
-    """MPDL PSI (:mod:`vcl.psi`): row IDs hashed into a group and blinded by secret exponents, one
+    """MPDL PSI (:mod:`vcl.protocols.mpdl.psi`): row IDs hashed into a group and blinded by secret exponents, one
     group element per row as big-endian bytes (N × bytes(p), uint8). No raw or merely hashed ID."""
 
     values: Tensor = field(repr=False)
