@@ -10,19 +10,19 @@ from scipy.stats import wasserstein_distance
 from vcl.datamodules.grid import GridDataModule
 
 import train as cli
-from vcl.anchors import smote
 from vcl.config import RunConfig
-from vcl.dc_metrics import amd, dice, emd, nmi, top_features
 from vcl.messages import EXPERIMENTER, Ack, Labels, Step
-from vcl.protocols.dc import (
+from vcl.protocols.dc.anchors import smote
+from vcl.protocols.dc.messages import (
     AnchorPredictions,
     AnchorShare,
     KeptModel,
     RawFeatures,
     ReducedRepresentation,
     Scores,
-    collaboration_maps,
 )
+from vcl.protocols.dc.metrics import amd, dice, emd, nmi, top_features
+from vcl.protocols.dc.models import collaboration_maps
 from vcl.runner import train
 from vcl.wiring import build_protocol, datamodule_for
 

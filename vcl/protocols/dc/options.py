@@ -1,0 +1,26 @@
+"""DC's options as the run decides them, and the names its parts go by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from torch import Tensor
+
+from vcl.config import DCGroup
+
+REDUCTIONS = ("pca", "tsvd", "identity")
+CENTRAL_MODELS = ("ridge", "gb")
+INTERPRETABLE_MODELS = ("tree", "gb")
+MASTER = "master"
+
+
+@dataclass
+class DCOptions(DCGroup):
+    """The ``dc`` options and the anchor construction the method names (``dc_smote`` → ``smote``)."""
+
+    anchor: str = "smote"
+
+
+def _np(t: Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy().astype(np.float64)
