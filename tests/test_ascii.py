@@ -17,18 +17,10 @@ from vcl.models import ClassifierSettings, LearnerSettings, NetClassifier, Sklea
 from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.messages import Ack, Labels, PredictionRequest
-from vcl.protocols.ascii import (
-    ASCIIOptions,
-    AssistedClassification,
-    ClassVotes,
-    IgnoranceAgent,
-    IgnoranceScores,
-    Interchange,
-    joint_factor,
-    model_weight,
-    pass_on,
-    samme_code,
-)
+from vcl.protocols.ascii.coordinator import ASCIIOptions, AssistedClassification
+from vcl.protocols.ascii.messages import ClassVotes, IgnoranceScores, Interchange
+from vcl.protocols.ascii.party import IgnoranceAgent
+from vcl.protocols.ascii.updates import joint_factor, model_weight, pass_on, samme_code
 from vcl.registry import compare_methods
 from vcl.runner import train
 from vcl.tasks import Task
@@ -62,7 +54,7 @@ def fixed_chain(predictions, labels, k, variant="ascii", alpha="paper"):
         agents.append(agent)
     task = Task("classification", k, "ce")
     federation = Federation(agents, concurrent=False)
-    options = ASCIIOptions(variant, alpha=alpha)
+    options = ASCIIOptions(variant=variant, alpha=alpha)
     return AssistedClassification(task, federation, {"train": torch.tensor(labels)}, options)
 
 

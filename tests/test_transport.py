@@ -8,7 +8,7 @@ from vcl.datamodules import TabularDataModule
 
 from vcl.config import RunConfig
 from vcl.messages import Ack, FittedValues, ModelsReport, PredictionRequest, PseudoResidual
-from vcl.protocols.ascii import ClassVotes, Discarded, IgnoranceScores
+from vcl.protocols.ascii.messages import ClassVotes, Discarded, IgnoranceScores
 from vcl.runner import Run, run_rounds
 from vcl.transport import LOCAL_CALLS, LocalTransport
 from vcl.wiring import build_protocol

@@ -1,0 +1,68 @@
+"""ASCII's messages: an agent's ignorance scores to the next, its class votes and interchange figures to Alice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+from vcl.messages import Message
+
+
+# --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
+@dataclass(frozen=True)
+class IgnoranceScores(Message):
+    """ASCII, agent → next agent in the chain: the ignorance scores ``w`` (length N, sum one; eqs 10, 12) and
+    the model weights α of the agents before it in the round, the sender's included (with ``ascii.alpha=paper``
+    only: ASCII-Simple and the exact α send none).
+
+    ``round_start`` (the scores the round began from) rides along, with ``ascii_alpha=paper``, only to an
+    agent that cannot know it, i.e. past the second hop of a chain of more than two agents: eq. 13's joint
+    factor for the preceding agents of the round is ``scores / round_start``, which two agents get from the
+    scores alone.
+    """
+
+    scores: Tensor = field(repr=False)
+    alphas: Tensor = field(repr=False)
+    round_start: Tensor | None = field(repr=False, default=None)
+
+    tensors = {"scores": "scores", "alphas": "alphas", "round_start": "round_start"}
+
+
+@dataclass(frozen=True)
+class ClassVotes(Message):
+    """ASCII, agent → Alice: predicted classes of its classifiers and their model weights α.
+
+    After a round: ``alphas`` (1,) and ``classes`` {split: N} on the agent's rows of every split. In the
+    prediction stage: ``alphas`` (T,) and ``classes`` {round: N} for each round model. Alice forms the
+    SAMME-coded vote ``Σ α g`` (Algorithm 1, line 12) from them; no feature leaves the agent.
+    """
+
+    alphas: Tensor = field(repr=False)
+    classes: dict[str, Tensor] = field(repr=False)
+
+    tensors = {"alphas": "alphas", "*": "classes"}
+
+
+@dataclass(frozen=True)
+class Interchange(Message):
+    """ASCII, Alice → agent: take your hop of round ``round`` (Algorithm 1, lines 3–10) on the ignorance scores
+    the transport delivered to you, and pass yours on to ``next``. Public facts only, no tensor: the agent's
+    place in the round's order (``position`` 0 starts the round), whether ``next`` is in this round (False on
+    the last hop: the scores start the next round), whether ``next`` knows the round's start scores, whether α
+    is the paper's joint one (``ascii.alpha=paper``, the α's travel on), and the seed of the agent's model."""
+
+    position: int = 0
+    next: str = ""
+    next_in_round: bool = True
+    next_knows_start: bool = True
+    joint: bool = False
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Discarded(Message):
+    """ASCII, agent → Alice: its model's α ≤ 0, so the model is discarded and passes nothing on (Algorithm 1,
+    lines 5 and 8); ``alpha`` is the number itself. No tensor."""
+
+    alpha: float = 0.0
