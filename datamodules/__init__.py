@@ -7,7 +7,8 @@ from vcl.datamodules.image import IMAGE_DATASETS, ImageDataModule, patch_boxes, 
 from vcl.datamodules.overlap import OverlapData, OverlapDataModule
 from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sequence import SEQUENCE_DATASETS, SequenceDataModule, synthetic_sequences
-from vcl.datamodules.sources import DATASETS, Table, load_table
+from vcl.datamodules.sources import DATASETS, load_table
+from vcl.datamodules.table import Table
 from vcl.datamodules.tabular import (
     TabularDataModule,
     VerticalData,

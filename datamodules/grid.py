@@ -19,7 +19,8 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from vcl.datamodules.party import PartyDataModule, label_targets
-from vcl.datamodules.sources import Table, load_table
+from vcl.datamodules.sources import load_table
+from vcl.datamodules.table import Table
 from vcl.datamodules.tabular import FeatureView, named_column_split, random_column_split
 
 from vcl.errors import VCLInputError

@@ -18,7 +18,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 from vcl.datamodules.party import PartyDataModule, label_targets
-from vcl.datamodules.sources import Table, load_table
+from vcl.datamodules.sources import load_table
+from vcl.datamodules.table import Table
 
 from vcl.errors import VCLInputError
 

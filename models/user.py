@@ -20,7 +20,7 @@ from vcl.classpath import import_class
 from vcl.classpath import parse_spec as parse  # <kind>:<class_path>{init args as JSON}
 from vcl.errors import VCLInputError
 
-PREFIX = "module:"  # learner.model: module:<class_path>{init args as JSON} (vcl.config.estimator_spec)
+PREFIX = "module:"  # learner.model: module:<class_path>{init args as JSON} (vcl.config.groups.estimator_spec)
 
 
 def is_module_spec(name: str) -> bool:

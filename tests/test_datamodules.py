@@ -243,7 +243,7 @@ def test_drop_removes_a_partys_incomplete_rows_from_every_party_before_the_split
 def test_a_party_alone_prepares_its_file_as_the_whole_table_does(tmp_path):
     """Where parties run apart each reads its own file on the shared IDs (drop: each offers only its complete
     rows): the same views as one process reading every file."""
-    from vcl.datamodules.sources import csv_ids, shared_ids
+    from vcl.datamodules.csv_files import csv_ids, shared_ids
 
     files, _, _ = messy_files(tmp_path)
     policy = dict(task="classification", categorical=["onehot"], missing=["impute", "drop"])

@@ -9,6 +9,7 @@ would not see them. This test builds the graph itself, from every file of the fo
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,3 +144,22 @@ def test_a_familys_coordinator_never_imports_its_party_code():
             m for m in reachable(graph, name) if m.startswith(family + ".") and m.rpartition(".")[2] in PARTY_SIDE
         }
         assert not party_side, f"{name} reaches {sorted(party_side)}"
+
+
+def test_no_module_over_500_lines():
+    long = {
+        name: n for name, path in project_modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these modules (at most {MAX_LINES} lines each): {long}"
+
+
+def test_the_newcomers_map_names_files_that_exist():
+    """docs/design.md's map says which files to touch for a method, a dataset, a learner, an option, a transport
+    and a callback, and walks a config value to a party: every path it names (in backticks) exists."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    section = text[text.index("## A map for newcomers") :]
+    section = section[: section.find("\n## ", 1) if "\n## " in section[1:] else len(section)]
+    named = {p for p in re.findall(r"`((?:vcl|datamodules|models|callbacks|tests)/[\w/<>.]+|train\.py)`", section)}
+    assert len(named) >= 15, named
+    missing = sorted(p for p in named if "<" not in p and not (ROOT / p).exists())
+    assert missing == [], missing

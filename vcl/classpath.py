@@ -1,5 +1,5 @@
 """Classes a config names by ``{class_path, init_args}``, in the one-line form the options store
-(``<kind>:<class_path>{init args as JSON}``, :func:`vcl.config.estimator_spec`): parsing that form, and importing
+(``<kind>:<class_path>{init args as JSON}``, :func:`vcl.config.groups.estimator_spec`): parsing that form, and importing
 the class it names. Importing a module runs it, so only a config's author's trusted classes come this way
 (:mod:`vcl.models.user`); checkpoints and data never do."""
 
@@ -13,7 +13,7 @@ from vcl.errors import VCLInputError
 
 def parse_spec(spec: str, option: str) -> tuple[str, dict]:
     """``sklearn:<path>`` (or ``module:``, ``callback:``, ``datamodule:``) with, optionally, its init args as a JSON
-    object after it (the one-line form of ``{class_path, init_args}``, :func:`vcl.config.estimator_spec`): the
+    object after it (the one-line form of ``{class_path, init_args}``, :func:`vcl.config.groups.estimator_spec`): the
     class path and the args."""
     path = spec.split(":", 1)[1]
     if "{" not in path:

@@ -31,8 +31,8 @@ from vcl.messages import Channel, Labels, Message, PseudoResidual
 
 FIT_REQUESTS = (PseudoResidual, Labels)
 # What the local transport calls on a party besides ``handle``: the two halves of a fit, for the batched
-# executor (:func:`run_jobs`), the party's outbox of party-to-party messages, its own checkpoint, and the
-# device it trains on (results.json says where each party ran).
+# executor (:func:`vcl.models.concurrent.run_jobs`), the party's outbox of party-to-party messages, its own
+# checkpoint, and the device it trains on (results.json says where each party ran).
 LOCAL_CALLS = ("begin_fit", "finish_fit", "outgoing", "state_dict", "load_state_dict", "device")
 
 

@@ -157,7 +157,7 @@ class PartyPlan:
 
 def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPlan:
     """The organizations ``method`` runs with (Alone: Alice only; Joint: one holding every feature). A view
-    without rows (a party that runs elsewhere, :func:`vcl.ray_transport.hollow`) is planned but not transformed."""
+    without rows (a party that runs elsewhere, :func:`hollow`) is planned but not transformed."""
     task = make_task(config, data)
     m_all = len(data.views)
     blank = organization_set(
@@ -322,7 +322,7 @@ def own_party(config: RunConfig, method: str, index: int, ids, kind: str, num_cl
 
 def check_config(config: RunConfig) -> None:
     """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded)."""
-    from vcl.datamodules.sources import csv_policies
+    from vcl.datamodules.csv_files import csv_policies
 
     own = family_of(config.method)
     for m in compare_methods(config):
@@ -381,7 +381,7 @@ def coordinator_data(config: RunConfig) -> VerticalData:
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
     import ray
 
-    from vcl.datamodules.sources import csv_ids, csv_policies, shared_ids
+    from vcl.datamodules.csv_files import csv_ids, csv_policies, shared_ids
     from vcl.ray_transport import _get, _placement, start_ray
 
     files = config.data.csv_files

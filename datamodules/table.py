@@ -1,0 +1,47 @@
+"""A data source's table: aligned rows, labels, column names, task kind and the column groups that define the
+organizations (:mod:`vcl.datamodules.sources`, :mod:`vcl.datamodules.csv_files`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vcl.errors import VCLInputError
+
+
+@dataclass
+class Table:
+    X: np.ndarray
+    y: np.ndarray
+    columns: list[str]
+    task: str  # classification | regression
+    num_classes: int = 1
+    groups: list[list[int]] | None = None  # column indices per organization (CSV files)
+    group_names: list[str] | None = None
+    ids: list[str] | None = None
+    train_rows: int | None = None  # the dataset's own split: the first train_rows rows train, the rest test
+    test_rows: np.ndarray | None = None  # row indices the source reserves for test (generated data)
+    attributes: list[str] | None = None  # each column's source attribute (one-hot columns share theirs)
+    # CSV files with text categories or missing values to be prepared per party (:mod:`vcl.datamodules.prepare`):
+    # X is then an object array; each column's kind ("numeric" / "categorical"), each group's policies
+    kinds: list[str] | None = None
+    policies: list[tuple[str, str]] | None = None  # (categorical, missing) per column group
+
+
+def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
+    y = np.asarray(y)
+    if kind == "classification":
+        classes, y = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise VCLInputError(
+                f"{what} holds a single class ({str(classes[0])!r}); classification needs at least two classes, "
+                "or use data.task=regression."
+            )
+        return Table(_features(X), y.astype(np.int64), names, kind, len(classes))
+    return Table(_features(X), y.astype(np.float64).reshape(-1, 1), names, kind, 1)
+
+
+def _features(X) -> np.ndarray:
+    """Numbers as float64; a CSV table still to be prepared per party stays an object array."""
+    return X if isinstance(X, np.ndarray) and X.dtype == object else np.asarray(X, dtype=np.float64)

@@ -1,0 +1,437 @@
+"""The option groups of a run, one per concern (``data``, ``run``, ``learner``, ``transport``) and per method
+family (``gal``, ``ascii``, ``dc``, ``mpdl``): each option's type says what it takes and its docstring is its help.
+A family's options class inherits its group, so an option is spelled once. Imports no torch."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, OpenUnitInterval, PositiveFloat, PositiveInt
+
+from vcl.errors import VCLInputError
+from vcl.registry import METHODS
+
+
+def estimator_spec(entry: str | dict, option: str, other: str = "sklearn") -> str:
+    """A name as given, or ``{class_path, init_args}`` as its one-line form ``<kind>:<class_path>`` followed by
+    the init args as a JSON object (what the learners and DC read; printed configs show this form). ``kind`` is
+    ``sklearn`` for a scikit-learn class, else ``other`` (``module``: a user LightningModule as a learner;
+    ``callback``: a Lightning callback)."""
+    if isinstance(entry, str):
+        return entry
+    what = "a class" if other != "sklearn" else "an estimator"
+    if set(entry) - {"class_path", "init_args"} or not isinstance(entry.get("class_path"), str):
+        raise VCLInputError(
+            f"{option}={entry!r}: name {what} as {{class_path: <package.module.Class>, init_args: {{...}}}}."
+        )
+    args = entry.get("init_args") or {}
+    if not isinstance(args, dict):
+        raise VCLInputError(f"{option}: init_args={args!r} is not a mapping of argument names to values.")
+    kind = "sklearn" if entry["class_path"].startswith("sklearn.") else other
+    return f"{kind}:{entry['class_path']}" + (json.dumps(args, sort_keys=True) if args else "")
+
+
+FLOAT32_MAX = 3.4028234663852886e38  # every number option ends up in float32 tensors or arithmetic
+FLOAT32_TINY = 1.1754943508222875e-38  # float32's smallest normal number: a divisor below it overflows
+SEED_LIMIT = 2**32  # seeds feed NumPy's and torch's generators: 0 .. 2³² − 1
+
+
+def seed_in_range(option: str, seed: int) -> None:
+    if not 0 <= seed < SEED_LIMIT:
+        raise VCLInputError(f"{option}={seed} is out of range; use a whole number from 0 to {SEED_LIMIT - 1}.")
+
+
+def listed(group, *names: str) -> None:
+    """Options that take one value for all or one each hold a list, whichever was given."""
+    for name in names:
+        if not isinstance(getattr(group, name), list):
+            setattr(group, name, [getattr(group, name)])
+
+
+Method = Literal[tuple(METHODS)]  # every method in the registry (vcl/registry.py)
+Categorical = Literal["error", "onehot"]
+Missing = Literal["error", "drop", "impute"]
+LocalLoss = Literal["auto", "l1", "l1.5", "l2", "l4"]
+# a scikit-learn estimator named in a config: {class_path: sklearn.<module>.<Class>, init_args: {...}} (plain data;
+# nothing is imported here, and only scikit-learn classes ever are: vcl.models.sklearn)
+Estimator = dict[str, Any]
+# Where parties run and how a run is shown, not what it computes: a run may resume with other values.
+NOT_IDENTITY = (
+    "out", "compare", "run.rounds", "run.device", "run.concurrent", "run.engine", "data.download",
+    "gal.early_stop_eta", "transport",
+)  # fmt: skip
+
+
+# PositiveInt and friends bound numbers when jsonargparse parses (a dataclass built in code holds plain numbers)
+
+
+@dataclass
+class DataGroup:
+    """data: which rows and features, and how they are split among the organizations"""
+
+    dataset: str = "wine"
+    """tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv, (ASCII) digits_halves, ascii_blobs,
+    ascii_blobs20, ascii_blobs_redundant, (DC) dc_artificial, bank_marketing (bank-full.csv under root); images:
+    mnist, fashion_mnist, cifar10 (files under root), mnist_subset, digits_image; sequences: sequence_synthetic, npz"""
+    organizations: PositiveInt = 8
+    """number of organizations M (Alice is organization 0); csv: one per file"""
+    root: str = "data"
+    """image datasets and bank_marketing: their root directory; dataset=npz: the .npz file"""
+    download: bool = False
+    """download a torchvision dataset into root first (needs internet)"""
+    image_view: Literal["patch", "masked"] = "patch"
+    """what an organization holds of an image: its patch only, or the image with the rest masked"""
+    max_train: NonNegativeInt = 0
+    """image datasets: use only the first N (shuffled) training images (0: all)"""
+    sequence_size: PositiveInt = 2000
+    """dataset=sequence_synthetic: number of sequences"""
+    split_seed: int = 0
+    """seed of the train/test row split, kept fixed across run seeds"""
+    test_fraction: OpenUnitInterval = 0.2
+    """fraction of rows held out for test"""
+    val_fraction: NonNegativeFloat = 0.0
+    """fraction of the training rows held out for validation (0: none)"""
+    assignment: dict[str, list[str]] = field(default_factory=dict)
+    """explicit columns per organization by name, e.g. {alice: [a, b], bob: [c]}"""
+    csv_files: list[str] = field(default_factory=list)
+    """dataset=csv: one CSV per organization, Alice's (with the label) first"""
+    id_column: str = "id"
+    """dataset=csv: the shared ID column used to align rows"""
+    label_column: str = "label"
+    """dataset=csv: the label column in Alice's file"""
+    task: Literal["", "classification", "regression"] = ""
+    """dataset=csv: classification or regression"""
+    categorical: Literal["error", "onehot"] | list[Literal["error", "onehot"]] = field(
+        default_factory=lambda: ["error"]
+    )
+    """dataset=csv: a text column is refused (error) or one-hot encoded on the party's own training rows (onehot);
+    one value for all files or one per file"""
+    missing: Literal["error", "drop", "impute"] | list[Literal["error", "drop", "impute"]] = field(
+        default_factory=lambda: ["error"]
+    )
+    """dataset=csv: a missing value is refused (error), drops its row from every party before the split (drop), or
+    is imputed on the party's own training rows (impute); one value for all files or one per file"""
+    synthetic_train: PositiveInt = 1000
+    """ascii_blobs* datasets: training rows (the paper: 1000)"""
+    synthetic_test: PositiveInt = 100000
+    """ascii_blobs* datasets: test rows (the paper: 100000)"""
+    module: str | Estimator = ""
+    """your own data module for the GAL and ASCII methods, {class_path: my_pkg.MyData, init_args: {...}}: a
+    subclass of vcl.datamodules.VerticalDataModule whose setup() sets self.data (data.dataset then only names the
+    run)"""
+
+    def __post_init__(self):
+        seed_in_range("data.split_seed", self.split_seed)
+        listed(self, "categorical", "missing")
+        if self.module:
+            self.module = estimator_spec(self.module, "data.module", other="datamodule")
+            if not self.module.startswith("datamodule:"):
+                self.module = "datamodule:" + self.module.removeprefix("sklearn:")
+        if self.val_fraction >= 1 or self.test_fraction + self.val_fraction >= 1:
+            raise VCLInputError(
+                f"data.test_fraction={self.test_fraction} and data.val_fraction={self.val_fraction} leave no "
+                "training rows; keep their sum below 1."
+            )
+        if self.synthetic_train < 2:
+            raise VCLInputError(f"data.synthetic_train={self.synthetic_train}; use at least 2 training rows.")
+        if self.dataset != "csv" and (self.categorical != ["error"] or self.missing != ["error"]):
+            raise VCLInputError(
+                f"data.categorical / data.missing prepare CSV files (dataset=csv); dataset={self.dataset!r} needs "
+                "neither, so leave them at error."
+            )
+
+
+@dataclass
+class RunGroup:
+    """run: how long, which seed, where the numbers are computed"""
+
+    rounds: PositiveInt = 10
+    """assistance rounds T (MPDL: iterations of Algorithm 1, at most mpdl.max_iterations)"""
+    seed: int = 0
+    """run seed: feature split, model initialization, minibatch order"""
+    device: str = "auto"
+    """cpu, cuda, cuda:N, or auto (cuda when available); cuda with several GPUs spreads organizations"""
+    concurrent: bool = True
+    """fit same-architecture organizations in one pass (false: one after another)"""
+    engine: Literal["fast", "trainer"] = "fast"
+    """fit engine of torch learners: fast (a device-resident loop) or trainer (Lightning's Trainer)"""
+    precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"
+    """numeric precision of torch learners (16-mixed: fp16 with loss scaling), for either engine"""
+    accelerator: str = "auto"
+    """engine=trainer: Lightning accelerator"""
+    devices: str = "1"
+    """engine=trainer: Lightning devices (a count, a list, or auto)"""
+    strategy: str = "auto"
+    """engine=trainer: Lightning strategy, e.g. ddp for one organization on several GPUs"""
+
+    def __post_init__(self):
+        seed_in_range("run.seed", self.seed)
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", self.device):
+            raise VCLInputError(f"run.device={self.device!r} is not a device; use cpu, cuda, cuda:N or auto.")
+
+
+@dataclass
+class LearnerGroup:
+    """learner: each organization's local model and how it is fitted (0 / auto: the paper's value)"""
+
+    model: str | Estimator | list[str | Estimator] = field(default_factory=lambda: ["linear"])
+    """local model per organization: linear, mlp, cnn, lstm, gb, svm, gb-svm (GB for the first half, SVM after); for
+    ASCII methods a classifier: linear, mlp, tree, forest, logistic, gb, svm; or any scikit-learn estimator, as
+    {class_path: sklearn.<module>.<Class>, init_args: {...}} or sklearn:<path>; or your own LightningModule, as
+    {class_path: my_pkg.MyNet, init_args: {...}} (built with in_features and out_features); one for all or one each"""
+    callbacks: list[Estimator] = field(default_factory=list)
+    """run.engine trainer: Lightning callbacks for every GAL-family organization's Trainer, as {class_path,
+    init_args}"""
+    epochs: NonNegativeInt = 0
+    """local training epochs per round (0: the paper's, 100 linear/mlp, 10 cnn/lstm)"""
+    lr: NonNegativeFloat = 0.0
+    """local learning rate (0: the paper's, 0.1 SGD for linear/mlp/cnn, 1e-3 Adam for lstm)"""
+    optimizer: Literal["auto", "sgd", "adam"] = "auto"
+    """local optimizer (auto: adam for lstm, sgd otherwise)"""
+    momentum: NonNegativeFloat = 0.9
+    """local SGD momentum"""
+    weight_decay: NonNegativeFloat = 5e-4
+    """local weight decay"""
+    milestones: list[PositiveInt | Literal["auto"]] = field(default_factory=lambda: ["auto"])
+    """epochs at which the local rate is multiplied by gamma ([auto]: [50] for linear/mlp; []: none)"""
+    gamma: PositiveFloat = 0.1
+    """local learning-rate decay factor"""
+    batch_size: NonNegativeInt = 0
+    """local batch size (0: the paper's, 1024 linear/mlp, 512 cnn, 8 lstm; at least N: full batch)"""
+    hidden: list[PositiveInt] = field(default_factory=lambda: [64])
+    """hidden widths of the mlp learner"""
+    cnn_widths: list[PositiveInt] = field(default_factory=lambda: [64, 128, 256, 512])
+    """channel widths of the cnn learner's conv blocks (GAL Table 8)"""
+    cnn_last_pool: bool = True
+    """cnn learner: max-pool after the last conv block too, as GAL Table 8 (false: only after the others, as the GAL
+    authors' code does)"""
+    lstm_hidden: PositiveInt = 128
+    """hidden size of the lstm learner"""
+    dropout: NonNegativeFloat = 0.3
+    """dropout after the lstm learner's last step"""
+    grad_clip: NonNegativeFloat = 1.0
+    """local gradient-norm clip (0: off)"""
+    max_depth: NonNegativeInt = 0
+    """ASCII tree, forest and gb classifiers: maximum depth (0: unlimited; gb: 3)"""
+    n_trees: PositiveInt = 100
+    """ASCII forest classifier: number of trees"""
+
+    def __post_init__(self):
+        listed(self, "model")
+        self.model = [estimator_spec(m, "learner.model", other="module") for m in self.model]
+        self.callbacks = [estimator_spec(c, "learner.callbacks", other="callback") for c in self.callbacks]
+        if "auto" in self.milestones and self.milestones != ["auto"]:
+            raise VCLInputError(f"learner.milestones={self.milestones}; give epoch numbers, [] for none, or [auto].")
+        if not self.cnn_widths:
+            raise VCLInputError("learner.cnn_widths is empty; give channel counts, e.g. [64, 128, 256, 512].")
+
+
+@dataclass
+class TransportGroup:
+    """transport: how the coordinator reaches the parties (where they run, not what they compute)"""
+
+    kind: Literal["local", "ray"] = "local"
+    """local (every party in this process) or ray (one Ray actor per party, each loading only its own data)"""
+    address: str = ""
+    """kind=ray: the Ray cluster to join (auto, or host:port); empty starts a local one"""
+    party_cpus: PositiveFloat | list[PositiveFloat] = field(default_factory=lambda: [1.0])
+    """kind=ray: CPUs per party actor (its torch threads), one for all or one per party"""
+    party_gpus: NonNegativeFloat | list[NonNegativeFloat] = field(default_factory=lambda: [0.0])
+    """kind=ray: GPUs per party actor (fractions share a GPU), one for all or one per party"""
+    party_nodes: str | list[str] = field(default_factory=lambda: [""])
+    """kind=ray: a custom Ray resource per party (e.g. node_bob, from `ray start --resources`) that pins its actor to
+    the machine holding its data; empty: anywhere"""
+    party_dirs: str | list[str] = field(default_factory=lambda: [""])
+    """where each party keeps its checkpoints (<dir>/<name>/round-<t>.ckpt, on the machine it runs on), one for all
+    or one per party; empty: <out>/parties"""
+
+    def __post_init__(self):
+        listed(self, "party_cpus", "party_gpus", "party_nodes", "party_dirs")
+
+
+@dataclass
+class GALGroup:
+    """gal: Gradient Assisted Learning and its baselines (alone, joint, al, late, interm)"""
+
+    task_loss: Literal["auto", "ce", "l1", "mse"] = "auto"
+    """Alice's loss L1: ce (classification), l1 or mse (regression); auto: ce / l1"""
+    local_loss: LocalLoss | list[LocalLoss] = field(default_factory=lambda: ["auto"])
+    """residual loss per organization (auto: l1 for diabetes, boston and an l1 task loss, l2 otherwise); one for all
+    or one per organization"""
+    weights: Literal["learned", "bag", "last"] = "learned"
+    """assistance weights: learned (on the simplex), bag (plain average), last"""
+    eta: Literal["linesearch", "constant"] = "linesearch"
+    """assisted learning rate: linesearch (L-BFGS) or constant"""
+    eta_value: float = 1.0
+    """the constant rate (eta=constant), or the line search's start"""
+    eta_cap: NonNegativeFloat = 0.0
+    """the authors' eta = min(|eta|, cap); 0 follows the paper (no cap)"""
+    early_stop_eta: NonNegativeFloat = 0.0
+    """stop when |eta| falls below this (0: off)"""
+    al_mode: Literal["chained", "authors"] = "chained"
+    """AL baseline: chained (each organization fits the residual the previous one left) or authors (all fit the
+    round's residual, the last one is kept)"""
+    dms: bool = False
+    """Deep Model Sharing: one feature extractor per organization, one head per round"""
+    baseline_epochs: NonNegativeInt = 0
+    """epochs of the one-shot centralized baselines late and interm (0: learner.epochs)"""
+    late_fusion: Literal["mean", "sum"] = "mean"
+    """late baseline: mean (the organizations' outputs averaged, as the GAL authors' code does; it gives the paper's
+    Late figures) or sum (added, as the paper's text describes it)"""
+    privacy: Literal["none", "dp", "ip"] = "none"
+    """privacy on the residuals Alice sends: none, dp (Laplace), ip (interval privacy)"""
+    privacy_alpha: PositiveFloat = 1.0
+    """Laplace mechanism's alpha: noise scale (b - a)/alpha"""
+    privacy_secret: NonNegativeInt = 0
+    """Alice's own seed of the privacy noise (0: fresh from the operating system, kept in her checkpoint); the
+    parties' copy of the config never holds it"""
+    privacy_scope: Literal["others", "all"] = "others"
+    """who fits the perturbed residual: others (Alice fits her own model on the clean one) or all (Alice's own fit uses
+    the same perturbed broadcast, as in the authors' code); weights and line search stay clean"""
+    noise_sigma: NonNegativeFloat = 0.0
+    """Gaussian noise sigma on the outputs of noisy_organizations (training and prediction)"""
+    noisy_organizations: list[NonNegativeInt | Literal["half", "last_half"]] = field(default_factory=lambda: ["half"])
+    """organizations whose outputs get noise_sigma noise: indices, half (M - M//2 of them drawn at random from the run
+    seed, as the paper) or last_half (M//2 .. M-1, as the authors' code)"""
+    noninformative_organizations: list[NonNegativeInt | Literal["half", "last_half"]] = field(default_factory=list)
+    """organizations whose inputs are replaced by N(0, 1) noise: indices, half (random, as noisy_organizations) or
+    last_half (M//2 .. M-1)"""
+
+    def __post_init__(self):
+        listed(self, "local_loss")
+
+
+@dataclass
+class ASCIIGroup:
+    """ascii: assisted learning by ignorance interchange (ascii, ascii_simple, ascii_random, ensemble_adaboost)"""
+
+    stop: Literal["alpha", "cv"] = "alpha"
+    """stop criterion: alpha (an agent's model weight alpha <= 0, the paper's default) or cv (validation accuracy
+    stops improving; needs data.val_fraction > 0)"""
+    alpha: Literal["exact", "paper"] = "exact"
+    """model weight of the agents after the first of a round: exact (the minimizer of the round's joint exponential
+    loss, eq. 6, given the scores received; no alphas are sent) or paper (eqs 11/13 as printed)"""
+    patience: PositiveInt = 1
+    """stop=cv: rounds without a better validation accuracy before stopping"""
+    resample: bool = False
+    """fit a classifier whose fit takes no sample_weight on a weighted resample instead of refusing it"""
+
+
+@dataclass
+class DCGroup:
+    """dc: Data Collaboration analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) and its references (centralized, local)"""
+
+    row_groups: PositiveInt = 2
+    """c, groups of training rows (horizontal split)"""
+    column_groups: PositiveInt = 2
+    """d, groups of columns (vertical split); party (i, j) holds rows i, columns j"""
+    feature_split: Literal["alternate", "random", "type", "named"] = "alternate"
+    """columns to groups: alternate (k mod d), random (seeded), type (continuous, categorical), named (from
+    data.assignment)"""
+    public_rows: NonNegativeInt = 100
+    """p, unlabeled public rows X_pub held out from the data (the SMOTE anchors' source)"""
+    standardize: bool = True
+    """z-score features with training statistics (false: raw units)"""
+    anchor_rows: PositiveInt = 1000
+    """r, anchor rows (dc_raw uses the training rows)"""
+    reduction: str | Estimator = "pca"
+    """worker-side reduction f_ij: pca, tsvd, identity, or a scikit-learn transformer ({class_path, init_args} or
+    sklearn:<path>)"""
+    dim: int = 5
+    """reduced dimension per party; <= 0 means the party's columns + dim (0: keep all)"""
+    collab_dim: NonNegativeInt = 0
+    """collaboration dimension m-hat; 0: the summed reduced dimensions of a row group"""
+    central: str | Estimator = "ridge"
+    """master's analysis h: ridge (one-hot targets), gb, or a scikit-learn estimator ({class_path, init_args} or
+    sklearn:<path>)"""
+    interpretable: str | Estimator = "tree"
+    """worker-side interpretable model t_i: tree, gb, or a scikit-learn classifier ({class_path, init_args} or
+    sklearn:<path>)"""
+    tree_splits: PositiveInt = 5
+    """maximum number of branch-node splits of the tree"""
+    smote_k: PositiveInt = 25
+    """SMOTE neighbours k (at most public_rows - 1)"""
+    smote_alpha: PositiveFloat = 1.5
+    """SMOTE coefficients c ~ U(0, alpha); 1.5 keeps the variance"""
+    tsvd_rank: PositiveInt = 3
+    """TSVD: rank of each party's truncated SVD"""
+    tsvd_delta: NonNegativeFloat = 0.1
+    """TSVD: perturbation delta of the N(0, 1) noise added to it"""
+    top_t: PositiveInt = 3
+    """t of Dice_t, the top-t essential features compared with Centralized's"""
+
+    def __post_init__(self):
+        for key in ("reduction", "central", "interpretable"):
+            setattr(self, key, estimator_spec(getattr(self, key), f"dc.{key}"))
+
+
+@dataclass
+class MPDLGroup:
+    """mpdl: multi-party dual learning (mpdl) and its federated-transfer-learning reference (ftl)"""
+
+    gamma: OpenUnitInterval = 0.1
+    """co-occurrence probability gamma (D_C = N[0, g], D_B = N(g, 0.5+g/2], D_A the rest)"""
+    epsilon: NonNegativeFloat = 0.5
+    """privacy budget epsilon of the DP layer h0 (0: no privacy, epsilon = inf)"""
+    lam: NonNegativeFloat = 0.01
+    """lambda, the Lagrange weight of the duality regularizer (eq. 11; 0 turns it off)"""
+    folds: int = 5
+    """K, folds of the co-occurring rows for dual cross-validation (Algorithm 1; at least 2)"""
+    threshold: float = 0.15
+    """T, stop when V_D - V_C > T on the validation fold"""
+    max_iterations: PositiveInt = 2
+    """m, maximum iterations of Algorithm 1 (one round each; capped by run.rounds)"""
+    dual_epochs: PositiveInt = 10
+    """epochs of dual learning per iteration (FTL: autoencoder epochs)"""
+    central_epochs: PositiveInt = 20
+    """epochs of each central (split-network) model"""
+    lr: PositiveFloat = 0.1
+    """SGD learning rate of the dual, central and FTL models"""
+    batch_size: PositiveInt = 32
+    """minibatch size of dual and central training"""
+    hidden: NonNegativeInt = 0
+    """hidden width of the dual MLPs (0: (in + out)/2)"""
+    paillier: bool = False
+    """encrypt the density differences with Paillier (slow; false: plaintext)"""
+    key_bits: PositiveInt = 1024
+    """Paillier modulus bits"""
+    psi_bits: Literal[1024, 2048] = 2048
+    """MODP group of the private set intersection"""
+    max_rows: NonNegativeInt = 0
+    """use only the first N rows of a (shuffled) dataset (0: all)"""
+    ftl_dim: NonNegativeInt = 0
+    """FTL reference: common code dimension (0: min(64, min(d_A, d_B)/2))"""
+    central: Literal["mlp", "cnn"] = "mlp"
+    """central model at C: mlp, or cnn (images: the paper's CNN split at conv1; CIFAR-10's net for colour)"""
+    dual_arch: Literal["mlp", "cnn"] = "mlp"
+    """dual models f, g: mlp (the paper), or cnn (images: conv trunk + linear)"""
+    dual_clip: NonNegativeFloat = 0.0
+    """clip each dual model's gradient norm to this before its SGD step (0: off)"""
+    secret_a: NonNegativeInt = 0
+    """party A's own seed of its h0 noise (0: fresh from the operating system, kept in A's checkpoint); no other
+    party's copy of the config holds it"""
+    secret_b: NonNegativeInt = 0
+    """party B's own seed of its h0 noise and its PSI shuffle (0: fresh from the operating system, kept in B's
+    checkpoint); no other party's copy of the config holds it"""
+    dp_noise: Literal["per_row", "offset_no_dp"] = "per_row"
+    """h0 noise: per_row (Laplace d/epsilon on every entry: epsilon-DP per row) or offset_no_dp (the paper's eq. 14
+    literally: one shift per feature; no privacy guarantee)"""
+
+    def __post_init__(self):
+        if self.folds < 2:
+            raise VCLInputError(f"mpdl.folds={self.folds}; use at least 2 folds (the paper: 5).")
+
+
+GROUPS = {
+    "data": DataGroup,
+    "run": RunGroup,
+    "learner": LearnerGroup,
+    "transport": TransportGroup,
+    "gal": GALGroup,
+    "ascii": ASCIIGroup,
+    "dc": DCGroup,
+    "mpdl": MPDLGroup,
+}
