@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from vcl.federation import Federation
+from vcl.messages import EXPERIMENTER, Message, Step
 from vcl.tasks import Task
 
 
@@ -41,6 +42,20 @@ class Protocol:
 
     def run_round(self) -> dict:
         raise NotImplementedError
+
+    @property
+    def coordinator(self) -> str:
+        """Who sends the protocol's requests: Alice (DC: the master; MPDL: the collaborator C)."""
+        return self.federation.alice
+
+    def step_round(self) -> int:
+        """The round a step request carries (a one-shot protocol: its one round)."""
+        return self.round
+
+    def ask(self, names, step: str, **args) -> list[Message]:
+        """Send ``Step(step, args)`` to each party in ``names``, all at once; their replies, in that order."""
+        sender, round_ = self.coordinator, self.step_round()
+        return self.federation.transport.request_all([(n, Step(sender, n, round_, step, args)) for n in names])
 
     def predict(self, split: str, upto: int | None = None) -> Tensor:
         """Algorithm 1's prediction stage on rows of ``split`` that every organization holds.
@@ -134,3 +149,20 @@ class Protocol:
 def weighted_sum(weights: Tensor, outputs: dict[str, Tensor]) -> dict[str, Tensor]:
     """Σ_m w_m f_m on every split."""
     return {s: torch.einsum("m,mnk->nk", weights, o) for s, o in outputs.items()}
+
+
+class Experimenter:
+    """Who scores a run from outside it (DC, MPDL): it holds the raw data a score needs and what the parties
+    report; its messages are not the protocol's communication. It computes on the CPU and keeps no state of its
+    own unless a subclass says so."""
+
+    name = EXPERIMENTER
+
+    def device(self) -> str:
+        return "cpu"
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass

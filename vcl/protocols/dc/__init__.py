@@ -28,7 +28,7 @@ from vcl.federation import Federation
 from vcl.messages import EXPERIMENTER
 from vcl.protocols.dc.anchors import GridLayout, make_anchor_construction
 from vcl.protocols.dc.coordinator import Centralized, CollaborationProtocol, DataCollaboration, Local
-from vcl.protocols.dc.experimenter import Evaluation, Experimenter
+from vcl.protocols.dc.experimenter import DCExperimenter, Evaluation
 from vcl.protocols.dc.models import make_central, make_interpretable, make_reduction
 from vcl.protocols.dc.options import DCOptions
 from vcl.protocols.dc.party import DCWorker
@@ -80,7 +80,7 @@ def parties(config: RunConfig, method: str, data: GridData, only: int | None = N
         if k == count - 1:
             evaluation = Evaluation({s: data.full(s) for s in data.labels}, data.labels, options, config.run.seed)
             rows = [row[0].splits["train"].shape[0] for row in data.parties]
-            parties.append(Experimenter(evaluation, rows, data.num_classes))
+            parties.append(DCExperimenter(evaluation, rows, data.num_classes))
             continue
         i, j = divmod(k, len(data.column_groups))
         worker = DCWorker(

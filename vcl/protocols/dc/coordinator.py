@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from vcl.loop import seed_for
-from vcl.messages import EXPERIMENTER, Message, Step, as_float
+from vcl.messages import EXPERIMENTER, as_float
 from vcl.models.sklearn import dump_estimator, load_estimator
 from vcl.protocols.base import Protocol
 from vcl.protocols.dc.anchors import GridLayout
@@ -38,10 +38,10 @@ class CollaborationProtocol(Protocol):
     def flat(self) -> list[str]:
         return [w for row in self.grid for w in row]
 
-    def ask(self, step: str, names: list[str], peers: tuple[str, ...] = ()) -> list[Message]:
-        """Send ``Step(step)`` to each of ``names``; their replies, in that order."""
-        transport = self.federation.transport
-        return transport.request_all((n, Step(MASTER, n, 1, step, {"peers": peers})) for n in names)
+    coordinator = MASTER
+
+    def step_round(self) -> int:
+        return 1  # its one round (self.round counts it once done)
 
     def score(self, collab: np.ndarray | None = None, local_train: bool = False) -> Scores:
         request = ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, None, local_train)
@@ -89,10 +89,10 @@ class DataCollaboration(CollaborationProtocol):
     def run_round(self) -> dict:
         r, transport = 1, self.federation.transport
         # 1. anchors: every worker sends its share to the others (worker → worker), then builds X^anc
-        self.ask("anchor", self.flat, peers=tuple(self.flat))
+        self.ask(self.flat, "anchor", peers=tuple(self.flat))
         # 2. reduced representations and labels reach the master
-        reps = dict(zip(self.flat, (m.values for m in self.ask("reduce", self.flat)), strict=True))
-        Y = [m.values.long().numpy() for m in self.ask("labels", [row[0] for row in self.grid])]
+        reps = dict(zip(self.flat, (m.values for m in self.ask(self.flat, "reduce", peers=())), strict=True))
+        Y = [m.values.long().numpy() for m in self.ask([row[0] for row in self.grid], "labels", peers=())]
         # 3. the master: collaboration representation, central analysis, anchors' predictions
         rep = {s: [np.hstack([_np(reps[w][s]) for w in row]) for row in self.grid] for s in ("train", "test", "anchor")}
         dim = self.options.collab_dim or min(a.shape[1] for a in rep["anchor"])
@@ -109,7 +109,7 @@ class DataCollaboration(CollaborationProtocol):
         self.F["test"] = torch.as_tensor(np.mean(test, axis=0), dtype=torch.float32)
         # 4. t_i of each row group (every worker of the group holds the same one) goes to the experimenter
         self.kept = tuple(row[0] for row in self.grid)
-        self.ask("report", list(self.kept))
+        self.ask(list(self.kept), "report", peers=())
         return self._finish(class_scores(h, X_hat, K), collab=np.stack(test))
 
     def state_dict(self) -> dict:
@@ -134,7 +134,7 @@ class Centralized(CollaborationProtocol):
         self.model = load_estimator(state["model"])
 
     def run_round(self) -> dict:
-        raw = dict(zip(self.flat, (_np(m.values) for m in self.ask("raw", self.flat)), strict=True))
+        raw = dict(zip(self.flat, (_np(m.values) for m in self.ask(self.flat, "raw", peers=())), strict=True))
         blocks = []
         for row in self.grid:
             x = np.empty((raw[row[0]].shape[0], self.layout.num_features))
@@ -142,7 +142,9 @@ class Centralized(CollaborationProtocol):
                 x[:, cols] = raw[w]
             blocks.append(x)
         X = np.vstack(blocks)
-        y = np.concatenate([m.values.long().numpy() for m in self.ask("labels", [row[0] for row in self.grid])])
+        y = np.concatenate(
+            [m.values.long().numpy() for m in self.ask([row[0] for row in self.grid], "labels", peers=())]
+        )
         model = make_interpretable(self.options.interpretable, self.options.tree_splits, reference_seed(self.seed))
         self.model = model.fit(X, y)
         self.kept = (MASTER,)
@@ -159,7 +161,7 @@ class Local(CollaborationProtocol):
     name = "local"
 
     def run_round(self) -> dict:
-        self.ask("local", self.flat)
+        self.ask(self.flat, "local", peers=())
         self.kept = tuple(self.flat)
-        self.ask("report", list(self.kept))
+        self.ask(list(self.kept), "report", peers=())
         return self._finish(None)

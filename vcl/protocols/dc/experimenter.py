@@ -8,8 +8,9 @@ from torch import Tensor
 
 from vcl.errors import VCLInputError
 from vcl.loop import seed_for
-from vcl.messages import EXPERIMENTER, Ack, Message
+from vcl.messages import Ack, Message
 from vcl.models.sklearn import load_estimator
+from vcl.protocols.base import Experimenter
 from vcl.protocols.dc.messages import KeptModel, ScoreRequest, Scores
 from vcl.protocols.dc.metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.protocols.dc.models import class_scores, importances, make_interpretable
@@ -68,12 +69,10 @@ def reference_seed(seed: int) -> int:
     return seed_for(seed, 0xCE0)
 
 
-class Experimenter:
+class DCExperimenter(Experimenter):
     """Who scores a DC run, outside every party and the master: it holds the full rows and the labels
     (:class:`Evaluation`), receives the kept models (:class:`KeptModel`) and answers a
     :class:`ScoreRequest` with :class:`Scores`. Its messages are not the protocol's communication."""
-
-    name = EXPERIMENTER
 
     def __init__(self, evaluation: Evaluation, group_rows: list[int], num_classes: int):
         self.evaluation = evaluation
@@ -122,6 +121,3 @@ class Experimenter:
     def load_state_dict(self, state: dict) -> None:
         kept = [KeptModel(**dict(k, columns=tuple(k["columns"]))) for k in state["kept"]]
         self.kept = {k.sender: k for k in kept}
-
-    def device(self) -> str:
-        return "cpu"

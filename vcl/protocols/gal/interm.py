@@ -121,17 +121,13 @@ class IntermFusion(Protocol):
     def __init__(self, task, federation, labels: dict[str, Tensor], seed: int = 0):
         super().__init__(task, federation, labels, seed)
         self.device = next(iter(labels.values())).device
-        setups = [r.figures for r in self.ask("setup")]
+        setups = [r.figures for r in self.ask(self.federation.names, "setup")]
         widths = {s["width"] for s in setups}
         if len(widths) != 1:
             raise ValueError(f"interm averages hidden representations; the learners' widths differ: {sorted(widths)}.")
         self.hp = setups[0]  # Alice's own learner's settings train the whole network
         with seeded_init(seed):
             self.head = nn.Linear(widths.pop(), task.num_outputs).to(self.device)
-
-    def ask(self, step: str, **args) -> list[Message]:
-        alice, names = self.federation.alice, self.federation.names
-        return self.federation.transport.request_all((n, Step(alice, n, self.round, step, args)) for n in names)
 
     def run_round(self) -> dict:
         hp, task, transport = self.hp, self.task, self.federation.transport
@@ -146,7 +142,7 @@ class IntermFusion(Protocol):
 
         def step(epoch: int, batch) -> None:
             b, idx = batch
-            hidden = self.ask("forward", epoch=epoch, batch=b, batch_size=hp["batch_size"])
+            hidden = self.ask(self.federation.names, "forward", epoch=epoch, batch=b, batch_size=hp["batch_size"])
             leaves = [a.values.to(self.device).requires_grad_(True) for a in hidden]
             steps.backward(local_loss(self.head(torch.stack(leaves).mean(0)), y[idx], loss_name))
             errors = [
@@ -162,7 +158,7 @@ class IntermFusion(Protocol):
             steps.update(total)
 
         self.head.train()
-        train(steps, hp["epochs"], schedule, step, epoch_end=lambda epoch: self.ask("epoch_end"))
+        train(steps, hp["epochs"], schedule, step, epoch_end=lambda epoch: self.ask(self.federation.names, "epoch_end"))
         self.F = {s: self.predict(s) for s in self.labels}
         self.round = 1
         return self._record()
@@ -172,7 +168,7 @@ class IntermFusion(Protocol):
         self.head.eval()
         n, out = self.labels[split].shape[0], []
         for start in range(0, n, chunk):
-            hidden = self.ask("predict", split=split, start=start, stop=min(start + chunk, n))
+            hidden = self.ask(self.federation.names, "predict", split=split, start=start, stop=min(start + chunk, n))
             out.append(self.head(torch.stack([a.values.to(self.device) for a in hidden]).mean(0)))
         return torch.cat(out)
 

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from vcl.federation import Federation
 from vcl.loop import minibatches, seed_for, train
-from vcl.messages import EXPERIMENTER, Message, Step, as_float
+from vcl.messages import EXPERIMENTER, Step, as_float
 from vcl.protocols.base import Protocol
 from vcl.protocols.mpdl.messages import Report
 from vcl.protocols.mpdl.options import PARTIES, ftl_code_dim, seeded_mlp, sgd
@@ -25,6 +25,7 @@ class PartialOverlapProtocol(Protocol):
     of D_C), the central split networks and scoring."""
 
     uses_dual = True
+    coordinator = COLLABORATOR
     keeps_models = False  # only the last round's outputs on the test and A-only rows are kept
 
     def __init__(self, task: Task, federation: Federation, labels: dict, dims: dict, image_shape, options, seed=0):
@@ -38,11 +39,6 @@ class PartialOverlapProtocol(Protocol):
     @property
     def channel(self):
         return self.federation.channel
-
-    def ask(self, parties, step: str, **args) -> list[Message]:
-        """Send ``Step(step, args)`` to each of ``parties`` (names); their replies, in that order."""
-        requests = [(p, Step(COLLABORATOR, p, self.round, step, args)) for p in parties]
-        return self.federation.transport.request_all(requests)
 
     def align(self) -> None:
         """PSI over the parties' IDs (A → B → A → B), B's K folds (to A); released means and keys exchanged."""

@@ -10,8 +10,9 @@ from torch import Tensor, nn
 
 from vcl.datamodules.overlap import OverlapData, PartyData
 from vcl.loop import seed_for
-from vcl.messages import EXPERIMENTER, Ack, Message, Step
+from vcl.messages import Ack, Message, Step
 from vcl.privacy import FeatureDPLayer
+from vcl.protocols.base import Experimenter
 from vcl.protocols.mpdl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.protocols.mpdl.messages import Report
 from vcl.protocols.mpdl.options import PARTIES, MPDLOptions
@@ -34,11 +35,9 @@ def to_cpu(value):
     return value
 
 
-class OverlapExperimenter:
+class OverlapExperimenter(Experimenter):
     """Who scores an MPDL or FTL run from outside it: the raw features of the rows only one party holds and
     each party's clean normalized rows (:attr:`OverlapData.truth`), and the parties' reports."""
-
-    name = EXPERIMENTER
 
     def __init__(self, data: OverlapData, options: MPDLOptions, num_classes: int, known_seeds: tuple[int, ...] = ()):
         def layer(d: PartyData) -> FeatureDPLayer:  # h₀'s public normalization and noise scale, no draw used
@@ -62,15 +61,6 @@ class OverlapExperimenter:
             raise TypeError(f"the experimenter cannot answer a {message.kind}.")
         figures = self.mpdl_scores() if message.step == "mpdl_scores" else self.ftl_scores()
         return Ack(self.name, message.sender, message.round, figures)
-
-    def device(self) -> str:
-        return "cpu"
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
 
     def mpdl_scores(self) -> dict[str, float]:
         a, b = self.reports["a"], self.reports["b"]
