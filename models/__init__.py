@@ -21,6 +21,7 @@ from vcl.models.classifier import (
     SklearnClassifier,
     build_classifier,
     check_classifier_name,
+    check_model_name,
     check_weighted,
 )
 from vcl.models.concurrent import concurrency_key, fit_and_predict, fit_concurrently, fit_linear_rounds
@@ -28,7 +29,7 @@ from vcl.models.dms import RoundHead, SharedExtractorRegressor
 from vcl.models.networks import build_mlp, build_network
 from vcl.models.residual import LinearRound, ResidualRegressor
 from vcl.models.sklearn import SklearnRegressor, make_estimator
-from vcl.models.user import check_module, is_module_spec
+from vcl.models.user import is_module_spec
 
 from vcl.errors import VCLInputError
 
@@ -141,16 +142,11 @@ def check_learner_loss(name: str, loss: str, where: str = "") -> None:
 
 
 def check_learner_name(name: str) -> str:
-    if name in LEARNERS:
-        return name
-    if is_module_spec(name):
-        return check_module(name)
-    if name.startswith("sklearn:"):
-        make_estimator(name, "learner.model")
-        return name
-    raise VCLInputError(
+    return check_model_name(
+        name,
+        LEARNERS,
         f"learner.model={name!r} is unknown; use one of {', '.join(LEARNERS)}, sklearn:sklearn.<module>.<Class> or "
-        "{class_path: <your LightningModule>}."
+        "{class_path: <your LightningModule>}.",
     )
 
 

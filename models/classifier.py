@@ -39,8 +39,10 @@ class ClassifierSettings:
     resample: bool = False
 
 
-def check_classifier_name(name: str) -> str:
-    if name in CLASSIFIERS:
+def check_model_name(name: str, known, unknown: str) -> str:
+    """``name`` if it is one of ``known``, a user's LightningModule (imported now) or a scikit-learn class (made
+    now, its init args checked); else the sentence ``unknown``."""
+    if name in known:
         return name
     if is_module_spec(name):
         return check_module(name)
@@ -49,9 +51,15 @@ def check_classifier_name(name: str) -> str:
 
         make_estimator(name, "learner.model")
         return name
-    raise VCLInputError(
+    raise VCLInputError(unknown)
+
+
+def check_classifier_name(name: str) -> str:
+    return check_model_name(
+        name,
+        CLASSIFIERS,
         f"learner.model={name!r} is not a classifier; for ASCII use one of {', '.join(CLASSIFIERS)}, "
-        "sklearn:sklearn.<module>.<Class> or {class_path: <your LightningModule>}."
+        "sklearn:sklearn.<module>.<Class> or {class_path: <your LightningModule>}.",
     )
 
 

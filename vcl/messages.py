@@ -50,10 +50,15 @@ class Message:
 
 
 @dataclass(frozen=True)
-class PseudoResidual(Message):
-    """Alice → organization: the pseudo-residual ``r^t`` on the training rows (N × K)."""
+class ValuesMessage(Message):
+    """A message whose content is one tensor, ``values``; each kind names it in the ledger (its ``tensors``)."""
 
     values: Tensor = field(repr=False)
+
+
+@dataclass(frozen=True)
+class PseudoResidual(ValuesMessage):
+    """Alice → organization: the pseudo-residual ``r^t`` on the training rows (N × K)."""
 
     tensors = {"train": "values"}
 
@@ -123,11 +128,9 @@ class Step(Message):
 
 
 @dataclass(frozen=True)
-class Scalars(Message):
+class Scalars(ValuesMessage):
     """A few numbers as a tensor: an organization's gradient norms, or the whole network's norm it clips by
     (Interm fusion's clip over every part of one network)."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"values": "values"}
 

@@ -21,7 +21,7 @@ The MNIST network's pooling and both FC widths are not in the paper (ours). Only
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -29,25 +29,21 @@ from torch import Tensor, nn
 
 from vcl import optim
 from vcl.loop import Steps, seeded_init
-from vcl.messages import Message, as_float
+from vcl.messages import ValuesMessage, as_float
 
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
 @dataclass(frozen=True)
-class Activations(Message):
+class Activations(ValuesMessage):
     """Split network (MPDL Section III-C3, FTL): a party's bottom-layer outputs z = x·W (or its shared
     representation) on a minibatch, party → collaborator."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"activations": "values"}
 
 
 @dataclass(frozen=True)
-class ActivationGradient(Message):
+class ActivationGradient(ValuesMessage):
     """Split network: the errors δ of the collaborator's first layer w.r.t. a party's activations (eq. 18)."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"gradient": "values"}
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from vcl.messages import Message
+from vcl.messages import Message, ValuesMessage
 
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
@@ -33,20 +33,16 @@ class ReducedRepresentation(Message):
 
 
 @dataclass(frozen=True)
-class AnchorPredictions(Message):
+class AnchorPredictions(ValuesMessage):
     """DC master → worker: the central model's outputs on its row group's anchor representation,
     Y_i^anc = h(X̃_i^anc G_i) (r × K) — Algorithm 1 step 11."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"anchor": "values"}
 
 
 @dataclass(frozen=True)
-class RawFeatures(Message):
+class RawFeatures(ValuesMessage):
     """Worker → master: its private rows themselves. Only DC's Centralized reference sends them."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"train": "values"}
 

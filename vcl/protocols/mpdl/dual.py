@@ -26,7 +26,7 @@ from vcl import optim
 from vcl.datamodules.overlap import PartyData
 from vcl.errors import VCLInputError
 from vcl.loop import Steps, seeded_init
-from vcl.messages import Message, as_float
+from vcl.messages import Message, ValuesMessage, as_float
 from vcl.privacy import FeatureDPLayer
 from vcl.protocols.mpdl.kde import GaussianKDE
 from vcl.protocols.mpdl.options import seeded_mlp
@@ -36,21 +36,17 @@ from vcl.split_network import CanvasConv, cnn_top
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
 @dataclass(frozen=True)
-class PublicKey(Message):
+class PublicKey(ValuesMessage):
     """MPDL, a party's Paillier public modulus n as big-endian bytes (uint8)."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"n": "values"}
 
 
 @dataclass(frozen=True)
-class PerturbedMeans(Message):
+class PerturbedMeans(ValuesMessage):
     """MPDL: a party's column means of its h₀ outputs (eq. 14's φ_j/L). Computed from h₀'s outputs alone, so
     under per-row DP they spend no further budget (post-processing). The other party's dual model generates
     around them (its output shift)."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"means": "values"}
 
@@ -67,11 +63,9 @@ class GeneratedData(Message):
 
 
 @dataclass(frozen=True)
-class OutputGradient(Message):
+class OutputGradient(ValuesMessage):
     """MPDL Algorithm 2: the plaintext part of the gradient w.r.t. the generated data the receiver sent,
     ∇ℓ_align + λ∇log P(x̂)·(log P(x̂) − log P(x)) (N × d_sender)."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"gradient": "values"}
 

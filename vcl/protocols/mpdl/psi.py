@@ -19,42 +19,35 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from gmpy2 import powmod
-from torch import Tensor
 
 from vcl.errors import VCLInputError
-from vcl.messages import Channel, Message
+from vcl.messages import Channel, ValuesMessage
 
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
 @dataclass(frozen=True)
-class BlindedIDs(Message):
+class BlindedIDs(ValuesMessage):
     """MPDL PSI (:mod:`vcl.protocols.mpdl.psi`): row IDs hashed into a group and blinded by secret exponents, one
     group element per row as big-endian bytes (N × bytes(p), uint8). No raw or merely hashed ID."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"blinded": "values"}
 
 
 @dataclass(frozen=True)
-class IntersectionIndices(Message):
+class IntersectionIndices(ValuesMessage):
     """MPDL PSI, A → B: positions in B's shuffled blinded list of the rows both hold, in A's row order."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"positions": "values"}
 
 
 @dataclass(frozen=True)
-class FoldAssignment(Message):
+class FoldAssignment(ValuesMessage):
     """MPDL, B → A: the fold (0..K−1) of each aligned co-occurring row (Algorithm 1's K shares of D_C)."""
-
-    values: Tensor = field(repr=False)
 
     tensors = {"fold": "values"}
 
