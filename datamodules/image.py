@@ -24,9 +24,10 @@ import torch
 from vcl.datamodules.tabular import FeatureView, VerticalData, VerticalDataModule, check_fractions, seeded_row_splits
 
 from vcl.errors import VCLInputError
+from vcl.registry import datasets_of
 
 TORCHVISION = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10"}
-IMAGE_DATASETS = (*TORCHVISION, "mnist_subset", "digits_image")
+IMAGE_DATASETS = datasets_of("image")  # the registry's: TORCHVISION's files, mnist_subset and digits_image
 VIEWS = ("patch", "masked")
 
 

@@ -23,8 +23,9 @@ from vcl.datamodules.tabular import (
 )
 
 from vcl.errors import VCLInputError, regular_file
+from vcl.registry import datasets_of
 
-SEQUENCE_DATASETS = ("sequence_synthetic", "npz")
+SEQUENCE_DATASETS = datasets_of("sequence")  # the registry's
 
 
 def synthetic_sequences(

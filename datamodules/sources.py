@@ -20,6 +20,7 @@ from vcl.datamodules.csv_files import load_csv_organizations
 from vcl.datamodules.table import Table, _finish
 
 from vcl.errors import VCLInputError
+from vcl.registry import datasets_of
 
 SKLEARN = {
     "wine": ("load_wine", "classification"),
@@ -47,7 +48,7 @@ SYNTHETIC = {
     "ascii_blobs20": {"classes": 20, "features": 20, "noise": 0},  # Fig. 6a: twenty one-feature agents
     "ascii_blobs_redundant": {"classes": 10, "features": 5, "noise": 195},  # Fig. 4a: 5 + 195 features, two agents
 }
-DATASETS = (*SKLEARN, "blob", "boston", "csv", "digits_halves", "dc_artificial", "bank_marketing", *SYNTHETIC)
+DATASETS = datasets_of("table")  # the registry's tables (each has its loader here: tested)
 BANK_FILES = ("bank-full.csv", "bank/bank-full.csv")  # UCI's bank.zip unpacked into the data root
 
 

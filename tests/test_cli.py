@@ -63,7 +63,7 @@ def _fails(args, capsys, message):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--data.dataset", "imagenet"], "data.dataset='imagenet' is unknown"),
+        (["--data.dataset", "imagenet"], "data.dataset=imagenet is not valid; it takes one of wine, iris"),
         (["--data.dataset", "iris", "--data.organizations", "8"], "data.organizations=8 exceeds the 4 features"),
         (["--method", "vfl"], "method=vfl is not valid; it takes one of gal, alone,"),
         (["--learner.model", "forest"], "learner.model='forest' is unknown"),

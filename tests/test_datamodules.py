@@ -257,3 +257,14 @@ def test_a_party_alone_prepares_its_file_as_the_whole_table_does(tmp_path):
         assert mine.columns == view.columns
         # equal up to the rounding of a column mean summed over another memory layout (~1e-17 here)
         assert all(torch.allclose(mine.splits[s], view.splits[s], atol=1e-6, rtol=0) for s in view.splits)
+
+
+def test_every_dataset_of_the_registry_has_its_reader_and_no_reader_is_unlisted():
+    """The registry's dataset table is the one list: each table has its loader, each image set its source."""
+    from vcl.datamodules import image, sources
+    from vcl.registry import DATASETS, datasets_of
+
+    loaders = {*sources.SKLEARN, *sources.SYNTHETIC, "blob", "boston", "csv", "digits_halves", "dc_artificial"}
+    assert set(datasets_of("table")) == loaders | {"bank_marketing"}
+    assert set(datasets_of("image")) == {*image.TORCHVISION, "mnist_subset", "digits_image"}
+    assert set(DATASETS.values()) == {"table", "image", "sequence"}

@@ -69,3 +69,20 @@ def compare_methods(config: RunConfig) -> list[str]:
     if config.compare is None:
         return [REFERENCES[family_of(config.method)]]
     return list(dict.fromkeys(config.compare))
+
+
+# every built-in dataset and the kind of data module that reads it (tables are cut into column views, images
+# into patches, sequences into feature groups); the data modules take their lists from here, and so does the
+# command line's choices for data.dataset
+DATASETS = {
+    **dict.fromkeys(("wine", "iris", "breast_cancer", "diabetes", "digits", "blob", "boston", "csv"), "table"),
+    **dict.fromkeys(("digits_halves", "ascii_blobs", "ascii_blobs20", "ascii_blobs_redundant"), "table"),  # ASCII
+    **dict.fromkeys(("dc_artificial", "bank_marketing"), "table"),  # DC, MPDL Table III
+    **dict.fromkeys(("mnist", "fashion_mnist", "cifar10", "mnist_subset", "digits_image"), "image"),
+    **dict.fromkeys(("sequence_synthetic", "npz"), "sequence"),
+}
+
+
+def datasets_of(kind: str) -> tuple[str, ...]:
+    """The built-in datasets read as ``kind`` (``table``, ``image``, ``sequence``)."""
+    return tuple(name for name, k in DATASETS.items() if k == kind)

@@ -22,14 +22,14 @@ import torch
 
 from vcl.config import RunConfig
 from vcl.datamodules.grid import GridData
-from vcl.datamodules.image import IMAGE_DATASETS, ImageDataModule
+from vcl.datamodules.image import ImageDataModule
 from vcl.datamodules.overlap import OverlapData
-from vcl.datamodules.sequence import SEQUENCE_DATASETS, SequenceDataModule
+from vcl.datamodules.sequence import SequenceDataModule
 from vcl.datamodules.tabular import FeatureView, TabularDataModule, VerticalData
 from vcl.errors import VCLInputError
 from vcl.loop import seed_for
 from vcl.models import LearnerSettings, deep_arch
-from vcl.registry import FAMILIES, METHODS, compare_methods, family_of
+from vcl.registry import DATASETS, FAMILIES, METHODS, compare_methods, family_of
 from vcl.tasks import Task
 from vcl.transport import LocalTransport, Transport
 
@@ -246,7 +246,7 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
     common = shared_data_options(config)
     common |= {"organizations": d.organizations, "val_fraction": d.val_fraction, "root": d.root}
     batch = config.learner.batch_size
-    if d.dataset in IMAGE_DATASETS:
+    if DATASETS[d.dataset] == "image":
         return ImageDataModule(
             **common,
             download=d.download,
@@ -255,7 +255,7 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
             batch_size=batch or 512,
         )
     common["feature_seed"] = config.run.seed
-    if d.dataset in SEQUENCE_DATASETS:
+    if DATASETS[d.dataset] == "sequence":
         return SequenceDataModule(**common, size=d.sequence_size, batch_size=batch or 8)
     return TabularDataModule(
         **common,

@@ -53,8 +53,8 @@ class RunConfig:
     """a vertical collaborative learning run"""
 
     method: Method = "gal"
-    """the method to run (GAL family: gal, alone, joint, al, late, interm; ASCII: ascii, ascii_simple, ascii_random,
-    ensemble_adaboost, single, oracle; DC: dc_smote, dc_tsvd, dc_rand, dc_raw, centralized, local; MPDL: mpdl, ftl)"""
+    """the method to run, one of the registry's; its family (GAL, ASCII, DC, MPDL) says which others compare may
+    name"""
     compare: Method | list[Method] | None = None
     """methods of the same family also run, their metrics beside the main one's ([] for none; unset: the
     family's reference of one party alone: alone beside GAL, single beside ASCII, local beside DC, ftl beside MPDL)"""

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, OpenUnitInterval, PositiveFloat, PositiveInt
 
 from vcl.errors import VCLInputError
-from vcl.registry import METHODS
+from vcl.registry import DATASETS, METHODS
 
 
 def estimator_spec(entry: str | dict, option: str, other: str = "sklearn") -> str:
@@ -52,6 +52,7 @@ def listed(group, *names: str) -> None:
 
 
 Method = Literal[tuple(METHODS)]  # every method in the registry (vcl/registry.py)
+Dataset = Literal[tuple(DATASETS)]  # every dataset in the registry
 Categorical = Literal["error", "onehot"]
 Missing = Literal["error", "drop", "impute"]
 LocalLoss = Literal["auto", "l1", "l1.5", "l2", "l4"]
@@ -72,10 +73,10 @@ NOT_IDENTITY = (
 class DataGroup:
     """data: which rows and features, and how they are split among the organizations"""
 
-    dataset: str = "wine"
-    """tabular: wine, iris, breast_cancer, diabetes, digits, blob, boston, csv, (ASCII) digits_halves, ascii_blobs,
-    ascii_blobs20, ascii_blobs_redundant, (DC) dc_artificial, bank_marketing (bank-full.csv under root); images:
-    mnist, fashion_mnist, cifar10 (files under root), mnist_subset, digits_image; sequences: sequence_synthetic, npz"""
+    dataset: Dataset = "wine"
+    """the data set, one of the registry's: a table (csv: one file per organization, data.csv_files; bank_marketing:
+    bank-full.csv under root), images (mnist, fashion_mnist, cifar10: files under root) or sequences (npz: a file
+    under root)"""
     organizations: PositiveInt = 8
     """number of organizations M (Alice is organization 0); csv: one per file"""
     root: str = "data"
