@@ -262,6 +262,7 @@ def test_a_party_alone_prepares_its_file_as_the_whole_table_does(tmp_path):
 def test_every_dataset_of_the_registry_has_its_reader_and_no_reader_is_unlisted():
     """The registry's dataset table is the one list: each table has its loader, each image set its source."""
     from vcl.datamodules import image, sources
+
     from vcl.registry import DATASETS, datasets_of
 
     loaders = {*sources.SKLEARN, *sources.SYNTHETIC, "blob", "boston", "csv", "digits_halves", "dc_artificial"}
