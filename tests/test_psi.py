@@ -53,3 +53,14 @@ def test_bad_input_is_refused():
         PSISide("b", ["x", "x"])
     with pytest.raises(VCLInputError, match="each value is 32 bytes"):
         decode(np.zeros((3, 31), dtype=np.uint8))
+
+
+def test_the_benchmark_keeps_its_records_and_says_the_targets(tmp_path):
+    from tests.helpers import benchmark
+
+    psi = benchmark("psi")
+    record = psi.one(500, repeats=1)
+    assert record["benchmark"] == "psi" and record["ids"] == 500 and record["shared"] == 250
+    assert record["seconds"] > 0 and record["protocol"] == "ecdh-x25519"
+    slow = dict(record, ids=10**5, seconds=7.0)
+    assert "NOT met" in psi.report([slow]) and "≤ 6 s: met" in psi.report([dict(slow, seconds=5.0)])
