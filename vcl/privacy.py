@@ -179,11 +179,10 @@ class FeatureDPLayer:
         """A receiver's estimate of the normalized training rows behind ``released`` (the layer's first output)
         if ``generator`` repeats the holder's draws: the noise subtracted where the output was not clipped; where
         it was, the middle of the interval of [0, 1] that the clipping and the known noise leave."""
-        probe = FeatureDPLayer(released, self.epsilon, generator, self.noise, (0.0, 1.0))
-        if self.noise != "per_row":
-            return released - probe.offset
         if self.epsilon == 0:
             return released
+        if self.noise != "per_row":  # the one draw per feature the layer made first (its offset)
+            return released - laplace((self.width,), self.scale, generator) / self.rows
         noise = laplace(released.shape, self.scale, generator, dtype=released.dtype)
         top = (1.0 - noise).clamp(0.0, 1.0)  # released = 1: x ≥ 1 − noise
         bottom = (-noise).clamp(0.0, 1.0)  # released = 0: x ≤ −noise

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from vcl.config import RunConfig
+from vcl.config import RunConfig, config_integers, party_copy
 from vcl.datamodules.grid import GridData
 from vcl.datamodules.image import ImageDataModule
 from vcl.datamodules.overlap import OverlapData
@@ -277,7 +277,6 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
 def federation(config: RunConfig, transport: Transport):
     """Alice's federation in a GAL-family run: the transport to the organizations and the privacy of her broadcast
     (the noise from her own secret; the attack scored with every number a receiver's copy of the config holds)."""
-    from vcl.config import config_integers, party_copy
     from vcl.federation import Federation
     from vcl.privacy import make_mechanism
 
