@@ -11,10 +11,11 @@ class VCLInputError(ValueError):
 
 
 class PartyLost(RuntimeError):
-    """A party's process ended (it crashed, was killed, or its machine left) while the coordinator needed it."""
+    """A party's process ended (it crashed, was killed, or its machine left), or it stopped answering, while the
+    coordinator needed it."""
 
-    def __init__(self, party: str, during: str):
-        super().__init__(f"party {party} stopped during {during}: its process ended")
+    def __init__(self, party: str, during: str, reason: str = "its process ended"):
+        super().__init__(f"party {party} stopped during {during}: {reason}")
         self.party, self.during = party, during
 
 

@@ -8,8 +8,9 @@ never sees a party's features, and the parties' own messages to each other go ac
 
 Everything the ledger counts is counted here, in the coordinator, exactly as the local transport counts
 it (the base class :class:`vcl.transport.Transport`), so ``bytes_sent`` does not depend on the transport.
-Before round 0, for ``dataset: csv``, each party's process reads the IDs in its own file and the
-coordinator intersects them: the row alignment every vertical method assumes (IDs, no feature value).
+Before round 0, for ``dataset: csv``, the rows are aligned by private set intersection: a task on each party's
+node reads the IDs in its own file and answers Alice's blinded IDs (:func:`vcl.wiring.psi_with_parties`), so
+Alice learns which of her IDs each party holds and no party's ID list reaches her.
 
 One Ray cluster is one trust domain: whoever reaches it can run code on every node. Organizations that do
 not trust each other need a cross-silo transport; this one is for one organization's cluster, or for
@@ -75,6 +76,15 @@ def answering(address: str, fix: str, seconds: float = 3.0) -> None:
     except (OSError, OverflowError) as err:
         reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
         raise VCLInputError(f"transport.address={address!r}: nothing answers there ({reason}); {fix}.") from None
+
+
+def psi_answer(path: str, id_column: str, drop: bool, label_column: str, offer) -> dict:
+    """A party's half of the star PSI, where its file is: Alice's blinded IDs blinded again, its own blinded once."""
+    from vcl.datamodules.csv_files import csv_ids
+    from vcl.psi import PSISide
+
+    side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column))
+    return {"twice": side.answer(offer), "offer": side.offer()}
 
 
 class PartyHost:

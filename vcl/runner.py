@@ -261,7 +261,7 @@ def train(
 def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> dict:
     check_config(config)
     out_dir = config.run_dir
-    here = config.transport.kind == "local" or not config.transport.address  # the parties write on this machine
+    here = config.transport.kind == "local" or (config.transport.kind == "ray" and not config.transport.address)
     party_roots = config.transport.party_dirs if here else ()
     rundir = RunDirectory(out_dir, resume=resume, overwrite=overwrite, party_roots=party_roots) if write else None
     if rundir is not None:
@@ -337,7 +337,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
 def run_data(config: RunConfig):
     """What the coordinating process holds of a checked config's data: all of it for the local transport (every
     data error is raised here, before training), Alice's labels and the parties' names for the ray transport."""
-    if config.transport.kind == "ray":
+    if config.transport.kind in ("ray", "grpc"):
         from vcl.wiring import coordinator_data
 
         return coordinator_data(config)

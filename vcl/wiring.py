@@ -223,6 +223,10 @@ def open_transport(config: RunConfig, method: str, data, names: list[str], parti
             for what in ("cpus", "gpus", "nodes")
         }
         transport = RayTransport(config, method, names, data, own_party, resources)
+    elif config.transport.kind == "grpc":
+        from vcl.grpc_transport import GrpcTransport
+
+        transport = GrpcTransport(config, method, names, data)
     else:
         transport = LocalTransport(parties(), concurrent=concurrent)
     transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
@@ -349,9 +353,22 @@ def check_config(config: RunConfig) -> None:
             import ray  # noqa: F401
         except ImportError:
             raise VCLInputError("transport.kind=ray needs Ray; install it with pip install 'vcl[ray]'.") from None
+    if config.transport.kind == "grpc":
+        from vcl.errors import regular_file
+
+        t = config.transport
+        for key in ("tls_ca", "tls_cert", "tls_key"):
+            if not getattr(t, key):
+                raise VCLInputError(f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.certs).")
+            fix = "make the federation's files with python -m vcl.certs"
+            regular_file(Path(getattr(t, key)), f"transport.{key}", fix)
+        for address in t.addresses.values():
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise VCLInputError(f"transport.addresses: {address!r} is not host:port; e.g. bob.example.org:50052.")
 
 
-# --- where parties run apart (transport.kind: ray): what the coordinator and each party load ---
+# --- where parties run apart (transport.kind: ray or grpc): what the coordinator and each party load ---
 def hollow(view: FeatureView) -> FeatureView:
     """A party's name without its data: what the coordinator knows of a party that runs elsewhere."""
     return FeatureView(view.name, [], {})
@@ -378,35 +395,56 @@ def coordinator_data(config: RunConfig) -> VerticalData:
             a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
             return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
-    import ray
-
     from vcl.datamodules.csv_files import csv_ids, csv_policies, shared_ids
-    from vcl.ray_transport import _get, _placement, start_ray
 
     files = config.data.csv_files
     if not files:
         raise VCLInputError(
             "data.dataset=csv needs data.csv_files: one CSV per organization, Alice's (with the label) first."
         )
-    start_ray(
-        config.transport.address,
-        sum(per_organization(config.transport.party_cpus, len(files), "transport.party_cpus", who="parties")),
-    )
-    nodes = per_organization(config.transport.party_nodes, len(files), "transport.party_nodes", who="parties")
     drop = [m == "drop" for _, m in csv_policies(config.data.categorical, config.data.missing, len(files))]
-    read = ray.remote(num_cpus=0)(csv_ids)
-    refs = [
-        read.options(**_placement(nodes[k])).remote(f, config.data.id_column, drop[k], config.data.label_column)
-        for k, f in enumerate(files[1:], 1)
-    ]
+    names = [Path(f).stem for f in files]
     own = csv_ids(files[0], config.data.id_column, drop[0], config.data.label_column)
-    lists = [own] + _get(refs, [Path(f).stem for f in files[1:]], "the ID alignment")
-    ids = shared_ids(lists, config.data.id_column, any(drop))
+    ids = shared_ids(psi_with_parties(config, names, own, drop), config.data.id_column, any(drop))
     dm = datamodule_for(config, only=0, ids=ids)
     dm.setup()
     alice = dm.data
     views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in files[1:]]
     return VerticalData(views, alice.labels, alice.task, alice.num_classes, ids=ids)
+
+
+def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: list[bool]) -> list[list[str]]:
+    """Alice's IDs, then for each other party the part of them it holds too, by private set intersection (star:
+    Alice and each party, :mod:`vcl.psi`): each party reads its own file where it runs (its Ray node, or its
+    machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice."""
+    from vcl.psi import PSISide
+
+    alice = PSISide(names[0], own)
+    offer = alice.offer()
+    if config.transport.kind == "grpc":
+        from vcl.grpc_transport import psi_answers
+
+        answers = psi_answers(config, names, offer)
+    else:
+        import ray
+
+        from vcl.ray_transport import _get, _placement, psi_answer, start_ray
+
+        t = config.transport
+        start_ray(t.address, sum(per_organization(t.party_cpus, len(names), "transport.party_cpus", who="parties")))
+        nodes = per_organization(t.party_nodes, len(names), "transport.party_nodes", who="parties")
+        read = ray.remote(num_cpus=0)(psi_answer)
+        d = config.data
+        refs = [
+            read.options(**_placement(nodes[k])).remote(f, d.id_column, drop[k], d.label_column, offer)
+            for k, f in enumerate(d.csv_files[1:], 1)
+        ]
+        answers = _get(refs, names[1:], "the ID alignment")
+    lists = [own]
+    for answer in answers:
+        alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
+        lists.append([own[row] for row in alice.match(answer["twice"])])
+    return lists
 
 
 def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:

@@ -234,8 +234,9 @@ class LearnerGroup:
 class TransportGroup:
     """transport: how the coordinator reaches the parties (where they run, not what they compute)"""
 
-    kind: Literal["local", "ray"] = "local"
-    """local (every party in this process) or ray (one Ray actor per party, each loading only its own data)"""
+    kind: Literal["local", "ray", "grpc"] = "local"
+    """local (every party in this process), ray (one Ray actor per party, each loading only its own data) or grpc
+    (each organization's party on its own machine, started there with python -m vcl.party, reached over mutual TLS)"""
     address: str = ""
     """kind=ray: the Ray cluster to join (auto, or host:port); empty starts a local one"""
     party_cpus: PositiveFloat | list[PositiveFloat] = field(default_factory=lambda: [1.0])
@@ -248,6 +249,21 @@ class TransportGroup:
     party_dirs: str | list[str] = field(default_factory=lambda: [""])
     """where each party keeps its checkpoints (<dir>/<name>/round-<t>.ckpt, on the machine it runs on), one for all
     or one per party; empty: <out>/parties"""
+
+    addresses: dict[str, str] = field(default_factory=dict)
+    """kind=grpc: each party's host:port by its name, e.g. {alice: a.example.org:50051, bob: b.example.org:50052}"""
+    tls_ca: str = ""
+    """kind=grpc: the federation CA's certificate (PEM), which every party's certificate must be signed by"""
+    tls_cert: str = ""
+    """kind=grpc: the coordinator's certificate (PEM); it names the organization the parties answer"""
+    tls_key: str = ""
+    """kind=grpc: the coordinator's private key (PEM), kept on its machine"""
+    deadline: PositiveFloat = 3600.0
+    """kind=grpc: seconds a party may take to answer one request before the run stops"""
+    retries: NonNegativeInt = 3
+    """kind=grpc: tries again when a party cannot be reached before a request left (never after)"""
+    max_message_mb: PositiveFloat = 512.0
+    """kind=grpc: the largest frame sent or accepted, in MiB (the parties have their own limit)"""
 
     def __post_init__(self):
         listed(self, "party_cpus", "party_gpus", "party_nodes", "party_dirs")

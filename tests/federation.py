@@ -1,0 +1,114 @@
+"""Organizations on 127.0.0.1, each party its own OS process started with its own command (``python -m vcl.party
+--config <name>.yaml``), keys and certificates from ``python -m vcl.certs``: what the grpc tests run against."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from vcl import certs
+
+
+class Federation:
+    """Party processes for ``names``, answering ``coordinator``; ``own``: extra settings per party."""
+
+    def __init__(self, folder: Path, names: list[str], coordinator: str = "alice", own: dict | None = None):
+        self.folder, self.names, self.coordinator = Path(folder), list(names), coordinator
+        self.keys = self.folder / "keys"
+        certs.make(self.keys, sorted(set(names) | {coordinator, "intruder"}))
+        self.own = own or {}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.ports: dict[str, int] = {}
+        try:
+            for name in names:
+                self.start(name)
+            for name in names:
+                self.wait(name)
+        except BaseException:
+            self.close()
+            raise
+
+    def tls(self, name: str) -> dict:
+        return {
+            "ca": str(self.keys / "ca.pem"),
+            "cert": str(self.keys / f"{name}.pem"),
+            "key": str(self.keys / f"{name}.key"),
+        }
+
+    def config_file(self, name: str) -> Path:
+        settings = {
+            "name": name,
+            "listen": f"127.0.0.1:{self.ports.get(name, 0)}",
+            "coordinator": self.coordinator,
+            "tls": self.tls(name),
+            "root": str(self.folder / f"{name}-machine"),
+            "max_message_mb": 16,
+            **self.own.get(name, {}),
+        }
+        path = self.folder / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(settings))
+        return path
+
+    def start(self, name: str) -> None:
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "vcl.party", "--config", str(self.config_file(name))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+
+    def wait(self, name: str, seconds: float = 60.0) -> None:
+        proc, end = self.procs[name], time.monotonic() + seconds
+        line = proc.stdout.readline()
+        if "listening on port" not in line or time.monotonic() > end:
+            raise RuntimeError(f"party {name} did not start: {line}{proc.stdout.read() if proc.poll() else ''}")
+        self.ports[name] = int(line.rsplit(" ", 1)[1])
+
+    def restart(self, name: str) -> None:
+        self.start(name)  # on its old port
+        self.wait(name)
+
+    def kill(self, name: str) -> None:
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait()
+
+    def overrides(self, names: list[str] | None = None) -> dict:
+        """The coordinator's transport settings for a run of ``names``' parties."""
+        tls = self.tls(self.coordinator)
+        return {
+            "transport.kind": "grpc",
+            "transport.addresses": {n: f"127.0.0.1:{self.ports[n]}" for n in names or self.names},
+            "transport.tls_ca": tls["ca"],
+            "transport.tls_cert": tls["cert"],
+            "transport.tls_key": tls["key"],
+            "transport.deadline": 120.0,
+        }
+
+    def pids(self) -> dict[str, int]:
+        return {n: p.pid for n, p in self.procs.items()}
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            if proc.stdout:
+                proc.stdout.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,396 @@
+"""The cross-silo transport (transport.kind: grpc): frames of data (never code), mutual TLS, parties as their own
+OS processes on 127.0.0.1 giving the local transport's results and bytes, refused cases refused while the party
+keeps serving, a lost party in one sentence and a resume that ends as an uninterrupted run, and rows aligned by
+private set intersection."""
+
+from __future__ import annotations
+
+import ast
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from vcl.callbacks import RoundCallback, RoundCheckpoint
+
+from tests.federation import Federation
+from vcl import certs
+from vcl.errors import PartyLost, VCLInputError
+from vcl.messages import FittedValues, Labels, PseudoResidual, Step
+from vcl.runner import train
+from vcl.wire import WireError, pack, pack_message, unpack, unpack_message
+
+ROOT = Path(__file__).resolve().parents[1]
+GAL_NAMES = ["alice", "org1", "org2"]
+DC_NAMES = ["party1.1", "party1.2", "party2.1", "party2.2", "experimenter"]
+MPDL_NAMES = ["a", "b"]
+SECRETS = {"a": {"secrets": {"mpdl.secret_a": 0xA5EC}}, "b": {"secrets": {"mpdl.secret_b": 0xB5EC}}}
+
+
+# --- frames ---
+def test_a_frame_keeps_every_value_and_type():
+    value = {
+        "f32": torch.randn(3, 2),
+        "bf16": torch.randn(4).to(torch.bfloat16),
+        "u8": torch.arange(6, dtype=torch.uint8).reshape(2, 3),
+        "bool": torch.tensor([True, False]),
+        "empty": torch.zeros(0, 5),
+        "scalar": torch.tensor(2.5, dtype=torch.float64),
+        "array": np.arange(5, dtype=np.int32),
+        "big": 2**521 - 1,
+        "nan": float("nan"),
+        "inf": -math.inf,
+        "tuple": (1, "x", None, True),
+        "ints": {0: torch.ones(1), 3: "three", ("a", 1): 2.0},
+        "$odd": [1.5, {"nested": [torch.ones(2, dtype=torch.int64)]}],
+    }
+    kind, back = unpack(pack("Test", value))
+    assert kind == "Test" and set(back) == set(value)
+    for key in ("f32", "bf16", "u8", "bool", "empty", "scalar"):
+        assert back[key].dtype == value[key].dtype and torch.equal(back[key], value[key])
+    assert back["array"].dtype == np.int32 and (back["array"] == value["array"]).all()
+    assert back["big"] == value["big"] and math.isnan(back["nan"]) and back["inf"] == -math.inf
+    assert back["tuple"] == value["tuple"] and isinstance(back["tuple"], tuple)
+    assert torch.equal(back["ints"][0], torch.ones(1)) and back["ints"][3] == "three" and back["ints"][("a", 1)] == 2.0
+    assert torch.equal(back["$odd"][1]["nested"][0], torch.ones(2, dtype=torch.int64))
+
+
+def test_messages_cross_as_themselves():
+    for message in (
+        PseudoResidual("alice", "org1", 2, torch.randn(5, 3)),
+        Labels("alice", "org1", 0, torch.tensor([0, 2, 1], dtype=torch.uint8), loss="ce"),
+        FittedValues("org1", "alice", 3, {1: torch.randn(2, 2), 2: torch.randn(2, 2)}),
+        Step("c", "a", 1, "dual", {"epoch": 3, "batch": (4, 5), "rows": np.arange(3)}),
+    ):
+        back = unpack_message(pack_message(message))
+        assert type(back) is type(message) and back.kind == message.kind
+        for key, tensor in message.payload().items():
+            assert torch.equal(back.payload()[key], tensor)
+        assert (back.sender, back.receiver, back.round) == (message.sender, message.receiver, message.round)
+
+
+def frame_cases() -> dict[str, bytes]:
+    good = pack_message(PseudoResidual("alice", "org1", 0, torch.randn(4, 2)))
+    header_len = int.from_bytes(good[4:8], "little")
+    header = good[8 : 8 + header_len]
+
+    def swap(old, new):
+        return (
+            good[:4]
+            + len(header.replace(old, new)).to_bytes(4, "little")
+            + header.replace(old, new)
+            + good[8 + header_len :]
+        )
+
+    return {
+        "magic": b"XXXX" + good[4:],
+        "truncated": good[:-3],
+        "trailing": good + b"\0",
+        "header json": good[:8] + b"[" + good[9:],
+        "dtype": swap(b'"float32"', b'"object"'),
+        "shape": swap(b"[4,2]", b"[4,3]"),
+        "negative shape": swap(b"[4,2]", b"[-4,-2]"),
+        "kind": swap(b'"PseudoResidual"', b'"Popen"'),
+        "field": swap(b'"values"', b'"command"'),
+        "reference": swap(b'{"$t":0}', b'{"$t":7}'),
+    }
+
+
+@pytest.mark.parametrize("case", list(frame_cases()))
+def test_a_malformed_frame_is_refused(case):
+    with pytest.raises(WireError):
+        unpack_message(frame_cases()[case])
+
+
+def test_a_frame_over_the_limit_is_refused_before_it_is_read():
+    frame = pack_message(PseudoResidual("alice", "org1", 0, torch.randn(100, 10)))
+    with pytest.raises(WireError, match="over the limit"):
+        unpack_message(frame, limit=1000)
+
+
+def test_code_never_crosses_nor_is_loaded():
+    """No module of the cross-silo path imports pickle or its kin, nor calls eval, exec or __import__."""
+    banned = {"pickle", "cloudpickle", "dill", "marshal", "shelve", "joblib"}
+    for name in ("wire", "party", "grpc_transport", "certs", "psi"):
+        tree = ast.parse((ROOT / "vcl" / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert not {a.name.split(".")[0] for a in node.names} & banned, name
+            if isinstance(node, ast.ImportFrom):
+                assert (node.module or "").split(".")[0] not in banned, name
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id not in {"eval", "exec", "__import__"}, name
+
+
+# --- keys ---
+def test_certs_are_signed_by_the_ca_and_keys_kept_private(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    certs.make(tmp_path, ["alice", "bob"])
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca.pem").read_bytes())
+    bob = x509.load_pem_x509_certificate((tmp_path / "bob.pem").read_bytes())
+    ca.public_key().verify(bob.signature, bob.tbs_certificate_bytes, ec.ECDSA(bob.signature_hash_algorithm))
+    assert bob.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    ) == ["bob"]
+    assert (tmp_path / "bob.key").stat().st_mode & 0o777 == 0o600 and (tmp_path / "ca.key").stat().st_mode & 0o077 == 0
+    with pytest.raises(FileExistsError):
+        certs.make(tmp_path, ["bob"])  # never overwrites
+    assert subprocess.run([sys.executable, "-m", "vcl.certs", "--out", str(tmp_path), "Bad Name"]).returncode == 2
+
+
+@pytest.mark.parametrize(
+    "settings, words",
+    [
+        ({"name": "bob", "listen": "127.0.0.1:0", "coordinator": "alice"}, "needs tls.ca"),
+        ({"name": "bob", "listen": "nowhere", "coordinator": "alice"}, "is not host:port"),
+        (
+            {"name": "bob", "listen": "127.0.0.1:0", "coordinator": "alice", "plaintext": True},
+            "'plaintext' is no setting",
+        ),
+        ({"listen": "127.0.0.1:0", "coordinator": "alice"}, "needs name:"),
+    ],
+)
+def test_a_bad_party_config_is_one_sentence_and_exit_2(tmp_path, settings, words):
+    import yaml
+
+    path = tmp_path / "bob.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    proc = subprocess.run([sys.executable, "-m", "vcl.party", "--config", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_run_that_names_no_address_for_a_party_stops_before_any_work(tiny, tmp_path):
+    certs.make(tmp_path, ["alice"])
+    tls = {
+        f"transport.tls_{k}": str(tmp_path / f)
+        for k, f in (("ca", "ca.pem"), ("cert", "alice.pem"), ("key", "alice.key"))
+    }
+    config = tiny(
+        **{"transport.kind": "grpc", "transport.addresses": {"alice": "127.0.0.1:1"}, "data.organizations": 2}, **tls
+    )
+    with pytest.raises(VCLInputError, match="gives no host:port for party org1"):
+        train(config, verbose=False, write=False)
+
+
+# --- parties as their own processes ---
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    own = {**SECRETS}
+    with Federation(tmp_path_factory.mktemp("federation"), GAL_NAMES + MPDL_NAMES + DC_NAMES, own=own) as fed:
+        yield fed
+
+
+def rounds_of(results):
+    return [(r["round"], r["metrics"], r["bytes_sent"]) for r in results["rounds"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"method": "gal", "compare": ["alone", "late"]},
+        {"method": "al", "gal.local_loss": ["l1"], "gal.privacy": "dp", "gal.privacy_secret": 7},
+        {"method": "ascii", "learner.model": ["tree"], "compare": ["ascii_simple"]},
+    ],
+    ids=["gal+alone+late", "al+dp", "ascii"],
+)
+def test_grpc_equals_one_process(federation, tiny, tmp_path, overrides):
+    base = dict(**{"data.organizations": 3, "run.rounds": 2, "learner.epochs": 5}, **overrides)
+    local = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "local"), **base), verbose=False)
+    remote = train(tiny(**federation.overrides(GAL_NAMES), out=str(tmp_path / "grpc"), **base), verbose=False)
+    assert rounds_of(remote) == rounds_of(local)
+    assert (remote["value"], remote["bytes_sent"], remote["prediction_bytes"]) == (
+        local["value"],
+        local["bytes_sent"],
+        local["prediction_bytes"],
+    )
+    for method, other in local["compare"].items():
+        assert rounds_of(remote["compare"][method]) == rounds_of(other)
+    pids = federation.pids()
+    assert remote["transport"] == "grpc" and [p["pid"] for p in remote["parties"]] == [pids[n] for n in GAL_NAMES]
+    assert not (tmp_path / "grpc" / "parties").exists()  # each party checkpointed itself, on its own machine
+    assert all((federation.folder / f"{n}-machine" / n).is_dir() for n in GAL_NAMES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {
+            "method": "dc_smote",
+            "data.dataset": "wine",
+            "dc.public_rows": 30,
+            "dc.anchor_rows": 100,
+            "dc.dim": 3,
+            "dc.smote_k": 10,
+            "run.rounds": 1,
+        },
+        {
+            "method": "mpdl",
+            "data.dataset": "breast_cancer",
+            "data.test_fraction": 0.1,
+            "mpdl.gamma": 0.2,
+            "mpdl.max_rows": 240,
+            "mpdl.dual_epochs": 2,
+            "mpdl.central_epochs": 3,
+            "mpdl.psi_bits": 1024,
+            "mpdl.paillier": True,
+            "mpdl.key_bits": 256,
+            "mpdl.secret_a": 0xA5EC,
+            "mpdl.secret_b": 0xB5EC,
+            "run.rounds": 2,
+        },
+    ],
+    ids=["dc_smote", "mpdl paillier"],
+)
+def test_dc_and_mpdl_over_grpc_equal_one_process(federation, tiny, tmp_path, overrides):
+    """DC's workers and MPDL's A and B (with the experimenter) as their own processes; party-to-party messages
+    (anchor shares, PSI, Algorithm 2 under Paillier) go party to party. MPDL's parties take their secrets from
+    their own configs (the coordinator's copy carries none) and so draw as the one-process run does."""
+    local = train(tiny(out=str(tmp_path / "local"), **overrides), verbose=False)
+    names = DC_NAMES if overrides["method"] == "dc_smote" else MPDL_NAMES + ["experimenter"]
+    remote = train(tiny(**federation.overrides(names), out=str(tmp_path / "grpc"), **overrides), verbose=False)
+    timing = ("psi_seconds", "dual_seconds_per_epoch")
+    assert rounds_of(remote) == rounds_of(local) and remote["bytes_sent"] == local["bytes_sent"] > 0
+    scores = [
+        {k: v for k, v in r["scores"].items() if k not in timing} for r in (local["rounds"][-1], remote["rounds"][-1])
+    ]
+    assert scores[0] == scores[1]
+
+
+class KillParty(RoundCallback):
+    def __init__(self, at, federation, party):
+        self.at, self.federation, self.party = at, federation, party
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            self.federation.kill(self.party)
+
+
+@pytest.mark.slow
+def test_a_lost_party_is_one_sentence_and_resume_after_it_is_back_equals_uninterrupted(federation, tiny, tmp_path):
+    base = {"data.organizations": 3, "run.rounds": 3, "learner.epochs": 5}
+    whole = train(tiny(out=str(tmp_path / "whole"), **{"run.concurrent": False}, **base), verbose=False)
+    config = tiny(out=str(tmp_path / "cut"), **federation.overrides(GAL_NAMES), **base)
+    port = federation.ports["org2"]
+    with pytest.raises(
+        PartyLost, match=rf"^party org2 stopped during round 2: nothing answers at 127.0.0.1:{port}$"
+    ) as lost:
+        train(config, verbose=False, callbacks=[RoundCheckpoint(), KillParty(1, federation, "org2")])
+    assert lost.value.saved_round == 1
+    with pytest.raises(PartyLost, match="party org2 stopped during start-up: nothing answers"):
+        train(config, resume=True, verbose=False)  # still down: the same sentence, nothing changed
+    federation.restart("org2")  # its own machine kept its checkpoints
+    resumed = train(config, resume=True, verbose=False)
+    assert rounds_of(resumed) == rounds_of(whole) and resumed["value"] == whole["value"]
+    assert [p.name for p in (federation.folder / "org2-machine" / "org2").glob("round-*")] == ["round-3.ckpt"]
+
+
+# --- refused cases ---
+def hello_from(federation, party: str, client: str, ca_dir: Path | None = None, name: str | None = None):
+    from vcl.grpc_transport import Link
+
+    tls = federation.tls(client)
+    if ca_dir is not None:
+        tls = {
+            "ca": str(ca_dir / "ca.pem"),
+            "cert": str(ca_dir / f"{client}.pem"),
+            "key": str(ca_dir / f"{client}.key"),
+        }
+    link = Link(name or party, f"127.0.0.1:{federation.ports[party]}", tls, 2**20, deadline=10.0, retries=0)
+    try:
+        return link.ask("Hello")
+    finally:
+        link.close()
+
+
+def still_serving(federation, party="org1") -> bool:
+    return hello_from(federation, party, federation.coordinator)["name"] == party
+
+
+@pytest.mark.slow
+def test_refused_cases_are_refused_and_the_party_keeps_serving(federation, tmp_path):
+    import grpc
+
+    from vcl.grpc_transport import Link
+
+    assert still_serving(federation)
+    certs.make(tmp_path / "other", ["alice"])  # another CA's certificate with the coordinator's name
+    with pytest.raises(VCLInputError, match="TLS handshake failed"):
+        hello_from(federation, "org1", "alice", ca_dir=tmp_path / "other")
+    assert still_serving(federation)
+    with pytest.raises(VCLInputError, match="certificate names 'org2'"):
+        hello_from(federation, "org1", "alice", name="org2")  # org1's address, org2 expected: its name is checked
+    with pytest.raises(VCLInputError, match="refused the Setup request"):
+        Link("org1", f"127.0.0.1:{federation.ports['org1']}", federation.tls("intruder"), 2**20, 10.0, 0).ask(
+            "Setup", {}
+        )
+    channel = grpc.insecure_channel(f"127.0.0.1:{federation.ports['org1']}")  # plaintext
+    with pytest.raises(grpc.RpcError):
+        channel.unary_unary("/vcl.Party/Hello")(b"", timeout=5)
+    channel.close()
+    link = Link("org1", f"127.0.0.1:{federation.ports['org1']}", federation.tls("alice"), 2**30, 10.0, 0)
+    with pytest.raises(VCLInputError, match="over the size limit"):
+        link.call("Handle", b"\0" * (20 * 2**20))  # the test parties' limit is 16 MiB
+    for frame in frame_cases().values():
+        with pytest.raises(VCLInputError, match="refused the Handle request"):
+            link.call("Handle", frame)
+    link.close()
+    assert still_serving(federation)
+
+
+# --- rows aligned by private set intersection ---
+def write_party_files(folder: Path, n=60, seed=0):
+    rng = np.random.RandomState(seed)
+    ids = [f"p{i:03d}" for i in rng.permutation(n + 20)]
+    x = rng.randn(n + 20, 5)
+    label = (x[:, 0] + x[:, 2] + x[:, 4] > 0).astype(int)
+    files = []
+    for k, (name, cols, extra) in enumerate((("alice", [0, 1], ["label"]), ("bob", [2, 3], []), ("carol", [4], []))):
+        rows = [i for i in range(n + 20) if i < n or (i - n) % 3 == k]  # each also holds some people only it has
+        lines = [",".join(["id"] + [f"{name}{c}" for c in cols] + extra)]
+        for i in rows:
+            lines.append(",".join([ids[i]] + [f"{x[i, c]:.6f}" for c in cols] + ([str(label[i])] if extra else [])))
+        path = folder / f"{name}.csv"
+        path.write_text("\n".join(lines) + "\n")
+        files.append(path)
+    return files, [ids[i] for i in range(n)]
+
+
+@pytest.mark.slow
+def test_csv_rows_aligned_by_psi_over_grpc_equal_the_plain_intersection(tiny, tmp_path):
+    files, shared = write_party_files(tmp_path)
+    base = {"data.dataset": "csv", "data.task": "classification", "run.rounds": 2, "learner.epochs": 5}
+    local = train(
+        tiny(**base, **{"data.csv_files": [str(f) for f in files], "run.concurrent": False}), verbose=False, write=False
+    )
+    own = {n: {"csv": str(f)} for n, f in zip(("bob", "carol"), files[1:], strict=True)}
+    with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+        config = tiny(**base, **fed.overrides(), **{"data.csv_files": [str(files[0]), "bob", "carol"]})
+        remote = train(config, verbose=False, write=False)
+    assert rounds_of(remote) == rounds_of(local) and remote["value"] == local["value"]
+    assert remote["organizations"] == ["alice", "bob", "carol"]
+
+
+def test_psi_answers_reveal_no_id_to_a_curious_alice(tmp_path):
+    """Alice holds the party's answer and every candidate ID (the party's whole list among them): hashing each
+    to the curve, as the party did before blinding, finds none of them in what the party sent."""
+    from vcl.psi import PSISide, decode, hash_to_curve
+    from vcl.ray_transport import psi_answer
+
+    files, shared = write_party_files(tmp_path)
+    alice_ids = [line.split(",")[0] for line in files[0].read_text().splitlines()[1:]]
+    bob_ids = [line.split(",")[0] for line in files[1].read_text().splitlines()[1:]]
+    alice = PSISide("alice", alice_ids)
+    answer = psi_answer(str(files[1]), "id", False, "label", alice.offer())
+    alice.answer(answer["offer"])
+    found = sorted(alice_ids[r] for r in alice.match(answer["twice"]))
+    assert found == sorted(set(alice_ids) & set(bob_ids)) and len(found) == len(shared)
+    sent = set(decode(answer["offer"])) | set(decode(answer["twice"]))
+    candidates = set(hash_to_curve(sorted(set(bob_ids) | set(alice_ids))))
+    assert not sent & candidates and len(decode(answer["offer"])) == len(bob_ids)

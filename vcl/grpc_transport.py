@@ -1,0 +1,237 @@
+"""Organizations on their own machines: the coordinator dials each party over gRPC with mutual TLS
+(``transport.kind: grpc``).
+
+Each organization starts its party with ``python -m vcl.party --config <own>.yaml`` (:mod:`vcl.party`); Alice's
+``train.py`` names the parties' addresses (``transport.addresses``, by name) and her own key and
+certificate (``transport.tls_*``). Every connection is mutually authenticated against the federation's CA: the
+coordinator accepts a party only if its certificate names the party it expects, and a party answers only the
+coordinator its config names. What crosses are frames of :mod:`vcl.wire` (data, never code), each under
+``transport.max_message_mb``, each call under ``transport.deadline`` seconds.
+
+A call that finds the party unreachable before anything was sent is tried again, up to ``transport.retries``
+times with a growing pause; one that fails after its request left (the party died mid-round, or stopped
+answering within the deadline) ends the run with one sentence naming the party and the round
+(:class:`vcl.errors.PartyLost`): a request is never sent twice, since a party's state moves with each one.
+Party-to-party messages go from the sending party to the receiving one over their own TLS connection; the
+coordinator gets only their ledger lines, as under the other transports, so ``bytes_sent`` is the same.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from vcl.errors import PartyLost, VCLInputError
+from vcl.messages import Message, MessageRecord
+from vcl.transport import Transport
+from vcl.wire import pack, pack_message, unpack, unpack_message
+
+SERVICE = "vcl.Party"
+IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLogs"}  # safe to send again
+
+
+class Link:
+    """One mutually authenticated gRPC channel to the party ``name`` at ``address``; ``tls``: own ``ca``, ``cert``
+    and ``key`` PEM files. The server's certificate must name ``name`` (TLS host name check against it)."""
+
+    def __init__(self, name: str, address: str, tls: dict, limit: int, deadline: float, retries: int = 3):
+        import grpc
+
+        self.name, self.address, self.limit = name, address, limit
+        self.deadline, self.retries = deadline, retries
+        ca, cert, key = (Path(tls[k]).read_bytes() for k in ("ca", "cert", "key"))
+        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        size = limit + 2**16
+        options = [
+            ("grpc.ssl_target_name_override", name),
+            ("grpc.default_authority", name),
+            ("grpc.max_receive_message_length", size),
+            ("grpc.max_send_message_length", size),
+            ("grpc.enable_retries", 0),  # a request that left is never sent again (see the module's text)
+        ]
+        self.channel = grpc.secure_channel(address, creds, options=options)
+
+    def call(self, op: str, frame: bytes, during: str = "start-up") -> bytes:
+        """The party's answer to ``op`` with ``frame``; one sentence (PartyLost, VCLInputError) if there is none."""
+        import grpc
+
+        method = self.channel.unary_unary(f"/{SERVICE}/{op}")
+        for attempt in range(self.retries + 1):
+            try:
+                return method(frame, timeout=self.deadline)
+            except grpc.RpcError as err:
+                error = self.error(op, err.code(), (err.details() or "").strip(), during)
+                if isinstance(error, PartyLost) and err.code() == grpc.StatusCode.UNAVAILABLE:
+                    if attempt < self.retries and op in IDEMPOTENT:
+                        time.sleep(min(0.2 * 2**attempt, 2.0))
+                        continue
+                raise error from None
+        raise AssertionError("unreachable")
+
+    def error(self, op: str, code, details: str, during: str) -> Exception:
+        import grpc
+
+        where = f"party {self.name} at {self.address}"
+        lowered = details.lower()
+        if any(w in lowered for w in ("handshake", "certificate", "ssl", "tls", "peer name", "verification")):
+            return VCLInputError(
+                f"{where}: the TLS handshake failed ({details[:160]}); check that its certificate names {self.name!r} "
+                "and that both sides use the federation's ca.pem."
+            )
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
+            return VCLInputError(f"{where} refused the {op} request: {details[:300]}.")
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return VCLInputError(
+                f"{where}: a {op} frame is over the size limit ({details[:160]}); raise transport.max_message_mb "
+                "on both sides (the party's max_message_mb too)."
+            )
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return PartyLost(self.name, during, f"it did not answer within transport.deadline={self.deadline:g} s")
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+            return PartyLost(self.name, during, f"nothing answers at {self.address}")
+        return PartyLost(self.name, during, f"its {op} failed ({code.name}: {details[:160]})")
+
+    def ask(self, op: str, body=None, during: str = "start-up"):
+        """``op`` with arguments ``body`` (plain data); the party's answer as plain data."""
+        _, value = unpack(self.call(op, pack(op, body), during), self.limit)
+        return value
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def links(config, names: list[str]) -> dict[str, Link]:
+    """A link to each party named, from ``transport.addresses`` (by name) and the coordinator's TLS files."""
+    t = config.transport
+    missing = [n for n in names if n not in t.addresses]
+    if missing:
+        raise VCLInputError(
+            f"transport.addresses gives no host:port for party {missing[0]} (the run's parties: {', '.join(names)}); "
+            f"add {missing[0]}: <host>:<port>."
+        )
+    for key in ("tls_ca", "tls_cert", "tls_key"):
+        if not getattr(t, key):
+            raise VCLInputError(f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.certs).")
+    tls = {"ca": t.tls_ca, "cert": t.tls_cert, "key": t.tls_key}
+    limit = int(t.max_message_mb * 2**20)
+    return {n: Link(n, t.addresses[n], tls, limit, t.deadline, t.retries) for n in names}
+
+
+def in_parallel(calls: list, names: list[str]) -> list:
+    """Run ``calls`` (no-argument functions, one per party) at once; their results in order, the first error
+    raised."""
+    if len(calls) == 1:
+        return [calls[0]()]
+    with ThreadPoolExecutor(len(calls)) as pool:
+        running = [pool.submit(c) for c in calls]
+        return [r.result() for r in running]
+
+
+class GrpcTransport(Transport):
+    """The parties on their own machines, reached through :class:`Link`; ``request_all`` asks them at once."""
+
+    def __init__(self, config, method: str, names: list[str], data, channel=None):
+        from vcl.config import party_copy
+
+        super().__init__(names, channel)
+        self.config = config
+        self._links = links(config, names)
+        self._round = 0
+        book = {n: config.transport.addresses[n] for n in names}
+        setup = {
+            "config": party_copy(config.to_dict(), None),  # no secret: each party adds its own
+            "method": method,
+            "ids": getattr(data, "ids", None),
+            "kind": data.task,
+            "num_classes": data.num_classes,
+            "names": list(names),
+            "addresses": book,
+        }
+        try:
+            self._where = in_parallel(
+                [lambda n=n, m=m: self._links[n].ask("Setup", {**setup, "index": m}) for m, n in enumerate(names)],
+                names,
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def _all(self, op: str, body, names: list[str] | None = None, during: str | None = None) -> list:
+        names = self.names if names is None else names
+        during = during or f"round {self._round}"
+        return in_parallel([lambda n=n: self._links[n].ask(op, body, during) for n in names], names)
+
+    def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
+        self._round = max((m.round for _, m in requests), default=self._round)
+        during = f"round {self._round}"
+
+        def one(party: str, message: Message) -> Message:
+            link = self._links[party]
+            reply = unpack_message(link.call("Handle", pack_message(message), during), link.limit)
+            if reply.sender != party:
+                raise VCLInputError(f"party {party} answered with a {reply.kind} that says it is from {reply.sender}.")
+            return reply
+
+        return in_parallel([lambda p=p, m=m: one(p, m) for p, m in requests], [p for p, _ in requests])
+
+    def relay(self, parties: list[str]) -> None:
+        for party in parties:
+            for record in self._links[party].ask("Relay", None, f"round {self._round}"):
+                self.channel.add(MessageRecord(**record))
+
+    def state_dict(self) -> list[dict]:
+        raise VCLInputError(
+            "transport.kind=grpc: each party keeps its state on its own machine; a run's checkpoints hold the "
+            "coordinator's part only (run it through train.py, whose checkpoints do that)."
+        )
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        self.state_dict()
+
+    def save(self, root: Path, round_: int, run: str) -> None:  # each party under its own root, on its machine
+        self._round = round_
+        self._all("Save", {"round": round_, "run": run})
+
+    def load(self, root: Path, round_: int, run: str) -> None:
+        self._all("Load", {"round": round_, "run": run}, during="loading")
+
+    def prune(self, root: Path, round_: int) -> None:
+        self._all("Prune", {"round": round_})
+
+    def open_logs(self, root: Path) -> None:
+        self._all("OpenLogs", None, during="start-up")
+
+    def where(self) -> list[dict]:
+        return list(self._where)
+
+    def close(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links = {}
+
+
+def psi_answers(config, names: list[str], offer) -> list[dict]:
+    """Star PSI of row IDs, the parties' halves: each party (``names[1:]``) blinds Alice's ``offer`` again and
+    sends its own IDs blinded once (:class:`vcl.psi.PSISide`); no ID list crosses."""
+    from vcl.datamodules.csv_files import csv_policies
+
+    d = config.data
+    drop = [m == "drop" for _, m in csv_policies(d.categorical, d.missing, len(names))]
+    these = links(config, names)
+    try:
+        return in_parallel(
+            [
+                lambda k=k, n=n: these[n].ask(
+                    "PSI",
+                    {"offer": offer, "id_column": d.id_column, "drop": drop[k], "label_column": d.label_column},
+                    "the ID alignment",
+                )
+                for k, n in enumerate(names)
+                if k > 0
+            ],
+            names[1:],
+        )
+    finally:
+        for link in these.values():
+            link.close()

@@ -1,0 +1,340 @@
+"""One organization's party on its own machine, reached over gRPC with mutual TLS (``transport.kind: grpc``).
+
+    python -m vcl.party --config bob.yaml
+
+The party's own config names only what is its own; the coordinator sends the run's settings (data, as JSON-like
+values in a frame of :mod:`vcl.wire`, never code) when the run starts::
+
+    name: bob                       # the organization: its certificate names it, the coordinator expects it
+    listen: 0.0.0.0:50052           # the one port it opens (the coordinator dials in)
+    coordinator: alice              # the only organization whose requests it answers (checked on its certificate)
+    tls: {ca: keys/ca.pem, cert: keys/bob.pem, key: keys/bob.key}
+    root: parties                   # its checkpoints and logs, under <root>/<name>/ on this machine
+    csv: /data/bob/customers.csv    # its own rows, for data.dataset: csv (their IDs are intersected privately)
+    secrets: {mpdl.secret_b: 0}     # its own secret seeds (0: fresh from the operating system)
+    allow_classes: []               # class paths of its own (user models, data modules) a run may name
+    max_message_mb: 512             # larger frames are refused
+    device: ""                      # where it trains ("": as the run says)
+
+Every request must come over a TLS connection whose client certificate the federation's CA signed (there is no
+plaintext mode): requests to run the protocol from the ``coordinator`` only, party-to-party messages from the
+federation's other parties only, each naming its own sender. A frame that is malformed, over the size limit or
+from anyone else is refused and the party keeps serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import sys
+import threading
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SERVICE = "vcl.Party"
+OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where")
+ONE_LINE_CLASS = re.compile(r"^(?!sklearn:)[a-z]+:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)")
+
+
+@dataclass
+class PartySettings:
+    name: str
+    listen: str
+    coordinator: str
+    tls: dict = field(default_factory=dict)
+    root: str = "parties"
+    csv: str = ""
+    secrets: dict = field(default_factory=dict)
+    allow_classes: list = field(default_factory=list)
+    max_message_mb: float = 512.0
+    device: str = ""
+
+
+def load_settings(path: str | Path) -> PartySettings:
+    """A party's own config, checked: one sentence naming the key and the fix (:class:`VCLInputError`)."""
+    import yaml
+
+    from vcl.config import SECRETS
+    from vcl.errors import VCLInputError, regular_file
+
+    path = Path(path)
+    regular_file(path, "the party config", "give --config a YAML file of the party's own settings")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        reason = str(err).splitlines()[0]
+        raise VCLInputError(f"the party config {path} is not YAML ({reason}); fix its syntax.") from None
+    if not isinstance(raw, dict):
+        raise VCLInputError(f"the party config {path} is not a mapping of settings; write `name: ...` lines.")
+    known = set(PartySettings.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise VCLInputError(f"the party config {path}: {unknown[0]!r} is no setting; use {sorted(known)}.")
+    for key in ("name", "listen", "coordinator"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise VCLInputError(f"the party config {path} needs {key}: (a string), e.g. name: bob.")
+    s = PartySettings(**raw)
+    host, sep, port = s.listen.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise VCLInputError(f"the party config {path}: listen={s.listen!r} is not host:port; e.g. 0.0.0.0:50052.")
+    for key in ("ca", "cert", "key"):
+        if not isinstance(s.tls, dict) or not isinstance(s.tls.get(key), str):
+            raise VCLInputError(f"the party config {path} needs tls.{key}: a PEM file (python -m vcl.certs).")
+        regular_file(Path(s.tls[key]), f"tls.{key}", "make the federation's files with python -m vcl.certs")
+    bad = sorted(set(s.secrets) - set(SECRETS))
+    if bad:
+        raise VCLInputError(f"the party config {path}: secrets.{bad[0]} is no secret; use one of {sorted(SECRETS)}.")
+    if s.csv:
+        regular_file(Path(s.csv), "the party's csv", "give csv: the path of this organization's own CSV file")
+    return s
+
+
+def read_pem(tls: dict) -> tuple[bytes, bytes, bytes]:
+    return tuple(Path(tls[k]).read_bytes() for k in ("ca", "cert", "key"))
+
+
+def named_classes(value) -> list[str]:
+    """Every class path a config names (``class_path:`` entries and ``<kind>:<path>`` one-line forms), scikit-learn's
+    estimators aside."""
+    if isinstance(value, dict):
+        own = [value["class_path"]] if isinstance(value.get("class_path"), str) else []
+        return own + [p for v in value.values() for p in named_classes(v)]
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in named_classes(v)]
+    if isinstance(value, str):
+        m = ONE_LINE_CLASS.match(value)
+        return [m[1]] if m else []
+    return []
+
+
+class PartyServer:
+    """Answers the coordinator's requests for one party; the party itself is built on ``Setup``."""
+
+    def __init__(self, settings: PartySettings):
+        self.settings = settings
+        self.limit = int(settings.max_message_mb * 2**20)
+        self.party = None
+        self.names: list[str] = []
+        self.addresses: dict[str, str] = {}
+        self.psi = None
+        self.lock = threading.Lock()
+        self._peers: dict = {}
+
+    # --- who may ask what ---
+    def caller(self, context) -> str:
+        """The organization the client certificate names (the CA checked it during the handshake)."""
+        names = context.auth_context().get("x509_common_name") or []
+        return names[0].decode() if names else ""
+
+    def handle_call(self, op: str, frame: bytes, context) -> bytes:
+        import grpc
+
+        from vcl.errors import VCLInputError
+        from vcl.wire import WireError, pack
+
+        who = self.caller(context)
+        allowed = set(self.names) - {self.settings.name} if op == "Forward" else {self.settings.coordinator}
+        if op == "Hello":
+            allowed = {self.settings.coordinator, *self.names}
+        if who not in allowed:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{self.settings.name} does not answer {who!r} ({op})")
+        try:
+            with self.lock:
+                answer = getattr(self, "op_" + op.lower())(frame, who)
+            return answer if isinstance(answer, bytes) else pack("reply", answer)
+        except (WireError, VCLInputError, PermissionError) as err:
+            code = grpc.StatusCode.PERMISSION_DENIED if isinstance(err, PermissionError) else None
+            context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {err}")
+
+    def _body(self, frame: bytes) -> dict:
+        from vcl.wire import WireError, unpack
+
+        _, body = unpack(frame, self.limit)
+        if not isinstance(body, dict):
+            raise WireError("the request's body is not a mapping")
+        return body
+
+    def _message(self, frame: bytes, sender: str | None):
+        """The message a frame holds, addressed to this party; ``sender``: the name it must carry (a party's own;
+        the coordinator's messages carry its role in the protocol: alice, master, collaborator)."""
+        from vcl.wire import unpack_message
+
+        message = unpack_message(frame, self.limit)
+        if (sender is not None and message.sender != sender) or message.receiver != self.settings.name:
+            raise PermissionError(
+                f"a {message.kind} from {message.sender!r} to {message.receiver!r} came from "
+                f"{sender or 'the coordinator'!r}"
+            )
+        return message
+
+    def _ready(self):
+        if self.party is None:
+            raise PermissionError("no run is set up here yet")
+        return self.party
+
+    # --- the operations ---
+    def op_hello(self, frame: bytes, who: str) -> dict:
+        return {"name": self.settings.name, "ready": self.party is not None}
+
+    def op_psi(self, frame: bytes, who: str) -> dict:
+        """Star PSI, this party's half: the coordinator's blinded IDs blinded again, and its own blinded once."""
+        from vcl.datamodules.csv_files import csv_ids
+        from vcl.psi import PSISide
+
+        body = self._body(frame)
+        if not self.settings.csv:
+            raise PermissionError("this party holds no csv of its own (its config's csv:)")
+        ids = csv_ids(self.settings.csv, body["id_column"], bool(body["drop"]), body.get("label_column", ""))
+        self.psi = PSISide(self.settings.name, [str(i) for i in ids])
+        return {"twice": self.psi.answer(body["offer"]), "offer": self.psi.offer(), "size": len(ids)}
+
+    def op_setup(self, frame: bytes, who: str) -> dict:
+        from vcl.config import SECRETS, RunConfig
+        from vcl.transport import party_place
+        from vcl.wiring import own_party
+
+        body = self._body(frame)
+        settings = body["config"]
+        outside = sorted(set(named_classes(settings)) - set(self.settings.allow_classes))
+        if outside:
+            raise PermissionError(
+                f"the run names class {outside[0]}, which this party's allow_classes does not list; a party runs "
+                "only code its own organization allows"
+            )
+        index, names = int(body["index"]), list(body["names"])
+        if names[index] != self.settings.name:
+            raise PermissionError(f"party {index} of this run is {names[index]!r}, not {self.settings.name!r}")
+        for key in SECRETS:  # its own secrets from its own config; no other's
+            group, _, name = key.partition(".")
+            settings[group][name] = int(self.settings.secrets.get(key, 0))
+        data = settings["data"]
+        if data["dataset"] == "csv" and self.settings.csv:
+            files = list(data["csv_files"])
+            files[index] = self.settings.csv
+            data["csv_files"] = files
+        if self.settings.device:
+            settings["run"]["device"] = self.settings.device
+        config = RunConfig.from_dict(settings)
+        ids = body.get("ids")
+        self.party = own_party(config, body["method"], index, ids, body["kind"], int(body["num_classes"]))
+        self.names, self.addresses = names, dict(body.get("addresses") or {})
+        return party_place(self.party.name, self.party)
+
+    def op_where(self, frame: bytes, who: str) -> dict:
+        from vcl.transport import party_place
+
+        return party_place(self.settings.name, self._ready())
+
+    def op_handle(self, frame: bytes, who: str) -> bytes | None:
+        from vcl.wire import pack_message
+
+        reply = self._ready().handle(self._message(frame, None))  # the caller is the coordinator (checked)
+        return None if reply is None else pack_message(reply)
+
+    def op_forward(self, frame: bytes, who: str) -> None:
+        reply = self._ready().handle(self._message(frame, who))
+        if reply is not None:
+            raise PermissionError(f"a {reply.kind} answered a party-to-party message, which expects none")
+
+    def op_relay(self, frame: bytes, who: str) -> list:
+        """Hand each message this party sent to another party straight to that party (its own TLS connection);
+        the ledger's lines go back to the coordinator, the messages do not."""
+        from vcl.messages import record_of
+        from vcl.wire import pack_message
+
+        take = getattr(self._ready(), "outgoing", None)
+        records = []
+        for message in [] if take is None else take():
+            if message.receiver not in self.addresses or message.receiver == self.settings.name:
+                raise PermissionError(f"{self.settings.name} cannot send a {message.kind} to {message.receiver!r}")
+            self.peer(message.receiver).call("Forward", pack_message(message))
+            records.append(vars(record_of(message)).copy())
+        return records
+
+    def peer(self, name: str):
+        from vcl.grpc_transport import Link
+
+        if name not in self._peers:
+            self._peers[name] = Link(name, self.addresses[name], self.settings.tls, self.limit, deadline=600.0)
+        return self._peers[name]
+
+    def _root(self) -> Path:
+        return Path(self.settings.root)
+
+    def op_save(self, frame: bytes, who: str) -> None:
+        from vcl.checkpoints import save_party
+
+        body = self._body(frame)
+        save_party(self._ready(), self.settings.name, self._root(), int(body["round"]), str(body["run"]))
+
+    def op_load(self, frame: bytes, who: str) -> None:
+        from vcl.checkpoints import load_party
+
+        body = self._body(frame)
+        load_party(self._ready(), self.settings.name, self._root(), int(body["round"]), str(body["run"]))
+
+    def op_prune(self, frame: bytes, who: str) -> None:
+        from vcl.checkpoints import prune_party
+
+        self._ready()
+        prune_party(self.settings.name, self._root(), int(self._body(frame)["round"]))
+
+    def op_openlogs(self, frame: bytes, who: str) -> None:
+        from vcl.logs import open_party_logs
+
+        open_party_logs(self._ready(), self.settings.name, self._root())
+
+
+def serve(settings: PartySettings, ready=None) -> None:
+    """Listen on ``settings.listen`` until SIGTERM or SIGINT; ``ready(port)`` once listening."""
+    import grpc
+
+    server_state = PartyServer(settings)
+    limit = server_state.limit + 2**16
+
+    def handler(op):
+        return grpc.unary_unary_rpc_method_handler(lambda frame, context: server_state.handle_call(op, frame, context))
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=4),
+        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
+    )
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {op: handler(op) for op in OPS})])
+    ca, cert, key = read_pem(settings.tls)
+    creds = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+    port = server.add_secure_port(settings.listen, creds)
+    if port == 0:
+        from vcl.errors import VCLInputError
+
+        raise VCLInputError(f"listen={settings.listen!r}: the port cannot be opened (in use?); choose another.")
+    server.start()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    if ready is not None:
+        ready(port)
+    stop.wait()
+    server.stop(grace=2).wait()
+
+
+def main(argv=None) -> int:
+    from vcl.errors import VCLInputError
+
+    p = argparse.ArgumentParser(
+        prog="python -m vcl.party", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--config", required=True, help="this party's own YAML settings")
+    args = p.parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+        serve(settings, ready=lambda port: print(f"party {settings.name} listening on port {port}", flush=True))
+    except VCLInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

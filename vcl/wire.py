@@ -1,0 +1,178 @@
+"""Messages as bytes for a transport that crosses machines: data, never code.
+
+A frame is ``VCLW`` + a 4-byte header length + a JSON header + the tensors' raw bytes, one after another. The
+header names the message's kind (a :class:`vcl.messages.Message` subclass, looked up in a fixed table by its
+name: nothing in a frame chooses code to run), its fields as JSON values, and each tensor's dtype and shape.
+Tensors and NumPy arrays travel as their bytes (little-endian, C order); tuples, dicts with keys other than
+strings, ints of any size, floats (NaN and infinities too), strings, booleans and None keep their type.
+
+:func:`unpack` refuses, with :class:`WireError`, a frame that is larger than its limit, does not start with the
+magic bytes, has a header that is not JSON of this shape, a dtype outside the table, a shape whose bytes do not
+add up to what follows, or a kind that is no message class. No ``pickle`` is involved anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import numbers
+import struct
+
+import numpy as np
+import torch
+
+from vcl.messages import Message
+
+MAGIC = b"VCLW"
+VERSION = 1
+DTYPES = {
+    name: getattr(torch, name)
+    for name in ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+}
+NUMPY = {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+
+
+class WireError(ValueError):
+    """A frame that is not a well-formed message (refused; the receiver keeps serving)."""
+
+
+def message_classes() -> dict[str, type[Message]]:
+    """Every message kind by its class name: the subclasses of :class:`Message` once the protocols are imported."""
+    import vcl.protocols.ascii.messages  # noqa: F401  (each family's messages register themselves as subclasses)
+    import vcl.protocols.dc.messages  # noqa: F401
+    import vcl.protocols.mpdl.dual  # noqa: F401
+    import vcl.protocols.mpdl.messages  # noqa: F401
+    import vcl.protocols.mpdl.psi  # noqa: F401
+    import vcl.split_network  # noqa: F401
+
+    found, todo = {}, [Message]
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def _encode(value, arrays: list):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, torch.Tensor):
+        arrays.append(value.detach().to("cpu").contiguous())
+        return {"$t": len(arrays) - 1}
+    if isinstance(value, np.ndarray):
+        if value.dtype.name not in NUMPY:
+            raise TypeError(f"a NumPy array of dtype {value.dtype} cannot cross: only {sorted(NUMPY)}")
+        arrays.append(torch.from_numpy(np.ascontiguousarray(value)))
+        return {"$a": len(arrays) - 1}
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode(v, arrays) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, arrays) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: _encode(v, arrays) for k, v in value.items()}
+        return {"$dict": [[_encode(k, arrays), _encode(v, arrays)] for k, v in value.items()]}
+    raise TypeError(f"a {type(value).__name__} cannot cross: messages carry tensors, arrays, numbers and text")
+
+
+def _decode(value, arrays: list):
+    if isinstance(value, list):
+        return [_decode(v, arrays) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        ((key, inner),) = value.items()
+        if key in ("$t", "$a"):
+            if not isinstance(inner, int) or isinstance(inner, bool) or not 0 <= inner < len(arrays):
+                raise WireError(f"a tensor reference {inner!r} names no tensor of the frame")
+            return arrays[inner] if key == "$t" else arrays[inner].numpy()
+        if key == "$tuple" and isinstance(inner, list):
+            return tuple(_decode(v, arrays) for v in inner)
+        if key == "$dict" and isinstance(inner, list):
+            if not all(isinstance(p, list) and len(p) == 2 for p in inner):
+                raise WireError("a $dict is not a list of key-value pairs")
+            return {_key(_decode(k, arrays)): _decode(v, arrays) for k, v in inner}
+    return {k: _decode(v, arrays) for k, v in value.items()}
+
+
+def _key(key):
+    if isinstance(key, (list, dict, torch.Tensor, np.ndarray)):
+        raise WireError("a dict key is not a number, text or tuple")
+    return key
+
+
+def pack(kind: str, value) -> bytes:
+    """``value`` (a message's fields, or an operation's arguments) as one frame of ``kind``."""
+    arrays: list[torch.Tensor] = []
+    body = _encode(value, arrays)
+    specs = [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)} for t in arrays]
+    for spec in specs:
+        if spec["dtype"] not in DTYPES:
+            raise TypeError(f"a tensor of dtype {spec['dtype']} cannot cross: only {sorted(DTYPES)}")
+    header = json.dumps({"v": VERSION, "kind": kind, "body": body, "tensors": specs}, separators=(",", ":")).encode()
+    raw = [t.view(torch.uint8).numpy().tobytes() if t.numel() else b"" for t in (a.reshape(-1) for a in arrays)]
+    return b"".join([MAGIC, struct.pack("<I", len(header)), header, *raw])
+
+
+def unpack(frame: bytes, limit: int | None = None) -> tuple[str, object]:
+    """The ``(kind, value)`` a frame holds; :class:`WireError` for anything else."""
+    if limit is not None and len(frame) > limit:
+        raise WireError(f"a frame of {len(frame)} bytes is over the limit of {limit}")
+    if len(frame) < 8 or frame[:4] != MAGIC:
+        raise WireError("the frame does not start with VCLW")
+    (size,) = struct.unpack("<I", frame[4:8])
+    if 8 + size > len(frame):
+        raise WireError("the header runs past the frame's end")
+    try:
+        header = json.loads(frame[8 : 8 + size])
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise WireError("the header is not JSON") from None
+    if not isinstance(header, dict) or header.get("v") != VERSION or not isinstance(header.get("kind"), str):
+        raise WireError(f"the header is not a version-{VERSION} frame")
+    specs = header.get("tensors")
+    if not isinstance(specs, list):
+        raise WireError("the header lists no tensors")
+    arrays, offset = [], 8 + size
+    for spec in specs:
+        dtype = DTYPES.get(spec.get("dtype")) if isinstance(spec, dict) else None
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        if dtype is None or not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise WireError(f"a tensor spec {spec!r} is not a known dtype and a shape")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        nbytes = count * torch.empty((), dtype=dtype).element_size()
+        if offset + nbytes > len(frame):
+            raise WireError("the tensors' bytes run past the frame's end")
+        raw = bytearray(frame[offset : offset + nbytes])  # a copy the tensor owns (writable)
+        arrays.append(
+            torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+            if nbytes
+            else torch.empty(shape, dtype=dtype)
+        )
+        offset += nbytes
+    if offset != len(frame):
+        raise WireError(f"{len(frame) - offset} bytes follow the last tensor")
+    return header["kind"], _decode(header.get("body"), arrays)
+
+
+def pack_message(message: Message) -> bytes:
+    fields = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
+    return pack(message.kind, fields)
+
+
+def unpack_message(frame: bytes, limit: int | None = None) -> Message:
+    """The message a frame holds: its kind must be a message class, its fields that class's fields."""
+    kind, fields = unpack(frame, limit)
+    cls = message_classes().get(kind)
+    if cls is None:
+        raise WireError(f"{kind!r} is no message kind")
+    names = {f.name for f in dataclasses.fields(cls)}
+    if not isinstance(fields, dict) or not set(fields) <= names:
+        raise WireError(f"a {kind} holds fields {sorted(fields) if isinstance(fields, dict) else fields!r}")
+    try:
+        return cls(**fields)
+    except TypeError as err:
+        raise WireError(f"a {kind} cannot be built from its fields ({err})") from None
