@@ -1,10 +1,15 @@
-"""Transport cost: seconds and bytes per round, local vs ray, and the ray transport's per-message overhead.
+"""Transport cost: seconds and bytes per round, local vs ray vs grpc, each transport's per-message overhead, and
+the grpc party's answers to refused cases.
 
 GAL on wine (Linear organizations, M = 2, 4, 8) and on the MNIST subset (small CNNs, M = 4, 8), each run
-with ``transport: local`` (concurrent and sequential fits) and ``transport: ray`` (one actor per party),
-side by side in one process; medians over seeds. ``start-up s`` is the whole run's wall time minus its
-rounds (data, parties, Ray actors importing torch). Bytes per round must be equal across transports.
+with ``transport: local`` (concurrent and sequential fits), ``transport: ray`` (one actor per party) and
+``transport: grpc`` (one ``python -m vcl.party`` process per party on 127.0.0.1, mutual TLS), side by side in one
+process; medians over seeds. ``start-up s`` is the whole run's wall time minus its rounds (data, parties, Ray
+actors or party processes building their parties). Bytes per round must be equal across transports.
 On a GPU machine (``--device cuda``) the ray rows give each CNN organization ``1/M`` of one GPU.
+``transport_security`` records: what a grpc party does with a client of another CA (``wrong_ca``), a party
+address whose certificate names another party (``wrong_name``), a plaintext client (``plaintext``), a frame
+over its size limit (``oversize``) and a malformed frame (``malformed``): refused, and still serving after.
 
     python benchmarks/transport.py --quick --out runs/bench/transport.json
 """
@@ -13,7 +18,9 @@ from __future__ import annotations
 
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from common import add_cluster_args, write_records
 
@@ -52,7 +59,7 @@ def cells(quick: bool):
         yield "mnist_subset", m
 
 
-def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: str, concurrent: bool) -> dict:
+def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: str, concurrent: bool, fed=None) -> dict:
     values = {
         **SETTINGS[name],
         "data.organizations": m,
@@ -64,13 +71,17 @@ def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: s
     values |= {"transport.kind": transport, "run.concurrent": concurrent}
     if transport == "ray" and device.startswith("cuda"):
         values |= {"transport.party_gpus": [1.0 / m], "transport.party_cpus": [1.0]}
+    if transport == "grpc":
+        values |= fed.overrides(["alice"] + [f"org{k}" for k in range(1, m)])
     start = time.perf_counter()
     res = train(RunConfig.from_dict(values), verbose=False, write=False)
     wall = time.perf_counter() - start
-    label = transport if transport == "ray" else f"local ({'concurrent' if concurrent else 'sequential'})"
+    label = transport if transport != "local" else f"local ({'concurrent' if concurrent else 'sequential'})"
     record = {
         "benchmark": "transport",
         "dataset": name,
+        "method": "gal",
+        "model": SETTINGS[name]["learner.model"][0],
         "organizations": m,
         "seed": seed,
         "transport": label,
@@ -78,6 +89,7 @@ def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: s
         "seconds_per_round": seconds_per_round(res),
         "startup_seconds": wall - res["seconds"],
         "bytes_per_round": res["bytes_sent"] / rounds,
+        "bytes_sent": res["bytes_sent"],
     }
     print(
         f"{name} M={m} seed={seed} {label}: {record['seconds_per_round']:.3f} s/round, start-up "
@@ -87,30 +99,84 @@ def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: s
     return record
 
 
-def message_overhead(calls: int = 200) -> dict:
-    """Seconds per request/reply of a tiny message (a ModelsRequest), one party, local vs ray."""
+def message_overhead(fed, calls: int = 200) -> dict:
+    """Seconds per request/reply of a tiny message (a ModelsRequest), one party, local vs ray vs grpc."""
     from vcl.wiring import build_protocol, coordinator_data, datamodule_for
 
     out = {}
-    for transport in ("local", "ray"):
-        cfg = RunConfig.from_dict(
-            {"data.organizations": 2, "compare": [], "run.device": "cpu", "transport.kind": transport}
-        )
-        if transport == "ray":
+    for transport in ("local", "ray", "grpc"):
+        values = {"data.organizations": 2, "compare": [], "run.device": "cpu", "transport.kind": transport}
+        cfg = RunConfig.from_dict(values | (fed.overrides(["alice", "org1"]) if transport == "grpc" else {}))
+        if transport != "local":
             data = coordinator_data(cfg)
         else:
             dm = datamodule_for(cfg)
             dm.setup()
             data = dm.data
-        fed = build_protocol(cfg, data).federation
+        fed_ = build_protocol(cfg, data).federation
         try:
+            fed_.transport.request("org1", ModelsRequest("alice", "org1", 0))  # a first call opens the connection
             start = time.perf_counter()
             for _ in range(calls):
-                fed.transport.request("org1", ModelsRequest("alice", "org1", 0))
+                fed_.transport.request("org1", ModelsRequest("alice", "org1", 0))
             out[transport] = (time.perf_counter() - start) / calls
         finally:
-            fed.transport.close()
+            fed_.transport.close()
     return out
+
+
+def security_cases(fed) -> list[dict]:
+    """What a grpc party (org1) does with each refused case, and whether it answers its coordinator after."""
+    import grpc
+    import torch
+
+    from vcl import certs
+    from vcl.errors import VCLInputError
+    from vcl.grpc_transport import Link
+    from vcl.messages import PseudoResidual
+    from vcl.wire import pack_message
+
+    address = f"127.0.0.1:{fed.ports['org1']}"
+
+    def hello(tls: dict, name: str = "org1") -> dict:
+        link = Link(name, address, tls, 2**30, deadline=10.0, retries=0)
+        try:
+            return link.ask("Hello")
+        finally:
+            link.close()
+
+    def plaintext() -> None:
+        channel = grpc.insecure_channel(address)
+        try:
+            channel.unary_unary("/vcl.Party/Hello")(b"", timeout=5)
+        finally:
+            channel.close()
+
+    other = Path(tempfile.mkdtemp()) / "other-ca"
+    certs.make(other, ["alice"])
+    good = pack_message(PseudoResidual("alice", "org1", 0, torch.zeros(4, 2)))
+    cases = {
+        "wrong_ca": lambda: hello(
+            {k: str(other / f) for k, f in (("ca", "ca.pem"), ("cert", "alice.pem"), ("key", "alice.key"))}
+        ),
+        "wrong_name": lambda: hello(fed.tls("alice"), name="org2"),
+        "plaintext": plaintext,
+        "oversize": lambda: Link("org1", address, fed.tls("alice"), 2**30, 30.0, 0).call(
+            "Handle", b"\0" * (17 * 2**20)
+        ),
+        "malformed": lambda: Link("org1", address, fed.tls("alice"), 2**30, 10.0, 0).call("Handle", good[:-5]),
+    }
+    records = []
+    for case, attempt in cases.items():
+        try:
+            attempt()
+            refused = False
+        except (VCLInputError, grpc.RpcError):
+            refused = True
+        serving = hello(fed.tls("alice"))["name"] == "org1"
+        records.append({"benchmark": "transport_security", "case": case, "refused": refused, "still_serving": serving})
+        print(f"transport_security {case}: refused {refused}, still serving {serving}", flush=True)
+    return records
 
 
 def table(records: list[dict]) -> str:
@@ -131,20 +197,27 @@ def table(records: list[dict]) -> str:
 
 
 def report(records: list[dict]) -> str:
-    """The table, the per-message overhead and the bytes check, from this benchmark's records."""
-    runs = [r for r in records if "message_seconds" not in r]
+    """The table, the per-message overhead, the bytes check and the refused cases, from this benchmark's records."""
+    runs = [r for r in records if "message_seconds" not in r and r.get("benchmark") == "transport"]
     lines = [table(runs)]
     for r in records:
         if "message_seconds" in r:
-            overhead = r["message_seconds"]
-            lines.append(
-                f"\nper request/reply of a tiny message: local {overhead['local'] * 1e6:.0f} µs, "
-                f"ray {overhead['ray'] * 1e3:.2f} ms ({overhead['ray'] / overhead['local']:.0f}x)"
+            o = r["message_seconds"]
+            line = (
+                f"\nper request/reply of a tiny message: local {o['local'] * 1e6:.0f} µs, ray {o['ray'] * 1e3:.2f} ms"
             )
+            line += f" ({o['ray'] / o['local']:.0f}x)"
+            if "grpc" in o:
+                line += f", grpc {o['grpc'] * 1e3:.2f} ms ({o['grpc'] / o['local']:.0f}x)"
+            lines.append(line)
     same = {(r["dataset"], r["organizations"], r["seed"]): set() for r in runs}
     for r in runs:
         same[(r["dataset"], r["organizations"], r["seed"])].add(r["bytes_per_round"])
     lines.append(f"bytes per round equal across transports: {all(len(v) == 1 for v in same.values())}")
+    security = [r for r in records if r.get("benchmark") == "transport_security"]
+    if security:
+        lines += ["", "| grpc party, refused case | refused | still serving |", "|---|---|---|"]
+        lines += [f"| {r['case']} | {r['refused']} | {r['still_serving']} |" for r in security]
     return "\n".join(lines)
 
 
@@ -157,16 +230,21 @@ def main() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
+    from vcl.loopback import Federation
+
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     rounds = 3 if args.quick else 5
     records = []
-    for name, m in cells(args.quick):
-        for seed in seeds:
-            for transport, concurrent in (("local", True), ("local", False), ("ray", False)):
-                records.append(one_run(name, m, seed, rounds, args.device, transport, concurrent))
-    overhead = message_overhead()
-    write_records(records + [{"benchmark": "transport", "message_seconds": overhead}], args.out)
-    print(report(records + [{"benchmark": "transport", "message_seconds": overhead}]))
+    names = ["alice"] + [f"org{k}" for k in range(1, 8)]
+    with tempfile.TemporaryDirectory() as folder, Federation(Path(folder), names) as fed:
+        for name, m in cells(args.quick):
+            for seed in seeds:
+                for transport, concurrent in (("local", True), ("local", False), ("ray", False), ("grpc", False)):
+                    records.append(one_run(name, m, seed, rounds, args.device, transport, concurrent, fed))
+        records.append({"benchmark": "transport", "message_seconds": message_overhead(fed)})
+        records += security_cases(fed)
+    write_records(records, args.out)
+    print(report(records))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +17,9 @@ import pytest
 import torch
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
-from tests.federation import Federation
 from vcl import certs
 from vcl.errors import PartyLost, VCLInputError
+from vcl.loopback import Federation
 from vcl.messages import FittedValues, Labels, PseudoResidual, Step
 from vcl.runner import train
 from vcl.wire import WireError, pack, pack_message, unpack, unpack_message
@@ -370,11 +371,23 @@ def test_csv_rows_aligned_by_psi_over_grpc_equal_the_plain_intersection(tiny, tm
         tiny(**base, **{"data.csv_files": [str(f) for f in files], "run.concurrent": False}), verbose=False, write=False
     )
     own = {n: {"csv": str(f)} for n, f in zip(("bob", "carol"), files[1:], strict=True)}
+    opened, watching = [], []
+
+    def audit(event, args):
+        if watching and event == "open" and isinstance(args[0], (str, os.PathLike)) and str(args[0]).endswith(".csv"):
+            opened.append(Path(args[0]).name)
+
+    sys.addaudithook(audit)  # audit hooks cannot be removed: this one records .csv names only while watching
     with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
         config = tiny(**base, **fed.overrides(), **{"data.csv_files": [str(files[0]), "bob", "carol"]})
-        remote = train(config, verbose=False, write=False)
+        watching.append(True)
+        try:
+            remote = train(config, verbose=False, write=False)
+        finally:
+            watching.clear()
     assert rounds_of(remote) == rounds_of(local) and remote["value"] == local["value"]
     assert remote["organizations"] == ["alice", "bob", "carol"]
+    assert set(opened) == {"alice.csv"}  # the coordinator opened Alice's file and no other
 
 
 def test_psi_answers_reveal_no_id_to_a_curious_alice(tmp_path):
@@ -394,3 +407,56 @@ def test_psi_answers_reveal_no_id_to_a_curious_alice(tmp_path):
     sent = set(decode(answer["offer"])) | set(decode(answer["twice"]))
     candidates = set(hash_to_curve(sorted(set(bob_ids) | set(alice_ids))))
     assert not sent & candidates and len(decode(answer["offer"])) == len(bob_ids)
+
+
+@pytest.mark.slow
+def test_the_cli_names_a_party_that_is_down_at_start_and_leaves_nothing(tmp_path):
+    with Federation(tmp_path / "fed", ["alice", "org1"]) as fed:
+        fed.kill("org1")
+        o = fed.overrides()
+        args = [
+            sys.executable, str(ROOT / "train.py"), "--quiet", "--data.organizations", "2", "--run.rounds", "1",
+            "--out", str(tmp_path / "run"), "--transport.kind", "grpc", "--transport.retries", "1",
+            "--transport.addresses", str(o["transport.addresses"]).replace("'", '"'),
+            "--transport.tls_ca", o["transport.tls_ca"], "--transport.tls_cert", o["transport.tls_cert"],
+            "--transport.tls_key", o["transport.tls_key"],
+        ]  # fmt: skip
+        proc = subprocess.run(args, capture_output=True, text=True)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(
+        f"error: party org1 stopped during start-up: nothing answers at 127.0.0.1:{fed.ports['org1']}"
+    )
+    assert "nothing was saved yet" in lines[0]
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+class AfterRound(RoundCallback):
+    def __init__(self, at, act):
+        self.at, self.act = at, act
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            self.act()
+
+
+@pytest.mark.slow
+def test_a_party_that_restarts_or_stalls_mid_run_is_one_sentence(tiny, tmp_path):
+    import signal
+
+    base = {"data.organizations": 2, "run.rounds": 2, "learner.epochs": 5}
+    whole = train(tiny(out=str(tmp_path / "whole"), **{"run.concurrent": False}, **base), verbose=False)
+    with Federation(tmp_path / "fed", ["alice", "org1"]) as fed:
+        config = tiny(out=str(tmp_path / "cut"), **fed.overrides(), **base)
+        restart = AfterRound(0, lambda: (fed.kill("org1"), fed.restart("org1")))
+        with pytest.raises(PartyLost, match=r"^party org1 stopped during round 1: it restarted and holds no run"):
+            train(config, verbose=False, callbacks=[RoundCheckpoint(), restart])
+        resumed = train(config, resume=True, verbose=False)
+        assert rounds_of(resumed) == rounds_of(whole)
+        stalled = tiny(out=str(tmp_path / "stall"), **{**fed.overrides(), "transport.deadline": 3.0}, **base)
+        stop = AfterRound(0, lambda: fed.procs["org1"].send_signal(signal.SIGSTOP))
+        try:
+            with pytest.raises(PartyLost, match=r"^party org1 stopped during round 1: it did not answer within "):
+                train(stalled, verbose=False, callbacks=[RoundCheckpoint(), stop])
+        finally:
+            fed.procs["org1"].send_signal(signal.SIGCONT)

@@ -241,7 +241,10 @@ def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"transport.kind": "carrier"}, r"^config: transport.kind=carrier is not valid; it takes one of local, ray\.$"),
+        (
+            {"transport.kind": "carrier"},
+            r"^config: transport.kind=carrier is not valid; it takes one of local, ray, grpc\.$",
+        ),
         (
             {"transport.kind": "ray", "transport.party_cpus": [1.0, 1.0, 1.0]},
             r"^transport.party_cpus lists 3 values for 4 parties; give 1 or 4\.$",

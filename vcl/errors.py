@@ -17,6 +17,7 @@ class PartyLost(RuntimeError):
     def __init__(self, party: str, during: str, reason: str = "its process ended"):
         super().__init__(f"party {party} stopped during {during}: {reason}")
         self.party, self.during = party, during
+        self.saved_round, self.out_dir = None, None  # the runner says which round is saved, and where
 
 
 class OutOfMemory(RuntimeError):

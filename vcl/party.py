@@ -109,6 +109,10 @@ def named_classes(value) -> list[str]:
     return []
 
 
+class NotSetUp(RuntimeError):
+    """A request for a run this party process does not hold (it restarted since the run set it up)."""
+
+
 class PartyServer:
     """Answers the coordinator's requests for one party; the party itself is built on ``Setup``."""
 
@@ -144,6 +148,8 @@ class PartyServer:
             with self.lock:
                 answer = getattr(self, "op_" + op.lower())(frame, who)
             return answer if isinstance(answer, bytes) else pack("reply", answer)
+        except NotSetUp as err:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{self.settings.name}: {err}")
         except (WireError, VCLInputError, PermissionError) as err:
             code = grpc.StatusCode.PERMISSION_DENIED if isinstance(err, PermissionError) else None
             context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {err}")
@@ -171,7 +177,7 @@ class PartyServer:
 
     def _ready(self):
         if self.party is None:
-            raise PermissionError("no run is set up here yet")
+            raise NotSetUp("it holds no run (it restarted, or was never set up)")
         return self.party
 
     # --- the operations ---

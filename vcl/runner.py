@@ -268,14 +268,18 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
         rundir.check()
     with rundir if rundir is not None else nullcontext():
         state = _resume_state(config, out_dir) if resume else None
-        data = run_data(config)
-        digest = {"transport": config.transport.kind, "digest": data_digest(data) if write else ""}
-        if state is not None and state["data"].get("transport") == digest["transport"] and state["data"] != digest:
-            raise VCLInputError(
-                f"--resume: the data differ from those the checkpoint in {out_dir} was made with (rows, labels or "
-                "features changed); resume with the original data, or start afresh with --overwrite."
-            )
-        protocol = build_protocol(config, data)
+        try:  # the row alignment and the parties' set-up may find a party unreachable (transport: grpc)
+            data = run_data(config)
+            digest = {"transport": config.transport.kind, "digest": data_digest(data) if write else ""}
+            if state is not None and state["data"].get("transport") == digest["transport"] and state["data"] != digest:
+                raise VCLInputError(
+                    f"--resume: the data differ from those the checkpoint in {out_dir} was made with (rows, labels or "
+                    "features changed); resume with the original data, or start afresh with --overwrite."
+                )
+            protocol = build_protocol(config, data)
+        except PartyLost as err:
+            err.saved_round, err.out_dir = (state["protocol"]["round"] if state else None), out_dir
+            raise
         run = Run(config, protocol, out_dir, verbose)
         run.data_digest = digest
         if callbacks is None:

@@ -66,7 +66,7 @@ def _encode(value, arrays: list):
     if isinstance(value, np.ndarray):
         if value.dtype.name not in NUMPY:
             raise TypeError(f"a NumPy array of dtype {value.dtype} cannot cross: only {sorted(NUMPY)}")
-        arrays.append(torch.from_numpy(np.ascontiguousarray(value)))
+        arrays.append(torch.from_numpy(np.array(value, order="C", copy=True)))  # its own (writable) copy
         return {"$a": len(arrays) - 1}
     if isinstance(value, tuple):
         return {"$tuple": [_encode(v, arrays) for v in value]}

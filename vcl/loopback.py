@@ -1,5 +1,11 @@
-"""Organizations on 127.0.0.1, each party its own OS process started with its own command (``python -m vcl.party
---config <name>.yaml``), keys and certificates from ``python -m vcl.certs``: what the grpc tests run against."""
+"""A federation on one machine: each party its own OS process on 127.0.0.1, started with its own command
+(``python -m vcl.party --config <name>.yaml``), with keys and certificates made as ``python -m vcl.certs`` makes
+them. For trying ``transport.kind: grpc`` before the organizations' machines exist, and what the grpc tests and
+``benchmarks/transport.py`` run against::
+
+    with Federation(Path("fed"), ["alice", "org1", "org2"]) as fed:
+        train(RunConfig.from_dict({"data.organizations": 3, **fed.overrides()}))
+"""
 
 from __future__ import annotations
 
@@ -16,13 +22,16 @@ from vcl import certs
 
 
 class Federation:
-    """Party processes for ``names``, answering ``coordinator``; ``own``: extra settings per party."""
+    """Party processes for ``names``, answering ``coordinator``; ``own``: extra settings per party. Its CA also
+    signs a certificate for ``intruder``, an organization no party answers (for the refused cases)."""
 
-    def __init__(self, folder: Path, names: list[str], coordinator: str = "alice", own: dict | None = None):
+    def __init__(
+        self, folder: Path, names: list[str], coordinator: str = "alice", own: dict | None = None, max_message_mb=16
+    ):
         self.folder, self.names, self.coordinator = Path(folder), list(names), coordinator
         self.keys = self.folder / "keys"
         certs.make(self.keys, sorted(set(names) | {coordinator, "intruder"}))
-        self.own = own or {}
+        self.own, self.max_message_mb = own or {}, max_message_mb
         self.procs: dict[str, subprocess.Popen] = {}
         self.ports: dict[str, int] = {}
         try:
@@ -48,7 +57,7 @@ class Federation:
             "coordinator": self.coordinator,
             "tls": self.tls(name),
             "root": str(self.folder / f"{name}-machine"),
-            "max_message_mb": 16,
+            "max_message_mb": self.max_message_mb,
             **self.own.get(name, {}),
         }
         path = self.folder / f"{name}.yaml"
