@@ -99,7 +99,7 @@ PAPER = {
 }
 IMAGE_DATASETS = ("mnist_subset", "mnist", "cifar10")
 IMAGE = {"mpdl.lam": 0.01, "mpdl.dual_clip": 5.0}  # the paper's lambda; see docs/mpdl.md on the clip
-BASE = {"method": "mpdl", "data.test_fraction": 0.1, "mpdl.psi_bits": 1024, "compare": ["ftl"], "run.device": "cpu"}
+BASE = {"method": "mpdl", "data.test_fraction": 0.1, "compare": ["ftl"], "run.device": "cpu"}
 # Section IV-B: "T = 0.15 and m = 2" for MNIST and Breast Cancer, "T = 0.1 and m = 4 for the CIFAR-10 and Bank
 # Marketing datasets"; epsilon "0.5 for the simple datasets and 2 for the complicated ones"
 SIMPLE = {"mpdl.threshold": 0.15, "mpdl.max_iterations": 2, "mpdl.epsilon": 0.5}

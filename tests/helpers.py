@@ -27,7 +27,6 @@ TINY_MPDL = {
     "mpdl.max_rows": 240,
     "mpdl.dual_epochs": 2,
     "mpdl.central_epochs": 3,
-    "mpdl.psi_bits": 1024,
     **{"mpdl.secret_a": 0xA5EC, "mpdl.secret_b": 0xB5EC},  # the parties' own secrets, given: two runs draw alike
 }
 

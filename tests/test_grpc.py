@@ -239,7 +239,6 @@ def test_grpc_equals_one_process(federation, tiny, tmp_path, overrides):
             "mpdl.max_rows": 240,
             "mpdl.dual_epochs": 2,
             "mpdl.central_epochs": 3,
-            "mpdl.psi_bits": 1024,
             "mpdl.paillier": True,
             "mpdl.key_bits": 256,
             "mpdl.secret_a": 0xA5EC,

@@ -22,7 +22,8 @@ from vcl.protocols.mpdl.attacks import h0_attack, reconstruction_attack, trivial
 from vcl.protocols.mpdl.dual import DualParty, duality_loss
 from vcl.protocols.mpdl.kde import GaussianKDE, bandwidth
 from vcl.protocols.mpdl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
-from vcl.protocols.mpdl.psi import PSIParty, decode, hash_to_group, private_set_intersection
+from vcl.protocols.mpdl.psi import PSIParty, decode, private_set_intersection
+from vcl.psi import hash_to_curve
 from vcl.runner import train
 from vcl.split_network import Activations, CanvasConv
 from vcl.wiring import check_config
@@ -128,20 +129,16 @@ def test_psi_finds_exactly_the_intersection_and_no_raw_id_crosses():
     sent = []
     channel = Channel(tap=lambda m: sent.append(m) or m)
     a_rows, b_rows, fold = private_set_intersection(
-        PSIParty("a", ids_a, 1024), PSIParty("b", ids_b, 1024, shuffle_seed=3), channel, 1, 5, 0
+        PSIParty("a", ids_a), PSIParty("b", ids_b, shuffle_seed=3), channel, 1, 5, 0
     )
     assert sorted(ids_a[i] for i in a_rows) == sorted(set(ids_a) & set(ids_b))
     assert [ids_a[i] for i in a_rows] == [ids_b[j] for j in b_rows]  # one agreed order
     assert sorted(np.bincount(fold)) == [4, 4, 4, 4, 4]
     assert {r.kind for r in channel.records} == {"BlindedIDs", "IntersectionIndices", "FoldAssignment"}
-    p = PSIParty("x", ["z"], 1024).p
-    leaks = set()
-    for i in ids_a + ids_b:
-        digest = hashlib.sha256(i.encode()).digest()
-        leaks |= {int.from_bytes(digest, "big") % p, hash_to_group(i, p)}
+    leaks = set(hash_to_curve(ids_a + ids_b)) | {hashlib.sha256(i.encode()).digest() for i in ids_a + ids_b}
     blinded = [m for m in sent if m.kind == "BlindedIDs"]
     assert len(blinded) == 3 and sum(len(m.values) for m in blinded) == 2 * len(ids_a) + len(ids_b)
-    for m in blinded:  # no payload is an ID's bytes, its hash, or its hash in the group
+    for m in blinded:  # no payload is an ID's bytes, its hash, or its hash on the curve
         assert not leaks & set(decode(m.values))
     raw = {i.encode() for i in ids_a + ids_b}
     for m in sent:
@@ -151,11 +148,9 @@ def test_psi_finds_exactly_the_intersection_and_no_raw_id_crosses():
 
 def test_psi_refuses_duplicate_ids_and_a_tiny_intersection():
     with pytest.raises(VCLInputError, match="not unique"):
-        PSIParty("a", ["x", "x"], 1024)
+        PSIParty("a", ["x", "x"])
     with pytest.raises(VCLInputError, match="mpdl.folds"):
-        private_set_intersection(
-            PSIParty("a", list("abcdef"), 1024), PSIParty("b", list("defg"), 1024), Channel(), 1, 5, 0
-        )
+        private_set_intersection(PSIParty("a", list("abcdef")), PSIParty("b", list("defg")), Channel(), 1, 5, 0)
 
 
 # --- h₀ ---------------------------------------------------------------------------------------------------
@@ -621,7 +616,6 @@ def test_a_dual_party_resumes_with_the_noise_its_checkpoint_kept():
         ({"mpdl.folds": 1}, "mpdl.folds"),
         ({"mpdl.epsilon": -1}, "mpdl.epsilon"),
         ({"mpdl.key_bits": 100}, "mpdl.key_bits"),
-        ({"mpdl.psi_bits": 512}, "mpdl.psi_bits"),
         ({"mpdl.dual_epochs": 0}, "mpdl.dual_epochs"),
         ({"compare": ["gal"]}, "which is MPDL; methods of different families"),
         ({"mpdl.central": "cnn"}, "needs an image dataset"),

@@ -137,7 +137,7 @@ def test_dc_reports_a_fresh_prediction_of_its_kept_models(tiny, method):
 @pytest.mark.parametrize("method", ["ascii", "mpdl"])
 def test_every_protocol_writes_a_prediction_stage(tiny, method):
     extra = (
-        {"data.dataset": "breast_cancer", "mpdl.psi_bits": 1024, "mpdl.dual_epochs": 1, "mpdl.central_epochs": 2}
+        {"data.dataset": "breast_cancer", "mpdl.dual_epochs": 1, "mpdl.central_epochs": 2}
         if method == "mpdl"
         else {"learner.model": ["tree"]}
     )

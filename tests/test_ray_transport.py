@@ -267,7 +267,6 @@ MPDL = {
     "data.test_fraction": 0.1,
     "mpdl.gamma": 0.2,
     "mpdl.max_rows": 240,
-    "mpdl.psi_bits": 1024,
 }
 MPDL |= {"mpdl.dual_epochs": 2, "mpdl.central_epochs": 2, "mpdl.threshold": 1.0}
 MPDL |= {"mpdl.secret_a": 0xA5EC, "mpdl.secret_b": 0xB5EC}  # each party's own, reaching only its actor

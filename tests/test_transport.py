@@ -233,7 +233,7 @@ def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guar
     cfg = RunConfig.from_dict(
         dict(
             method=method,
-            **{"data.dataset": "breast_cancer", "mpdl.gamma": 0.2, "mpdl.max_rows": 200, "mpdl.psi_bits": 1024},
+            **{"data.dataset": "breast_cancer", "mpdl.gamma": 0.2, "mpdl.max_rows": 200},
         )
         | dict(
             **{"mpdl.dual_epochs": 1, "mpdl.central_epochs": 2, "run.rounds": 2, "run.device": "cpu"},

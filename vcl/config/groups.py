@@ -415,8 +415,6 @@ class MPDLGroup:
     """encrypt the density differences with Paillier (slow; false: plaintext)"""
     key_bits: PositiveInt = 1024
     """Paillier modulus bits"""
-    psi_bits: Literal[1024, 2048] = 2048
-    """MODP group of the private set intersection"""
     max_rows: NonNegativeInt = 0
     """use only the first N rows of a (shuffled) dataset (0: all)"""
     ftl_dim: NonNegativeInt = 0

@@ -94,12 +94,12 @@ class OverlapParty:
     # --- alignment: PSI, released means, keys ------------------------------------------------------------------
     def step_psi_blind(self, r: int) -> None:
         """A: its IDs hashed and blinded, to B (:mod:`vcl.protocols.mpdl.psi`)."""
-        self.psi = PSIParty(self.name, self.ids, self.options.psi_bits)
+        self.psi = PSIParty(self.name, self.ids)
         self._send(self.psi.offer(self.other, r))
 
     def step_psi_answer(self, r: int) -> None:
         """B: A's values blinded again, and its own IDs blinded in a shuffled order, to A."""
-        self.psi = PSIParty(self.name, self.ids, self.options.psi_bits, shuffle_seed=seed_for(self.secret, 0x5F))
+        self.psi = PSIParty(self.name, self.ids, shuffle_seed=seed_for(self.secret, 0x5F))
         for message in self.psi.answer(self._take("BlindedIDs"), r):
             self._send(message)
 
