@@ -340,6 +340,8 @@ def test_refused_cases_are_refused_and_the_party_keeps_serving(federation, tmp_p
     for frame in frame_cases().values():
         with pytest.raises(VCLInputError, match="refused the Handle request"):
             link.call("Handle", frame)
+    with pytest.raises(VCLInputError, match="a malformed Setup"):
+        link.ask("Setup", {"index": 0})  # a well-formed frame whose body lacks what the operation takes
     link.close()
     assert still_serving(federation)
 

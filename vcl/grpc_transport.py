@@ -86,6 +86,8 @@ class Link:
                 f"{where}: a {op} frame is over the size limit ({details[:160]}); raise transport.max_message_mb "
                 "on both sides (the party's max_message_mb too)."
             )
+        if code == grpc.StatusCode.INTERNAL:
+            return PartyLost(self.name, during, f"its {op} failed there ({details[:300]})")
         if code == grpc.StatusCode.FAILED_PRECONDITION:
             return PartyLost(self.name, during, "it restarted and holds no run; --resume sets it up again")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:

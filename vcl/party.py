@@ -153,6 +153,11 @@ class PartyServer:
         except (WireError, VCLInputError, PermissionError) as err:
             code = grpc.StatusCode.PERMISSION_DENIED if isinstance(err, PermissionError) else None
             context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {err}")
+        except (KeyError, TypeError, AttributeError) as err:  # a request body without what its operation takes
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({err!r})")
+        except Exception as err:  # the party's own failure: its kind and sentence, no traceback, leave the party
+            reason = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(err).__name__}: {reason}")
 
     def _body(self, frame: bytes) -> dict:
         from vcl.wire import WireError, unpack
@@ -236,11 +241,13 @@ class PartyServer:
     def op_handle(self, frame: bytes, who: str) -> bytes | None:
         from vcl.wire import pack_message
 
-        reply = self._ready().handle(self._message(frame, None))  # the caller is the coordinator (checked)
+        message = self._message(frame, None)  # the caller is the coordinator (checked); a bad frame is refused first
+        reply = self._ready().handle(message)
         return None if reply is None else pack_message(reply)
 
     def op_forward(self, frame: bytes, who: str) -> None:
-        reply = self._ready().handle(self._message(frame, who))
+        message = self._message(frame, who)
+        reply = self._ready().handle(message)
         if reply is not None:
             raise PermissionError(f"a {reply.kind} answered a party-to-party message, which expects none")
 
