@@ -19,7 +19,17 @@ TINY_CNN = {
     "data.max_train": 300,
 }
 
-# a tiny MPDL run: breast cancer, 240 rows, few epochs, the small PSI group
+# a tiny DC run: wine, 30 public rows, 100 anchor rows, 3 dimensions, one round
+TINY_DC = {
+    "data.dataset": "wine",
+    "dc.public_rows": 30,
+    "dc.anchor_rows": 100,
+    "dc.dim": 3,
+    "dc.smote_k": 10,
+    "run.rounds": 1,
+}
+
+# a tiny MPDL run: breast cancer, 240 rows, few epochs
 TINY_MPDL = {
     "data.dataset": "breast_cancer",
     "data.test_fraction": 0.1,
@@ -60,3 +70,18 @@ def sigterm_after_first_checkpoint(args: list[str], out: Path) -> tuple[int, str
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     return proc.returncode, err, len(load_checkpoint(ckpt)["records"]) if ckpt.exists() else 0
+
+
+def rounds_of(results: dict) -> list:
+    """Each round's number, metrics and bytes: what two runs of one config on two transports must share."""
+    return [(r["round"], r["metrics"], r["bytes_sent"]) for r in results["rounds"]]
+
+
+def assert_same_run(a: dict, b: dict) -> None:
+    """Two runs of one config (on two transports) gave the same rounds, value, bytes and comparisons."""
+    assert rounds_of(a) == rounds_of(b)
+    keys = ("value", "bytes_sent", "prediction_bytes")
+    assert tuple(a[k] for k in keys) == tuple(b[k] for k in keys)
+    assert set(a["compare"]) == set(b["compare"])
+    for method, other in a["compare"].items():
+        assert rounds_of(b["compare"][method]) == rounds_of(other)

@@ -17,6 +17,7 @@ import pytest
 import torch
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
+from tests.helpers import TINY_DC, TINY_MPDL, assert_same_run, rounds_of
 from vcl import certs
 from vcl.errors import PartyLost, VCLInputError
 from vcl.loopback import Federation
@@ -186,10 +187,6 @@ def federation(tmp_path_factory):
         yield fed
 
 
-def rounds_of(results):
-    return [(r["round"], r["metrics"], r["bytes_sent"]) for r in results["rounds"]]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
@@ -204,14 +201,7 @@ def test_grpc_equals_one_process(federation, tiny, tmp_path, overrides):
     base = dict(**{"data.organizations": 3, "run.rounds": 2, "learner.epochs": 5}, **overrides)
     local = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "local"), **base), verbose=False)
     remote = train(tiny(**federation.overrides(GAL_NAMES), out=str(tmp_path / "grpc"), **base), verbose=False)
-    assert rounds_of(remote) == rounds_of(local)
-    assert (remote["value"], remote["bytes_sent"], remote["prediction_bytes"]) == (
-        local["value"],
-        local["bytes_sent"],
-        local["prediction_bytes"],
-    )
-    for method, other in local["compare"].items():
-        assert rounds_of(remote["compare"][method]) == rounds_of(other)
+    assert_same_run(remote, local)
     pids = federation.pids()
     assert remote["transport"] == "grpc" and [p["pid"] for p in remote["parties"]] == [pids[n] for n in GAL_NAMES]
     assert not (tmp_path / "grpc" / "parties").exists()  # each party checkpointed itself, on its own machine
@@ -222,27 +212,12 @@ def test_grpc_equals_one_process(federation, tiny, tmp_path, overrides):
 @pytest.mark.parametrize(
     "overrides",
     [
-        {
-            "method": "dc_smote",
-            "data.dataset": "wine",
-            "dc.public_rows": 30,
-            "dc.anchor_rows": 100,
-            "dc.dim": 3,
-            "dc.smote_k": 10,
-            "run.rounds": 1,
-        },
+        {"method": "dc_smote", **TINY_DC},
         {
             "method": "mpdl",
-            "data.dataset": "breast_cancer",
-            "data.test_fraction": 0.1,
-            "mpdl.gamma": 0.2,
-            "mpdl.max_rows": 240,
-            "mpdl.dual_epochs": 2,
-            "mpdl.central_epochs": 3,
+            **TINY_MPDL,
             "mpdl.paillier": True,
             "mpdl.key_bits": 256,
-            "mpdl.secret_a": 0xA5EC,
-            "mpdl.secret_b": 0xB5EC,
             "run.rounds": 2,
         },
     ],

@@ -10,14 +10,11 @@ import numpy as np
 import pytest
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
+from tests.helpers import TINY_DC, assert_same_run, rounds_of
 from vcl.errors import PartyLost, VCLInputError
 from vcl.runner import train
 
 pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.slow]
-
-
-def rounds_of(results):
-    return [(r["round"], r["metrics"], r["bytes_sent"]) for r in results["rounds"]]
 
 
 @pytest.mark.parametrize(
@@ -34,14 +31,7 @@ def test_ray_equals_one_process_bit_for_bit(tiny, tmp_path, overrides):
     base = dict(**{"data.organizations": 3, "run.rounds": 2, "learner.epochs": 5}, **overrides)
     local = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "local"), **base), verbose=False)
     ray_run = train(tiny(**{"transport.kind": "ray"}, out=str(tmp_path / "ray"), **base), verbose=False)
-    assert rounds_of(ray_run) == rounds_of(local)
-    assert (ray_run["value"], ray_run["bytes_sent"], ray_run["prediction_bytes"]) == (
-        local["value"],
-        local["bytes_sent"],
-        local["prediction_bytes"],
-    )
-    for method, other in local["compare"].items():
-        assert rounds_of(ray_run["compare"][method]) == rounds_of(other)
+    assert_same_run(ray_run, local)
     pids = [p["pid"] for p in ray_run["parties"]]
     assert ray_run["transport"] == "ray" and len(set(pids)) == 3 and ray_run["coordinator_pid"] not in pids
     assert {p["pid"] for p in local["parties"]} == {os.getpid()} == {local["coordinator_pid"]}
@@ -116,14 +106,7 @@ def test_the_parties_ask_for_more_than_the_cluster_has(tiny):
         train(tiny(**{"transport.kind": "ray", "transport.party_cpus": [100.0]}), verbose=False, write=False)
 
 
-DC = {
-    "data.dataset": "wine",
-    "dc.public_rows": 30,
-    "dc.anchor_rows": 100,
-    "dc.dim": 3,
-    "dc.smote_k": 10,
-    "run.rounds": 1,
-}
+DC = TINY_DC
 
 
 @pytest.mark.parametrize(
