@@ -370,7 +370,7 @@ def test_psi_answers_reveal_no_id_to_a_curious_alice(tmp_path):
     """Alice holds the party's answer and every candidate ID (the party's whole list among them): hashing each
     to the curve, as the party did before blinding, finds none of them in what the party sent."""
     from vcl.psi import PSISide, decode, hash_to_curve
-    from vcl.ray_transport import psi_answer
+    from vcl.wiring import psi_answer
 
     files, shared = write_party_files(tmp_path)
     alice_ids = [line.split(",")[0] for line in files[0].read_text().splitlines()[1:]]

@@ -25,9 +25,8 @@ from pathlib import Path
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord
 from vcl.transport import Transport
-from vcl.wire import pack, pack_message, unpack, unpack_message
+from vcl.wire import SERVICE, pack, pack_message, unpack, unpack_message
 
-SERVICE = "vcl.Party"
 IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLogs"}  # safe to send again
 
 
@@ -122,7 +121,7 @@ def links(config, names: list[str]) -> dict[str, Link]:
     return {n: Link(n, t.addresses[n], tls, limit, t.deadline, t.retries) for n in names}
 
 
-def in_parallel(calls: list, names: list[str]) -> list:
+def in_parallel(calls: list) -> list:
     """Run ``calls`` (no-argument functions, one per party) at once; their results in order, the first error
     raised."""
     if len(calls) == 1:
@@ -154,8 +153,7 @@ class GrpcTransport(Transport):
         }
         try:
             self._where = in_parallel(
-                [lambda n=n, m=m: self._links[n].ask("Setup", {**setup, "index": m}) for m, n in enumerate(names)],
-                names,
+                [lambda n=n, m=m: self._links[n].ask("Setup", {**setup, "index": m}) for m, n in enumerate(names)]
             )
         except BaseException:
             self.close()
@@ -164,7 +162,7 @@ class GrpcTransport(Transport):
     def _all(self, op: str, body, names: list[str] | None = None, during: str | None = None) -> list:
         names = self.names if names is None else names
         during = during or f"round {self._round}"
-        return in_parallel([lambda n=n: self._links[n].ask(op, body, during) for n in names], names)
+        return in_parallel([lambda n=n: self._links[n].ask(op, body, during) for n in names])
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
         self._round = max((m.round for _, m in requests), default=self._round)
@@ -177,7 +175,7 @@ class GrpcTransport(Transport):
                 raise VCLInputError(f"party {party} answered with a {reply.kind} that says it is from {reply.sender}.")
             return reply
 
-        return in_parallel([lambda p=p, m=m: one(p, m) for p, m in requests], [p for p, _ in requests])
+        return in_parallel([lambda p=p, m=m: one(p, m) for p, m in requests])
 
     def relay(self, parties: list[str]) -> None:
         for party in parties:
@@ -191,7 +189,7 @@ class GrpcTransport(Transport):
         )
 
     def load_state_dict(self, states: list[dict]) -> None:
-        self.state_dict()
+        self.state_dict()  # the same sentence: there is nothing here to load into
 
     def save(self, root: Path, round_: int, run: str) -> None:  # each party under its own root, on its machine
         self._round = round_
@@ -215,14 +213,11 @@ class GrpcTransport(Transport):
         self._links = {}
 
 
-def psi_answers(config, names: list[str], offer) -> list[dict]:
-    """Star PSI of row IDs, the parties' halves: each party (``names[1:]``) blinds Alice's ``offer`` again and
-    sends its own IDs blinded once (:class:`vcl.psi.PSISide`); no ID list crosses."""
-    from vcl.datamodules.csv_files import csv_policies
-
+def psi_answers(config, names: list[str], drop: list[bool], offer) -> list[dict]:
+    """Star PSI of row IDs, the parties' halves: each party (``names[1:]``; ``drop``: its rows with a missing value
+    left out) blinds Alice's ``offer`` again and sends its own IDs blinded once; no ID list crosses."""
     d = config.data
-    drop = [m == "drop" for _, m in csv_policies(d.categorical, d.missing, len(names))]
-    these = links(config, names)
+    these = links(config, names[1:])
     try:
         return in_parallel(
             [
@@ -233,8 +228,7 @@ def psi_answers(config, names: list[str], offer) -> list[dict]:
                 )
                 for k, n in enumerate(names)
                 if k > 0
-            ],
-            names[1:],
+            ]
         )
     finally:
         for link in these.values():

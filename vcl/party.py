@@ -33,7 +33,6 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SERVICE = "vcl.Party"
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where")
 ONE_LINE_CLASS = re.compile(r"^(?!sklearn:)[a-z]+:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)")
 
@@ -122,7 +121,6 @@ class PartyServer:
         self.party = None
         self.names: list[str] = []
         self.addresses: dict[str, str] = {}
-        self.psi = None
         self.lock = threading.Lock()
         self._peers: dict = {}
 
@@ -190,16 +188,13 @@ class PartyServer:
         return {"name": self.settings.name, "ready": self.party is not None}
 
     def op_psi(self, frame: bytes, who: str) -> dict:
-        """Star PSI, this party's half: the coordinator's blinded IDs blinded again, and its own blinded once."""
-        from vcl.datamodules.csv_files import csv_ids
-        from vcl.psi import PSISide
+        """Star PSI, this party's half on its own file (:func:`vcl.wiring.psi_answer`)."""
+        from vcl.wiring import psi_answer
 
         body = self._body(frame)
         if not self.settings.csv:
             raise PermissionError("this party holds no csv of its own (its config's csv:)")
-        ids = csv_ids(self.settings.csv, body["id_column"], bool(body["drop"]), body.get("label_column", ""))
-        self.psi = PSISide(self.settings.name, [str(i) for i in ids])
-        return {"twice": self.psi.answer(body["offer"]), "offer": self.psi.offer(), "size": len(ids)}
+        return psi_answer(self.settings.csv, body["id_column"], bool(body["drop"]), body["label_column"], body["offer"])
 
     def op_setup(self, frame: bytes, who: str) -> dict:
         from vcl.config import SECRETS, RunConfig
@@ -314,6 +309,8 @@ def serve(settings: PartySettings, ready=None) -> None:
         futures.ThreadPoolExecutor(max_workers=4),
         options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
     )
+    from vcl.wire import SERVICE
+
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {op: handler(op) for op in OPS})])
     ca, cert, key = read_pem(settings.tls)
     creds = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)

@@ -78,15 +78,6 @@ def answering(address: str, fix: str, seconds: float = 3.0) -> None:
         raise VCLInputError(f"transport.address={address!r}: nothing answers there ({reason}); {fix}.") from None
 
 
-def psi_answer(path: str, id_column: str, drop: bool, label_column: str, offer) -> dict:
-    """A party's half of the star PSI, where its file is: Alice's blinded IDs blinded again, its own blinded once."""
-    from vcl.datamodules.csv_files import csv_ids
-    from vcl.psi import PSISide
-
-    side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column))
-    return {"twice": side.answer(offer), "offer": side.offer()}
-
-
 class PartyHost:
     """A party in its own process (a Ray actor): built from the config and its index, reached by messages."""
 

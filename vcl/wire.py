@@ -14,6 +14,7 @@ add up to what follows, or a kind that is no message class. No ``pickle`` is inv
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import numbers
 import struct
@@ -24,6 +25,7 @@ import torch
 from vcl.messages import Message
 
 MAGIC = b"VCLW"
+SERVICE = "vcl.Party"  # the gRPC service a party serves frames on (one method per operation)
 VERSION = 1
 DTYPES = {
     name: getattr(torch, name)
@@ -36,6 +38,7 @@ class WireError(ValueError):
     """A frame that is not a well-formed message (refused; the receiver keeps serving)."""
 
 
+@functools.cache
 def message_classes() -> dict[str, type[Message]]:
     """Every message kind by its class name: the subclasses of :class:`Message` once the protocols are imported."""
     import vcl.protocols.ascii.messages  # noqa: F401  (each family's messages register themselves as subclasses)

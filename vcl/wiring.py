@@ -424,11 +424,11 @@ def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: 
     if config.transport.kind == "grpc":
         from vcl.grpc_transport import psi_answers
 
-        answers = psi_answers(config, names, offer)
+        answers = psi_answers(config, names, drop, offer)
     else:
         import ray
 
-        from vcl.ray_transport import _get, _placement, psi_answer, start_ray
+        from vcl.ray_transport import _get, _placement, start_ray
 
         t = config.transport
         start_ray(t.address, sum(per_organization(t.party_cpus, len(names), "transport.party_cpus", who="parties")))
@@ -445,6 +445,16 @@ def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: 
         alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
         lists.append([own[row] for row in alice.match(answer["twice"])])
     return lists
+
+
+def psi_answer(path: str, id_column: str, drop: bool, label_column: str, offer) -> dict:
+    """A party's half of the star PSI, where its file is (a Ray task on its node, or its own party process under
+    grpc): Alice's blinded IDs blinded again, and its own IDs blinded once."""
+    from vcl.datamodules.csv_files import csv_ids
+    from vcl.psi import PSISide
+
+    side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column))
+    return {"twice": side.answer(offer), "offer": side.offer()}
 
 
 def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
