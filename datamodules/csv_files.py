@@ -1,141 +1,115 @@
-"""CSV per organization: each organization's own file, rows aligned by an ID column (the IDs that every file
-holds), text columns and missing values handled by the run's policies, one sentence per problem."""
+"""One file per organization — CSV or Parquet — rows aligned by an ID column (the IDs that every file holds), text
+columns and missing values handled by the run's policies, one sentence per problem.
+
+Each file is read and its columns checked by :mod:`vcl.datamodules.reading` (Apache Arrow, whole columns at a
+time). The inner join on IDs is a hash join: one dictionary encoding of every file's IDs (Arrow's hash table), then
+integer work in NumPy. A file's feature columns go straight into one float32 array on the aligned rows (NaN
+where a cell is missing); a text column (``categorical: onehot``) stays a column of strings for its organization
+to encode. Where a check fails, the sentence names the file, the column and the first offending ID in the aligned
+(sorted) order.
+"""
 
 from __future__ import annotations
 
-import collections
-import csv
-import io
-import math
 from pathlib import Path
 
 import numpy as np
-from vcl.datamodules.table import Table, _finish
+from vcl.datamodules.reading import (
+    FLOAT32_MAX,
+    NUMBER,
+    OwnFile,
+    as_float64,
+    cell_text,
+    column_of,
+    complete_rows,
+    empty_column,
+    first_true,
+    missing_cells,
+    read_file,
+    refuse_cell,
+    string_array,
+    text_cells,
+)
+from vcl.datamodules.table import Table
 
-from vcl.errors import VCLInputError, regular_file
-
-
-def _read_csv(path: Path, id_column: str) -> tuple[list[str], dict[str, dict[str, str]]]:
-    """A CSV file's header and its rows by ID: UTF-8 text (a byte-order mark is allowed), one row per ID."""
-    regular_file(path, "csv file", "check the path in csv_files")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise VCLInputError(f"csv file {path} is not UTF-8 text; save it as UTF-8 CSV.") from None
-    if not text.strip():
-        raise VCLInputError(f"csv file {path} is empty; it needs a header row and one row per ID.")
-    if "\0" in text:
-        raise VCLInputError(f"csv file {path} holds NUL bytes, so it is not a text CSV; export it as UTF-8 CSV.")
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        header = list(reader.fieldnames or [])
-        if any(c is None or not c.strip() for c in header):
-            raise VCLInputError(f"csv file {path} has a column with no name in its header; name every column.")
-        twice = next((c for c, n in collections.Counter(header).items() if n > 1), None)
-        if twice is not None:
-            raise VCLInputError(f"csv file {path} names the column {twice!r} twice; give each column its own name.")
-        if id_column not in header:
-            raise VCLInputError(
-                f"csv file {path} has no ID column {id_column!r}; add it or set data.id_column to its name."
-            )
-        rows: dict[str, dict[str, str]] = {}
-        for row in reader:
-            key = row[id_column]
-            if key in (None, ""):
-                raise VCLInputError(f"csv file {path} has a row with a missing {id_column!r}; fill in every ID.")
-            if key in rows:
-                raise VCLInputError(f"csv file {path} repeats ID {key!r}; each ID must appear once per file.")
-            rows[key] = row
-    except csv.Error as err:
-        raise VCLInputError(f"csv file {path} is not valid CSV ({err}); export it as UTF-8 CSV.") from None
-    if not rows:
-        raise VCLInputError(f"csv file {path} has a header but no rows; add one row per ID.")
-    return [c for c in header if c != id_column], rows
-
+from vcl.errors import VCLInputError
 
 CATEGORICAL = ("error", "onehot")  # a text column: refuse it, or one-hot encode it (fitted on training rows)
 MISSING = ("error", "drop", "impute")  # a missing value: refuse it, drop its row everywhere, or impute it
-
-
-def _missing(value: str | None) -> bool:
-    """An empty cell, or one that reads as NaN."""
-    if value is None or value.strip() == "":
-        return True
-    try:
-        return math.isnan(float(value))
-    except ValueError:
-        return False
-
-
-def _number(value: str | None, path: Path, column: str, key: str) -> float:
-    try:
-        x = float(value) if value not in (None, "") else math.nan
-    except ValueError:
-        raise VCLInputError(
-            f"csv file {path}, column {column!r}, ID {key!r}: {value!r} is not a number; features must be numeric, "
-            "or set data.categorical: onehot for that file."
-        ) from None
-    if math.isinf(x):
-        raise VCLInputError(
-            f"csv file {path}, column {column!r}, ID {key!r}: {value.strip()!r} is infinite; give a finite number."
-        )
-    if abs(x) > FLOAT32_MAX:
-        raise VCLInputError(
-            f"csv file {path}, column {column!r}, ID {key!r}: {value.strip()!r} is beyond float32's range (3.4e38), "
-            "which the models compute in; rescale the column."
-        )
-    if not math.isfinite(x):
-        raise VCLInputError(
-            f"csv file {path}, column {column!r}, ID {key!r} is missing or NaN; fill it in, or set data.missing: drop "
-            "(or impute) for that file."
-        )
-    return x
-
-
-def _complete(row: dict[str, str], columns: list[str]) -> bool:
-    return not any(_missing(row.get(c)) for c in columns)
-
-
-def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -> list[str]:
-    """The IDs in one organization's CSV file (what it offers for row alignment; no feature value); with
-    ``drop_incomplete`` only those of its rows without a missing value (``missing: drop``)."""
-    header, rows = _read_csv(Path(path), id_column)
-    empty_column(Path(path), header, rows, label_column)
-    return [key for key, row in rows.items() if not drop_incomplete or _complete(row, header)]
-
-
-FLOAT32_MAX = float(np.finfo(np.float32).max)  # the models compute in float32
 MIN_SHARED = 3  # aligned rows a run needs: two to train on, one to test
 
 
-def shared_ids(id_lists: list[list[str]], id_column="id", dropped: bool = False) -> list[str]:
-    """The IDs every organization holds, sorted: the aligned rows, in the order every party uses. ``dropped``:
-    the lists hold only rows without a missing value (``missing: drop``)."""
-    shared = set(id_lists[0])
-    for ids in id_lists[1:]:
-        shared &= set(ids)
+def encode_ids(arrays) -> tuple[object, list[np.ndarray]]:
+    """One dictionary of every ID in ``arrays`` (lists or Arrow string arrays) and each array's IDs as its codes:
+    one pass of Arrow's hash table over all of them; everything after is integer work in NumPy."""
+    import pyarrow as pa
+
+    arrays = [string_array(a) for a in arrays]
+    encoded = pa.chunked_array(arrays, type=pa.string()).combine_chunks().dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    bounds = np.cumsum([0] + [len(a) for a in arrays])
+    return encoded.dictionary, [codes[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def unique_ids(what: str, ids, codes: np.ndarray, size: int) -> None:
+    """One sentence for an ID its file lists twice (the first repeat, in file order)."""
+    seen = np.bincount(codes, minlength=size)
+    if (seen > 1).any():
+        first = np.full(size, len(codes))
+        np.minimum.at(first, codes, np.arange(len(codes)))
+        again = int(np.flatnonzero(first[codes] != np.arange(len(codes)))[0])
+        raise VCLInputError(
+            f"{what} repeats ID {string_array(ids)[again].as_py()!r}; each ID must appear once per file."
+        )
+
+
+def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -> list[str]:
+    """The IDs in one organization's file (what it offers for row alignment; no feature value); with
+    ``drop_incomplete`` only those of its rows without a missing value (``missing: drop``)."""
+    own = read_file(path, id_column, label_column)
+    dictionary, (codes,) = encode_ids([own.ids])
+    unique_ids(own.what, own.ids, codes, len(dictionary))
+    empty_column(own, label_column)
+    ids = own.ids
+    if drop_incomplete:
+        import pyarrow as pa
+
+        ids = ids.filter(pa.array(complete_rows(own)))
+    return ids.to_pylist()
+
+
+def shared_ids(id_lists, id_column="id", dropped: bool = False) -> list[str]:
+    """The IDs every organization holds, sorted: the aligned rows, in the order every party uses (a hash join of
+    the lists). ``dropped``: the lists hold only rows without a missing value (``missing: drop``)."""
+    dictionary, codes = encode_ids(id_lists)
+    return _shared(dictionary, codes, id_column, dropped)[1].to_pylist()
+
+
+def _shared(dictionary, codes: list[np.ndarray], id_column: str, dropped: bool):
+    """The codes of the IDs every list holds (each list's codes unique), sorted by ID, and those IDs."""
+    import pyarrow.compute as pc
+
+    count = np.zeros(len(dictionary), dtype=np.int32)
+    for c in codes:
+        present = np.zeros(len(dictionary), dtype=bool)
+        present[c] = True
+        count += present
+    shared = np.flatnonzero(count == len(codes))
     after = " once rows with a missing value are dropped (data.missing: drop)" if dropped else ""
-    if not shared:
+    if len(shared) == 0:
         raise VCLInputError(
             f"the csv files share no value of {id_column!r}{after}; they must describe the same people."
         )
+    keys = dictionary.take(shared)
+    order = pc.sort_indices(keys).to_numpy(zero_copy_only=False)
+    shared, keys = shared[order], keys.take(order)
     if len(shared) < MIN_SHARED:
-        shown = ", ".join(repr(k) for k in sorted(shared))
+        shown = ", ".join(repr(k) for k in keys.to_pylist())
         raise VCLInputError(
             f"the csv files share only {len(shared)} value(s) of {id_column!r} ({shown}){after}; a run needs at "
             f"least {MIN_SHARED} shared rows (2 to train on, 1 to test), so align more rows."
         )
-    return sorted(shared)
-
-
-def empty_column(path: Path, header: list[str], rows: dict[str, dict[str, str]], label_column: str) -> None:
-    """One sentence for a feature column without a value in any row: nothing can fill it, and dropping the rows
-    that miss it would drop them all."""
-    for c in header:
-        if c != label_column and all(_missing(row.get(c)) for row in rows.values()):
-            raise VCLInputError(
-                f"csv file {path}, column {c!r} has no value in any row; remove the column or fill it in."
-            )
+    return shared, keys
 
 
 def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
@@ -152,34 +126,40 @@ def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
     return list(zip(*out, strict=True))
 
 
-def _block(rows, ids, feats, path: Path, policy: tuple[str, str]) -> tuple[np.ndarray, list[str]]:
-    """One file's feature cells on the rows ``ids``: numbers (float64), or, where the file's policy lets text
-    categories or missing values through, an object array (NaN for a missing cell) and each column's kind."""
+def _block(own: OwnFile, feats: list[str], rows, keys, policy: tuple[str, str], out: np.ndarray, start: int):
+    """One file's feature columns on the aligned ``rows`` (file row per aligned row; ``keys`` their IDs) into
+    ``out[:, start:start + len(feats)]`` as float32 (NaN where missing); returns each column's kind and, for a
+    text column that its policy lets through, its strings (an object array, NaN where missing)."""
+    import pyarrow.compute as pc
+
     categorical, missing = policy
-    kinds = []
-    for c in feats:
-        values = [rows[key][c] for key in ids]
-        text = next((v for v in values if not _missing(v) and _maybe_float(v) is None), None)
-        if text is not None and categorical == "error":
-            _number(text, path, c, next(k for k in ids if rows[k][c] == text))  # raises, naming the fix
-        kinds.append("categorical" if text is not None else "numeric")
-    for c, kind in zip(feats, kinds, strict=True):
-        key = next((k for k in ids if kind == "numeric" and _out_of_range(rows[k][c])), None)
-        if key is not None:
-            _number(rows[key][c], path, c, key)  # raises, naming the fix
+    cols = [pc.take(column_of(own, c), rows) for c in feats]
+    texts = [text_cells(col) for col in cols]
+    kinds = ["categorical" if t is not None and pc.any(t).as_py() else "numeric" for t in texts]
+    for c, col, t, kind in zip(feats, cols, texts, kinds, strict=True):
+        if kind == "categorical" and categorical == "error":
+            i = first_true(t)
+            refuse_cell(col[i].as_py(), own.path, c, keys[i])  # raises, naming the fix
+    for j, (c, col, kind) in enumerate(zip(feats, cols, kinds, strict=True)):
+        if kind == "numeric":  # checked, then written into its column of ``out`` (one column in float64 at a time)
+            x = as_float64(col)
+            i = first_true(np.abs(np.nan_to_num(x, nan=0.0)) > FLOAT32_MAX)
+            if i is not None:
+                refuse_cell(cell_text(own, c, int(rows[i])), own.path, c, keys[i])  # raises, naming the fix
+            out[:, start + j] = x
     if missing == "error":
-        for c in feats:
-            key = next((k for k in ids if _missing(rows[k][c])), None)
-            if key is not None:
-                _number(rows[key][c], path, c, key)  # raises, naming the fix
-    if all(k == "numeric" for k in kinds) and missing == "error":
-        return np.array([[_number(rows[key][c], path, c, key) for c in feats] for key in ids], dtype=np.float64), kinds
-    block = np.empty((len(ids), len(feats)), dtype=object)
-    for i, key in enumerate(ids):
-        for j, (c, kind) in enumerate(zip(feats, kinds, strict=True)):
-            v = rows[key][c]
-            block[i, j] = np.nan if _missing(v) else (v.strip() if kind == "categorical" else float(v))
-    return block, kinds
+        for c, col in zip(feats, cols, strict=True):
+            i = first_true(missing_cells(col))
+            if i is not None:
+                refuse_cell(None, own.path, c, keys[i])  # raises, naming the fix
+    text = {}
+    for j, (col, kind) in enumerate(zip(cols, kinds, strict=True)):
+        if kind == "categorical":
+            cells = pc.utf8_trim_whitespace(col.cast("string")).to_numpy(zero_copy_only=False).astype(object)
+            cells[missing_cells(col).to_numpy(zero_copy_only=False)] = np.nan
+            out[:, start + j] = np.nan
+            text[start + j] = cells
+    return kinds, text
 
 
 def load_csv_organizations(
@@ -192,14 +172,17 @@ def load_csv_organizations(
     categorical=("error",),
     missing=("error",),
 ) -> Table:
-    """One CSV per organization, inner-joined on ``id_column``; the first file (Alice's) holds the label.
+    """One file (CSV or Parquet) per organization, inner-joined on ``id_column``; the first (Alice's) holds the label.
 
     ``only=k`` reads file k alone, on the rows ``ids`` (the shared IDs, from :func:`shared_ids`): what one
     party loads where parties run apart. Its table has that file's columns only, and Alice's labels only
     when k is 0 (another file's labels are zeros: it holds none). ``categorical`` / ``missing`` (one value, or
     one per file): a file may let text categories (``onehot``) or missing values (``drop``: its incomplete rows
     leave every party before the split; ``impute``) through, to be prepared on its own training rows.
+    The features come as one float32 array, each file's columns filled in place, file by file.
     """
+    import pyarrow.compute as pc
+
     paths = [Path(f) for f in files]
     if len(paths) < 1:
         raise VCLInputError(
@@ -216,85 +199,117 @@ def load_csv_organizations(
         raise VCLInputError(f"data.csv_files lists {twice} twice; give each organization its own file.")
     policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
-    tables = {k: _read_csv(paths[k], id_column) for k in read}
-    if 0 in tables and label_column not in tables[0][0]:
+    owns = {k: read_file(paths[k], id_column, label_column) for k in read}
+    if 0 in owns and label_column not in owns[0].header:
         raise VCLInputError(
             f"Alice's file {paths[0]} has no label column {label_column!r}; add it or set label_column."
         )
-    for k, (header, _) in tables.items():
-        if k > 0 and label_column in header:
-            raise VCLInputError(
-                f"csv file {paths[k]} also holds the label {label_column!r}; only Alice's (first) file may."
-            )
-    for k, (header, rows) in tables.items():
-        if not [c for c in header if c != label_column]:
-            raise VCLInputError(f"csv file {paths[k]} has no feature columns; every organization needs at least one.")
-        empty_column(paths[k], header, rows, label_column)
+    for k, own in owns.items():
+        if k > 0 and label_column in own.header:
+            raise VCLInputError(f"{own.what} also holds the label {label_column!r}; only Alice's (first) file may.")
+    for own in owns.values():
+        if not own.features(label_column):
+            raise VCLInputError(f"{own.what} has no feature columns; every organization needs at least one.")
+        empty_column(own, label_column)
+    given = [] if ids is None else [ids]
+    dictionary, codes = encode_ids([own.ids for own in owns.values()] + given)
+    for own, c in zip(owns.values(), codes, strict=False):
+        unique_ids(own.what, own.ids, c, len(dictionary))
     if ids is None:
         offered = [
-            [key for key, row in rows.items() if policies[k][1] != "drop" or _complete(row, header)]
-            for k, (header, rows) in tables.items()
+            c[complete_rows(own)] if policies[k][1] == "drop" else c
+            for (k, own), c in zip(owns.items(), codes, strict=False)
         ]
-        dropped = any(len(o) < len(tables[k][1]) for o, k in zip(offered, tables, strict=True))
-        ids = shared_ids(offered, id_column, dropped)
-    columns, groups, blocks, kinds, seen = [], [], [], [], set()
-    for k, (header, rows) in tables.items():
-        p = paths[k]
-        feats = [c for c in header if c != label_column]
-        missing_id = next((key for key in ids if key not in rows), None)
-        if missing_id is not None:
-            raise VCLInputError(
-                f"csv file {p} has no row for ID {missing_id!r}; it changed since the rows were aligned, so run again."
-            )
-        groups.append(list(range(len(columns), len(columns) + len(feats))))
-        for c in feats:
-            name = f"{p.stem}.{c}" if c in seen else c
-            seen.add(c)
-            columns.append(name)
-        block, block_kinds = _block(rows, ids, feats, p, policies[k])
-        blocks.append(block)
-        kinds += block_kinds
-    prepared = any(b.dtype == object for b in blocks)
-    X = np.hstack([b.astype(object) for b in blocks]) if prepared else np.hstack(blocks)
-    if 0 not in tables:  # another organization's own file: its features, no labels
-        table = Table(X, np.zeros(len(ids), dtype=np.int64), columns, task)
+        dropped = any(len(o) < len(c) for o, c in zip(offered, codes, strict=False))
+        shared, keys = _shared(dictionary, offered, id_column, dropped)
     else:
-        table = _csv_labels(X, tables[0][1], ids, columns, paths[0], label_column, task)
-    table.groups, table.group_names, table.ids = groups, [paths[k].stem for k in tables], ids
-    if prepared:
-        table.kinds, table.policies = kinds, [policies[k] for k in tables]
+        shared, keys = codes[-1], string_array(ids)
+    width = sum(len(own.features(label_column)) for own in owns.values())
+    X = np.empty((len(keys), width), dtype=np.float32)
+    columns, groups, kinds, text, seen = [], [], [], {}, set()
+    for (k, own), c in zip(owns.items(), codes, strict=False):
+        where = np.full(len(dictionary), -1, dtype=np.int64)  # each ID's row in this file
+        where[c] = np.arange(len(c))
+        rows = where[shared]
+        if (rows < 0).any():
+            gone = keys[first_true(rows < 0)].as_py()
+            raise VCLInputError(
+                f"{own.what} has no row for ID {gone!r}; it changed since the rows were aligned, so run again."
+            )
+        feats = own.features(label_column)
+        start = len(columns)
+        groups.append(list(range(start, start + len(feats))))
+        for c in feats:
+            columns.append(f"{paths[k].stem}.{c}" if c in seen else c)
+            seen.add(c)
+        block_kinds, block_text = _block(own, feats, rows, _Keys(keys), policies[k], X, start)
+        kinds += block_kinds
+        text.update(block_text)
+        if k == 0:
+            labels = pc.take(column_of(own, label_column), rows)
+        own.table = None  # the file's columns are in X now
+    if 0 not in owns:  # another organization's own file: its features, no labels
+        table = Table(X, np.zeros(len(keys), dtype=np.int64), columns, task)
+    else:
+        table = _labels(X, labels, _Keys(keys), columns, paths[0], label_column, task)
+    table.groups, table.group_names, table.ids = groups, [paths[k].stem for k in owns], keys.to_pylist()
+    if text or any(p[1] != "error" for p in (policies[k] for k in owns)):
+        table.kinds, table.policies, table.text = kinds, [policies[k] for k in owns], text
     return table
 
 
-def _csv_labels(X, rows, ids, columns, path, label_column, task) -> Table:
-    raw_labels = [rows[k][label_column] for k in ids]
-    if any(v in (None, "") for v in raw_labels):
+class _Keys:
+    """The aligned IDs by position, as Python strings (for error sentences only)."""
+
+    def __init__(self, keys):
+        self.keys = keys
+
+    def __getitem__(self, i: int) -> str:
+        return self.keys[int(i)].as_py()
+
+
+def _labels(X, labels, keys, columns, path, label_column, task) -> Table:
+    """Alice's label column on the aligned rows: numbers (regression) or classes (classification: the labels as
+    the file spells them, sorted as text, numbered from 0)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = labels if pa.types.is_string(labels.type) else labels.cast(pa.string())
+    empty = pc.or_(pc.is_null(text), pc.equal(text, "")).fill_null(True)
+    if pc.any(empty).as_py():
         raise VCLInputError(f"Alice's file {path} has empty labels in {label_column!r}; fill them in.")
+    number = pc.match_substring_regex(text, NUMBER)
     if task == "regression":
-        y = np.array([_number(v, path, label_column, k) for v, k in zip(raw_labels, ids, strict=True)])
-        return _finish(X, y, columns, task)
-    numeric = [_maybe_float(v) for v in raw_labels]
-    odd = next((k for v, k in zip(numeric, ids, strict=True) if v is not None and not math.isfinite(v)), None)
+        bad = first_true(pc.invert(number))
+        if bad is not None:
+            refuse_cell(text[bad].as_py(), path, label_column, keys[bad])
+        y = as_float64(text)
+        bad = first_true(~np.isfinite(y) | (np.abs(np.nan_to_num(y)) > FLOAT32_MAX))
+        if bad is not None:
+            refuse_cell(text[bad].as_py(), path, label_column, keys[bad])
+        return Table(X, y.reshape(-1, 1), columns, task, 1)
+    numeric = pc.all(number).as_py()
+    odd = first_true(pc.and_(number, pc.match_substring_regex(text, r"(?i)inf|nan")))
     if odd is not None:
         raise VCLInputError(
-            f"Alice's file {path}, ID {odd!r}: the label {rows[odd][label_column]!r} is not a class; give class labels."
+            f"Alice's file {path}, ID {keys[odd]!r}: the label {text[odd].as_py()!r} is not a class; give class labels."
         )
-    if all(v is not None for v in numeric) and any(v != int(v) for v in numeric):
+    if numeric:
+        values = as_float64(text)
+        if np.any(values != np.round(values)):
+            raise VCLInputError(
+                f"label column {label_column!r} holds non-integer numbers but data.task=classification; "
+                "use data.task=regression or class labels."
+            )
+    encoded = text.dictionary_encode()
+    names = encoded.dictionary.to_pylist()
+    order = sorted(range(len(names)), key=names.__getitem__)
+    if len(names) < 2:
         raise VCLInputError(
-            f"label column {label_column!r} holds non-integer numbers but data.task=classification; "
-            "use data.task=regression or class labels."
+            f"label column {label_column!r} in {path} holds a single class ({names[0]!r}); classification needs at "
+            "least two classes, or use data.task=regression."
         )
-    return _finish(X, np.array(raw_labels), columns, task, f"label column {label_column!r} in {path}")
-
-
-def _out_of_range(v: str | None) -> bool:
-    """Infinite, or beyond float32's range (infinite once the models read it)."""
-    x = _maybe_float(v) if v is not None else None
-    return x is not None and not math.isnan(x) and abs(x) > FLOAT32_MAX
-
-
-def _maybe_float(v: str) -> float | None:
-    try:
-        return float(v)
-    except ValueError:
-        return None
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    y = rank[encoded.indices.to_numpy(zero_copy_only=False)]
+    return Table(X, y, columns, task, len(names))

@@ -11,39 +11,41 @@ import numpy as np
 from vcl.errors import VCLInputError
 
 
-def prepare_group(block: np.ndarray, kinds: list[str], names: list[str], missing: str, train: np.ndarray):
-    """One organization's columns (an object array; NaN for a missing cell) as numbers: numeric columns (mean-
-    imputed if ``missing`` is impute), then each text column's categories seen in the training rows as 0/1
-    columns named ``column=value`` (a category unseen there encodes as zeros). Returns (float64 array, names)."""
-    from sklearn.compose import ColumnTransformer
+def prepare_group(
+    block: np.ndarray, kinds: list[str], names: list[str], missing: str, train: np.ndarray, text: dict | None = None
+):
+    """One organization's columns as numbers: numeric columns (``block``'s, NaN for a missing cell; mean-imputed
+    if ``missing`` is impute), then each text column's categories seen in the training rows as 0/1 columns named
+    ``column=value`` (a category unseen there encodes as zeros). ``text``: each text column's strings by its
+    position in the group (NaN where missing; else ``block``'s own column). Returns (float64 array, names)."""
     from sklearn.impute import SimpleImputer
-    from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import OneHotEncoder
 
     numeric = [j for j, k in enumerate(kinds) if k == "numeric"]
-    text = [j for j, k in enumerate(kinds) if k == "categorical"]
+    cats = [j for j, k in enumerate(kinds) if k == "categorical"]
+    text = text if text is not None else {j: block[:, j] for j in cats}
     impute = missing == "impute"
-    parts = []
+    if impute:
+        for j in range(len(kinds)):
+            cells = text[j] if j in text else np.asarray(block[train, j], dtype=np.float64)
+            values = cells[train] if j in text else cells
+            if all(v is None or isinstance(v, float) and np.isnan(v) for v in values):
+                raise VCLInputError(
+                    f"column {names[j]!r} has no value in its organization's training rows, so missing: impute has "
+                    "nothing to impute from; fill some in or remove the column."
+                )
+    parts, encoded = [], []
     if numeric:
-        parts.append(("numeric", SimpleImputer(strategy="mean") if impute else "passthrough", numeric))
-    if text:
-        fill = SimpleImputer(strategy="most_frequent", missing_values=np.nan)
-        encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False)
-        parts.append(("text", make_pipeline(fill, encoder) if impute else encoder, text))
-    columns = ColumnTransformer(parts, sparse_threshold=0.0)
-    block = block.copy()
-    block[:, numeric] = block[:, numeric].astype(np.float64)
-    for j in range(block.shape[1]):
-        if all(v is None or isinstance(v, float) and np.isnan(v) for v in block[train, j]):
-            raise VCLInputError(
-                f"column {names[j]!r} has no value in its organization's training rows, so missing: impute has "
-                "nothing to impute from; fill some in or remove the column."
-            )
-    columns.fit(block[train])
-    out = np.asarray(columns.transform(block), dtype=np.float64)
-    encoded = []
-    if text:
-        fitted = columns.named_transformers_["text"]
-        categories = (fitted[-1] if impute else fitted).categories_
-        encoded = [f"{names[j]}={v}" for j, cats in zip(text, categories, strict=True) for v in cats]
-    return out, [names[j] for j in numeric] + encoded
+        values = np.asarray(block[:, numeric], dtype=np.float64)
+        if impute:
+            values = SimpleImputer(strategy="mean").fit(values[train]).transform(values)
+        parts.append(values)
+    for j in cats:
+        cells = np.asarray(text[j], dtype=object).reshape(-1, 1)
+        if impute:
+            fill = SimpleImputer(strategy="most_frequent", missing_values=np.nan)
+            cells = fill.fit(cells[train]).transform(cells)
+        encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(cells[train])
+        parts.append(encoder.transform(cells))
+        encoded += [f"{names[j]}={v}" for v in encoder.categories_[0]]
+    return np.hstack(parts), [names[j] for j in numeric] + encoded

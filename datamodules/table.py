@@ -24,9 +24,11 @@ class Table:
     test_rows: np.ndarray | None = None  # row indices the source reserves for test (generated data)
     attributes: list[str] | None = None  # each column's source attribute (one-hot columns share theirs)
     # CSV files with text categories or missing values to be prepared per party (:mod:`vcl.datamodules.prepare`):
-    # X is then an object array; each column's kind ("numeric" / "categorical"), each group's policies
+    # X then holds NaN for a missing cell; each column's kind ("numeric" / "categorical"), each group's policies,
+    # and each text column's strings by column index (an object array, NaN where missing; X holds NaN there)
     kinds: list[str] | None = None
     policies: list[tuple[str, str]] | None = None  # (categorical, missing) per column group
+    text: dict[int, np.ndarray] | None = None
 
 
 def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
@@ -43,5 +45,5 @@ def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
 
 
 def _features(X) -> np.ndarray:
-    """Numbers as float64; a CSV table still to be prepared per party stays an object array."""
-    return X if isinstance(X, np.ndarray) and X.dtype == object else np.asarray(X, dtype=np.float64)
+    """Numbers as float64; float32 (a file read for a run: held once, as the models compute) stays float32."""
+    return X if isinstance(X, np.ndarray) and X.dtype == np.float32 else np.asarray(X, dtype=np.float64)

@@ -107,16 +107,32 @@ def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[
     """``table`` with each group's columns prepared alone (:func:`vcl.datamodules.prepare.prepare_group`)."""
     from vcl.datamodules.prepare import prepare_group
 
-    blocks, columns, new_groups = [], [], []
+    blocks, columns, new_groups, text = [], [], [], table.text or {}
     for g, (_, missing) in zip(groups, table.policies, strict=True):
         block, names = prepare_group(
-            table.X[:, g], [table.kinds[i] for i in g], [table.columns[i] for i in g], missing, train
+            table.X[:, g],
+            [table.kinds[i] for i in g],
+            [table.columns[i] for i in g],
+            missing,
+            train,
+            {j: text[i] for j, i in enumerate(g) if i in text},
         )
         new_groups.append(list(range(len(columns), len(columns) + len(names))))
-        blocks.append(block)
+        blocks.append(block.astype(table.X.dtype, copy=False))
         columns += names
     X = np.hstack(blocks)
-    return replace(table, X=X, columns=columns, groups=new_groups, kinds=None, policies=None), new_groups
+    prepared_table = replace(table, X=X, columns=columns, groups=new_groups, kinds=None, policies=None, text=None)
+    return prepared_table, new_groups
+
+
+def column_statistics(X: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's mean and standard deviation over the training rows (a constant column's deviation is 1). A
+    float32 block (a file read for a run) is summed in float64 over its training rows taken in file order (one
+    pass through memory, not a jump per row)."""
+    rows = X[np.sort(train)].astype(np.float64) if X.dtype == np.float32 else X[train]
+    mean, std = rows.mean(0), rows.std(0)
+    std[std == 0] = 1.0
+    return mean, std
 
 
 @dataclass
@@ -284,16 +300,16 @@ class TabularDataModule(VerticalDataModule):
             table, groups = prepared(table, groups, rows["train"])
         if not np.isfinite(table.X).all():
             raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
-        train = table.X[rows["train"]]
-        mean, std = train.mean(0), train.std(0)
-        std[std == 0] = 1.0
-        X = ((table.X - mean) / std).astype(np.float32)
-        views = [
-            FeatureView(
-                name, [table.columns[i] for i in g], {s: torch.from_numpy(X[np.ix_(r, g)]) for s, r in rows.items()}
-            )
-            for name, g in zip(names, groups, strict=True)
-        ]
+        whole = column_statistics(table.X, rows["train"]) if table.X.dtype != np.float32 else None
+        index = {s: torch.from_numpy(r) for s, r in rows.items()}
+        views = []
+        for name, g in zip(names, groups, strict=True):  # z-scored one organization's columns at a time
+            block = table.X[:, g]
+            mean, std = column_statistics(block, rows["train"]) if whole is None else (whole[0][g], whole[1][g])
+            block = torch.from_numpy(((block - mean) / std).astype(np.float32))
+            splits = {s: block.index_select(0, r) for s, r in index.items()}
+            views.append(FeatureView(name, [table.columns[i] for i in g], splits))
+            del block
         labels = {s: torch.from_numpy(table.y[r]) for s, r in rows.items()}
         if table.task == "regression":
             labels = {s: y.to(torch.float32) for s, y in labels.items()}

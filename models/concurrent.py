@@ -207,24 +207,34 @@ def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tens
     return None
 
 
+PERMUTATION_BYTES = 64 * 2**20  # the most one block of drawn permutations holds (its epochs are drawn at once)
+
+
 def _schedule(learner: ResidualRegressor, seeds: list[int], n: int, device) -> Callable[[int], list]:
     """An epoch's minibatches of every organization, as each learner of ``learner``'s kind with its own seed would
     draw them alone: row indices (M, B), or slices when batches are in order (the same for all epochs, computed
-    once). Every epoch's permutations are drawn at the first, into one block (:func:`vcl.loop.permutations`)."""
-    orders: list[Tensor] = []
+    once). The epochs' permutations are drawn a block of epochs at a time (:func:`vcl.loop.permutations`), as many
+    as fit in ``PERMUTATION_BYTES`` (all of a small fit's at once; two of M = 8 at 10^6 rows): each generator
+    continues its own stream, so the numbers are those drawn all at once, in bounded memory."""
+    block: dict[int, Tensor] = {}
+    gens: list[torch.Generator] = []
     in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
+    dtype = torch.int32 if n < 2**31 else torch.long  # own_rows widens its flat row numbers if need be
 
-    def drawn() -> list[Tensor]:  # every epoch's permutations, at the first epoch that shuffles
-        if not orders:
-            gens = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
-            dtype = torch.int32 if n < 2**31 else torch.long  # own_rows widens its flat row numbers if need be
-            orders.extend(permutations(n, gens, learner.hparams.epochs, dtype))
-        return orders
+    def drawn(epoch: int) -> Tensor:  # this epoch's permutations, drawing the next block when it starts
+        if epoch not in block:
+            if not gens:
+                gens.extend(torch.Generator(device="cpu").manual_seed(seed) for seed in seeds)
+            per_epoch = len(seeds) * n * torch.empty((), dtype=dtype).element_size()
+            count = max(1, min(learner.hparams.epochs - epoch, PERMUTATION_BYTES // per_epoch))
+            block.clear()
+            block.update(enumerate(permutations(n, gens, count, dtype), start=epoch))
+        return block[epoch]
 
     def schedule(epoch: int) -> list:
         if in_order:
             return in_order
-        pieces = learner.schedule(n, lambda: drawn()[epoch], device)
+        pieces = learner.schedule(n, lambda: drawn(epoch), device)
         if not pieces or isinstance(pieces[0], slice):  # in order, nothing drawn: the same for all epochs
             in_order.extend(pieces)
         return pieces

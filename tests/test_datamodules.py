@@ -269,3 +269,57 @@ def test_every_dataset_of_the_registry_has_its_reader_and_no_reader_is_unlisted(
     assert set(datasets_of("table")) == loaders | {"bank_marketing"}
     assert set(datasets_of("image")) == {*image.TORCHVISION, "mnist_subset", "digits_image"}
     assert set(DATASETS.values()) == {"table", "image", "sequence"}
+
+
+def test_parquet_files_give_the_views_csv_files_give(tmp_path):
+    """The same rows as Parquet (typed columns: integer IDs, numeric labels) and as CSV: the same aligned views."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.RandomState(3)
+    n = 40
+    x, z = rng.randn(n, 2), rng.randn(n)
+    label = (x[:, 0] + z > 0).astype(np.int64)
+    order = rng.permutation(n)
+    alice = write_csv(tmp_path / "alice.csv", ["id", "x0", "x1", "label"],
+                      [(i, x[i, 0], x[i, 1], label[i]) for i in range(n)])  # fmt: skip
+    bob = write_csv(tmp_path / "bob.csv", ["id", "z"], [(i, z[i]) for i in order])
+    pq.write_table(pa.table({"id": np.arange(n), "x0": x[:, 0], "x1": x[:, 1], "label": label}),
+                   tmp_path / "alice.parquet")  # fmt: skip
+    pq.write_table(pa.table({"id": order, "z": z[order]}), tmp_path / "bob.parquet")
+    views = {}
+    for kind, files in (("csv", [alice, bob]), ("parquet", [tmp_path / "alice.parquet", tmp_path / "bob.parquet"])):
+        dm = TabularDataModule("csv", csv_files=[str(f) for f in files], task="classification")
+        dm.setup()
+        views[kind] = dm.data
+    assert views["csv"].ids == views["parquet"].ids
+    for a, b in zip(views["csv"].views, views["parquet"].views, strict=True):
+        assert a.columns == b.columns and all(torch.allclose(a.splits[s], b.splits[s]) for s in a.splits)
+    assert all(torch.equal(views["csv"].labels[s], views["parquet"].labels[s]) for s in views["csv"].labels)
+
+
+def test_a_file_reads_as_float32_each_check_naming_the_first_offending_id_in_row_order(tmp_path):
+    """The features are held once, as float32; a bad cell is named by its file, column and the first ID (in the
+    aligned, sorted order) that holds one, quoting the cell as the file spells it."""
+    from vcl.datamodules.csv_files import load_csv_organizations
+
+    n = 30
+    alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(f"k{i:02d}", i * 0.5, i % 3) for i in range(n)])
+    bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(f"k{i:02d}", -i) for i in reversed(range(n))])
+    table = load_csv_organizations([alice, bob], task="classification")
+    assert table.X.dtype == np.float32 and table.X.shape == (n, 2) and table.ids[:2] == ["k00", "k01"]
+    assert np.array_equal(table.X[:, 1], -np.arange(n, dtype=np.float32)) and table.num_classes == 3
+    cells = {"k17": "3e39", "k05": "-Infinity", "k09": "oops"}
+    rows = [(f"k{i:02d}", cells.get(f"k{i:02d}", -i)) for i in reversed(range(n))]
+    write_csv(bob, ["id", "z"], [r for r in rows if r[1] != "oops"])
+    with pytest.raises(VCLInputError, match=r"b\.csv, column 'z', ID 'k05': '-Infinity' is infinite"):
+        load_csv_organizations([alice, bob], task="classification")
+    write_csv(bob, ["id", "z"], [r for r in rows if r[1] != "-Infinity"])
+    with pytest.raises(VCLInputError, match=r"b\.csv, column 'z', ID 'k09': 'oops' is not a number"):
+        load_csv_organizations([alice, bob], task="classification")
+    write_csv(bob, ["id", "z"], [r for r in rows if r[1] not in ("-Infinity", "oops")])
+    with pytest.raises(VCLInputError, match=r"column 'z', ID 'k17': '3e39' is beyond float32's range"):
+        load_csv_organizations([alice, bob], task="classification", missing=["drop"])
+    write_csv(bob, ["id", "z"], [(f"k{i:02d}", -i) for i in range(n)] + [("k03", 1)])
+    with pytest.raises(VCLInputError, match=r"b\.csv repeats ID 'k03'"):
+        load_csv_organizations([alice, bob], task="classification")

@@ -113,6 +113,26 @@ def test_a_frame_over_the_limit_is_refused_before_it_is_read():
         unpack_message(frame, limit=1000)
 
 
+def test_a_frame_crosses_in_pieces_and_a_stream_over_the_limit_is_cut_off():
+    from vcl.wire import FrameTooLarge, joined, pieces
+
+    frame = pack_message(PseudoResidual("alice", "org1", 0, torch.randn(1000, 7)))
+    parts = list(pieces(frame, 4096))
+    assert len(parts) == -(-len(frame) // 4096) and max(map(len, parts)) == 4096 and list(pieces(b"", 8)) == [b""]
+    back = unpack_message(joined(iter(parts), len(frame)))
+    assert torch.equal(back.values, unpack_message(frame).values)
+    read = []
+
+    def stream():
+        for p in parts:
+            read.append(p)
+            yield p
+
+    with pytest.raises(FrameTooLarge):
+        joined(stream(), 3 * 4096)
+    assert len(read) == 4  # the pieces past the limit are never read
+
+
 def test_code_never_crosses_nor_is_loaded():
     """No module of the cross-silo path imports pickle or its kin, nor calls eval, exec or __import__."""
     banned = {"pickle", "cloudpickle", "dill", "marshal", "shelve", "joblib"}
@@ -155,6 +175,8 @@ def test_certs_are_signed_by_the_ca_and_keys_kept_private(tmp_path):
             "'plaintext' is no setting",
         ),
         ({"listen": "127.0.0.1:0", "coordinator": "alice"}, "needs name:"),
+        ({"name": "bob", "listen": "127.0.0.1:0", "coordinator": "alice", "chunk_mb": "abc"}, "chunk_mb='abc'"),
+        ({"name": "bob", "listen": "127.0.0.1:0", "coordinator": "alice", "max_message_mb": 0}, "not a size in MiB"),
     ],
 )
 def test_a_bad_party_config_is_one_sentence_and_exit_2(tmp_path, settings, words):
@@ -200,7 +222,8 @@ def federation(tmp_path_factory):
 def test_grpc_equals_one_process(federation, tiny, tmp_path, overrides):
     base = dict(**{"data.organizations": 3, "run.rounds": 2, "learner.epochs": 5}, **overrides)
     local = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "local"), **base), verbose=False)
-    remote = train(tiny(**federation.overrides(GAL_NAMES), out=str(tmp_path / "grpc"), **base), verbose=False)
+    pieces = {"transport.chunk_mb": 0.001}  # every frame crosses in pieces of 1 KiB
+    remote = train(tiny(**federation.overrides(GAL_NAMES), **pieces, out=str(tmp_path / "grpc"), **base), verbose=False)
     assert_same_run(remote, local)
     pids = federation.pids()
     assert remote["transport"] == "grpc" and [p["pid"] for p in remote["parties"]] == [pids[n] for n in GAL_NAMES]

@@ -41,6 +41,24 @@ def test_concurrent_fit_equals_sequential_fit(hidden, batch_size):
             torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("hidden", [(), (8,)])
+def test_permutations_drawn_a_block_of_epochs_at_a_time_train_the_same_bits(monkeypatch, hidden):
+    """Organizations fitted together draw their epochs' permutations in blocks bounded in bytes (one epoch a block
+    here): each generator continues its own stream, so the fit is the one that drew every epoch at once."""
+    import vcl.models.concurrent as concurrent
+
+    widths = [1, 3, 2]
+    xs, y = _data(widths)
+    kw = dict(out_features=3, hidden=hidden, epochs=5, milestones=(3,), batch_size=16)
+    fits = []
+    for budget in (2**30, 1):
+        monkeypatch.setattr(concurrent, "PERMUTATION_BYTES", budget)
+        fits.append(fit_concurrently([ResidualRegressor(w, seed=10 + i, **kw) for i, w in enumerate(widths)], xs, y))
+    for a, b in zip(*fits, strict=True):
+        for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+            assert torch.equal(pa, pb)
+
+
 @pytest.mark.parametrize("hidden", [(), (8, 6)])
 def test_stacked_linear_forward_equals_vmap(hidden):
     """Organizations fitted together: Linear/MLP stacks run as batched matrix products, equal bit for bit to vmap

@@ -6,7 +6,9 @@ Each organization starts its party with ``python -m vcl.party --config <own>.yam
 certificate (``transport.tls_*``). Every connection is mutually authenticated against the federation's CA: the
 coordinator accepts a party only if its certificate names the party it expects, and a party answers only the
 coordinator its config names. What crosses are frames of :mod:`vcl.wire` (data, never code), each under
-``transport.max_message_mb``, each call under ``transport.deadline`` seconds.
+``transport.max_message_mb`` in all, streamed both ways in pieces of at most ``transport.chunk_mb`` (so a
+residual of any size crosses, and a receiver refuses a frame over its total as soon as the pieces pass it), each
+call under ``transport.deadline`` seconds.
 
 A call that finds the party unreachable before anything was sent is tried again, up to ``transport.retries``
 times with a growing pause; one that fails after its request left (the party died mid-round, or stopped
@@ -25,23 +27,33 @@ from pathlib import Path
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord
 from vcl.transport import Transport
-from vcl.wire import SERVICE, pack, pack_message, unpack, unpack_message
+from vcl.wire import CHUNK_MB, SERVICE, FrameTooLarge, joined, pack, pack_message, pieces, unpack, unpack_message
 
 IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLogs"}  # safe to send again
 
 
 class Link:
     """One mutually authenticated gRPC channel to the party ``name`` at ``address``; ``tls``: own ``ca``, ``cert``
-    and ``key`` PEM files. The server's certificate must name ``name`` (TLS host name check against it)."""
+    and ``key`` PEM files. The server's certificate must name ``name`` (TLS host name check against it). Frames
+    go and come back as streams of pieces of at most ``chunk`` bytes, ``limit`` bytes in all."""
 
-    def __init__(self, name: str, address: str, tls: dict, limit: int, deadline: float, retries: int = 3):
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        tls: dict,
+        limit: int,
+        deadline: float,
+        retries: int = 3,
+        chunk: int = int(CHUNK_MB * 2**20),
+    ):
         import grpc
 
-        self.name, self.address, self.limit = name, address, limit
+        self.name, self.address, self.limit, self.chunk = name, address, limit, chunk
         self.deadline, self.retries = deadline, retries
         ca, cert, key = (Path(tls[k]).read_bytes() for k in ("ca", "cert", "key"))
         creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
-        size = limit + 2**16
+        size = chunk + 2**16
         options = [
             ("grpc.ssl_target_name_override", name),
             ("grpc.default_authority", name),
@@ -55,10 +67,15 @@ class Link:
         """The party's answer to ``op`` with ``frame``; one sentence (PartyLost, VCLInputError) if there is none."""
         import grpc
 
-        method = self.channel.unary_unary(f"/{SERVICE}/{op}")
+        method = self.channel.stream_stream(f"/{SERVICE}/{op}")
         for attempt in range(self.retries + 1):
             try:
-                return method(frame, timeout=self.deadline)
+                return joined(method(pieces(frame, self.chunk), timeout=self.deadline), self.limit)
+            except FrameTooLarge:
+                raise VCLInputError(
+                    f"party {self.name} at {self.address}: its answer to {op} is over the size limit "
+                    f"({self.limit} bytes); raise transport.max_message_mb."
+                ) from None
             except grpc.RpcError as err:
                 error = self.error(op, err.code(), (err.details() or "").strip(), during)
                 if isinstance(error, PartyLost) and err.code() == grpc.StatusCode.UNAVAILABLE:
@@ -83,7 +100,7 @@ class Link:
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
             return VCLInputError(
                 f"{where}: a {op} frame is over the size limit ({details[:160]}); raise transport.max_message_mb "
-                "on both sides (the party's max_message_mb too)."
+                "on both sides (the party's max_message_mb too), and keep transport.chunk_mb within its chunk_mb."
             )
         if code == grpc.StatusCode.INTERNAL:
             return PartyLost(self.name, during, f"its {op} failed there ({details[:300]})")
@@ -117,8 +134,8 @@ def links(config, names: list[str]) -> dict[str, Link]:
         if not getattr(t, key):
             raise VCLInputError(f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.certs).")
     tls = {"ca": t.tls_ca, "cert": t.tls_cert, "key": t.tls_key}
-    limit = int(t.max_message_mb * 2**20)
-    return {n: Link(n, t.addresses[n], tls, limit, t.deadline, t.retries) for n in names}
+    limit, chunk = int(t.max_message_mb * 2**20), int(t.chunk_mb * 2**20)
+    return {n: Link(n, t.addresses[n], tls, limit, t.deadline, t.retries, chunk) for n in names}
 
 
 def in_parallel(calls: list) -> list:

@@ -13,7 +13,8 @@ values in a frame of :mod:`vcl.wire`, never code) when the run starts::
     csv: /data/bob/customers.csv    # its own rows, for data.dataset: csv (their IDs are intersected privately)
     secrets: {mpdl.secret_b: 0}     # its own secret seeds (0: fresh from the operating system)
     allow_classes: []               # class paths of its own (user models, data modules) a run may name
-    max_message_mb: 512             # larger frames are refused
+    max_message_mb: 512             # larger frames (all their pieces) are refused
+    chunk_mb: 4                     # frames cross as streams of pieces of at most this many MiB
     device: ""                      # where it trains ("": as the run says)
 
 Every request must come over a TLS connection whose client certificate the federation's CA signed (there is no
@@ -48,6 +49,7 @@ class PartySettings:
     secrets: dict = field(default_factory=dict)
     allow_classes: list = field(default_factory=list)
     max_message_mb: float = 512.0
+    chunk_mb: float = 4.0
     device: str = ""
 
 
@@ -78,6 +80,14 @@ def load_settings(path: str | Path) -> PartySettings:
     host, sep, port = s.listen.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise VCLInputError(f"the party config {path}: listen={s.listen!r} is not host:port; e.g. 0.0.0.0:50052.")
+    for key in ("max_message_mb", "chunk_mb"):
+        value = getattr(s, key)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not 0 < value <= (1024 if key == "chunk_mb" else 2**40)
+        ):
+            raise VCLInputError(f"the party config {path}: {key}={value!r} is not a size in MiB; e.g. {key}: 4.")
     for key in ("ca", "cert", "key"):
         if not isinstance(s.tls, dict) or not isinstance(s.tls.get(key), str):
             raise VCLInputError(f"the party config {path} needs tls.{key}: a PEM file (python -m vcl.certs).")
@@ -118,6 +128,7 @@ class PartyServer:
     def __init__(self, settings: PartySettings):
         self.settings = settings
         self.limit = int(settings.max_message_mb * 2**20)
+        self.chunk = int(settings.chunk_mb * 2**20)
         self.party = None
         self.names: list[str] = []
         self.addresses: dict[str, str] = {}
@@ -130,11 +141,9 @@ class PartyServer:
         names = context.auth_context().get("x509_common_name") or []
         return names[0].decode() if names else ""
 
-    def handle_call(self, op: str, frame: bytes, context) -> bytes:
+    def authorize(self, op: str, context) -> str:
+        """The caller, if it may ask ``op`` (before any of its request is read); else the call is refused."""
         import grpc
-
-        from vcl.errors import VCLInputError
-        from vcl.wire import WireError, pack
 
         who = self.caller(context)
         allowed = set(self.names) - {self.settings.name} if op == "Forward" else {self.settings.coordinator}
@@ -142,6 +151,32 @@ class PartyServer:
             allowed = {self.settings.coordinator, *self.names}
         if who not in allowed:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{self.settings.name} does not answer {who!r} ({op})")
+        return who
+
+    def stream_call(self, op: str, stream, context):
+        """One call: authorize, join the request's pieces (refused once they pass ``max_message_mb``), answer in
+        pieces of ``chunk_mb``."""
+        import grpc
+
+        from vcl.wire import FrameTooLarge, joined, pieces
+
+        who = self.authorize(op, context)
+        try:
+            frame = joined(stream, self.limit)
+        except FrameTooLarge:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{self.settings.name} accepts frames of at most {self.settings.max_message_mb:g} MiB",
+            )
+        yield from pieces(self.handle_call(op, frame, context, who), self.chunk)
+
+    def handle_call(self, op: str, frame: bytes, context, who: str | None = None) -> bytes:
+        import grpc
+
+        from vcl.errors import VCLInputError
+        from vcl.wire import WireError, pack
+
+        who = self.authorize(op, context) if who is None else who
         try:
             with self.lock:
                 answer = getattr(self, "op_" + op.lower())(frame, who)
@@ -265,7 +300,9 @@ class PartyServer:
         from vcl.grpc_transport import Link
 
         if name not in self._peers:
-            self._peers[name] = Link(name, self.addresses[name], self.settings.tls, self.limit, deadline=600.0)
+            self._peers[name] = Link(
+                name, self.addresses[name], self.settings.tls, self.limit, deadline=600.0, chunk=self.chunk
+            )
         return self._peers[name]
 
     def _root(self) -> Path:
@@ -300,10 +337,12 @@ def serve(settings: PartySettings, ready=None) -> None:
     import grpc
 
     server_state = PartyServer(settings)
-    limit = server_state.limit + 2**16
+    limit = server_state.chunk + 2**16  # one piece of a frame (vcl.wire.pieces)
 
     def handler(op):
-        return grpc.unary_unary_rpc_method_handler(lambda frame, context: server_state.handle_call(op, frame, context))
+        return grpc.stream_stream_rpc_method_handler(
+            lambda stream, context: server_state.stream_call(op, stream, context)
+        )
 
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=4),

@@ -161,6 +161,33 @@ def unpack(frame: bytes, limit: int | None = None) -> tuple[str, object]:
     return header["kind"], _decode(header.get("body"), arrays)
 
 
+CHUNK_MB = 4.0  # the default piece of a frame on a stream (gRPC's own default message size)
+
+
+class FrameTooLarge(WireError):
+    """A frame whose pieces add up to more than the receiver accepts."""
+
+
+def pieces(frame: bytes, size: int):
+    """A frame as the pieces a stream carries, at most ``size`` bytes each (one empty piece for an empty frame)."""
+    view = memoryview(frame)
+    yield bytes(view[:size])
+    for start in range(size, len(frame), size):
+        yield bytes(view[start : start + size])
+
+
+def joined(stream, limit: int) -> bytes:
+    """The frame a stream of pieces carries; :class:`FrameTooLarge` as soon as their total passes ``limit`` (the
+    rest is never read)."""
+    parts, total = [], 0
+    for piece in stream:
+        total += len(piece)
+        if total > limit:
+            raise FrameTooLarge(f"a frame of over {limit} bytes is over the limit of {limit}")
+        parts.append(piece)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def pack_message(message: Message) -> bytes:
     fields = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
     return pack(message.kind, fields)

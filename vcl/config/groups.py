@@ -263,7 +263,9 @@ class TransportGroup:
     retries: NonNegativeInt = 3
     """kind=grpc: tries again when a party cannot be reached before a request left (never after)"""
     max_message_mb: PositiveFloat = 512.0
-    """kind=grpc: the largest frame sent or accepted, in MiB (the parties have their own limit)"""
+    """kind=grpc: the largest frame (a message, all its pieces) sent or accepted, in MiB (the parties have their own)"""
+    chunk_mb: PositiveFloat = 4.0
+    """kind=grpc: frames cross as streams of pieces of at most this many MiB (within each party's chunk_mb)"""
 
     def __post_init__(self):
         listed(self, "party_cpus", "party_gpus", "party_nodes", "party_dirs")

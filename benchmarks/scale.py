@@ -1,0 +1,306 @@
+#!/usr/bin/env python
+"""A million rows: GAL (Linear organizations, M = 8) on generated files of N rows per organization, under
+``transport: local`` and ``transport: grpc`` (one ``python -m vcl.party`` process per organization on 127.0.0.1),
+beside the floors measured in the same run.
+
+    python benchmarks/scale.py --quick --out runs/bench/scale_quick.json   # N = 10^4, 10^5
+    python benchmarks/scale.py --out runs/bench/scale.json                 # and 10^6; the star PSI of 8 × 10^6 IDs
+    python benchmarks/scale.py --device cuda --rows 1000000 --models linear mlp --transports local   # on a GPU
+
+Each organization's file holds a text ID column, 8 numeric features and (Alice's) a label of 4 classes that depends
+on every organization's features; each file lists its rows in its own order. A run is the command line a user types
+(``python train.py --data.dataset csv ...``) in a process of its own. Its record: whole wall seconds, seconds in
+rounds (results.json: GAL's, and Alone's that the default run compares with), the rest (reading, checking, joining,
+preparing, the prediction stage, the interpreter and its imports), peak RSS of the run's process and of its largest
+party process, bytes per round, the final test accuracy (and, on a GPU, peak GPU memory and median utilization).
+Beside them, each in a process of its own: the bare read of the same files by pyarrow alone, and ``import torch,
+pytorch_lightning``.
+
+Targets (the 2-core development machine): the rest ≤ 3× the bare read plus the imports; peak RSS ≤ 1.2 GB + 6× the
+float32 feature matrix; seconds per round at 10^6 ≤ 12× those at 10^5; the grpc run's accuracy equal to the local
+one's. Records: ``{"benchmark": "scale", ...}``, one per run, one ``"floor"`` per size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import write_records
+
+ROOT = Path(__file__).resolve().parent.parent
+ORGANIZATIONS, FEATURES, CLASSES = 8, 8, 4
+GB = 1e9  # decimal gigabytes, as the targets are written
+
+
+def generate(folder: Path, rows: int, fmt: str = "csv", seed: int = 0) -> list[Path]:
+    """M files of ``rows`` rows: ``id`` (text), ``f<m>_<j>`` features; Alice's (``alice``) also ``label``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    ids = np.char.add("c", np.char.zfill(np.arange(rows).astype(str), 9))
+    weights = rng.normal(size=(ORGANIZATIONS * FEATURES, CLASSES)).astype(np.float32)
+    logits = np.zeros((rows, CLASSES), dtype=np.float32)
+    paths = []
+    blocks = []
+    for m in range(ORGANIZATIONS):
+        x = rng.normal(size=(rows, FEATURES)).astype(np.float32)
+        logits += x @ weights[m * FEATURES : (m + 1) * FEATURES]
+        blocks.append(x)
+    label = np.argmax(logits + rng.gumbel(size=logits.shape).astype(np.float32), axis=1)
+    for m, x in enumerate(blocks):
+        order = rng.permutation(rows)
+        name = "alice" if m == 0 else f"org{m}"
+        columns = {"id": pa.array(ids[order])}
+        columns |= {f"f{m}_{j}": pa.array(np.round(x[order, j], 6)) for j in range(FEATURES)}
+        if m == 0:
+            columns["label"] = pa.array(label[order])
+        table = pa.table(columns)
+        path = folder / f"{name}.{fmt}"
+        if fmt == "parquet":
+            pq.write_table(table, path)
+        else:
+            pacsv.write_csv(table, path)
+        paths.append(path)
+    return paths
+
+
+BARE_READ = """
+import sys, time, pyarrow.csv as c, pyarrow.parquet as q
+t = time.perf_counter()
+for p in sys.argv[1:]:
+    (q.read_table(p) if p.endswith('.parquet') else c.read_csv(p)).num_rows
+print(time.perf_counter() - t)
+"""
+
+
+def child(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS (bytes) and output of a command in a process of its own."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(argv[:3])} ... failed:\n{out[-3000:]}")
+    return wall, usage.ru_maxrss * 1024, out
+
+
+def floors(paths: list[Path]) -> dict:
+    read, read_rss, out = child([sys.executable, "-c", BARE_READ, *map(str, paths)])
+    imports, import_rss, _ = child([sys.executable, "-c", "import torch, pytorch_lightning"])
+    return {"bare_read_seconds": float(out.strip().splitlines()[-1]), "bare_read_process_seconds": read,
+            "bare_read_rss": read_rss, "import_seconds": imports, "import_rss": import_rss}  # fmt: skip
+
+
+def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True) -> dict:
+    out = folder / f"run-{transport}-{model}-{rows}"
+    files = [str(p) for p in paths] if fed is None else [str(paths[0])] + [p.stem for p in paths[1:]]
+    argv = [sys.executable, "train.py", "--data.dataset", "csv", "--data.task", "classification",
+            "--data.csv_files", *files, "--learner.model", model, "--run.rounds", str(rounds),
+            "--run.device", device, "--out", str(out), "--overwrite", "--quiet"]  # fmt: skip
+    if not alone:
+        argv += ["--compare"]  # a bare --compare: no method beside GAL
+    if fed is not None:
+        for key, value in fed.overrides().items():
+            argv += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
+    sampler = GPUSampler() if device.startswith("cuda") else None
+    wall, rss, _ = child(argv, dict(os.environ, PYTHONUNBUFFERED="1"))
+    gpu = sampler.stop() if sampler else {}
+    results = json.loads((out / "results.json").read_text())
+    seconds = list(results["round_seconds"])
+    methods = results["seconds"] + sum(c["seconds"] for c in (results.get("compare") or {}).values())
+    party_rss = max(_party_peak(pid) for pid in fed.pids().values()) if fed is not None else 0
+    return {"benchmark": "scale", "rows": rows, "organizations": ORGANIZATIONS, "features": ORGANIZATIONS * FEATURES,
+            "transport": transport, "model": model, "device": device, "rounds": rounds, "wall_seconds": wall,
+            "round_seconds": seconds, "seconds_per_round": statistics.median(seconds),
+            "rest_seconds": wall - methods, "alone_seconds": methods - results["seconds"], "peak_rss": rss,
+            "party_peak_rss": party_rss,
+            "bytes_per_round": results["bytes_sent"] / max(rounds, 1), "accuracy": results["value"],
+            "matrix_bytes": rows * ORGANIZATIONS * FEATURES * 4, **gpu}  # fmt: skip
+
+
+def _party_peak(pid: int) -> int:
+    """A live process's peak resident memory (VmHWM), bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+class GPUSampler:
+    """nvidia-smi's utilization and memory, twice a second, while a run goes on."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits", "-lms", "500"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def stop(self) -> dict:
+        self.proc.terminate()
+        rows = [line.split(",") for line in self.proc.communicate()[0].splitlines() if "," in line]
+        util = [float(u) for u, _ in rows]
+        mem = [float(m) for _, m in rows]
+        return {"gpu_utilization_median": statistics.median(util) if util else None,
+                "gpu_memory_peak_mib": max(mem) if mem else None}  # fmt: skip
+
+
+def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
+    """Seconds of the star PSI that aligns the rows of ``paths`` under grpc: each party process reads its own file
+    and blinds Alice's IDs and its own; Alice blinds each party's (what a grpc run does before its Setup)."""
+    from vcl.datamodules.csv_files import csv_ids
+
+    from vcl.config import RunConfig
+    from vcl.loopback import Federation
+    from vcl.wiring import psi_with_parties
+
+    names = [p.stem for p in paths]
+    own = {p.stem: {"csv": str(p)} for p in paths[1:]}
+    with Federation(folder / f"psi-{len(paths)}", names, own=own) as fed:
+        config = RunConfig.from_dict({"data.dataset": "csv", "data.task": "classification",
+                                      "data.csv_files": [str(paths[0])] + names[1:], **fed.overrides()})  # fmt: skip
+        start = time.perf_counter()
+        lists = psi_with_parties(config, names, csv_ids(paths[0]), [False] * len(names))
+        seconds = time.perf_counter() - start
+    return {"benchmark": "scale", "psi": True, "rows": rows, "organizations": len(names), "seconds": seconds,
+            "shared": min(len(x) for x in lists)}  # fmt: skip
+
+
+def report(records: list[dict]) -> str:
+    lines = [
+        "| rows per organization | transport | model | device | whole run s | rounds: s per round | rest s "
+        "| bare read s | import s | peak RSS GB (run / party) | float32 matrix GB | bytes per round | accuracy |",
+        "|" + "---|" * 13,
+    ]
+    floor = {r["rows"]: r for r in records if r.get("floor")}
+    for r in records:
+        if r.get("floor") or r.get("psi"):
+            continue
+        f = floor.get(r["rows"], {})
+        read, imports = f.get("bare_read_seconds", float("nan")), f.get("import_seconds", float("nan"))
+        party = f" / {r['party_peak_rss'] / GB:.2f}" if r["party_peak_rss"] else ""
+        lines.append(
+            f"| {r['rows']:,} | {r['transport']} | {r['model']} | {r['device']} | {r['wall_seconds']:.1f} "
+            f"| {r['seconds_per_round']:.3f} | {r['rest_seconds']:.1f} | {read:.2f} "
+            f"| {imports:.2f} | {r['peak_rss'] / GB:.2f}{party} "
+            f"| {r['matrix_bytes'] / GB:.3f} | {r['bytes_per_round']:,.0f} | {r['accuracy']:.4f} |"
+        )
+    lines += ["", "Targets:"]
+    psi = {r["rows"]: r["seconds"] for r in records if r.get("psi")}
+    for r in records:
+        if r.get("floor") or r.get("psi") or r["device"] != "cpu":
+            continue
+        f = floor[r["rows"]]
+        budget = 3 * f["bare_read_seconds"] + f["import_seconds"]
+        rest, what = r["rest_seconds"], "rest"
+        if r["transport"] == "grpc" and r["rows"] in psi:
+            rest, what = rest - psi[r["rows"]], "rest less the star PSI"
+        memory = 1.2e9 + 6 * r["matrix_bytes"]
+        peak = max(r["peak_rss"], r["party_peak_rss"])
+        lines.append(
+            f"- {r['rows']:,} rows, {r['transport']}: {what} {rest:.1f} s against ≤ {budget:.1f} s (3 × bare read + "
+            f"imports): {'met' if rest <= budget else 'NOT met'}; peak RSS {peak / 1e9:.2f} GB against ≤ "
+            f"{memory / 1e9:.2f} GB: {'met' if peak <= memory else 'NOT met'}"
+        )
+    by = {(r["rows"], r["transport"], r["model"], r["device"]): r for r in records if "seconds_per_round" in r}
+    for (rows, transport, model, device), r in by.items():
+        small = by.get((rows // 10, transport, model, device))
+        if small and rows >= 10**6:
+            ratio = r["seconds_per_round"] / small["seconds_per_round"]
+            lines.append(f"- {transport} {model} {device}: s per round at {rows:,} / at {rows // 10:,} = {ratio:.1f} "
+                         f"(≤ 12: {'met' if ratio <= 12 else 'NOT met'})")  # fmt: skip
+        if transport == "grpc" and (local := by.get((rows, "local", model, device))):
+            same = abs(r["accuracy"] - local["accuracy"]) < 1e-9
+            lines.append(f"- {rows:,} rows: grpc accuracy {r['accuracy']:.4f}, local {local['accuracy']:.4f}: "
+                         f"{'equal' if same else 'NOT equal'}")  # fmt: skip
+    for r in records:
+        if r.get("psi"):
+            lines.append(
+                f"- star PSI, {r['organizations']} parties × {r['rows']:,} IDs under grpc: {r['seconds']:.1f} s"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="N = 10^4 and 10^5 (full: and 10^6, and the star PSI)")
+    p.add_argument("--out", default=None, help="write the records to this JSON file")
+    p.add_argument("--rows", type=int, nargs="+", default=None, help="rows per organization (instead of the sizes)")
+    p.add_argument("--transports", nargs="+", default=["local", "grpc"], choices=["local", "grpc"])
+    p.add_argument("--models", nargs="+", default=["linear"], help="learner.model for every organization")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--format", default="csv", choices=["csv", "parquet"])
+    p.add_argument("--folder", default=None, help="where the generated files go (default: a temporary folder)")
+    p.add_argument("--no-alone", action="store_true", help="run GAL without the Alone run the default compares")
+    args = p.parse_args()
+    sizes = args.rows or ([10**4, 10**5] if args.quick else [10**4, 10**5, 10**6])
+    records = []
+    with tempfile.TemporaryDirectory(dir=args.folder) as tmp:
+        folder = Path(tmp)
+        for rows in sizes:
+            data = folder / f"data-{rows}"
+            data.mkdir()
+            paths = generate(data, rows, args.format)
+            records.append({"benchmark": "scale", "floor": True, "rows": rows, **floors(paths)})
+            for transport in args.transports:
+                if transport == "grpc" and rows < 10**5:
+                    continue
+                for model in args.models:
+                    if transport == "local":
+                        records.append(
+                            run(
+                                paths, rows, transport, model, args.rounds, args.device, folder, None, not args.no_alone
+                            )
+                        )
+                    else:
+                        from vcl.loopback import Federation
+
+                        own = {p.stem: {"csv": str(p)} for p in paths[1:]}
+                        names = [p.stem for p in paths]
+                        with Federation(folder / f"fed-{rows}-{model}", names, own=own) as fed:
+                            records.append(
+                                run(
+                                    paths,
+                                    rows,
+                                    transport,
+                                    model,
+                                    args.rounds,
+                                    args.device,
+                                    folder,
+                                    fed,
+                                    not args.no_alone,
+                                )
+                            )
+                    print(_line(records[-1]), flush=True)
+                    write_records(records, args.out)  # kept as it goes: a long sweep cut short keeps its runs
+            if "grpc" in args.transports and rows >= 10**5 and args.format == "csv":
+                records.append(psi_star(paths, folder, rows))  # the alignment's share of the grpc run's rest
+                print(f"star PSI of {len(paths)} parties x {rows:,} IDs: {records[-1]['seconds']:.1f} s", flush=True)
+            for p in paths:
+                p.unlink()
+    write_records(records, args.out)
+    print(report(records))
+
+
+def _line(r: dict) -> str:
+    return (
+        f"{r['rows']:,} rows {r['transport']} {r['model']}: {r['wall_seconds']:.1f} s, {r['seconds_per_round']:.3f} "
+        f"s/round, peak {r['peak_rss'] / GB:.2f} GB, accuracy {r['accuracy']:.4f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

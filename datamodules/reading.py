@@ -1,0 +1,259 @@
+"""Reading one organization's file — CSV or Parquet — with Apache Arrow (``pyarrow``: its multi-threaded CSV reader
+and its Parquet reader, the columnar engine both formats share), and the checks that run on its whole columns
+(Arrow compute kernels and NumPy, never cell by cell): the header, the ID column, missing cells, text cells,
+numbers beyond float32. Where a check fails, the sentence names the file, the column and an offending ID,
+quoting the cell as the file spells it (read again, on that path only). Aligning the files' rows and turning their
+columns into one float32 table is :mod:`vcl.datamodules.csv_files`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vcl.errors import VCLInputError, regular_file
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the models compute in float32
+PARQUET = (".parquet", ".pq")
+NAN_SPELLINGS = ["nan", "NaN", "NAN", "-nan", "-NaN", "+nan"]  # read as a missing value, as an empty cell is
+NUMBER = r"(?i)^\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf|infinity|nan)\s*$"  # what float() reads
+NAN_CELL = r"(?i)^\s*[+-]?nan\s*$"
+
+
+def _kind(path: Path) -> str:
+    return "parquet file" if path.suffix.lower() in PARQUET else "csv file"
+
+
+@dataclass
+class OwnFile:
+    """One organization's file as read: its path, its columns but the ID (file order), its IDs (an Arrow string
+    array, file order) and its columns (an Arrow table)."""
+
+    path: Path
+    header: list[str]
+    ids: object  # pyarrow.Array of strings
+    table: object  # pyarrow.Table
+
+    @property
+    def what(self) -> str:
+        return f"{_kind(self.path)} {self.path}"
+
+    def features(self, label_column: str) -> list[str]:
+        return [c for c in self.header if c != label_column]
+
+
+def _check_header(what: str, header: list[str], id_column: str) -> None:
+    if any(c is None or not str(c).strip() for c in header):
+        raise VCLInputError(f"{what} has a column with no name in its header; name every column.")
+    seen = set()
+    for c in header:
+        if c in seen:
+            raise VCLInputError(f"{what} names the column {c!r} twice; give each column its own name.")
+        seen.add(c)
+    if id_column not in header:
+        raise VCLInputError(f"{what} has no ID column {id_column!r}; add it or set data.id_column to its name.")
+
+
+def _csv_options(id_column: str, label_column: str, text: list[str] = ()):
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    types = {c: pa.string() for c in (id_column, label_column, *text)}
+    convert = pacsv.ConvertOptions(column_types=types, strings_can_be_null=False, null_values=["", *NAN_SPELLINGS])
+    return convert
+
+
+def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFile:
+    """One organization's file (CSV: UTF-8 text, a byte-order mark allowed; or Parquet), one row per ID."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path = Path(path)
+    what = f"{_kind(path)} {path}"
+    regular_file(path, _kind(path), "check the path in csv_files")
+    if path.suffix.lower() in PARQUET:
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError) as err:
+            raise VCLInputError(f"{what} is not a Parquet file we can read ({_first_line(err)}).") from None
+        header = list(table.column_names)
+        _check_header(what, header, id_column)
+        ids = table.column(id_column)
+        if ids.null_count:
+            raise VCLInputError(f"{what} has a row with a missing {id_column!r}; fill in every ID.")
+        ids = ids.cast(pa.string()) if not pa.types.is_string(ids.type) else ids
+    else:
+        import pyarrow.csv as pacsv
+
+        data = path.read_bytes()
+        if not data or data.isspace():
+            raise VCLInputError(f"{what} is empty; it needs a header row and one row per ID.")
+        if b"\0" in data:
+            if _utf8(data):
+                raise VCLInputError(f"{what} holds NUL bytes, so it is not a text CSV; export it as UTF-8 CSV.")
+            raise VCLInputError(f"{what} is not UTF-8 text; save it as UTF-8 CSV.")
+        body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+        end = body.find(b"\n")
+        try:
+            header = next(csv.reader(io.StringIO(body[: None if end < 0 else end].decode("utf-8"), newline="")))
+        except UnicodeDecodeError:
+            raise VCLInputError(f"{what} is not UTF-8 text; save it as UTF-8 CSV.") from None
+        except (csv.Error, StopIteration) as err:
+            raise VCLInputError(f"{what} is not valid CSV ({err}); export it as UTF-8 CSV.") from None
+        _check_header(what, header, id_column)
+        try:
+            table = pacsv.read_csv(pa.BufferReader(body), convert_options=_csv_options(id_column, label_column))
+        except pa.ArrowException as err:
+            if "utf8" in str(err).lower() or "utf-8" in str(err).lower():  # a text cell of other bytes
+                raise VCLInputError(f"{what} is not UTF-8 text; save it as UTF-8 CSV.") from None
+            raise VCLInputError(f"{what} is not valid CSV ({_first_line(err)}); export it as UTF-8 CSV.") from None
+        del data, body
+        ids = table.column(id_column)
+    if table.num_rows == 0:
+        raise VCLInputError(f"{what} has a header but no rows; add one row per ID.")
+    ids = ids.combine_chunks() if hasattr(ids, "combine_chunks") else ids
+    empty = pc.equal(ids, "")
+    if pc.any(empty).as_py():
+        raise VCLInputError(f"{what} has a row with a missing {id_column!r}; fill in every ID.")
+    return OwnFile(path, [c for c in header if c != id_column], ids, table)
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+
+
+def column_of(own: OwnFile, name: str):
+    """A column as one Arrow array; a column with no value anywhere as nulls of type double."""
+    import pyarrow as pa
+
+    col = own.table.column(name).combine_chunks()
+    return pa.nulls(len(col), pa.float64()) if pa.types.is_null(col.type) else col
+
+
+def is_number_type(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def missing_cells(col):
+    """Arrow booleans: the cell is missing (null, empty or blank, or a NaN)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if is_number_type(col.type):
+        values = col.cast(pa.float64())
+        return pc.or_(pc.is_null(values), pc.is_nan(values)).fill_null(True)
+    text = col if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) else col.cast(pa.string())
+    blank = pc.equal(pc.utf8_trim_whitespace(text), "")
+    return pc.or_(pc.or_(blank, pc.match_substring_regex(text, NAN_CELL)), pc.is_null(text)).fill_null(True)
+
+
+def text_cells(col):
+    """Arrow booleans: a cell present that does not read as a number (None for a numeric column)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if is_number_type(col.type):
+        return None
+    text = col if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) else col.cast(pa.string())
+    number = pc.match_substring_regex(text, NUMBER)
+    return pc.and_(pc.invert(number), pc.invert(missing_cells(col))).fill_null(False)
+
+
+def as_float64(col) -> np.ndarray:
+    """A column whose cells all read as numbers, as float64 (NaN where missing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not is_number_type(col.type):
+        text = col if pa.types.is_string(col.type) else col.cast(pa.string())
+        text = pc.if_else(missing_cells(col), pa.scalar(None, pa.string()), pc.utf8_trim_whitespace(text))
+        col = text.cast(pa.float64())
+    return col.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+def cell_text(own: OwnFile, column: str, row: int) -> str:
+    """The cell of ``row`` (file order) in ``column`` as the file spells it (read again, on the error path)."""
+    if own.path.suffix.lower() in PARQUET:
+        return str(own.table.column(column)[row].as_py())
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    options = pacsv.ConvertOptions(column_types={column: pa.string()}, include_columns=[column])
+    body = own.path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    return pacsv.read_csv(pa.BufferReader(body), convert_options=options).column(column)[row].as_py()
+
+
+def refuse_cell(value, path: Path, column: str, key: str) -> None:
+    """Raises the one sentence for a cell that is not a finite float32 number (``value`` as the file spells it)."""
+    text = "" if value is None else str(value).strip()
+    try:
+        x = float(text) if text else float("nan")
+    except ValueError:
+        raise VCLInputError(
+            f"{_kind(path)} {path}, column {column!r}, ID {key!r}: {value!r} is not a number; features must be "
+            "numeric, or set data.categorical: onehot for that file."
+        ) from None
+    if x in (float("inf"), float("-inf")):
+        raise VCLInputError(
+            f"{_kind(path)} {path}, column {column!r}, ID {key!r}: {text!r} is infinite; give a finite number."
+        )
+    if abs(x) > FLOAT32_MAX:
+        raise VCLInputError(
+            f"{_kind(path)} {path}, column {column!r}, ID {key!r}: {text!r} is beyond float32's range (3.4e38), "
+            "which the models compute in; rescale the column."
+        )
+    raise VCLInputError(
+        f"{_kind(path)} {path}, column {column!r}, ID {key!r} is missing or NaN; fill it in, or set data.missing: "
+        "drop (or impute) for that file."
+    )
+
+
+def empty_column(own: OwnFile, label_column: str) -> None:
+    """One sentence for a feature column without a value in any row: nothing can fill it, and dropping the rows
+    that miss it would drop them all."""
+    import pyarrow.compute as pc
+
+    for c in own.features(label_column):
+        if pc.all(missing_cells(column_of(own, c))).as_py():
+            raise VCLInputError(f"{own.what}, column {c!r} has no value in any row; remove the column or fill it in.")
+
+
+def complete_rows(own: OwnFile) -> np.ndarray:
+    """Booleans, file order: the row has a value in every column (the label's included)."""
+    complete = np.ones(len(own.ids), dtype=bool)
+    for c in own.header:
+        complete &= ~missing_cells(column_of(own, c)).to_numpy(zero_copy_only=False)
+    return complete
+
+
+def string_array(ids):
+    import pyarrow as pa
+
+    if isinstance(ids, pa.ChunkedArray):
+        return ids.combine_chunks()
+    if isinstance(ids, pa.Array):
+        return ids
+    return pa.array(list(ids), type=pa.string())
+
+
+def first_true(mask) -> int | None:
+    """The first True of an Arrow or NumPy boolean array, or None."""
+    mask = mask if isinstance(mask, np.ndarray) else mask.to_numpy(zero_copy_only=False)
+    hit = np.flatnonzero(mask)
+    return int(hit[0]) if hit.size else None
