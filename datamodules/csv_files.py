@@ -11,6 +11,7 @@ to encode. Where a check fails, the sentence names the file, the column and the 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -39,36 +40,35 @@ MISSING = ("error", "drop", "impute")  # a missing value: refuse it, drop its ro
 MIN_SHARED = 3  # aligned rows a run needs: two to train on, one to test
 
 
-def encode_ids(arrays) -> tuple[object, list[np.ndarray]]:
-    """One dictionary of every ID in ``arrays`` (lists or Arrow string arrays) and each array's IDs as its codes:
-    one pass of Arrow's hash table over all of them; everything after is integer work in NumPy."""
-    import pyarrow as pa
+def in_threads(function, items: list) -> list:
+    """``function`` over ``items`` on the machine's cores (Arrow's kernels release the GIL), results in order."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    arrays = [string_array(a) for a in arrays]
-    encoded = pa.chunked_array(arrays, type=pa.string()).combine_chunks().dictionary_encode()
+    if len(items) < 2:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(min(len(items), os.cpu_count() or 1)) as pool:
+        return list(pool.map(function, items))
+
+
+def unique_ids(what: str, ids) -> None:
+    """One sentence for an ID its file lists twice (the first repeat, in file order): one dictionary encoding of
+    the file's IDs (Arrow's hash table), integer work after."""
+    ids = string_array(ids)
+    encoded = ids.dictionary_encode()
+    if len(encoded.dictionary) == len(ids):
+        return
     codes = encoded.indices.to_numpy(zero_copy_only=False)
-    bounds = np.cumsum([0] + [len(a) for a in arrays])
-    return encoded.dictionary, [codes[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def unique_ids(what: str, ids, codes: np.ndarray, size: int) -> None:
-    """One sentence for an ID its file lists twice (the first repeat, in file order)."""
-    seen = np.bincount(codes, minlength=size)
-    if (seen > 1).any():
-        first = np.full(size, len(codes))
-        np.minimum.at(first, codes, np.arange(len(codes)))
-        again = int(np.flatnonzero(first[codes] != np.arange(len(codes)))[0])
-        raise VCLInputError(
-            f"{what} repeats ID {string_array(ids)[again].as_py()!r}; each ID must appear once per file."
-        )
+    first = np.full(len(encoded.dictionary), len(codes))
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    again = int(np.flatnonzero(first[codes] != np.arange(len(codes)))[0])
+    raise VCLInputError(f"{what} repeats ID {ids[again].as_py()!r}; each ID must appear once per file.")
 
 
 def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -> list[str]:
     """The IDs in one organization's file (what it offers for row alignment; no feature value); with
     ``drop_incomplete`` only those of its rows without a missing value (``missing: drop``)."""
     own = read_file(path, id_column, label_column)
-    dictionary, (codes,) = encode_ids([own.ids])
-    unique_ids(own.what, own.ids, codes, len(dictionary))
+    unique_ids(own.what, own.ids)
     empty_column(own, label_column)
     ids = own.ids
     if drop_incomplete:
@@ -81,26 +81,46 @@ def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -
 def shared_ids(id_lists, id_column="id", dropped: bool = False) -> list[str]:
     """The IDs every organization holds, sorted: the aligned rows, in the order every party uses (a hash join of
     the lists). ``dropped``: the lists hold only rows without a missing value (``missing: drop``)."""
-    dictionary, codes = encode_ids(id_lists)
-    return _shared(dictionary, codes, id_column, dropped)[1].to_pylist()
+    return aligned(id_lists, id_column=id_column, dropped=dropped)[0].to_pylist()
 
 
-def _shared(dictionary, codes: list[np.ndarray], id_column: str, dropped: bool):
-    """The codes of the IDs every list holds (each list's codes unique), sorted by ID, and those IDs."""
+def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None):
+    """The rows every list shares, as (their IDs sorted, and each list's row of each of them).
+
+    ``id_lists``: each organization's IDs (each unique), file order; ``offered``: for each, the rows it offers (a
+    mask; ``missing: drop`` leaves out incomplete rows) or None for all; ``given``: the IDs to align on (the shared
+    IDs a party is sent), instead of intersecting. A hash join: each list's IDs looked up in a hash table of the
+    first's (Arrow's ``index_in``, the lists on the machine's cores at once); the rest is integer work."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    count = np.zeros(len(dictionary), dtype=np.int32)
-    for c in codes:
-        present = np.zeros(len(dictionary), dtype=bool)
-        present[c] = True
-        count += present
-    shared = np.flatnonzero(count == len(codes))
+    lists = [string_array(ids) for ids in id_lists]
+    offered = offered or [None] * len(lists)
+    rows = [
+        np.arange(len(ids)) if mask is None else np.flatnonzero(mask) for ids, mask in zip(lists, offered, strict=True)
+    ]
+    offers = [ids if mask is None else ids.filter(pa.array(mask)) for ids, mask in zip(lists, offered, strict=True)]
+    base = string_array(given) if given is not None else offers[0]
+    others = offers if given is not None else offers[1:]
+
+    def where(value_set) -> np.ndarray:  # each base ID's position among value_set's, -1 where it has none
+        return pc.index_in(base, value_set=value_set).fill_null(-1).to_numpy(zero_copy_only=False)
+
+    positions = in_threads(where, others)
+    if given is not None:
+        return base, [
+            r[p] if (p >= 0).all() else np.where(p >= 0, r[p], -1) for r, p in zip(rows, positions, strict=True)
+        ]
+    present = np.ones(len(base), dtype=bool)
+    for p in positions:
+        present &= p >= 0
+    shared = np.flatnonzero(present)
     after = " once rows with a missing value are dropped (data.missing: drop)" if dropped else ""
     if len(shared) == 0:
         raise VCLInputError(
             f"the csv files share no value of {id_column!r}{after}; they must describe the same people."
         )
-    keys = dictionary.take(shared)
+    keys = base.take(shared)
     order = pc.sort_indices(keys).to_numpy(zero_copy_only=False)
     shared, keys = shared[order], keys.take(order)
     if len(shared) < MIN_SHARED:
@@ -109,7 +129,7 @@ def _shared(dictionary, codes: list[np.ndarray], id_column: str, dropped: bool):
             f"the csv files share only {len(shared)} value(s) of {id_column!r} ({shown}){after}; a run needs at "
             f"least {MIN_SHARED} shared rows (2 to train on, 1 to test), so align more rows."
         )
-    return shared, keys
+    return keys, [rows[0][shared]] + [r[p[shared]] for r, p in zip(rows[1:], positions, strict=True)]
 
 
 def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
@@ -200,6 +220,7 @@ def load_csv_organizations(
     policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
     owns = {k: read_file(paths[k], id_column, label_column) for k in read}
+    in_threads(lambda own: unique_ids(own.what, own.ids), list(owns.values()))
     if 0 in owns and label_column not in owns[0].header:
         raise VCLInputError(
             f"Alice's file {paths[0]} has no label column {label_column!r}; add it or set label_column."
@@ -211,26 +232,14 @@ def load_csv_organizations(
         if not own.features(label_column):
             raise VCLInputError(f"{own.what} has no feature columns; every organization needs at least one.")
         empty_column(own, label_column)
-    given = [] if ids is None else [ids]
-    dictionary, codes = encode_ids([own.ids for own in owns.values()] + given)
-    for own, c in zip(owns.values(), codes, strict=False):
-        unique_ids(own.what, own.ids, c, len(dictionary))
-    if ids is None:
-        offered = [
-            c[complete_rows(own)] if policies[k][1] == "drop" else c
-            for (k, own), c in zip(owns.items(), codes, strict=False)
-        ]
-        dropped = any(len(o) < len(c) for o, c in zip(offered, codes, strict=False))
-        shared, keys = _shared(dictionary, offered, id_column, dropped)
-    else:
-        shared, keys = codes[-1], string_array(ids)
+    offered = [complete_rows(own) if policies[k][1] == "drop" else None for k, own in owns.items()]
+    dropped = any(m is not None and not m.all() for m in offered)
+    ids_of = [own.ids for own in owns.values()]
+    keys, file_rows = aligned(ids_of, offered, id_column, dropped, ids)
     width = sum(len(own.features(label_column)) for own in owns.values())
-    X = np.empty((len(keys), width), dtype=np.float32)
+    X = np.empty((len(keys), width), dtype=np.float32, order="F")  # column by column: each written, read at once
     columns, groups, kinds, text, seen = [], [], [], {}, set()
-    for (k, own), c in zip(owns.items(), codes, strict=False):
-        where = np.full(len(dictionary), -1, dtype=np.int64)  # each ID's row in this file
-        where[c] = np.arange(len(c))
-        rows = where[shared]
+    for (k, own), rows in zip(owns.items(), file_rows, strict=True):
         if (rows < 0).any():
             gone = keys[first_true(rows < 0)].as_py()
             raise VCLInputError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,29 +92,14 @@ def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFi
     else:
         import pyarrow.csv as pacsv
 
-        data = path.read_bytes()
-        if not data or data.isspace():
-            raise VCLInputError(f"{what} is empty; it needs a header row and one row per ID.")
-        if b"\0" in data:
-            if _utf8(data):
-                raise VCLInputError(f"{what} holds NUL bytes, so it is not a text CSV; export it as UTF-8 CSV.")
-            raise VCLInputError(f"{what} is not UTF-8 text; save it as UTF-8 CSV.")
-        body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-        end = body.find(b"\n")
-        try:
-            header = next(csv.reader(io.StringIO(body[: None if end < 0 else end].decode("utf-8"), newline="")))
-        except UnicodeDecodeError:
-            raise VCLInputError(f"{what} is not UTF-8 text; save it as UTF-8 CSV.") from None
-        except (csv.Error, StopIteration) as err:
-            raise VCLInputError(f"{what} is not valid CSV ({err}); export it as UTF-8 CSV.") from None
+        header = _csv_header(path, what)
         _check_header(what, header, id_column)
-        try:
-            table = pacsv.read_csv(pa.BufferReader(body), convert_options=_csv_options(id_column, label_column))
+        try:  # Arrow opens the file itself (a byte-order mark is skipped)
+            table = pacsv.read_csv(str(path), convert_options=_csv_options(id_column, label_column))
         except pa.ArrowException as err:
             if "utf8" in str(err).lower() or "utf-8" in str(err).lower():  # a text cell of other bytes
                 raise VCLInputError(f"{what} is not UTF-8 text; save it as UTF-8 CSV.") from None
             raise VCLInputError(f"{what} is not valid CSV ({_first_line(err)}); export it as UTF-8 CSV.") from None
-        del data, body
         ids = table.column(id_column)
     if table.num_rows == 0:
         raise VCLInputError(f"{what} has a header but no rows; add one row per ID.")
@@ -122,6 +108,32 @@ def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFi
     if pc.any(empty).as_py():
         raise VCLInputError(f"{what} has a row with a missing {id_column!r}; fill in every ID.")
     return OwnFile(path, [c for c in header if c != id_column], ids, table)
+
+
+def _csv_header(path: Path, what: str) -> list[str]:
+    """A CSV file's header row, after the checks that need its bytes (mapped, not copied: a search for NUL is one
+    pass of memchr): not empty, no NUL byte, a UTF-8 header."""
+    import mmap
+
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            raise VCLInputError(f"{what} is empty; it needs a header row and one row per ID.")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if len(data) <= 2**16 and not data[:].strip():
+                raise VCLInputError(f"{what} is empty; it needs a header row and one row per ID.")
+            if data.find(b"\0") >= 0:
+                if _utf8(data[:]):
+                    raise VCLInputError(f"{what} holds NUL bytes, so it is not a text CSV; export it as UTF-8 CSV.")
+                raise VCLInputError(f"{what} is not UTF-8 text; save it as UTF-8 CSV.")
+            start = 3 if data[:3] == b"\xef\xbb\xbf" else 0
+            end = data.find(b"\n", start)
+            line = data[start : len(data) if end < 0 else end]
+    try:
+        return next(csv.reader(io.StringIO(line.decode("utf-8"), newline="")))
+    except UnicodeDecodeError:
+        raise VCLInputError(f"{what} is not UTF-8 text; save it as UTF-8 CSV.") from None
+    except (csv.Error, StopIteration) as err:
+        raise VCLInputError(f"{what} is not valid CSV ({err}); export it as UTF-8 CSV.") from None
 
 
 def _utf8(data: bytes) -> bool:
@@ -195,8 +207,7 @@ def cell_text(own: OwnFile, column: str, row: int) -> str:
     import pyarrow.csv as pacsv
 
     options = pacsv.ConvertOptions(column_types={column: pa.string()}, include_columns=[column])
-    body = own.path.read_bytes().removeprefix(b"\xef\xbb\xbf")
-    return pacsv.read_csv(pa.BufferReader(body), convert_options=options).column(column)[row].as_py()
+    return pacsv.read_csv(str(own.path), convert_options=options).column(column)[row].as_py()
 
 
 def refuse_cell(value, path: Path, column: str, key: str) -> None:

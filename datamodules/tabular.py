@@ -127,10 +127,17 @@ def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[
 
 def column_statistics(X: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each column's mean and standard deviation over the training rows (a constant column's deviation is 1). A
-    float32 block (a file read for a run) is summed in float64 over its training rows taken in file order (one
-    pass through memory, not a jump per row)."""
-    rows = X[np.sort(train)].astype(np.float64) if X.dtype == np.float32 else X[train]
-    mean, std = rows.mean(0), rows.std(0)
+    float32 table (a file read for a run, held column by column) is summed in float64 a column at a time, over its
+    training rows taken in file order (one pass through memory, not a jump per row)."""
+    if X.dtype == np.float32:
+        rows = np.sort(train)
+        mean, std = np.empty(X.shape[1]), np.empty(X.shape[1])
+        for j in range(X.shape[1]):
+            column = X[:, j][rows].astype(np.float64)
+            mean[j], std[j] = column.mean(), column.std()
+    else:
+        rows = X[train]
+        mean, std = rows.mean(0), rows.std(0)
     std[std == 0] = 1.0
     return mean, std
 
@@ -306,7 +313,7 @@ class TabularDataModule(VerticalDataModule):
         for name, g in zip(names, groups, strict=True):  # z-scored one organization's columns at a time
             block = table.X[:, g]
             mean, std = column_statistics(block, rows["train"]) if whole is None else (whole[0][g], whole[1][g])
-            block = torch.from_numpy(((block - mean) / std).astype(np.float32))
+            block = torch.from_numpy(np.ascontiguousarray(((block - mean) / std).astype(np.float32)))
             splits = {s: block.index_select(0, r) for s, r in index.items()}
             views.append(FeatureView(name, [table.columns[i] for i in g], splits))
             del block
