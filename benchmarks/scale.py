@@ -197,7 +197,18 @@ def report(records: list[dict]) -> str:
             f"| {imports:.2f} | {r['peak_rss'] / GB:.2f}{party} "
             f"| {r['matrix_bytes'] / GB:.3f} | {r['bytes_per_round']:,.0f} | {r['accuracy']:.4f} |"
         )
-    lines += ["", "Targets:"]
+    gpu = [r for r in records if r.get("gpu_memory_peak_mib") is not None]
+    if gpu:
+        lines += [
+            "",
+            "| rows per organization | model | GPU utilization, median % | GPU memory, peak MiB |",
+            "|---|---|---|---|",
+        ]
+        for r in gpu:
+            lines.append(
+                f"| {r['rows']:,} | {r['model']} | {r['gpu_utilization_median']:.0f} | {r['gpu_memory_peak_mib']:.0f} |"
+            )
+    targets = []
     psi = {r["rows"]: r["seconds"] for r in records if r.get("psi")}
     for r in records:
         if r.get("floor") or r.get("psi") or r["device"] != "cpu":
@@ -209,7 +220,7 @@ def report(records: list[dict]) -> str:
             rest, what = rest - psi[r["rows"]], "rest less the star PSI"
         memory = 1.2e9 + 6 * r["matrix_bytes"]
         peak = max(r["peak_rss"], r["party_peak_rss"])
-        lines.append(
+        targets.append(
             f"- {r['rows']:,} rows, {r['transport']}: {what} {rest:.1f} s against ≤ {budget:.1f} s (3 × bare read + "
             f"imports): {'met' if rest <= budget else 'NOT met'}; peak RSS {peak / 1e9:.2f} GB against ≤ "
             f"{memory / 1e9:.2f} GB: {'met' if peak <= memory else 'NOT met'}"
@@ -219,17 +230,19 @@ def report(records: list[dict]) -> str:
         small = by.get((rows // 10, transport, model, device))
         if small and rows >= 10**6:
             ratio = r["seconds_per_round"] / small["seconds_per_round"]
-            lines.append(f"- {transport} {model} {device}: s per round at {rows:,} / at {rows // 10:,} = {ratio:.1f} "
+            targets.append(f"- {transport} {model} {device}: s per round at {rows:,} / at {rows // 10:,} = {ratio:.1f} "
                          f"(≤ 12: {'met' if ratio <= 12 else 'NOT met'})")  # fmt: skip
         if transport == "grpc" and (local := by.get((rows, "local", model, device))):
             same = abs(r["accuracy"] - local["accuracy"]) < 1e-9
-            lines.append(f"- {rows:,} rows: grpc accuracy {r['accuracy']:.4f}, local {local['accuracy']:.4f}: "
+            targets.append(f"- {rows:,} rows: grpc accuracy {r['accuracy']:.4f}, local {local['accuracy']:.4f}: "
                          f"{'equal' if same else 'NOT equal'}")  # fmt: skip
     for r in records:
         if r.get("psi"):
-            lines.append(
+            targets.append(
                 f"- star PSI, {r['organizations']} parties × {r['rows']:,} IDs under grpc: {r['seconds']:.1f} s"
             )
+    if targets:
+        lines += ["", "Targets:", *targets]
     return "\n".join(lines)
 
 

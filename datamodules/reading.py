@@ -59,13 +59,13 @@ def _check_header(what: str, header: list[str], id_column: str) -> None:
         raise VCLInputError(f"{what} has no ID column {id_column!r}; add it or set data.id_column to its name.")
 
 
-def _csv_options(id_column: str, label_column: str, text: list[str] = ()):
+def _csv_options(id_column: str, label_column: str):
+    """IDs and labels read as the file spells them; an empty or NaN cell of any other column is missing."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    types = {c: pa.string() for c in (id_column, label_column, *text)}
-    convert = pacsv.ConvertOptions(column_types=types, strings_can_be_null=False, null_values=["", *NAN_SPELLINGS])
-    return convert
+    types = {c: pa.string() for c in (id_column, label_column)}
+    return pacsv.ConvertOptions(column_types=types, strings_can_be_null=False, null_values=["", *NAN_SPELLINGS])
 
 
 def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFile:

@@ -1,0 +1,68 @@
+"""benchmarks/scale.py: its generated files are what a run reads, its targets come from its records, and one tiny
+run of the command line gives a record."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import BENCHMARKS, benchmark
+
+scale = benchmark("scale")
+
+
+def test_generated_files_are_one_per_organization_each_in_its_own_row_order(tmp_path):
+    from vcl.datamodules.csv_files import load_csv_organizations
+
+    paths = scale.generate(tmp_path, 50, "csv") + scale.generate(tmp_path, 50, "parquet")
+    csv, parquet = paths[: scale.ORGANIZATIONS], paths[scale.ORGANIZATIONS :]
+    assert [p.name for p in csv[:2]] == ["alice.csv", "org1.csv"]
+    firsts = {p.read_text().splitlines()[1].split(",")[0] for p in csv}
+    assert len(firsts) > 1  # the files list their rows in their own orders
+    a = load_csv_organizations(csv, task="classification")
+    b = load_csv_organizations(parquet, task="classification")
+    assert a.X.shape == (50, scale.ORGANIZATIONS * scale.FEATURES) and a.num_classes == scale.CLASSES
+    assert a.ids == b.ids and (a.y == b.y).all() and abs(a.X - b.X).max() < 1e-6
+
+
+def _run(rows, transport, rest, round_s, rss, accuracy=0.8, party=0):
+    return {"benchmark": "scale", "rows": rows, "transport": transport, "model": "linear", "device": "cpu",
+            "wall_seconds": rest + 2 * round_s, "seconds_per_round": round_s, "rest_seconds": rest,
+            "peak_rss": rss, "party_peak_rss": party, "matrix_bytes": rows * 256, "bytes_per_round": 10.0,
+            "accuracy": accuracy}  # fmt: skip
+
+
+def test_report_says_which_targets_hold():
+    floors = [{"benchmark": "scale", "floor": True, "rows": n, "bare_read_seconds": 0.1 * n / 1e5,
+               "import_seconds": 4.0} for n in (10**5, 10**6)]  # fmt: skip
+    records = floors + [
+        _run(10**5, "local", 4.1, 1.0, 1.3e9),
+        _run(10**6, "local", 9.0, 13.0, 2.0e9),
+        _run(10**6, "grpc", 70.0, 30.0, 1.5e9, accuracy=0.8, party=3.0e9),
+        {"benchmark": "scale", "psi": True, "rows": 10**6, "organizations": 8, "seconds": 62.0, "shared": 10**6},
+    ]
+    text = scale.report(records)
+    assert "- 100,000 rows, local: rest 4.1 s against ≤ 4.3 s (3 × bare read + imports): met; peak RSS 1.30 GB " \
+           "against ≤ 1.35 GB: met" in text  # fmt: skip
+    assert "- 1,000,000 rows, local: rest 9.0 s against ≤ 7.0 s (3 × bare read + imports): NOT met" in text
+    assert (
+        "rest less the star PSI 8.0 s against ≤ 7.0 s" in text and "peak RSS 3.00 GB against ≤ 2.74 GB: NOT met" in text
+    )
+    assert "s per round at 1,000,000 / at 100,000 = 13.0 (≤ 12: NOT met)" in text
+    assert "grpc accuracy 0.8000, local 0.8000: equal" in text
+    assert "star PSI, 8 parties × 1,000,000 IDs under grpc: 62.0 s" in text
+
+
+@pytest.mark.slow
+def test_a_tiny_run_of_the_command_line_is_one_record(tmp_path):
+    out = tmp_path / "scale.json"
+    cmd = [sys.executable, str(BENCHMARKS / "scale.py"), "--rows", "400", "--transports", "local", "--rounds", "1",
+           "--no-alone", "--out", str(out), "--folder", str(tmp_path)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    floor, run = json.loads(out.read_text())
+    assert floor["floor"] and floor["bare_read_seconds"] > 0 and floor["import_seconds"] > 0
+    assert run["rows"] == 400 and run["rounds"] == 1 and len(run["round_seconds"]) == 1 and run["alone_seconds"] == 0
+    assert 0.0 < run["accuracy"] <= 1.0 and run["peak_rss"] > 0 and run["bytes_per_round"] > 0
+    assert "| 400 | local | linear | cpu |" in proc.stdout
