@@ -38,6 +38,7 @@ from common import write_records
 ROOT = Path(__file__).resolve().parent.parent
 ORGANIZATIONS, FEATURES, CLASSES = 8, 8, 4
 GB = 1e9  # decimal gigabytes, as the targets are written
+MAX_MESSAGE_MB = 512  # each party's limit on one frame, the default of python -m vcl.party (32 MB of PSI at 10^6)
 
 
 def generate(folder: Path, rows: int, fmt: str = "csv", seed: int = 0) -> list[Path]:
@@ -100,6 +101,7 @@ def floors(paths: list[Path]) -> dict:
     read, read_rss, out = child([sys.executable, "-c", BARE_READ, *map(str, paths)])
     imports, import_rss, _ = child([sys.executable, "-c", "import torch, pytorch_lightning"])
     return {"bare_read_seconds": float(out.strip().splitlines()[-1]), "bare_read_process_seconds": read,
+            "file_bytes": sum(p.stat().st_size for p in paths),
             "bare_read_rss": read_rss, "import_seconds": imports, "import_rss": import_rss}  # fmt: skip
 
 
@@ -168,7 +170,7 @@ def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
 
     names = [p.stem for p in paths]
     own = {p.stem: {"csv": str(p)} for p in paths[1:]}
-    with Federation(folder / f"psi-{len(paths)}", names, own=own) as fed:
+    with Federation(folder / f"psi-{len(paths)}", names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:
         config = RunConfig.from_dict({"data.dataset": "csv", "data.task": "classification",
                                       "data.csv_files": [str(paths[0])] + names[1:], **fed.overrides()})  # fmt: skip
         start = time.perf_counter()
@@ -258,6 +260,7 @@ def main() -> None:
     p.add_argument("--format", default="csv", choices=["csv", "parquet"])
     p.add_argument("--folder", default=None, help="where the generated files go (default: a temporary folder)")
     p.add_argument("--no-alone", action="store_true", help="run GAL without the Alone run the default compares")
+    p.add_argument("--no-psi", action="store_true", help="no separate star PSI beside the grpc runs")
     args = p.parse_args()
     sizes = args.rows or ([10**4, 10**5] if args.quick else [10**4, 10**5, 10**6])
     records = []
@@ -283,7 +286,8 @@ def main() -> None:
 
                         own = {p.stem: {"csv": str(p)} for p in paths[1:]}
                         names = [p.stem for p in paths]
-                        with Federation(folder / f"fed-{rows}-{model}", names, own=own) as fed:
+                        fed_folder = folder / f"fed-{rows}-{model}"
+                        with Federation(fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:
                             records.append(
                                 run(
                                     paths,
@@ -299,7 +303,7 @@ def main() -> None:
                             )
                     print(_line(records[-1]), flush=True)
                     write_records(records, args.out)  # kept as it goes: a long sweep cut short keeps its runs
-            if "grpc" in args.transports and rows >= 10**5 and args.format == "csv":
+            if "grpc" in args.transports and rows >= 10**5 and args.format == "csv" and not args.no_psi:
                 records.append(psi_star(paths, folder, rows))  # the alignment's share of the grpc run's rest
                 print(f"star PSI of {len(paths)} parties x {rows:,} IDs: {records[-1]['seconds']:.1f} s", flush=True)
             for p in paths:

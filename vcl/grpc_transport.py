@@ -53,12 +53,11 @@ class Link:
         self.deadline, self.retries = deadline, retries
         ca, cert, key = (Path(tls[k]).read_bytes() for k in ("ca", "cert", "key"))
         creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
-        size = chunk + 2**16
         options = [
             ("grpc.ssl_target_name_override", name),
             ("grpc.default_authority", name),
-            ("grpc.max_receive_message_length", size),
-            ("grpc.max_send_message_length", size),
+            ("grpc.max_receive_message_length", min(limit + 2**16, 2**31 - 1)),  # the party's pieces, any size
+            ("grpc.max_send_message_length", chunk + 2**16),
             ("grpc.enable_retries", 0),  # a request that left is never sent again (see the module's text)
         ]
         self.channel = grpc.secure_channel(address, creds, options=options)

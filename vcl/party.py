@@ -170,13 +170,13 @@ class PartyServer:
             )
         yield from pieces(self.handle_call(op, frame, context, who), self.chunk)
 
-    def handle_call(self, op: str, frame: bytes, context, who: str | None = None) -> bytes:
+    def handle_call(self, op: str, frame: bytes, context, who: str) -> bytes:
+        """The answer to an authorized caller's request; a refused or failed one as a gRPC status."""
         import grpc
 
         from vcl.errors import VCLInputError
         from vcl.wire import WireError, pack
 
-        who = self.authorize(op, context) if who is None else who
         try:
             with self.lock:
                 answer = getattr(self, "op_" + op.lower())(frame, who)
