@@ -116,6 +116,7 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
     if fed is not None:
         for key, value in fed.overrides().items():
             argv += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
+        argv += ["--transport.deadline", "3600"]  # the PSI of 10^6 IDs takes minutes on 2 cores (the default)
     sampler = GPUSampler() if device.startswith("cuda") else None
     wall, rss, _ = child(argv, dict(os.environ, PYTHONUNBUFFERED="1"))
     gpu = sampler.stop() if sampler else {}
@@ -172,7 +173,8 @@ def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
     own = {p.stem: {"csv": str(p)} for p in paths[1:]}
     with Federation(folder / f"psi-{len(paths)}", names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:
         config = RunConfig.from_dict({"data.dataset": "csv", "data.task": "classification",
-                                      "data.csv_files": [str(paths[0])] + names[1:], **fed.overrides()})  # fmt: skip
+                                      "data.csv_files": [str(paths[0])] + names[1:], **fed.overrides(),
+                                      "transport.deadline": 3600.0})  # fmt: skip
         start = time.perf_counter()
         lists = psi_with_parties(config, names, csv_ids(paths[0]), [False] * len(names))
         seconds = time.perf_counter() - start

@@ -27,9 +27,11 @@ def prepare_group(
     impute = missing == "impute"
     if impute:
         for j in range(len(kinds)):
-            cells = text[j] if j in text else np.asarray(block[train, j], dtype=np.float64)
-            values = cells[train] if j in text else cells
-            if all(v is None or isinstance(v, float) and np.isnan(v) for v in values):
+            if j in text:
+                empty = all(v is None or isinstance(v, float) and np.isnan(v) for v in text[j][train])
+            else:
+                empty = np.isnan(np.asarray(block[train, j], dtype=np.float64)).all()
+            if empty:
                 raise VCLInputError(
                     f"column {names[j]!r} has no value in its organization's training rows, so missing: impute has "
                     "nothing to impute from; fill some in or remove the column."
