@@ -24,6 +24,7 @@ one's. Records: ``{"benchmark": "scale", ...}``, one per run, one ``"floor"`` pe
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -105,12 +106,13 @@ def floors(paths: list[Path]) -> dict:
             "bare_read_rss": read_rss, "import_seconds": imports, "import_rss": import_rss}  # fmt: skip
 
 
-def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True) -> dict:
-    out = folder / f"run-{transport}-{model}-{rows}"
+def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True, batch=0) -> dict:
+    out = folder / f"run-{transport}-{model}-{rows}-{batch}"
     files = [str(p) for p in paths] if fed is None else [str(paths[0])] + [p.stem for p in paths[1:]]
     argv = [sys.executable, "train.py", "--data.dataset", "csv", "--data.task", "classification",
             "--data.csv_files", *files, "--learner.model", model, "--run.rounds", str(rounds),
-            "--run.device", device, "--out", str(out), "--overwrite", "--quiet"]  # fmt: skip
+            "--run.device", device, "--learner.batch_size", str(batch), "--out", str(out), "--overwrite",
+            "--quiet"]  # fmt: skip
     if not alone:
         argv += ["--compare"]  # a bare --compare: no method beside GAL
     if fed is not None:
@@ -125,7 +127,8 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
     methods = results["seconds"] + sum(c["seconds"] for c in (results.get("compare") or {}).values())
     party_rss = max(_party_peak(pid) for pid in fed.pids().values()) if fed is not None else 0
     return {"benchmark": "scale", "rows": rows, "organizations": ORGANIZATIONS, "features": ORGANIZATIONS * FEATURES,
-            "transport": transport, "model": model, "device": device, "rounds": rounds, "wall_seconds": wall,
+            "transport": transport, "model": model, "device": device, "batch_size": batch, "rounds": rounds,
+            "wall_seconds": wall,
             "round_seconds": seconds, "seconds_per_round": statistics.median(seconds),
             "rest_seconds": wall - methods, "alone_seconds": methods - results["seconds"], "peak_rss": rss,
             "party_peak_rss": party_rss,
@@ -205,12 +208,14 @@ def report(records: list[dict]) -> str:
     if gpu:
         lines += [
             "",
-            "| rows per organization | model | GPU utilization, median % | GPU memory, peak MiB |",
-            "|---|---|---|---|",
+            "| rows per organization | model | batch size | s per round | GPU utilization, median % "
+            "| GPU memory, peak MiB |",
+            "|---|---|---|---|---|---|",
         ]
         for r in gpu:
             lines.append(
-                f"| {r['rows']:,} | {r['model']} | {r['gpu_utilization_median']:.0f} | {r['gpu_memory_peak_mib']:.0f} |"
+                f"| {r['rows']:,} | {r['model']} | {r.get('batch_size') or 'default'} | {r['seconds_per_round']:.1f} "
+                f"| {r['gpu_utilization_median']:.0f} | {r['gpu_memory_peak_mib']:.0f} |"
             )
     targets = []
     psi = {r["rows"]: r["seconds"] for r in records if r.get("psi")}
@@ -229,7 +234,8 @@ def report(records: list[dict]) -> str:
             f"imports): {'met' if rest <= budget else 'NOT met'}; peak RSS {peak / 1e9:.2f} GB against ≤ "
             f"{memory / 1e9:.2f} GB: {'met' if peak <= memory else 'NOT met'}"
         )
-    by = {(r["rows"], r["transport"], r["model"], r["device"]): r for r in records if "seconds_per_round" in r}
+    runs = [r for r in records if "seconds_per_round" in r and not r.get("batch_size")]  # the default batch
+    by = {(r["rows"], r["transport"], r["model"], r["device"]): r for r in runs}
     for (rows, transport, model, device), r in by.items():
         small = by.get((rows // 10, transport, model, device))
         if small and rows >= 10**6:
@@ -259,6 +265,7 @@ def main() -> None:
     p.add_argument("--models", nargs="+", default=["linear"], help="learner.model for every organization")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=[0], help="learner.batch_size (0: the default)")
     p.add_argument("--format", default="csv", choices=["csv", "parquet"])
     p.add_argument("--folder", default=None, help="where the generated files go (default: a temporary folder)")
     p.add_argument("--no-alone", action="store_true", help="run GAL without the Alone run the default compares")
@@ -276,33 +283,18 @@ def main() -> None:
             for transport in args.transports:
                 if transport == "grpc" and rows < 10**5:
                     continue
-                for model in args.models:
+                for model, batch in itertools.product(args.models, args.batch_sizes):
+                    common = (rows, transport, model, args.rounds, args.device, folder)
                     if transport == "local":
-                        records.append(
-                            run(
-                                paths, rows, transport, model, args.rounds, args.device, folder, None, not args.no_alone
-                            )
-                        )
+                        records.append(run(paths, *common, None, not args.no_alone, batch))
                     else:
                         from vcl.loopback import Federation
 
                         own = {p.stem: {"csv": str(p)} for p in paths[1:]}
                         names = [p.stem for p in paths]
-                        fed_folder = folder / f"fed-{rows}-{model}"
+                        fed_folder = folder / f"fed-{rows}-{model}-{batch}"
                         with Federation(fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:
-                            records.append(
-                                run(
-                                    paths,
-                                    rows,
-                                    transport,
-                                    model,
-                                    args.rounds,
-                                    args.device,
-                                    folder,
-                                    fed,
-                                    not args.no_alone,
-                                )
-                            )
+                            records.append(run(paths, *common, fed, not args.no_alone, batch))
                     print(_line(records[-1]), flush=True)
                     write_records(records, args.out)  # kept as it goes: a long sweep cut short keeps its runs
             if "grpc" in args.transports and rows >= 10**5 and args.format == "csv" and not args.no_psi:
