@@ -236,7 +236,7 @@ def plot_weights(out_png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from vcl.wiring import organization_set
+    from vcl.protocols.organizations import organization_set
 
     cfg = RunConfig.from_dict({"data.dataset": "wine", "gal.noise_sigma": 1.0, "compare": [], "run.device": "cpu"})
     res = train(cfg, verbose=False, write=False)

@@ -168,9 +168,9 @@ def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
     and blinds Alice's IDs and its own; Alice blinds each party's (what a grpc run does before its Setup)."""
     from vcl.datamodules.csv_files import csv_ids
 
+    from vcl.build import psi_with_parties
     from vcl.config import RunConfig
     from vcl.loopback import Federation
-    from vcl.wiring import psi_with_parties
 
     names = [p.stem for p in paths]
     own = {p.stem: {"csv": str(p)} for p in paths[1:]}

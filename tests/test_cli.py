@@ -65,7 +65,7 @@ def _fails(args, capsys, message):
     [
         (["--data.dataset", "imagenet"], "data.dataset=imagenet is not valid; it takes one of wine, iris"),
         (["--data.dataset", "iris", "--data.organizations", "8"], "data.organizations=8 exceeds the 4 features"),
-        (["--method", "vfl"], "method=vfl is not valid; it takes one of gal, alone,"),
+        (["--method", "vfl"], "method='vfl' is neither one of vcl's methods (gal, alone,"),
         (["--learner.model", "forest"], "learner.model='forest' is unknown"),
         (["--gal.local_loss", "l3"], "gal.local_loss=l3 is not valid; it takes one of auto, l1, l1.5, l2, l4"),
         (["--gal.task_loss", "mse"], "does not fit a classification task"),
@@ -126,7 +126,7 @@ def test_csv_without_task(tmp_path, capsys, signal_csvs):
 def test_every_shipped_config_loads_and_checks():
     from pathlib import Path
 
-    from vcl.wiring import check_config
+    from vcl.build import check_config
 
     configs = sorted(Path(__file__).resolve().parents[1].glob("configs/*.yaml"))
     assert configs

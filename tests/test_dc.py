@@ -10,6 +10,7 @@ from scipy.stats import wasserstein_distance
 from vcl.datamodules.grid import GridDataModule
 
 import train as cli
+from vcl.build import build_protocol, datamodule_for
 from vcl.config import RunConfig
 from vcl.messages import EXPERIMENTER, Ack, Labels, Step
 from vcl.protocols.dc.anchors import smote
@@ -24,7 +25,6 @@ from vcl.protocols.dc.messages import (
 from vcl.protocols.dc.metrics import amd, dice, emd, nmi, top_features
 from vcl.protocols.dc.models import collaboration_maps
 from vcl.runner import train
-from vcl.wiring import build_protocol, datamodule_for
 
 
 def dc_config(tmp_path, **overrides) -> RunConfig:

@@ -59,7 +59,7 @@ def _images(tiny, **kw):
 
 
 def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny):
-    from vcl.wiring import build_protocol, datamodule_for
+    from vcl.build import build_protocol, datamodule_for
 
     cfg = _images(tiny, **{"gal.dms": True, "run.rounds": 2})
     dm = datamodule_for(cfg)
@@ -165,7 +165,7 @@ def test_learners_with_dropout_are_not_vmapped_together():
 def test_cnn_pools_after_every_block_as_table_8_and_the_authors_variant_is_an_option(tiny):
     from vcl.models import LearnerSettings, build_learner, build_network
 
-    from vcl.wiring import learner_settings
+    from vcl.protocols.organizations import learner_settings
 
     def pools(net):
         return [m for m in net.modules() if isinstance(m, torch.nn.MaxPool2d)]

@@ -1,7 +1,7 @@
 """The ablation benchmark's run list covers every transcribed figure of GAL Tables 4–6 and 15–21."""
 
 from tests.helpers import benchmark
-from vcl.wiring import check_config
+from vcl.build import check_config
 
 abl = benchmark("gal_ablations")
 

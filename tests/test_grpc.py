@@ -392,8 +392,8 @@ def test_csv_rows_aligned_by_psi_over_grpc_equal_the_plain_intersection(tiny, tm
 def test_psi_answers_reveal_no_id_to_a_curious_alice(tmp_path):
     """Alice holds the party's answer and every candidate ID (the party's whole list among them): hashing each
     to the curve, as the party did before blinding, finds none of them in what the party sent."""
+    from vcl.build import psi_answer
     from vcl.psi import PSISide, decode, hash_to_curve
-    from vcl.wiring import psi_answer
 
     files, shared = write_party_files(tmp_path)
     alice_ids = [line.split(",")[0] for line in files[0].read_text().splitlines()[1:]]
@@ -459,3 +459,29 @@ def test_a_party_that_restarts_or_stalls_mid_run_is_one_sentence(tiny, tmp_path)
                 train(stalled, verbose=False, callbacks=[RoundCheckpoint(), stop])
         finally:
             fed.procs["org1"].send_signal(signal.SIGCONT)
+
+
+def test_every_message_class_crosses_once_its_family_is_loaded():
+    """The wire's table is vcl.messages' classes and what each loaded family registers; every message class in
+    vcl's source is in it once the built-in families are loaded (each family's grpc test shows it registers its own)."""
+    import importlib
+    import pkgutil
+
+    import vcl
+    from vcl.family import load_family
+    from vcl.messages import Message
+    from vcl.registry import FAMILIES
+    from vcl.wire import message_classes
+
+    for info in pkgutil.walk_packages(vcl.__path__, "vcl."):
+        if info.name.startswith("vcl.protocols") or info.name == "vcl.split_network":
+            importlib.import_module(info.name)
+    for path in FAMILIES.values():
+        load_family(path)
+    found, todo = set(), [Message]
+    while todo:
+        cls = todo.pop()
+        found.add(cls)
+        todo.extend(cls.__subclasses__())
+    ours = {c for c in found if c.__module__.startswith("vcl.")}
+    assert ours <= set(message_classes().values()), sorted(c.__name__ for c in ours - set(message_classes().values()))

@@ -14,6 +14,7 @@ from vcl.datamodules.overlap import OverlapDataModule, PartyData, image_masks, o
 
 from tests.conftest import write_cifar_batches
 from tests.helpers import TINY_MPDL
+from vcl.build import check_config
 from vcl.config import RunConfig
 from vcl.errors import VCLInputError
 from vcl.messages import EXPERIMENTER, Ack, Channel, Step
@@ -26,7 +27,6 @@ from vcl.protocols.mpdl.psi import PSIParty, decode, private_set_intersection
 from vcl.psi import hash_to_curve
 from vcl.runner import train
 from vcl.split_network import Activations, CanvasConv
-from vcl.wiring import check_config
 
 MPDL_KINDS = {
     "BlindedIDs",
@@ -358,7 +358,7 @@ def test_encrypted_and_plaintext_exchange_give_the_same_gradients():
 
 # --- the protocol -----------------------------------------------------------------------------------------
 def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
-    from vcl.wiring import build_protocol, datamodule_for
+    from vcl.build import build_protocol, datamodule_for
 
     cfg = mpdl_config(tmp_path, **{"mpdl.epsilon": 0.0})  # no DP noise: the hardest case for the raw-row check
     dm = datamodule_for(cfg)
@@ -389,7 +389,7 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
 def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
     """FTL_A (Liu et al.'s objective): B's codes learn the label through C's classifier, A's codes are pulled
     onto B's on D_C, so C's classifier works on A's codes of the A-only rows; only B and C see labels."""
-    from vcl.wiring import build_protocol, datamodule_for
+    from vcl.build import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path, method="ftl", **{"mpdl.central_epochs": 40, "mpdl.epsilon": 0.0}
@@ -473,7 +473,7 @@ def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kerne
 
 
 def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
-    from vcl.wiring import build_protocol, datamodule_for
+    from vcl.build import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path,

@@ -5,9 +5,9 @@ import torch
 from vcl.datamodules import TabularDataModule
 
 from vcl.assistance import assistance_weights
+from vcl.build import build_protocol
 from vcl.messages import FittedValues, PseudoResidual
 from vcl.privacy import IntervalPrivacy, LaplaceMechanism
-from vcl.wiring import build_protocol
 
 
 def test_laplace_noise_scale_matches_quantile_range_over_alpha():
@@ -79,8 +79,8 @@ def test_privacy_scope_all_gives_alice_the_perturbed_broadcast_but_keeps_her_wei
 
 
 def test_privacy_scope_is_checked(tiny):
+    from vcl.build import check_config
     from vcl.errors import VCLInputError
-    from vcl.wiring import check_config
 
     with pytest.raises(VCLInputError, match="privacy_scope"):
         check_config(tiny(**{"gal.privacy": "dp", "gal.privacy_scope": "alice"}))
@@ -103,7 +103,7 @@ def test_noisy_organizations_get_smaller_assistance_weights(tiny, half):
 
 def test_the_random_half_is_drawn_per_seed_as_in_the_paper():
     """``half``: M − M//2 organizations drawn from the run seed, Alice among the candidates; seeds differ."""
-    from vcl.wiring import organization_set
+    from vcl.protocols.organizations import organization_set
 
     halves = [organization_set(["half"], 4, "gal.noisy_organizations", seed) for seed in range(40)]
     assert all(len(h) == 2 for h in halves) and len(organization_set(["half"], 5, "k", 0)) == 3

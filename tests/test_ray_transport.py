@@ -374,3 +374,19 @@ def test_a_users_data_module_is_built_in_each_partys_process(tiny):
     ray_run = train(tiny(**own, **{"transport.kind": "ray"}), verbose=False, write=False)
     local = train(tiny(**own, **{"run.concurrent": False}), verbose=False, write=False)
     assert rounds_of(ray_run) == rounds_of(local) and ray_run["organizations"] == ["alice", "bob"]
+
+
+def test_a_broadcast_crosses_the_driver_once_and_arrives_whole(ray_cluster):
+    import torch
+
+    from vcl.messages import PseudoResidual
+    from vcl.ray_transport import _fetched, _stored_once
+
+    shared, own = torch.randn(50, 3), torch.randn(50, 3)
+    messages = [PseudoResidual("alice", n, 1, shared) for n in ("bob", "carol")]
+    messages.append(PseudoResidual("alice", "dave", 1, own))
+    stored = _stored_once(messages)
+    assert isinstance(stored[0].values, ray_cluster.ObjectRef) and stored[0].values == stored[1].values
+    assert stored[2] is messages[2]  # a tensor only one message carries goes with its message, as before
+    arrived = _fetched(stored[1])
+    assert arrived.receiver == "carol" and torch.equal(arrived.values, shared) and _fetched(stored[2]) is stored[2]

@@ -10,12 +10,13 @@ from vcl.models.sklearn import dump_estimator, estimator_class, load_estimator
 
 import train as cli
 from tests.conftest import write_csv
+from vcl.build import build_protocol, check_config, datamodule_for
 from vcl.checkpoints import load_checkpoint
 from vcl.config import RunConfig
 from vcl.errors import VCLInputError
+from vcl.protocols.organizations import learner_settings
 from vcl.rundir import LOCK
 from vcl.runner import train
-from vcl.wiring import build_protocol, check_config, datamodule_for, learner_settings
 
 QUICK = ["--run.rounds", "2", "--learner.epochs", "5", "--data.organizations", "3", "--compare", "--quiet"]
 

@@ -6,12 +6,12 @@ import pytest
 import torch
 from vcl.datamodules import TabularDataModule
 
+from vcl.build import build_protocol
 from vcl.config import RunConfig
 from vcl.messages import Ack, FittedValues, ModelsReport, PredictionRequest, PseudoResidual
 from vcl.protocols.ascii.messages import ClassVotes, Discarded, IgnoranceScores
 from vcl.runner import Run, run_rounds
 from vcl.transport import LOCAL_CALLS, LocalTransport
-from vcl.wiring import build_protocol
 
 
 class BoundaryCrossed(Exception):
@@ -209,7 +209,7 @@ def test_a_message_goes_only_to_the_party_it_names(tiny):
 @pytest.mark.parametrize("method", ["dc_smote", "dc_rand", "centralized", "local"])
 def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_path, method):
     """The master reaches the c × d workers and the experimenter only by messages: the same results."""
-    from vcl.wiring import datamodule_for
+    from vcl.build import datamodule_for
 
     cfg = RunConfig.from_dict(
         dict(
@@ -228,7 +228,7 @@ def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_pat
 @pytest.mark.parametrize("method", ["mpdl", "ftl"])
 def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guard(tmp_path, method):
     """The collaborator reaches A, B and the experimenter only by messages: the same results."""
-    from vcl.wiring import datamodule_for
+    from vcl.build import datamodule_for
 
     cfg = RunConfig.from_dict(
         dict(

@@ -34,6 +34,8 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vcl.registry import is_class_path
+
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where")
 ONE_LINE_CLASS = re.compile(r"^(?!sklearn:)[a-z]+:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)")
 
@@ -105,10 +107,13 @@ def read_pem(tls: dict) -> tuple[bytes, bytes, bytes]:
 
 
 def named_classes(value) -> list[str]:
-    """Every class path a config names (``class_path:`` entries and ``<kind>:<path>`` one-line forms), scikit-learn's
-    estimators aside."""
+    """Every class path a config names (``class_path:`` entries, ``<kind>:<path>`` one-line forms and a method
+    family's class, ``method: my_pkg.MyMethod``), scikit-learn's estimators aside."""
     if isinstance(value, dict):
         own = [value["class_path"]] if isinstance(value.get("class_path"), str) else []
+        method = value.get("method")
+        if isinstance(method, str) and is_class_path(method):
+            own.append(method.replace(":", "."))
         return own + [p for v in value.values() for p in named_classes(v)]
     if isinstance(value, (list, tuple)):
         return [p for v in value for p in named_classes(v)]
@@ -129,7 +134,7 @@ class PartyServer:
         self.settings = settings
         self.limit = int(settings.max_message_mb * 2**20)
         self.chunk = int(settings.chunk_mb * 2**20)
-        self.party = None
+        self.runtime = None  # the party runtime (vcl.runtime) once a run set it up
         self.names: list[str] = []
         self.addresses: dict[str, str] = {}
         self.lock = threading.Lock()
@@ -214,17 +219,17 @@ class PartyServer:
         return message
 
     def _ready(self):
-        if self.party is None:
+        if self.runtime is None:
             raise NotSetUp("it holds no run (it restarted, or was never set up)")
-        return self.party
+        return self.runtime
 
     # --- the operations ---
     def op_hello(self, frame: bytes, who: str) -> dict:
-        return {"name": self.settings.name, "ready": self.party is not None}
+        return {"name": self.settings.name, "ready": self.runtime is not None}
 
     def op_psi(self, frame: bytes, who: str) -> dict:
-        """Star PSI, this party's half on its own file (:func:`vcl.wiring.psi_answer`)."""
-        from vcl.wiring import psi_answer
+        """Star PSI, this party's half on its own file (:func:`vcl.build.psi_answer`)."""
+        from vcl.build import psi_answer
 
         body = self._body(frame)
         if not self.settings.csv:
@@ -232,9 +237,9 @@ class PartyServer:
         return psi_answer(self.settings.csv, body["id_column"], bool(body["drop"]), body["label_column"], body["offer"])
 
     def op_setup(self, frame: bytes, who: str) -> dict:
-        from vcl.config import SECRETS, RunConfig
-        from vcl.transport import party_place
-        from vcl.wiring import own_party
+        from vcl.build import own_party
+        from vcl.config import SECRETS
+        from vcl.runtime import PartyRuntime
 
         body = self._body(frame)
         settings = body["config"]
@@ -257,16 +262,14 @@ class PartyServer:
             data["csv_files"] = files
         if self.settings.device:
             settings["run"]["device"] = self.settings.device
-        config = RunConfig.from_dict(settings)
-        ids = body.get("ids")
-        self.party = own_party(config, body["method"], index, ids, body["kind"], int(body["num_classes"]))
-        self.names, self.addresses = names, dict(body.get("addresses") or {})
-        return party_place(self.party.name, self.party)
+        runtime = PartyRuntime()
+        where = runtime.build(own_party, settings, body["method"], index, body.get("ids"), body["kind"],
+                              int(body["num_classes"]))  # fmt: skip
+        self.runtime, self.names, self.addresses = runtime, names, dict(body.get("addresses") or {})
+        return where
 
     def op_where(self, frame: bytes, who: str) -> dict:
-        from vcl.transport import party_place
-
-        return party_place(self.settings.name, self._ready())
+        return self._ready().where()
 
     def op_handle(self, frame: bytes, who: str) -> bytes | None:
         from vcl.wire import pack_message
@@ -277,9 +280,10 @@ class PartyServer:
 
     def op_forward(self, frame: bytes, who: str) -> None:
         message = self._message(frame, who)
-        reply = self._ready().handle(message)
-        if reply is not None:
-            raise PermissionError(f"a {reply.kind} answered a party-to-party message, which expects none")
+        try:
+            self._ready().forward(message)
+        except TypeError as err:  # it answered a message that expects no answer
+            raise PermissionError(str(err)) from None
 
     def op_relay(self, frame: bytes, who: str) -> list:
         """Hand each message this party sent to another party straight to that party (its own TLS connection);
@@ -287,9 +291,8 @@ class PartyServer:
         from vcl.messages import record_of
         from vcl.wire import pack_message
 
-        take = getattr(self._ready(), "outgoing", None)
         records = []
-        for message in [] if take is None else take():
+        for message in self._ready().outgoing():
             if message.receiver not in self.addresses or message.receiver == self.settings.name:
                 raise PermissionError(f"{self.settings.name} cannot send a {message.kind} to {message.receiver!r}")
             self.peer(message.receiver).call("Forward", pack_message(message))
@@ -309,27 +312,18 @@ class PartyServer:
         return Path(self.settings.root)
 
     def op_save(self, frame: bytes, who: str) -> None:
-        from vcl.checkpoints import save_party
-
         body = self._body(frame)
-        save_party(self._ready(), self.settings.name, self._root(), int(body["round"]), str(body["run"]))
+        self._ready().save(self._root(), int(body["round"]), str(body["run"]))
 
     def op_load(self, frame: bytes, who: str) -> None:
-        from vcl.checkpoints import load_party
-
         body = self._body(frame)
-        load_party(self._ready(), self.settings.name, self._root(), int(body["round"]), str(body["run"]))
+        self._ready().load(self._root(), int(body["round"]), str(body["run"]))
 
     def op_prune(self, frame: bytes, who: str) -> None:
-        from vcl.checkpoints import prune_party
-
-        self._ready()
-        prune_party(self.settings.name, self._root(), int(self._body(frame)["round"]))
+        self._ready().prune(self._root(), int(self._body(frame)["round"]))
 
     def op_openlogs(self, frame: bytes, who: str) -> None:
-        from vcl.logs import open_party_logs
-
-        open_party_logs(self._ready(), self.settings.name, self._root())
+        self._ready().open_logs(self._root())
 
 
 def serve(settings: PartySettings, ready=None) -> None:

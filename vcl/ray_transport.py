@@ -9,7 +9,7 @@ never sees a party's features, and the parties' own messages to each other go ac
 Everything the ledger counts is counted here, in the coordinator, exactly as the local transport counts
 it (the base class :class:`vcl.transport.Transport`), so ``bytes_sent`` does not depend on the transport.
 Before round 0, for ``dataset: csv``, the rows are aligned by private set intersection: a task on each party's
-node reads the IDs in its own file and answers Alice's blinded IDs (:func:`vcl.wiring.psi_with_parties`), so
+node reads the IDs in its own file and answers Alice's blinded IDs (:func:`vcl.build.psi_with_parties`), so
 Alice learns which of her IDs each party holds and no party's ID list reaches her.
 
 One Ray cluster is one trust domain: whoever reaches it can run code on every node. Organizations that do
@@ -19,6 +19,7 @@ simulating many organizations with a real process boundary between them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
@@ -28,12 +29,11 @@ from pathlib import Path
 
 import torch
 
-from vcl.checkpoints import load_party, prune_party, save_party
 from vcl.config import RunConfig, party_copy
 from vcl.errors import PartyLost, VCLInputError
-from vcl.logs import open_party_logs
 from vcl.messages import Message, MessageRecord, record_of
-from vcl.transport import Transport, party_place
+from vcl.runtime import PartyRuntime
+from vcl.transport import Transport
 
 
 def start_ray(address: str, cpus: float) -> None:
@@ -78,63 +78,72 @@ def answering(address: str, fix: str, seconds: float = 3.0) -> None:
         raise VCLInputError(f"transport.address={address!r}: nothing answers there ({reason}); {fix}.") from None
 
 
-class PartyHost:
-    """A party in its own process (a Ray actor): built from the config and its index, reached by messages."""
+class PartyHost(PartyRuntime):
+    """A party in its own process (a Ray actor): the party runtime, with its torch threads, its process ID, the
+    broadcast payloads fetched from the object store, and party-to-party messages sent actor to actor."""
 
     def __init__(self, threads: int):
         from vcl.memory import reuse_freed_memory
 
+        super().__init__()
         torch.set_num_threads(max(1, threads))
         reuse_freed_memory()
-        self.party = None
-
-    def build(self, build_party, config: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
-        """``build_party``: the coordinator's party factory (:func:`vcl.wiring.own_party`), run here."""
-        self.party = build_party(RunConfig.from_dict(config), method, index, ids, kind, num_classes)
-        return party_place(self.party.name, self.party)
 
     def pid(self) -> int:
         return os.getpid()
 
     def handle(self, message: Message) -> Message | None:
-        return self.party.handle(message)
+        return super().handle(_fetched(message))
 
     def relay(self, hosts: dict) -> list[MessageRecord]:
         """Hand each message this party sent to another party straight to that party's actor, in order; the
         ledger's lines for them go back to the coordinator, the messages do not."""
         import ray
 
-        take = getattr(self.party, "outgoing", None)
         records = []
-        for message in [] if take is None else take():
-            if message.sender != self.party.name or message.receiver not in hosts:
-                raise ValueError(f"{self.party.name} cannot send a {message.kind} to {message.receiver!r}.")
+        for message in self.outgoing():
+            if message.receiver not in hosts:
+                raise ValueError(f"{self.name} cannot send a {message.kind} to {message.receiver!r}.")
             ray.get(hosts[message.receiver].forward.remote(message))
             records.append(record_of(message))
         return records
 
-    def forward(self, message: Message) -> None:
-        reply = self.party.handle(message)
-        if reply is not None:
-            raise TypeError(f"{self.party.name} answered a {message.kind} from {message.sender}: it expects no reply.")
 
-    def save(self, root: str, round_: int, run: str) -> None:
-        save_party(self.party, self.party.name, Path(root), round_, run)
+def _stored_once(messages: list[Message]) -> list[Message]:
+    """The messages with each tensor that two or more of them carry (a broadcast: one residual for every party)
+    put into Ray's object store once and carried by reference, so the driver serializes it once, not per party;
+    each party fetches it on arrival (:func:`_fetched`)."""
+    import ray
 
-    def load(self, root: str, round_: int, run: str) -> None:
-        load_party(self.party, self.party.name, Path(root), round_, run)
+    seen: dict[int, int] = {}
+    for message in messages:
+        for _, value in _tensor_fields(message):
+            seen[id(value)] = seen.get(id(value), 0) + 1
+    refs = {}
+    out = []
+    for message in messages:
+        changes = {}
+        for name, value in _tensor_fields(message):
+            if seen[id(value)] > 1:
+                if id(value) not in refs:
+                    refs[id(value)] = ray.put(value)
+                changes[name] = refs[id(value)]
+        out.append(dataclasses.replace(message, **changes) if changes else message)
+    return out
 
-    def prune(self, root: str, round_: int) -> None:
-        prune_party(self.party.name, Path(root), round_)
 
-    def open_logs(self, root: str, _round: int) -> None:
-        open_party_logs(self.party, self.party.name, Path(root))
+def _tensor_fields(message: Message):
+    return [(f.name, v) for f in dataclasses.fields(message) if isinstance(v := getattr(message, f.name), torch.Tensor)]
 
-    def state_dict(self) -> dict:
-        return self.party.state_dict()
 
-    def load_state_dict(self, state: dict) -> None:
-        self.party.load_state_dict(state)
+def _fetched(message: Message) -> Message:
+    """``message`` with the fields :func:`_stored_once` carried by reference fetched from the object store."""
+    import ray
+
+    refs = {f.name: v for f in dataclasses.fields(message) if isinstance(v := getattr(message, f.name), ray.ObjectRef)}
+    return (
+        dataclasses.replace(message, **dict(zip(refs, ray.get(list(refs.values())), strict=True))) if refs else message
+    )
 
 
 def _placement(node: str) -> dict:
@@ -213,7 +222,10 @@ class RayTransport(Transport):
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
         self._round = max((m.round for _, m in requests), default=self._round)
-        refs = [self._hosts[party].handle.remote(message) for party, message in requests]
+        messages = _stored_once([message for _, message in requests])
+        refs = [
+            self._hosts[party].handle.remote(message) for (party, _), message in zip(requests, messages, strict=True)
+        ]
         return _get(refs, [p for p, _ in requests], f"round {self._round}")
 
     def relay(self, parties: list[str]) -> None:
@@ -243,7 +255,8 @@ class RayTransport(Transport):
         self._each("prune", root, round_)
 
     def open_logs(self, root: Path) -> None:
-        self._each("open_logs", root, 0)
+        refs = [self._hosts[n].open_logs.remote(str(self.root_of(n, root))) for n in self.names]
+        _get(refs, self.names, "opening the logs")
 
     def where(self) -> list[dict]:
         return list(self._where)

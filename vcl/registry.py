@@ -1,74 +1,56 @@
 """Every method vcl runs, in one table: a pure table (no torch, no Ray, no devices), which the command line
-reads to list the methods without importing anything else. :mod:`vcl.wiring` builds runs from it.
+reads to list the methods without importing anything else.
 
-A **family** is the methods that split the data alike and may be compared with each other: GAL (with its
-baselines Alone, Joint, AL, Late and Interm fusion), ASCII (with its variants and the Single / Oracle
-references), DC (with the Centralized / Local references) and MPDL (with the FTL reference). A family's
-module says how its runs are built:
-
-- ``datamodule(config, only=None, ids=None)``: the data module its runs read;
-- ``parties(config, method, data, only=None, plan=None)``: its parties, every one or only ``only`` (what a
-  party's own process builds, :mod:`vcl.ray_transport`);
-- ``check(config)``: what the options' types cannot say about it and needs no data;
-- ``PARTY_LOADS_ALL_DATA``: whether a party's own process loads the whole data set and keeps its part (DC,
-  MPDL) or reads only its own view (GAL, ASCII).
-
-A **method** names its family and the module whose ``build(config, data, method)`` makes its protocol.
-Adding a method is its own module (protocol and ``build``) and one line in :data:`METHODS`.
+A **family** (:class:`vcl.family.Family`, the contract) is the methods that split the data alike and may be compared
+with each other: GAL (with its baselines Alone, Joint, AL, Late and Interm fusion), ASCII (with its variants and the
+Single / Oracle references), DC (with the Centralized / Local references) and MPDL (with the FTL reference).
+:data:`FAMILIES` names each family's class by its path (imported only when a run uses it); :data:`METHODS` names
+each method's family. Adding a method to a family is its code in the family's package and one line here; a
+family outside vcl needs no line at all (a config names its class path: :mod:`vcl.family`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
 
-if TYPE_CHECKING:
-    from vcl.config import RunConfig
+# a family outside vcl, named by its class: my_pkg.module.Class or my_pkg.module:Class
+CLASS_PATH = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[.:][A-Za-z_]\w*$")
 
 FAMILIES = {
-    "GAL": "vcl.protocols.gal",
-    "ASCII": "vcl.protocols.ascii",
-    "DC": "vcl.protocols.dc",
-    "MPDL": "vcl.protocols.mpdl",
+    "GAL": "vcl.protocols.gal:GAL",
+    "ASCII": "vcl.protocols.ascii:ASCII",
+    "DC": "vcl.protocols.dc:DC",
+    "MPDL": "vcl.protocols.mpdl:MPDL",
 }
 
-# what a run is compared with when ``compare`` is unset: each family's reference of one party alone
-REFERENCES = {"GAL": "alone", "ASCII": "single", "DC": "local", "MPDL": "ftl"}
-
-# method: (family, the module whose build() makes it)
+# method: its family
 METHODS = {
-    "gal": ("GAL", "vcl.protocols.gal"),
-    "alone": ("GAL", "vcl.protocols.gal"),
-    "joint": ("GAL", "vcl.protocols.gal"),
-    "al": ("GAL", "vcl.protocols.gal"),
-    "late": ("GAL", "vcl.protocols.gal.late"),
-    "interm": ("GAL", "vcl.protocols.gal.interm"),
-    "ascii": ("ASCII", "vcl.protocols.ascii"),
-    "ascii_simple": ("ASCII", "vcl.protocols.ascii"),
-    "ascii_random": ("ASCII", "vcl.protocols.ascii"),
-    "ensemble_adaboost": ("ASCII", "vcl.protocols.ascii"),
-    "single": ("ASCII", "vcl.protocols.ascii"),
-    "oracle": ("ASCII", "vcl.protocols.ascii"),
-    "dc_smote": ("DC", "vcl.protocols.dc"),
-    "dc_tsvd": ("DC", "vcl.protocols.dc"),
-    "dc_rand": ("DC", "vcl.protocols.dc"),
-    "dc_raw": ("DC", "vcl.protocols.dc"),
-    "centralized": ("DC", "vcl.protocols.dc"),
-    "local": ("DC", "vcl.protocols.dc"),
-    "mpdl": ("MPDL", "vcl.protocols.mpdl"),
-    "ftl": ("MPDL", "vcl.protocols.mpdl"),
+    "gal": "GAL",
+    "alone": "GAL",
+    "joint": "GAL",
+    "al": "GAL",
+    "late": "GAL",
+    "interm": "GAL",
+    "ascii": "ASCII",
+    "ascii_simple": "ASCII",
+    "ascii_random": "ASCII",
+    "ensemble_adaboost": "ASCII",
+    "single": "ASCII",
+    "oracle": "ASCII",
+    "dc_smote": "DC",
+    "dc_tsvd": "DC",
+    "dc_rand": "DC",
+    "dc_raw": "DC",
+    "centralized": "DC",
+    "local": "DC",
+    "mpdl": "MPDL",
+    "ftl": "MPDL",
 }
 
 
-def family_of(method: str) -> str:
-    """The family's name: ``GAL``, ``ASCII``, ``DC`` or ``MPDL``."""
-    return METHODS[method][0]
-
-
-def compare_methods(config: RunConfig) -> list[str]:
-    """The methods run beside the main one: those ``compare`` names, or, unset, the family's reference."""
-    if config.compare is None:
-        return [REFERENCES[family_of(config.method)]]
-    return list(dict.fromkeys(config.compare))
+def is_class_path(method: str) -> bool:
+    """Whether ``method`` names a family outside the registry (``my_pkg.MyMethod``) rather than a registered method."""
+    return method not in METHODS and bool(CLASS_PATH.match(method))
 
 
 # every built-in dataset and the kind of data module that reads it (tables are cut into column views, images

@@ -18,18 +18,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from vcl.build import build_protocol, check_config, datamodule_for
 from vcl.callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.checkpoints import load_checkpoint
-from vcl.config import RunConfig
+from vcl.config import RunConfig, identity_differs
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
+from vcl.family import compare_methods
 from vcl.federation import leak_summary
 from vcl.messages import EXPERIMENTER
 from vcl.prediction import kept_records, prediction_stage
 from vcl.progress import round_bar
 from vcl.protocols.base import Protocol
-from vcl.registry import compare_methods
 from vcl.rundir import PARTIES, RunDirectory, atomic_write_json
-from vcl.wiring import build_protocol, check_config, datamodule_for
 
 
 class Run:
@@ -345,7 +345,7 @@ def run_data(config: RunConfig):
     """What the coordinating process holds of a checked config's data: all of it for the local transport (every
     data error is raised here, before training), Alice's labels and the parties' names for the ray transport."""
     if config.transport.kind in ("ray", "grpc"):
-        from vcl.wiring import coordinator_data
+        from vcl.build import coordinator_data
 
         return coordinator_data(config)
     dm = datamodule_for(config)
@@ -365,8 +365,8 @@ def _resume_state(config: RunConfig, out_dir: Path) -> dict:
             f"--resume: no checkpoint at {ckpt_path}; start the run without --resume or point --out at it."
         )
     state = load_checkpoint(ckpt_path)
-    if state["identity"] != config.identity():
-        diff = sorted(k for k in config.identity() if state["identity"].get(k) != config.identity()[k])
+    diff = identity_differs(state["identity"], config.identity())
+    if diff:
         raise VCLInputError(
             f"--resume: the checkpoint in {out_dir} was made with other settings ({', '.join(diff) or 'unknown'}); "
             "resume with the same config or use another --out."

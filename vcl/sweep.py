@@ -76,10 +76,10 @@ class Interleaved:
     jobs: list[Job]
 
     def __call__(self) -> list[dict]:
+        from vcl.build import build_protocol, check_config
+        from vcl.family import compare_methods
         from vcl.memory import reuse_freed_memory
-        from vcl.registry import compare_methods
         from vcl.runner import Run, long_lived_frozen, rounds, run_data
-        from vcl.wiring import build_protocol, check_config
 
         reuse_freed_memory()  # as the command line does
         runs, seconds = [], [0.0] * len(self.jobs)

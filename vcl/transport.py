@@ -20,14 +20,11 @@ own process and implements the same calls; its relay hands party-to-party messag
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from vcl.checkpoints import load_party, prune_party, save_party
-from vcl.logs import open_party_logs
 from vcl.messages import Channel, Labels, Message, PseudoResidual
+from vcl.runtime import PartyRuntime
 
 FIT_REQUESTS = (PseudoResidual, Labels)
 # What the local transport calls on a party besides ``handle``: the two halves of a fit, for the batched
@@ -127,6 +124,7 @@ class LocalTransport(Transport):
         parties = dict(parties) if isinstance(parties, Mapping) else {p.name: p for p in parties}
         super().__init__(list(parties), channel)
         self._parties = parties
+        self._runtimes = {name: PartyRuntime(party, name) for name, party in parties.items()}
         self.concurrent = concurrent
         self._stacked: dict = {}  # the parties' inputs stacked for fits together (run_jobs), kept between rounds
 
@@ -148,47 +146,37 @@ class LocalTransport(Transport):
                 replies[i] = p.finish_fit(job)
         for i, (party, message) in enumerate(requests):
             if replies[i] is None:
-                replies[i] = self._parties[party].handle(message)
+                replies[i] = self._runtimes[party].handle(message)
         return replies
 
     def outgoing(self, party: str) -> list[Message]:
-        take = getattr(self._parties[party], "outgoing", None)  # parties that never message each other have none
-        return [] if take is None else take()
+        return self._runtimes[party].outgoing()
 
     def forward(self, party: str, message: Message) -> None:
-        reply = self._parties[party].handle(message)
-        if reply is not None:
-            raise TypeError(f"{party} answered a {message.kind} from {message.sender}: it expects no reply.")
+        self._runtimes[party].forward(message)
 
     def state_dict(self) -> list[dict]:
-        return [self._parties[n].state_dict() for n in self.names]
+        return [self._runtimes[n].state_dict() for n in self.names]
 
     def load_state_dict(self, states: list[dict]) -> None:
         for name, state in zip(self.names, states, strict=True):
-            self._parties[name].load_state_dict(state)
+            self._runtimes[name].load_state_dict(state)
 
     def save(self, root: Path, round_: int, run: str) -> None:
         for name in self.names:
-            save_party(self._parties[name], name, self.root_of(name, root), round_, run)
+            self._runtimes[name].save(self.root_of(name, root), round_, run)
 
     def load(self, root: Path, round_: int, run: str) -> None:
         for name in self.names:
-            load_party(self._parties[name], name, self.root_of(name, root), round_, run)
+            self._runtimes[name].load(self.root_of(name, root), round_, run)
 
     def prune(self, root: Path, round_: int) -> None:
         for name in self.names:
-            prune_party(name, self.root_of(name, root), round_)
+            self._runtimes[name].prune(self.root_of(name, root), round_)
 
     def open_logs(self, root: Path) -> None:
         for name in self.names:
-            open_party_logs(self._parties[name], name, self.root_of(name, root))
+            self._runtimes[name].open_logs(self.root_of(name, root))
 
     def where(self) -> list[dict]:
-        return [party_place(name, self._parties[name]) for name in self.names]
-
-
-def party_place(name: str, party) -> dict:
-    """Where a party runs: this host and process, and the device it trains on (what it says: ``device()``)."""
-    device = getattr(party, "device", "cpu")
-    device = device() if callable(device) else device
-    return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": str(device)}
+        return [self._runtimes[name].where() for name in self.names]

@@ -1,8 +1,9 @@
 """Messages as bytes for a transport that crosses machines: data, never code.
 
 A frame is ``VCLW`` + a 4-byte header length + a JSON header + the tensors' raw bytes, one after another. The
-header names the message's kind (a :class:`vcl.messages.Message` subclass, looked up in a fixed table by its
-name: nothing in a frame chooses code to run), its fields as JSON values, and each tensor's dtype and shape.
+header names the message's kind (a :class:`vcl.messages.Message` subclass, looked up by its name in the table of
+:mod:`vcl.messages`' classes and those the families this process loaded registered: nothing in a frame chooses code
+to run), its fields as JSON values, and each tensor's dtype and shape.
 Tensors and NumPy arrays travel as their bytes (little-endian, C order); tuples, dicts with keys other than
 strings, ints of any size, floats (NaN and infinities too), strings, booleans and None keep their type.
 
@@ -38,20 +39,39 @@ class WireError(ValueError):
     """A frame that is not a well-formed message (refused; the receiver keeps serving)."""
 
 
-@functools.cache
+_REGISTERED: dict[str, type[Message]] = {}
+
+
+def register_messages(classes) -> None:
+    """Add a family's message classes (and their subclasses) to the table a frame's kind is looked up in; a family
+    registers its own when it is loaded (:func:`vcl.family.load_family`). Two classes of one name are refused."""
+    todo = list(classes)
+    while todo:
+        cls = todo.pop()
+        if not (isinstance(cls, type) and issubclass(cls, Message)):
+            raise TypeError(f"{cls!r} is not a vcl.messages.Message subclass")
+        known = _REGISTERED.get(cls.__name__) or message_classes().get(cls.__name__)
+        if known is not None and known is not cls:
+            raise TypeError(f"two message classes are named {cls.__name__}: {known.__module__} and {cls.__module__}")
+        _REGISTERED[cls.__name__] = cls
+        todo.extend(cls.__subclasses__())
+
+
 def message_classes() -> dict[str, type[Message]]:
-    """Every message kind by its class name: the subclasses of :class:`Message` once the protocols are imported."""
-    import vcl.protocols.ascii.messages  # noqa: F401  (each family's messages register themselves as subclasses)
-    import vcl.protocols.dc.messages  # noqa: F401
-    import vcl.protocols.mpdl.dual  # noqa: F401
-    import vcl.protocols.mpdl.messages  # noqa: F401
-    import vcl.protocols.mpdl.psi  # noqa: F401
-    import vcl.split_network  # noqa: F401
+    """Every message kind by its class name: those of :mod:`vcl.messages` and those the loaded families
+    registered."""
+    return {**_core_messages(), **_REGISTERED}
+
+
+@functools.cache
+def _core_messages() -> dict[str, type[Message]]:
+    import vcl.messages
 
     found, todo = {}, [Message]
     while todo:
         cls = todo.pop()
-        found[cls.__name__] = cls
+        if cls.__module__ == vcl.messages.__name__:
+            found[cls.__name__] = cls
         todo.extend(cls.__subclasses__())
     return found
 

@@ -42,7 +42,7 @@ from vcl.config.groups import (  # the groups by name too: from vcl.config impor
     listed,
 )
 from vcl.errors import VCLInputError
-from vcl.registry import family_of
+from vcl.registry import METHODS, is_class_path
 
 __all__ = ["ASCIIGroup", "DCGroup", "DataGroup", "GALGroup", "LearnerGroup", "MPDLGroup", "RunConfig", "RunGroup"]
 __all__ += ["TransportGroup", "config_integers", "flatten", "nest", "parse_args", "party_copy", "SECRETS"]
@@ -52,12 +52,15 @@ __all__ += ["TransportGroup", "config_integers", "flatten", "nest", "parse_args"
 class RunConfig:
     """a vertical collaborative learning run"""
 
-    method: Method = "gal"
-    """the method to run, one of the registry's; its family (GAL, ASCII, DC, MPDL) says which others compare may
-    name"""
-    compare: Method | list[Method] | None = None
+    method: Method | str = "gal"
+    """the method to run: one of the registry's, or the class path of a family outside vcl (my_pkg.MyMethod, a
+    vcl.family.Family subclass); its family (GAL, ASCII, DC, MPDL, or yours) says which others compare may name"""
+    compare: str | list[str] | None = None
     """methods of the same family also run, their metrics beside the main one's ([] for none; unset: the
     family's reference of one party alone: alone beside GAL, single beside ASCII, local beside DC, ftl beside MPDL)"""
+    options: dict = field(default_factory=dict)
+    """the options of a family outside vcl (its Family.options dataclass's fields; the built-in families have their
+    groups below)"""
     out: str = ""
     """run directory (default runs/<method>_<dataset>_M<M>_seed<seed>; DC: _<c>x<d>_)"""
     data: DataGroup = field(default_factory=DataGroup)
@@ -70,6 +73,11 @@ class RunConfig:
     mpdl: MPDLGroup = field(default_factory=MPDLGroup)
 
     def __post_init__(self):
+        if self.method not in METHODS and not is_class_path(self.method):
+            raise VCLInputError(
+                f"method={self.method!r} is neither one of vcl's methods ({', '.join(METHODS)}) nor a family's class "
+                "path (my_pkg.MyMethod); name one of them."
+            )
         for key, value in flatten(dataclasses.asdict(self)).items():
             for v in value if isinstance(value, list) else [value]:
                 if isinstance(v, float) and not (math.isfinite(v) and abs(v) <= FLOAT32_MAX):
@@ -110,7 +118,7 @@ class RunConfig:
 
     @property
     def run_dir(self) -> Path:
-        if family_of(self.method) == "DC":
+        if METHODS.get(self.method) == "DC":
             parties = f"{self.dc.row_groups}x{self.dc.column_groups}"
         else:
             parties = f"M{self.data.organizations}"
@@ -120,12 +128,31 @@ class RunConfig:
         return Path(self.out or f"runs/{self.method}_{dataset}_{parties}_seed{self.run.seed}")
 
     def identity(self) -> dict:
-        """The settings a resumed run must share with its checkpoint (all but where/how long/how shown)."""
+        """The settings a resumed run must share with its checkpoint (all but where/how long/how shown), those set
+        to other than their defaults only: an option added later, with its default, changes no earlier run's."""
+        defaults = default_flat()
         return {
             k: v
             for k, v in self.flat().items()
             if not any(k == skip or k.startswith(skip + ".") for skip in NOT_IDENTITY)
+            and v != defaults.get(k, object())
         }
+
+
+def identity_differs(kept: dict, now: dict) -> list[str]:
+    """The options in which a checkpoint's identity (``kept``; one that lists every option, from before identities
+    left defaults out, too) and this config's (``now``) differ: an option absent from one holds its default."""
+    defaults = default_flat()
+    missing = object()
+    return sorted(
+        k for k in set(kept) | set(now) if kept.get(k, defaults.get(k, missing)) != now.get(k, defaults.get(k, missing))
+    )
+
+
+@lru_cache(maxsize=1)
+def default_flat() -> dict:
+    """Every option's default under its dotted name."""
+    return flatten(dataclasses.asdict(RunConfig()))
 
 
 # each party's own seeds, and who holds them (None: the coordinator, Alice in GAL); every other party's copy of the

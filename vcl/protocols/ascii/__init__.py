@@ -58,32 +58,44 @@ from vcl.errors import VCLInputError
 from vcl.federation import Federation
 from vcl.models import ClassifierSettings, check_classifier_name, check_weighted
 from vcl.protocols.ascii.coordinator import ASCIIOptions, AssistedClassification
+from vcl.protocols.ascii.messages import ClassVotes, Discarded, IgnoranceScores, Interchange
 from vcl.protocols.ascii.party import IgnoranceAgent
-from vcl.wiring import build_parties, make_task, organizations, organizations_datamodule
+from vcl.protocols.organizations import OrganizationFamily, build_parties, make_task, organizations
 
-# --- the ASCII family: how its runs are built (vcl.registry) ----------------------------------------------
-PARTY_LOADS_ALL_DATA = False
-datamodule = organizations_datamodule
 VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
 
 
-def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
-    """The agents (Single: Alice alone; Oracle: one agent holding every feature)."""
-    trees = ClassifierSettings(
-        max_depth=config.learner.max_depth or None, n_trees=config.learner.n_trees, resample=config.ascii.resample
-    )
+class ASCII(OrganizationFamily):
+    """The ASCII family: ASCII, its variants (Simple, Random, Ensemble-AdaBoost) and its Single / Oracle references."""
 
-    def agent(plan, m, device):
-        return IgnoranceAgent(plan.views[m], plan.learners[m], plan.settings, trees, max(data.num_classes, 1), device)
+    name = "ASCII"
+    methods = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
+    reference = "single"
+    messages = (IgnoranceScores, ClassVotes, Interchange, Discarded)
 
-    return build_parties(config, method, data, agent, only, plan)
+    def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
+        """The agents (Single: Alice alone; Oracle: one agent holding every feature)."""
+        trees = ClassifierSettings(
+            max_depth=config.learner.max_depth or None, n_trees=config.learner.n_trees, resample=config.ascii.resample
+        )
 
+        def agent(plan, m, device):
+            return IgnoranceAgent(
+                plan.views[m], plan.learners[m], plan.settings, trees, max(data.num_classes, 1), device
+            )
 
-def build(config: RunConfig, data, method: str) -> AssistedClassification:
-    check_task(config, method, make_task(config, data))
-    task, _, labels, transport = organizations(config, method, data, parties, concurrent=False)
-    options = ASCIIOptions(**asdict(config.ascii), variant=VARIANTS.get(method, "ascii"))
-    return AssistedClassification(task, Federation(transport=transport), labels, options, config.run.seed, method)
+        return build_parties(config, method, data, agent, only, plan)
+
+    def build(self, config: RunConfig, data, method: str) -> AssistedClassification:
+        check_task(config, method, make_task(config, data))
+        task, _, labels, transport = organizations(config, method, data, self.parties, concurrent=False)
+        options = ASCIIOptions(**asdict(config.ascii), variant=VARIANTS.get(method, "ascii"))
+        return AssistedClassification(task, Federation(transport=transport), labels, options, config.run.seed, method)
+
+    def check(self, config: RunConfig) -> None:
+        """Every agent's classifier exists and, with ``ascii.resample`` off, takes sample weights."""
+        for name in config.learner.model:
+            check_weighted(check_classifier_name(name), config.ascii.resample)
 
 
 def check_task(config: RunConfig, method: str, task) -> None:
@@ -93,9 +105,3 @@ def check_task(config: RunConfig, method: str, task) -> None:
         )
     if task.num_outputs < 2:
         raise VCLInputError(f"method={method} needs at least 2 classes in data.dataset={config.data.dataset!r}.")
-
-
-def check(config: RunConfig) -> None:
-    """Every agent's classifier exists and, with ``ascii.resample`` off, takes sample weights."""
-    for name in config.learner.model:
-        check_weighted(check_classifier_name(name), config.ascii.resample)

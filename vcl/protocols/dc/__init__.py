@@ -22,100 +22,114 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from vcl.build import open_transport, shared_data_options
 from vcl.config import RunConfig
 from vcl.datamodules.grid import GridData, GridDataModule
+from vcl.family import Family
 from vcl.federation import Federation
 from vcl.messages import EXPERIMENTER
 from vcl.protocols.dc.anchors import GridLayout, make_anchor_construction
 from vcl.protocols.dc.coordinator import Centralized, CollaborationProtocol, DataCollaboration, Local
 from vcl.protocols.dc.experimenter import DCExperimenter, Evaluation
+from vcl.protocols.dc.messages import (
+    AnchorPredictions,
+    AnchorShare,
+    KeptModel,
+    RawFeatures,
+    ReducedRepresentation,
+    ScoreRequest,
+    Scores,
+)
 from vcl.protocols.dc.models import make_central, make_interpretable, make_reduction
 from vcl.protocols.dc.options import DCOptions
 from vcl.protocols.dc.party import DCWorker
 from vcl.tasks import Task
-from vcl.wiring import open_transport, shared_data_options
-
-# --- the DC family: how its runs are built (vcl.registry) -------------------------------------------------
-PARTY_LOADS_ALL_DATA = True
-
-
-def datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> GridDataModule:
-    """c × d parties: row groups by column groups, plus the public rows the anchors start from."""
-    d, dc = config.data, config.dc
-    return GridDataModule(
-        **shared_data_options(config),
-        row_groups=dc.row_groups,
-        column_groups=dc.column_groups,
-        feature_split=dc.feature_split,
-        public_rows=dc.public_rows,
-        seed=config.run.seed,
-        standardize=dc.standardize,
-        assignment=d.assignment or None,
-    )
 
 
 def dc_options(config: RunConfig, method: str) -> DCOptions:
     return DCOptions(**asdict(config.dc), anchor=method.removeprefix("dc_"))
 
 
-def parties(config: RunConfig, method: str, data: GridData, only: int | None = None, plan=None) -> list:
-    """The c × d workers in row-major order, then the experimenter: every one, or only party ``only``
-    (what a party's own process builds from the config, :mod:`vcl.ray_transport`)."""
-    options = dc_options(config, method)
-    c = len(data.parties)
-    count = c * len(data.column_groups) + 1
-    construction = None
-    if method.startswith("dc_"):
-        construction = make_anchor_construction(
-            options.anchor,
-            config.dc.anchor_rows,
-            config.dc.smote_k,
-            config.dc.smote_alpha,
-            config.dc.tsvd_rank,
-            config.dc.tsvd_delta,
+class DC(Family):
+    """The DC family: DC analysis with each anchor construction (dc_smote, dc_tsvd, dc_rand, dc_raw) and its
+    Centralized / Local references, on c × d workers; the master coordinates, the experimenter scores."""
+
+    name = "DC"
+    methods = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
+    reference = "local"
+    messages = (AnchorShare, ReducedRepresentation, AnchorPredictions, RawFeatures, KeptModel, ScoreRequest, Scores)
+    party_loads_all_data = True
+
+    def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> GridDataModule:
+        """c × d parties: row groups by column groups, plus the public rows the anchors start from."""
+        d, dc = config.data, config.dc
+        return GridDataModule(
+            **shared_data_options(config),
+            row_groups=dc.row_groups,
+            column_groups=dc.column_groups,
+            feature_split=dc.feature_split,
+            public_rows=dc.public_rows,
+            seed=config.run.seed,
+            standardize=dc.standardize,
+            assignment=d.assignment or None,
         )
-    layout = GridLayout(c, data.column_groups)
-    parties = []
-    for k in range(count) if only is None else [only]:
-        if k == count - 1:
-            evaluation = Evaluation({s: data.full(s) for s in data.labels}, data.labels, options, config.run.seed)
-            rows = [row[0].splits["train"].shape[0] for row in data.parties]
-            parties.append(DCExperimenter(evaluation, rows, data.num_classes))
-            continue
-        i, j = divmod(k, len(data.column_groups))
-        worker = DCWorker(
-            data.parties[i][j],
-            (i, j),
-            data.column_groups[j],
-            data.group_labels[i],
-            data.public,
-            data.num_classes,
-            options,
-            config.run.seed,
-            construction,
-            layout,
-        )
-        _ = worker.dim  # a party too small for dc_dim fails here, before any work
-        parties.append(worker)
-    return parties
 
+    def parties(self, config: RunConfig, method: str, data: GridData, only: int | None = None, plan=None) -> list:
+        """The c × d workers in row-major order, then the experimenter: every one, or only party ``only``
+        (what a party's own process builds from the config, :mod:`vcl.ray_transport`)."""
+        options = dc_options(config, method)
+        c = len(data.parties)
+        count = c * len(data.column_groups) + 1
+        construction = None
+        if method.startswith("dc_"):
+            construction = make_anchor_construction(
+                options.anchor,
+                config.dc.anchor_rows,
+                config.dc.smote_k,
+                config.dc.smote_alpha,
+                config.dc.tsvd_rank,
+                config.dc.tsvd_delta,
+            )
+        layout = GridLayout(c, data.column_groups)
+        parties = []
+        for k in range(count) if only is None else [only]:
+            if k == count - 1:
+                evaluation = Evaluation({s: data.full(s) for s in data.labels}, data.labels, options, config.run.seed)
+                rows = [row[0].splits["train"].shape[0] for row in data.parties]
+                parties.append(DCExperimenter(evaluation, rows, data.num_classes))
+                continue
+            i, j = divmod(k, len(data.column_groups))
+            worker = DCWorker(
+                data.parties[i][j],
+                (i, j),
+                data.column_groups[j],
+                data.group_labels[i],
+                data.public,
+                data.num_classes,
+                options,
+                config.run.seed,
+                construction,
+                layout,
+            )
+            _ = worker.dim  # a party too small for dc_dim fails here, before any work
+            parties.append(worker)
+        return parties
 
-def build(config: RunConfig, data: GridData, method: str) -> CollaborationProtocol:
-    """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d workers,
-    with the master as the coordinator and the experimenter as one more party."""
-    grid = [[v.name for v in row] for row in data.parties]
-    names = [n for row in grid for n in row] + [EXPERIMENTER]
-    transport = open_transport(config, method, data, names, lambda: parties(config, method, data))
-    task = Task(data.task, data.num_classes, "ce")
-    cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
-    layout = GridLayout(len(grid), data.column_groups)
-    options = dc_options(config, method)
-    fed = Federation(transport=transport)
-    return cls(task, fed, data.labels, grid, layout, options, seed=config.run.seed, name=method)
+    def build(self, config: RunConfig, data: GridData, method: str) -> CollaborationProtocol:
+        """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d workers,
+        with the master as the coordinator and the experimenter as one more party."""
+        grid = [[v.name for v in row] for row in data.parties]
+        names = [n for row in grid for n in row] + [EXPERIMENTER]
+        transport = open_transport(config, method, data, names, lambda: self.parties(config, method, data))
+        task = Task(data.task, data.num_classes, "ce")
+        cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
+        layout = GridLayout(len(grid), data.column_groups)
+        options = dc_options(config, method)
+        fed = Federation(transport=transport)
+        return cls(task, fed, data.labels, grid, layout, options, seed=config.run.seed, name=method)
 
-
-def check(config: RunConfig) -> None:
-    """The reduction, the central model and the interpretable model are ones DC knows."""
-    make_reduction(config.dc.reduction, 1, 0)
-    make_central(config.dc.central, 0)
-    make_interpretable(config.dc.interpretable, config.dc.tree_splits, 0)
+    def check(self, config: RunConfig) -> None:
+        """The reduction, the central model and the interpretable model are ones DC knows."""
+        make_reduction(config.dc.reduction, 1, 0)
+        make_central(config.dc.central, 0)
+        make_interpretable(config.dc.interpretable, config.dc.tree_splits, 0)

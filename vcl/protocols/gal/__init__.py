@@ -22,63 +22,76 @@ from vcl.errors import VCLInputError
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks
 from vcl.organization import Organization
-from vcl.protocols.gal.coordinator import GALOptions, GradientAssistedLearning
-from vcl.wiring import build_parties, federation, organizations, organizations_datamodule, per_organization
-
-# --- the GAL family: how its runs are built (vcl.registry) ------------------------------------------------
-PARTY_LOADS_ALL_DATA = False
-datamodule = organizations_datamodule
+from vcl.protocols.gal.coordinator import GALOptions, GradientAssistedLearning, federation
+from vcl.protocols.organizations import OrganizationFamily, build_parties, organizations, per_organization
+from vcl.split_network import ActivationGradient, Activations
 
 
-def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
-    """The organizations of a GAL-family run (Interm fusion builds its own parts: :mod:`vcl.protocols.gal.interm`)."""
+class GAL(OrganizationFamily):
+    """The GAL family: GAL, Alone, Joint, AL (this module), Late fusion (:mod:`.late`) and Interm fusion
+    (:mod:`.interm`, whose organizations hold parts of one network)."""
 
-    def organization(plan, m, device):
-        noise = config.gal.noise_sigma if m in plan.noisy else 0.0
-        return Organization(
-            plan.views[m], plan.learners[m], plan.losses[m], plan.settings, device, noise, config.run.seed, m
-        )
+    name = "GAL"
+    methods = ("gal", "alone", "joint", "al", "late", "interm")
+    reference = "alone"
+    messages = (Activations, ActivationGradient)  # Interm's; the others are vcl.messages' own
 
-    return build_parties(config, method, data, organization, only, plan)
+    def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
+        """The organizations, each with its own learner and local loss (Interm: its part of the network)."""
+        if method == "interm":
+            from vcl.protocols.gal.interm import parties
 
+            return parties(config, method, data, only, plan)
 
-def build(config: RunConfig, data, method: str) -> GradientAssistedLearning:
-    """GAL, or its Alone / Joint (GAL over Alice only / one organization holding every feature) and AL runs."""
-    task, plan, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
-    options = GALOptions(**asdict(config.gal), weight_loss=plan.losses[0])
-    if method == "al":
-        authors = config.gal.al_mode == "authors"
-        al = dict(weights="last" if authors else "learned", eta="constant", eta_cap=0.0, sequential=not authors)
-        options = replace(options, **al)
-    fed = federation(config, transport)
-    return GradientAssistedLearning(task, fed, labels, options, seed=config.run.seed, name=method)
+        def organization(plan, m, device):
+            noise = config.gal.noise_sigma if m in plan.noisy else 0.0
+            return Organization(
+                plan.views[m], plan.learners[m], plan.losses[m], plan.settings, device, noise, config.run.seed, m
+            )
 
+        return build_parties(config, method, data, organization, only, plan)
 
-def check(config: RunConfig) -> None:
-    """Every organization's learner exists and can fit its local loss (GB: l1 or l2); Deep Model Sharing and
-    Interm fusion have the deep learners they need."""
-    for name in config.learner.model:
-        if name != "gb-svm":
-            check_learner_name(name)
-    build_callbacks(config.learner.callbacks)  # a wrong class path is one sentence before any work
-    count = len(config.data.csv_files) if config.data.dataset == "csv" else config.data.organizations
-    try:
-        learners = per_organization(config.learner.model, count, "learner.model")
-        losses = per_organization(config.gal.local_loss, count, "gal.local_loss")
-    except VCLInputError:
-        learners = losses = []  # a list of the wrong length is reported, by name, when the organizations are built
-    for m, (name, loss) in enumerate(zip(learners, losses, strict=False)):
-        if loss != "auto":  # auto is l1 or l2
-            check_learner_loss(name, loss, f" (organization {m})")
-    if config.gal.dms and any(name not in DEEP for name in config.learner.model):
-        raise VCLInputError(
-            f"gal.dms=true shares a deep feature extractor; use learner.model cnn, lstm, mlp or linear, "
-            f"not {config.learner.model}."
-        )
-    if "interm" in (config.method, *(config.compare or ())) and any(
-        n not in ("mlp", "cnn", "lstm") or n == "mlp" and not config.learner.hidden for n in config.learner.model
-    ):
-        raise VCLInputError(
-            f"interm averages the organizations' hidden layers, which learner.model={config.learner.model} has not; "
-            "use mlp with learner.hidden widths (cnn for images, lstm for sequences)."
-        )
+    def build(self, config: RunConfig, data, method: str):
+        """GAL, or its Alone / Joint (GAL over Alice only / one organization holding every feature), AL, Late and
+        Interm runs."""
+        if method in ("late", "interm"):
+            from vcl.protocols.gal import interm, late
+
+            return {"late": late, "interm": interm}[method].build(config, data, method, self.parties)
+        task, plan, labels, transport = organizations(config, method, data, self.parties, config.run.concurrent)
+        options = GALOptions(**asdict(config.gal), weight_loss=plan.losses[0])
+        if method == "al":
+            authors = config.gal.al_mode == "authors"
+            al = dict(weights="last" if authors else "learned", eta="constant", eta_cap=0.0, sequential=not authors)
+            options = replace(options, **al)
+        fed = federation(config, transport)
+        return GradientAssistedLearning(task, fed, labels, options, seed=config.run.seed, name=method)
+
+    def check(self, config: RunConfig) -> None:
+        """Every organization's learner exists and can fit its local loss (GB: l1 or l2); Deep Model Sharing and
+        Interm fusion have the deep learners they need."""
+        for name in config.learner.model:
+            if name != "gb-svm":
+                check_learner_name(name)
+        build_callbacks(config.learner.callbacks)  # a wrong class path is one sentence before any work
+        count = len(config.data.csv_files) if config.data.dataset == "csv" else config.data.organizations
+        try:
+            learners = per_organization(config.learner.model, count, "learner.model")
+            losses = per_organization(config.gal.local_loss, count, "gal.local_loss")
+        except VCLInputError:
+            learners = losses = []  # a list of the wrong length is reported, by name, when the organizations are built
+        for m, (name, loss) in enumerate(zip(learners, losses, strict=False)):
+            if loss != "auto":  # auto is l1 or l2
+                check_learner_loss(name, loss, f" (organization {m})")
+        if config.gal.dms and any(name not in DEEP for name in config.learner.model):
+            raise VCLInputError(
+                f"gal.dms=true shares a deep feature extractor; use learner.model cnn, lstm, mlp or linear, "
+                f"not {config.learner.model}."
+            )
+        if "interm" in (config.method, *(config.compare or ())) and any(
+            n not in ("mlp", "cnn", "lstm") or n == "mlp" and not config.learner.hidden for n in config.learner.model
+        ):
+            raise VCLInputError(
+                f"interm averages the organizations' hidden layers, which learner.model={config.learner.model} has "
+                "not; use mlp with learner.hidden widths (cnn for images, lstm for sequences)."
+            )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from vcl.assistance import assistance_weights, line_search
-from vcl.config import GALGroup
+from vcl.config import GALGroup, RunConfig, config_integers, party_copy
 from vcl.protocols.base import Protocol, weighted_sum
 
 
@@ -111,3 +111,18 @@ class GradientAssistedLearning(Protocol):
         leak = self.federation.leaks.get(t, {})  # what a receiver reads of the labels, recovers of the residual
         eta = etas[-1] if len(etas) == 1 else etas
         return self._record(eta=eta, weights=weights, coefficients=coefficients, **leak)
+
+
+def federation(config: RunConfig, transport):
+    """Alice's federation in a GAL-family run: the transport to the organizations and the privacy of her broadcast
+    (the noise from her own secret; the attack scored with every number a receiver's copy of the config holds)."""
+    from vcl.federation import Federation
+    from vcl.privacy import make_mechanism
+
+    return Federation(
+        transport=transport,
+        privacy=make_mechanism(config.gal.privacy, config.gal.privacy_alpha),
+        privacy_scope=config.gal.privacy_scope,
+        noise_secret=config.gal.privacy_secret or None,
+        known_seeds=config_integers(party_copy(config.to_dict())),  # all a receiver's copy of the config holds
+    )

@@ -33,8 +33,9 @@ from vcl.losses import local_loss
 from vcl.messages import Ack, Message, Scalars, Step, as_float
 from vcl.models import LearnerSettings, build_learner
 from vcl.protocols.base import Protocol
+from vcl.protocols.gal.coordinator import federation
+from vcl.protocols.organizations import build_parties, make_task, organizations
 from vcl.split_network import ActivationGradient, Activations
-from vcl.wiring import build_parties, federation, make_task, organizations
 
 HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
 
@@ -190,6 +191,8 @@ def parties(config: RunConfig, method: str, data, only: int | None = None, plan=
     return build_parties(config, method, data, part, only, plan)
 
 
-def build(config: RunConfig, data, method: str) -> IntermFusion:
+def build(config: RunConfig, data, method: str, parties) -> IntermFusion:
+    """Interm fusion over the GAL family's organizations (``parties``: :meth:`vcl.protocols.gal.GAL.parties`, which
+    makes this module's parts)."""
     task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
     return IntermFusion(task, federation(config, transport), labels, seed=config.run.seed)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from vcl.config import RunConfig
 from vcl.protocols.base import Protocol
-from vcl.wiring import federation, organizations
+from vcl.protocols.gal.coordinator import federation
+from vcl.protocols.organizations import organizations
 
 FUSIONS = ("sum", "mean")
 
@@ -51,9 +52,9 @@ class LateFusion(Protocol):
         return self.metrics_by_round()
 
 
-def build(config: RunConfig, data, method: str) -> LateFusion:
-    from vcl.protocols.gal import parties  # the GAL family's organizations, each fitting the labels
-
+def build(config: RunConfig, data, method: str, parties) -> LateFusion:
+    """Late fusion over the GAL family's organizations (``parties``: :meth:`vcl.protocols.gal.GAL.parties`), each
+    fitting the labels."""
     task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
     fed = federation(config, transport)
     return LateFusion(task, fed, labels, fusion=config.gal.late_fusion, seed=config.run.seed)

@@ -32,35 +32,31 @@ from __future__ import annotations
 
 import dataclasses
 
+from vcl.build import open_transport, resolve_device, shared_data_options
 from vcl.config import RunConfig, config_integers, party_copy
 from vcl.datamodules.image import IMAGE_DATASETS
 from vcl.datamodules.overlap import OverlapData, OverlapDataModule
 from vcl.errors import VCLInputError
+from vcl.family import Family
 from vcl.federation import Federation
 from vcl.messages import EXPERIMENTER
 from vcl.protocols.mpdl.coordinator import FederatedTransfer, MultiPartyDualLearning, PartialOverlapProtocol
+from vcl.protocols.mpdl.dual import (
+    CrossGradient,
+    DensityDifference,
+    GeneratedData,
+    OutputGradient,
+    PerturbedMeans,
+    PublicKey,
+)
 from vcl.protocols.mpdl.experimenter import OverlapExperimenter
+from vcl.protocols.mpdl.messages import Report
 from vcl.protocols.mpdl.options import MPDLOptions
 from vcl.protocols.mpdl.paillier import check_key_bits
 from vcl.protocols.mpdl.party import OverlapParty
+from vcl.protocols.mpdl.psi import BlindedIDs, FoldAssignment, IntersectionIndices
+from vcl.split_network import ActivationGradient, Activations
 from vcl.tasks import Task
-from vcl.wiring import open_transport, resolve_device, shared_data_options
-
-# --- the MPDL family: how its runs are built (vcl.registry) -----------------------------------------------
-PARTY_LOADS_ALL_DATA = True
-
-
-def datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> OverlapDataModule:
-    """Two parties whose rows partly overlap (γ of them in common), with the labels at B."""
-    d = config.data
-    return OverlapDataModule(
-        **shared_data_options(config),
-        gamma=config.mpdl.gamma,
-        seed=config.run.seed,
-        assignment=d.assignment or None,
-        root=d.root,
-        max_rows=config.mpdl.max_rows,
-    )
 
 
 def options_of(config: RunConfig) -> MPDLOptions:
@@ -69,33 +65,54 @@ def options_of(config: RunConfig) -> MPDLOptions:
     return MPDLOptions(**dataclasses.asdict(config.mpdl), iterations=iterations, device=device)
 
 
-def parties(config: RunConfig, method: str, data: OverlapData, only: int | None = None, plan=None) -> list:
-    """A, B and the experimenter (every one, or only ``only``: what a party's own process builds)."""
-    options, seed, k, dual = options_of(config), config.run.seed, data.num_classes, method == "mpdl"
-    makers = [
-        lambda: OverlapParty(data.a, data.b, options, seed, k, dual),
-        lambda: OverlapParty(data.b, data.a, options, seed, k, dual),
-        lambda: OverlapExperimenter(data, options, k, config_integers(party_copy(config.to_dict()))),
-    ]
-    return [make() for i, make in enumerate(makers) if only is None or i == only]
+class MPDL(Family):
+    """The MPDL family: multi-party dual learning and its FTL reference, between A, B (partly overlapping rows) and
+    the collaborator C, with the experimenter scoring."""
 
+    name = "MPDL"
+    methods = ("mpdl", "ftl")
+    reference = "ftl"
+    messages = (PublicKey, PerturbedMeans, GeneratedData, OutputGradient, DensityDifference, CrossGradient, Report)
+    messages += (BlindedIDs, IntersectionIndices, FoldAssignment, Activations, ActivationGradient)  # + split network
+    party_loads_all_data = True
 
-def build(config: RunConfig, data: OverlapData, method: str) -> PartialOverlapProtocol:
-    """MPDL or FTL at C; A, B and the experimenter reached through the transport."""
-    names = ["a", "b", EXPERIMENTER]
-    transport = open_transport(config, method, data, names, lambda: parties(config, method, data))
-    dims = {"a": data.a.num_features, "b": data.b.num_features}
-    cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
-    task = Task(data.task, data.num_classes, "ce")
-    fed = Federation(transport=transport)
-    return cls(task, fed, data.labels, dims, data.a.image_shape, options_of(config), seed=config.run.seed)
+    def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> OverlapDataModule:
+        """Two parties whose rows partly overlap (γ of them in common), with the labels at B."""
+        d = config.data
+        return OverlapDataModule(
+            **shared_data_options(config),
+            gamma=config.mpdl.gamma,
+            seed=config.run.seed,
+            assignment=d.assignment or None,
+            root=d.root,
+            max_rows=config.mpdl.max_rows,
+        )
 
+    def parties(self, config: RunConfig, method: str, data: OverlapData, only: int | None = None, plan=None) -> list:
+        """A, B and the experimenter (every one, or only ``only``: what a party's own process builds)."""
+        options, seed, k, dual = options_of(config), config.run.seed, data.num_classes, method == "mpdl"
+        makers = [
+            lambda: OverlapParty(data.a, data.b, options, seed, k, dual),
+            lambda: OverlapParty(data.b, data.a, options, seed, k, dual),
+            lambda: OverlapExperimenter(data, options, k, config_integers(party_copy(config.to_dict()))),
+        ]
+        return [make() for i, make in enumerate(makers) if only is None or i == only]
 
-def check(config: RunConfig) -> None:
-    """A CNN central or dual model needs images; Paillier's key is a size it can use."""
-    for key in ("central", "dual_arch"):
-        if getattr(config.mpdl, key) == "cnn" and config.data.dataset not in IMAGE_DATASETS:
-            raise VCLInputError(
-                f"mpdl.{key}=cnn needs an image dataset ({', '.join(IMAGE_DATASETS)}), not {config.data.dataset!r}."
-            )
-    check_key_bits(config.mpdl.key_bits)
+    def build(self, config: RunConfig, data: OverlapData, method: str) -> PartialOverlapProtocol:
+        """MPDL or FTL at C; A, B and the experimenter reached through the transport."""
+        names = ["a", "b", EXPERIMENTER]
+        transport = open_transport(config, method, data, names, lambda: self.parties(config, method, data))
+        dims = {"a": data.a.num_features, "b": data.b.num_features}
+        cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
+        task = Task(data.task, data.num_classes, "ce")
+        fed = Federation(transport=transport)
+        return cls(task, fed, data.labels, dims, data.a.image_shape, options_of(config), seed=config.run.seed)
+
+    def check(self, config: RunConfig) -> None:
+        """A CNN central or dual model needs images; Paillier's key is a size it can use."""
+        for key in ("central", "dual_arch"):
+            if getattr(config.mpdl, key) == "cnn" and config.data.dataset not in IMAGE_DATASETS:
+                raise VCLInputError(
+                    f"mpdl.{key}=cnn needs an image dataset ({', '.join(IMAGE_DATASETS)}), not {config.data.dataset!r}."
+                )
+        check_key_bits(config.mpdl.key_bits)

@@ -1,0 +1,67 @@
+"""docs/extending.md's own method: two blocks of a page, copied to a folder outside the project, run by
+``python train.py --config my_method.yaml`` under local, ray and grpc with equal results; nothing in vcl names it."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "extending.md"
+
+
+def example_files() -> dict[str, str]:
+    """The page's fenced blocks whose first line is ``# my_method.py`` / ``# my_method.yaml``, by file name."""
+    blocks = re.findall(r"^```\w*\n(.*?)^```", PAGE.read_text(), flags=re.M | re.S)
+    return {m[1]: b for b in blocks if (m := re.match(r"# (my_method\.\w+)\n", b))}
+
+
+def test_the_example_is_whole_small_and_named_nowhere_in_vcl():
+    files = example_files()
+    assert sorted(files) == ["my_method.py", "my_method.yaml"]
+    assert len(files["my_method.py"].splitlines()) <= 200
+    for folder in ("vcl", "models", "datamodules", "callbacks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            text = path.read_text()
+            assert "StumpBoosting" not in text and "my_method" not in text, path
+
+
+def _train(folder: Path, out: str, *flags: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(folder), OMP_NUM_THREADS="1")
+    argv = [sys.executable, str(ROOT / "train.py"), "--config", "my_method.yaml", "--out", out, "--quiet", *flags]
+    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads((folder / out / "results.json").read_text())
+
+
+def _same(run: dict, local: dict) -> None:
+    assert run["value"] == local["value"] and run["bytes_sent"] == local["bytes_sent"]
+    assert run["prediction_stage"] == local["prediction_stage"]
+    assert [r["metrics"] for r in run["rounds"]] == [r["metrics"] for r in local["rounds"]]
+    assert [r["chosen"] for r in run["rounds"][1:]] == [r["chosen"] for r in local["rounds"][1:]]
+
+
+@pytest.mark.slow
+def test_the_own_method_runs_from_outside_the_project_under_every_transport(tmp_path, monkeypatch):
+    from vcl.loopback import Federation
+
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    for name, text in example_files().items():
+        (folder / name).write_text(text)
+    local = _train(folder, "local")
+    assert local["method"] == "stumps" and len(local["rounds"]) == 11 and local["value"] > 0.8
+    assert {r["chosen"] for r in local["rounds"][1:]} > {"alice"}  # more than Alice's stumps were kept
+    _same(_train(folder, "ray", "--transport.kind", "ray"), local)
+    names = ["alice", "org1", "org2", "org3"]
+    own = {n: {"allow_classes": ["my_method.StumpBoosting"]} for n in names}
+    monkeypatch.setenv("PYTHONPATH", str(folder))  # each party process imports my_method where it runs
+    with Federation(tmp_path / "fed", names, own=own) as fed:
+        flags = [(f"--{k}", json.dumps(v) if isinstance(v, dict) else str(v)) for k, v in fed.overrides().items()]
+        grpc = _train(folder, "grpc", *[x for pair in flags for x in pair])
+    _same(grpc, local)
+    assert grpc["transport"] == "grpc"

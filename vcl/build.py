@@ -1,0 +1,254 @@
+"""How a run is put together from its config: the run builder.
+
+The method's family (:class:`vcl.family.Family`) says what its runs are made of: its checks, its data module, its
+parties and its coordinator. Here is what every family shares: the device a run asks for, the transport that
+reaches its parties (in this process, one Ray actor per party, or one gRPC party process per organization, each of
+which builds its own party through :func:`own_party`), and, where parties run apart, what the coordinator loads (no
+party's features; the rows aligned by private set intersection) and what each party loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from vcl.config import RunConfig
+from vcl.datamodules.grid import GridData
+from vcl.datamodules.overlap import OverlapData
+from vcl.datamodules.tabular import FeatureView, VerticalData
+from vcl.errors import VCLInputError
+from vcl.family import compare_methods, family_name, family_of, methods_of
+from vcl.transport import LocalTransport, Transport
+
+if TYPE_CHECKING:
+    from vcl.protocols.base import Protocol
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise VCLInputError(f"run.device={name!r} but no CUDA device is visible; use run.device=cpu or auto.")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise VCLInputError(f"run.device={name!r} is not a device; use cpu, cuda, cuda:N or auto.") from None
+
+
+def per_organization(values: list, count: int, what: str, who: str = "organizations") -> list:
+    """One setting for all organizations, or one each; ``gb-svm`` = GB for the first half, SVM after."""
+    if len(values) == 1 and values[0] == "gb-svm":
+        return ["gb"] * (count // 2) + ["svm"] * (count - count // 2)
+    if len(values) == 1:
+        return list(values) * count
+    if len(values) != count:
+        raise VCLInputError(f"{what} lists {len(values)} values for {count} {who}; give 1 or {count}.")
+    return list(values)
+
+
+def open_transport(config: RunConfig, method: str, data, names: list[str], parties, concurrent=False) -> Transport:
+    """How the coordinator reaches ``method``'s parties ``names``: one Ray actor per party (each builds itself),
+    or in this process (``parties()`` builds them; ``concurrent``: the local batched executor)."""
+    dirs = per_organization(config.transport.party_dirs, len(names), "transport.party_dirs", who="parties")
+    if config.transport.kind == "ray":
+        from vcl.ray_transport import RayTransport
+
+        count, t = len(names), config.transport
+        resources = {
+            what: per_organization(getattr(t, f"party_{what}"), count, f"transport.party_{what}", who="parties")
+            for what in ("cpus", "gpus", "nodes")
+        }
+        transport = RayTransport(config, method, names, data, own_party, resources)
+    elif config.transport.kind == "grpc":
+        from vcl.grpc_transport import GrpcTransport
+
+        transport = GrpcTransport(config, method, names, data)
+    else:
+        transport = LocalTransport(parties(), concurrent=concurrent)
+    transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
+    return transport
+
+
+def shared_data_options(config: RunConfig) -> dict:
+    """What every data module takes from the ``data`` group alike."""
+    d = config.data
+    return {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction}
+
+
+# --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---
+def build_protocol(config: RunConfig, data, method: str | None = None) -> Protocol:
+    """``method``'s protocol (default: the config's), built by its family from the config and the data."""
+    method = method or config.method
+    return family_of(config, method).build(config, data, method)
+
+
+def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
+    """The data module the config's method reads (``only``, ``ids``: one CSV organization's file alone)."""
+    return family_of(config).datamodule(config, only, ids)
+
+
+def own_party(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int):
+    """Party ``index`` of ``method``, built in its own process from the config (a Ray actor, a gRPC party)."""
+    family = family_of(config, method)
+    if family.party_loads_all_data:  # it keeps its own part at once (the experimenter keeps everything)
+        dm = family.datamodule(config)
+        dm.setup()
+        data = dm.data
+    else:
+        data = party_data(config, method, index, ids, kind, num_classes)
+    return family.parties(config, method, data, only=index)[0]
+
+
+def check_config(config: RunConfig) -> None:
+    """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded)."""
+    from vcl.datamodules.csv_files import csv_policies
+
+    own = family_of(config)
+    for m in compare_methods(config):
+        if m not in methods_of(config):
+            mine, name = ", ".join(methods_of(config)), family_name(config.method)
+            raise VCLInputError(
+                f"compare lists {m!r} beside method={config.method!r}, which is {name}; methods of different "
+                f"families split the data differently, so compare it with {name}'s own: {mine}."
+            )
+    if config.data.dataset == "csv":
+        csv_policies(config.data.categorical, config.data.missing, len(config.data.csv_files) or 1)
+    if config.data.module:
+        if own.party_loads_all_data:
+            raise VCLInputError(
+                f"data.module gives organizations' column views, which the GAL and ASCII methods read; {own.name}'s "
+                f"method {config.method!r} splits its data itself: leave data.module empty and name data.dataset."
+            )
+        from vcl.datamodules.user import build_datamodule
+
+        build_datamodule(config.data.module)  # the class imports and takes its init_args, before any work
+    resolve_device(config.run.device)
+    own.own_options(config)
+    own.check(config)
+    if config.transport.kind == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise VCLInputError("transport.kind=ray needs Ray; install it with pip install 'vcl[ray]'.") from None
+    if config.transport.kind == "grpc":
+        from vcl.errors import regular_file
+
+        t = config.transport
+        for key in ("tls_ca", "tls_cert", "tls_key"):
+            if not getattr(t, key):
+                raise VCLInputError(f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.certs).")
+            fix = "make the federation's files with python -m vcl.certs"
+            regular_file(Path(getattr(t, key)), f"transport.{key}", fix)
+        for address in t.addresses.values():
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise VCLInputError(f"transport.addresses: {address!r} is not host:port; e.g. bob.example.org:50052.")
+
+
+# --- where parties run apart (transport.kind: ray or grpc): what the coordinator and each party load ---
+def hollow(view: FeatureView) -> FeatureView:
+    """A party's name without its data: what the coordinator knows of a party that runs elsewhere."""
+    return FeatureView(view.name, [], {})
+
+
+def coordinator_data(config: RunConfig) -> VerticalData:
+    """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
+
+    For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
+    process (on its node) for the row alignment.
+    """
+    if config.data.dataset != "csv" or config.data.module:
+        dm = datamodule_for(config)
+        dm.setup()
+        if config.data.module:
+            from vcl.datamodules.user import check_vertical
+
+            check_vertical(dm)
+        data = dm.data
+        if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
+            parties = [[hollow(v) for v in row] for row in data.parties]
+            return replace(data, parties=parties, group_labels=[], public=torch.empty(0))
+        if isinstance(data, OverlapData):  # MPDL: C's view: each party's width and image layout, labels for metrics
+            a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
+            return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
+        return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
+    from vcl.datamodules.csv_files import csv_ids, csv_policies, shared_ids
+
+    files = config.data.csv_files
+    if not files:
+        raise VCLInputError(
+            "data.dataset=csv needs data.csv_files: one CSV per organization, Alice's (with the label) first."
+        )
+    drop = [m == "drop" for _, m in csv_policies(config.data.categorical, config.data.missing, len(files))]
+    names = [Path(f).stem for f in files]
+    own = csv_ids(files[0], config.data.id_column, drop[0], config.data.label_column)
+    ids = shared_ids(psi_with_parties(config, names, own, drop), config.data.id_column, any(drop))
+    dm = datamodule_for(config, only=0, ids=ids)
+    dm.setup()
+    alice = dm.data
+    views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in files[1:]]
+    return VerticalData(views, alice.labels, alice.task, alice.num_classes, ids=ids)
+
+
+def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: list[bool]) -> list[list[str]]:
+    """Alice's IDs, then for each other party the part of them it holds too, by private set intersection (star:
+    Alice and each party, :mod:`vcl.psi`): each party reads its own file where it runs (its Ray node, or its
+    machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice."""
+    from vcl.psi import PSISide
+
+    alice = PSISide(names[0], own)
+    offer = alice.offer()
+    if config.transport.kind == "grpc":
+        from vcl.grpc_transport import psi_answers
+
+        answers = psi_answers(config, names, drop, offer)
+    else:
+        import ray
+
+        from vcl.ray_transport import _get, _placement, start_ray
+
+        t = config.transport
+        start_ray(t.address, sum(per_organization(t.party_cpus, len(names), "transport.party_cpus", who="parties")))
+        nodes = per_organization(t.party_nodes, len(names), "transport.party_nodes", who="parties")
+        read = ray.remote(num_cpus=0)(psi_answer)
+        d = config.data
+        refs = [
+            read.options(**_placement(nodes[k])).remote(f, d.id_column, drop[k], d.label_column, offer)
+            for k, f in enumerate(d.csv_files[1:], 1)
+        ]
+        answers = _get(refs, names[1:], "the ID alignment")
+    lists = [own]
+    for answer in answers:
+        alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
+        lists.append([own[row] for row in alice.match(answer["twice"])])
+    return lists
+
+
+def psi_answer(path: str, id_column: str, drop: bool, label_column: str, offer) -> dict:
+    """A party's half of the star PSI, where its file is (a Ray task on its node, or its own party process under
+    grpc): Alice's blinded IDs blinded again, and its own IDs blinded once."""
+    from vcl.datamodules.csv_files import csv_ids
+    from vcl.psi import PSISide
+
+    side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column))
+    return {"twice": side.answer(offer), "offer": side.offer()}
+
+
+def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
+    """What party ``index`` loads in its own process: its own view (every view for Joint, which is one
+    party holding every feature), no labels (they come, if at all, in messages)."""
+    everything = method in ("joint", "oracle")
+    if config.data.dataset == "csv" and not everything:
+        dm = datamodule_for(config, only=index, ids=ids)
+        dm.setup()
+        views = [FeatureView(Path(f).stem, [], {}) for f in config.data.csv_files]
+        views[index] = dm.data.views[0]
+        return VerticalData(views, {}, kind, num_classes)
+    dm = datamodule_for(config, ids=ids) if config.data.dataset == "csv" else datamodule_for(config)
+    dm.setup()
+    data = dm.data
+    views = [v if everything or m == index else hollow(v) for m, v in enumerate(data.views)]
+    return VerticalData(views, {}, kind, num_classes, joint=data.joint if everything else None)

@@ -1,0 +1,145 @@
+"""A method family: the one contract through which vcl builds every run, whichever transport carries it.
+
+A **family** is the methods that split the data alike and may be compared with each other (GAL with Alone, Joint,
+AL, Late and Interm fusion; ASCII with its variants; DC with its references; MPDL with FTL). A family is a subclass
+of :class:`Family` in a package of its own, built-in or the user's; the run builder (:mod:`vcl.build`) asks it for
+
+- ``check(config)``: what the options' types cannot say and needs no data (one :class:`VCLInputError` sentence);
+- ``datamodule(config, only, ids)``: the data module its runs read (``only``: party ``only``'s own file alone,
+  on the aligned ``ids``); :class:`vcl.protocols.organizations.OrganizationFamily` reads the organizations' column
+  views, as GAL and ASCII do;
+- ``parties(config, method, data, only)``: its parties, every one or only party ``only`` (what a party's own
+  process builds from the config, under ``ray`` or ``grpc``); each has ``name`` and ``handle(message)``;
+- ``build(config, data, method)``: its coordinator (a :class:`vcl.protocols.base.Protocol`), whose
+  ``run_round()`` sends messages to the parties through ``build.open_transport``'s transport, returns the round's
+  record, and whose ``predict(split)`` is the prediction stage;
+
+and reads its attributes: ``name``, ``methods`` (the methods it runs), ``reference`` (the method run beside the main
+one when ``compare`` is unset, or None), ``messages`` (its message classes: the wire format of ``grpc`` looks a
+frame's kind up among the message classes of the families a process has loaded, so a family registers its own),
+``party_loads_all_data`` (whether a party's own process loads the whole data set and keeps its part, as DC and MPDL
+do, or reads only its own view) and ``options`` (an outside family's options: a dataclass that the config's
+``options`` mapping fills).
+
+A built-in family is named by the registry (:mod:`vcl.registry`); a family outside vcl by its class path in the
+config (``method: my_pkg.MyMethod``), imported where the run starts and, under ``grpc``, by each party
+process that lists the class in its ``allow_classes``. ``docs/extending.md`` writes one from scratch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING, Any
+
+from vcl.errors import VCLInputError
+from vcl.registry import FAMILIES, METHODS, is_class_path
+
+if TYPE_CHECKING:
+    from vcl.config import RunConfig
+
+
+class Family:
+    """The contract of a method family (the module's docstring); subclass it and override what differs."""
+
+    name: str = ""
+    methods: tuple[str, ...] = ()
+    reference: str | None = None
+    messages: tuple[type, ...] = ()
+    party_loads_all_data: bool = False
+    options: type | None = None
+
+    def check(self, config: RunConfig) -> None:
+        """What the options' types cannot say and needs no data; nothing by default."""
+
+    def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None):
+        raise NotImplementedError
+
+    def parties(self, config: RunConfig, method: str, data, only: int | None = None) -> list:
+        raise NotImplementedError
+
+    def build(self, config: RunConfig, data, method: str):
+        raise NotImplementedError
+
+    def own_options(self, config: RunConfig) -> Any:
+        """An outside family's options: its ``options`` dataclass filled from the config's ``options`` mapping
+        (one sentence for a name it does not have)."""
+        values = dict(config.options)
+        if self.options is None:
+            if values:
+                raise VCLInputError(f"options={values} but method {config.method} takes no options; leave it empty.")
+            return None
+        known = {f.name for f in dataclasses.fields(self.options)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise VCLInputError(
+                f"options.{unknown[0]}: method {config.method} has no such option; it takes {', '.join(sorted(known))}."
+            )
+        return self.options(**values)
+
+
+def family_path(method: str) -> str:
+    """The class path of ``method``'s family: the registry's, or the method itself when it is a class path."""
+    if method in METHODS:
+        return FAMILIES[METHODS[method]]
+    if is_class_path(method):
+        return method
+    raise VCLInputError(
+        f"method={method!r} is neither one of vcl's methods ({', '.join(METHODS)}) nor a family's class path "
+        "(my_pkg.MyMethod); name one of them."
+    )
+
+
+@functools.cache
+def load_family(path: str) -> Family:
+    """The family whose class ``path`` names (``package.module:Class`` or ``package.module.Class``), made once per
+    process; its messages join the wire format's table. One sentence if it cannot be imported or is no family."""
+    from vcl.classpath import import_class
+
+    cls = import_class(path.replace(":", "."), f"method={path}", Family, "method family")
+    family = cls()
+    from vcl.wire import register_messages
+
+    register_messages(family.messages)
+    return family
+
+
+def family_for(method: str) -> Family:
+    """The family that runs ``method`` (a registered method's name, or an outside family's class path)."""
+    return load_family(family_path(method))
+
+
+def family_name(method: str) -> str:
+    """The family's name (``GAL``, ``ASCII``, ``DC``, ``MPDL`` or an outside family's), its class not loaded for a
+    registered method."""
+    return METHODS[method] if method in METHODS else family_for(method).name or method
+
+
+def family_of(config: RunConfig, method: str | None = None) -> Family:
+    """The family that runs ``method`` (default: the config's) in this run: a registered method's, a class path's,
+    or, for a name an outside family gives one of its methods, the family of the config's method."""
+    method = method or config.method
+    if method in METHODS or is_class_path(method):
+        return family_for(method)
+    own = family_for(config.method)
+    if method in own.methods:
+        return own
+    raise VCLInputError(
+        f"compare lists {method!r}, which is no method of {config.method}'s family; name one of "
+        f"{', '.join(methods_of(config))}."
+    )
+
+
+def methods_of(config: RunConfig) -> list[str]:
+    """Every method of the config's method's family (what ``compare`` may name beside it)."""
+    if config.method in METHODS:
+        return [m for m, f in METHODS.items() if f == METHODS[config.method]]
+    return list(dict.fromkeys([config.method, *family_for(config.method).methods]))
+
+
+def compare_methods(config: RunConfig) -> list[str]:
+    """The methods run beside the main one: those ``compare`` names, or, unset, the family's reference."""
+    if config.compare is None:
+        reference = family_for(config.method).reference
+        return [reference] if reference else []
+    return list(dict.fromkeys(config.compare))

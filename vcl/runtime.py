@@ -1,0 +1,88 @@
+"""One party, wherever it runs: the runtime every host hands messages to.
+
+A transport only delivers. What a party does with what arrives is the same in this process
+(:class:`vcl.transport.LocalTransport`), in a Ray actor (:mod:`vcl.ray_transport`) and in a gRPC party process
+(:mod:`vcl.party`): it is built from its copy of the run's config by its family (:func:`vcl.build.own_party`),
+answers a message with its reply, hands over the messages it addressed to other parties, checkpoints itself where
+it runs, opens its own logs and says where it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from vcl.checkpoints import load_party, prune_party, save_party
+from vcl.logs import open_party_logs
+from vcl.messages import Message
+
+
+class PartyRuntime:
+    """One party: ``party`` (any object with ``name``, ``handle(message)``, ``state_dict()`` and
+    ``load_state_dict()``), or none until :meth:`build` makes it from a config; ``name``: its name, when the host
+    knows it already."""
+
+    def __init__(self, party=None, name: str | None = None):
+        self.party, self._name = party, name
+
+    def build(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
+        """Make party ``index`` of ``method`` from ``settings`` (a config as ``RunConfig.to_dict`` gives it) with
+        ``make``, the run builder's party factory (:func:`vcl.build.own_party`, handed in by the host); where it
+        runs."""
+        from vcl.config import RunConfig
+
+        self.party = make(RunConfig.from_dict(settings), method, index, ids, kind, num_classes)
+        return self.where()
+
+    @property
+    def name(self) -> str:
+        return self._name or self.party.name
+
+    def handle(self, message: Message) -> Message | None:
+        """The party's reply to ``message`` (None for a message that asks for none)."""
+        return self.party.handle(message)
+
+    def forward(self, message: Message) -> None:
+        """A message from another party, which expects no reply."""
+        reply = self.party.handle(message)
+        if reply is not None:
+            raise TypeError(f"{self.name} answered a {message.kind} from {message.sender}: it expects no reply.")
+
+    def outgoing(self) -> list[Message]:
+        """The messages the party addressed to other parties since last asked (parties that never message each
+        other have none)."""
+        take = getattr(self.party, "outgoing", None)
+        messages = [] if take is None else take()
+        for message in messages:
+            if message.sender != self.name:
+                raise ValueError(f"{self.name} cannot send a {message.kind} from {message.sender!r}.")
+        return messages
+
+    def save(self, root: str | Path, round_: int, run: str) -> None:
+        save_party(self.party, self.name, Path(root), round_, run)
+
+    def load(self, root: str | Path, round_: int, run: str) -> None:
+        load_party(self.party, self.name, Path(root), round_, run)
+
+    def prune(self, root: str | Path, round_: int) -> None:
+        prune_party(self.name, Path(root), round_)
+
+    def open_logs(self, root: str | Path) -> None:
+        open_party_logs(self.party, self.name, Path(root))
+
+    def where(self) -> dict:
+        return party_place(self.name, self.party)
+
+    def state_dict(self) -> dict:
+        return self.party.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.party.load_state_dict(state)
+
+
+def party_place(name: str, party) -> dict:
+    """Where a party runs: this host and process, and the device it trains on (what it says: ``device()``)."""
+    device = getattr(party, "device", "cpu")
+    device = device() if callable(device) else device
+    return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": str(device)}
