@@ -195,3 +195,19 @@ def test_tensorboard_has_a_run_per_method_with_its_settings_and_bytes_per_messag
         "comm/bytes_by_kind/PseudoResidual"
         in EventAccumulator(str(out / "tensorboard" / "gal")).Reload().Tags()["scalars"]
     )
+
+
+def test_a_runs_identity_is_what_it_sets_so_a_new_option_at_its_default_changes_no_earlier_run():
+    from vcl.config import RunConfig, default_flat, identity_differs
+
+    config = RunConfig.from_dict({"gal.weights": "bag", "run.rounds": 3, "data.dataset": "iris"})
+    now = config.identity()
+    assert now == {"gal.weights": "bag", "data.dataset": "iris"}  # run.rounds may change on resume
+    before = {k: v for k, v in default_flat().items() if not k.startswith(("transport", "out", "run.rounds"))}
+    before |= now  # a checkpoint made before identities left defaults out lists every option
+    assert identity_differs(before, now) == []
+    older = dict(before)
+    older.pop("gal.privacy_scope")  # a checkpoint made before an option existed: it held that option's default
+    assert identity_differs(older, now) == [] and identity_differs(now, now) == []
+    assert identity_differs({"gal.weights": "learned"}, now) == ["data.dataset", "gal.weights"]
+    assert identity_differs({**before, "gal.retired": 1}, now) == ["gal.retired"]  # an option since removed
