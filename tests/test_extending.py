@@ -30,6 +30,17 @@ def test_the_example_is_whole_small_and_named_nowhere_in_vcl():
             assert "StumpBoosting" not in text and "my_method" not in text, path
 
 
+def test_each_built_in_family_is_its_registry_entry():
+    from vcl.family import Family, load_family
+    from vcl.registry import FAMILIES, METHODS
+
+    for name, path in FAMILIES.items():
+        family = load_family(path)
+        assert isinstance(family, Family) and family.name == name
+        assert set(family.methods) == {m for m, f in METHODS.items() if f == name}
+        assert family.reference in family.methods and set(family.peer_messages) <= set(family.messages)
+
+
 def _train(folder: Path, out: str, *flags: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(folder), OMP_NUM_THREADS="1")
     argv = [sys.executable, str(ROOT / "train.py"), "--config", "my_method.yaml", "--out", out, "--quiet", *flags]

@@ -344,6 +344,57 @@ def test_refused_cases_are_refused_and_the_party_keeps_serving(federation, tmp_p
     assert still_serving(federation)
 
 
+@pytest.mark.slow
+def test_a_kind_parties_never_send_each_other_is_refused_before_it_reaches_the_party(federation, tiny, tmp_path):
+    """Another party of the run injects a residual into org1 (a Forward): refused before org1's state changes."""
+    from vcl.grpc_transport import Link
+    from vcl.messages import PredictionRequest, PseudoResidual
+    from vcl.wire import pack_message, unpack_message
+
+    base = {"data.organizations": 3, "run.rounds": 1, "learner.epochs": 2}
+    train(tiny(**federation.overrides(GAL_NAMES), **base, out=str(tmp_path / "run")), verbose=False)
+    address = f"127.0.0.1:{federation.ports['org1']}"
+    alice, org2 = (Link("org1", address, federation.tls(n), 2**24, 10.0, 0) for n in ("alice", "org2"))
+
+    def predictions():
+        frame = alice.call("Handle", pack_message(PredictionRequest("alice", "org1", 1, "train")))
+        return unpack_message(frame, 2**24).values
+
+    before = predictions()
+    rows, classes = before["1"].shape
+    for kind in (PseudoResidual("org2", "org1", 1, torch.ones(rows, classes)), PredictionRequest("org2", "org1", 1)):
+        with pytest.raises(VCLInputError, match="refused the Forward request: org1: org1 takes no message from an"):
+            org2.call("Forward", pack_message(kind))
+    after = predictions()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    alice.close(), org2.close()
+    assert still_serving(federation)
+
+
+def test_every_spelling_of_a_class_counts_against_allow_classes():
+    from vcl.party import named_classes
+
+    config = {
+        "method": "my_pkg.Boost",
+        "data": {"module": "sklearn:evil_pkg.DataModule{}"},  # a kind that is not what the class is
+        "learner": {"callbacks": [{"class_path": "pkg.Callback"}], "model": ["sklearn:sklearn.svm.SVC{}"]},
+        "dc": {"central": "sklearn:sklearn.linear_model.LogisticRegression"},
+    }
+    assert sorted(named_classes(config)) == ["evil_pkg.DataModule", "my_pkg.Boost", "pkg.Callback"]
+
+
+@pytest.mark.slow
+def test_a_class_spelled_as_scikit_learns_is_refused_unless_its_party_allows_it(federation):
+    from vcl.grpc_transport import Link
+
+    link = Link("org1", f"127.0.0.1:{federation.ports['org1']}", federation.tls("alice"), 2**20, 10.0, 0)
+    setup = {"config": {"data": {"module": "sklearn:os.Thing"}}, "index": 1, "names": GAL_NAMES}
+    with pytest.raises(VCLInputError, match="names class os.Thing, which this party's allow_classes does not list"):
+        link.ask("Setup", setup)
+    link.close()
+    assert still_serving(federation)
+
+
 # --- rows aligned by private set intersection ---
 def write_party_files(folder: Path, n=60, seed=0):
     rng = np.random.RandomState(seed)

@@ -67,7 +67,9 @@ def open_transport(config: RunConfig, method: str, data, names: list[str], parti
 
         transport = GrpcTransport(config, method, names, data)
     else:
-        transport = LocalTransport(parties(), concurrent=concurrent)
+        transport = LocalTransport(
+            parties(), concurrent=concurrent, peer_messages=family_of(config, method).peer_messages
+        )
     transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
     return transport
 

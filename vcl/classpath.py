@@ -39,7 +39,7 @@ def import_class(path: str, option: str, base: type, what: str) -> type:
         raise VCLInputError(
             f"{option}: cannot import {path} ({err}); put its package on PYTHONPATH or fix the class_path."
         ) from None
-    except Exception as err:  # the module's own code failed as it was imported
+    except (Exception, SystemExit) as err:  # the module's own code failed (or exited) as it was imported
         reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200] if str(err).strip() else ''}"
         raise VCLInputError(f"{option}: importing {module} for {path} failed ({reason}); fix that module.") from None
     if not (isinstance(cls, type) and issubclass(cls, base)):

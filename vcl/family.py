@@ -17,9 +17,10 @@ of :class:`Family` in a package of its own, built-in or the user's; the run buil
 and reads its attributes: ``name``, ``methods`` (the methods it runs), ``reference`` (the method run beside the main
 one when ``compare`` is unset, or None), ``messages`` (its message classes: the wire format of ``grpc`` looks a
 frame's kind up among the message classes of the families a process has loaded, so a family registers its own),
-``party_loads_all_data`` (whether a party's own process loads the whole data set and keeps its part, as DC and MPDL
-do, or reads only its own view) and ``options`` (an outside family's options: a dataclass that the config's
-``options`` mapping fills).
+``peer_messages`` (the kinds its parties send each other: a party takes no other kind from another party, refused
+before it reaches the party), ``party_loads_all_data`` (whether a party's own process loads the whole data set and
+keeps its part, as DC and MPDL do, or reads only its own view) and ``options`` (an outside family's options: a
+dataclass that the config's ``options`` mapping fills).
 
 A built-in family is named by the registry (:mod:`vcl.registry`); a family outside vcl by its class path in the
 config (``method: my_pkg.MyMethod``), imported where the run starts and, under ``grpc``, by each party
@@ -46,6 +47,7 @@ class Family:
     methods: tuple[str, ...] = ()
     reference: str | None = None
     messages: tuple[type, ...] = ()
+    peer_messages: tuple[type, ...] = ()
     party_loads_all_data: bool = False
     options: type | None = None
 

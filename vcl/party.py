@@ -37,7 +37,7 @@ from pathlib import Path
 from vcl.registry import is_class_path
 
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where")
-ONE_LINE_CLASS = re.compile(r"^(?!sklearn:)[a-z]+:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)")
+ONE_LINE_CLASS = re.compile(r"^[a-z]+:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)")
 
 
 @dataclass
@@ -107,8 +107,8 @@ def read_pem(tls: dict) -> tuple[bytes, bytes, bytes]:
 
 
 def named_classes(value) -> list[str]:
-    """Every class path a config names (``class_path:`` entries, ``<kind>:<path>`` one-line forms and a method
-    family's class, ``method: my_pkg.MyMethod``), scikit-learn's estimators aside."""
+    """Every class path a config names (``class_path:`` entries, ``<kind>:<path>`` one-line forms whatever their kind
+    says, and a method family's class, ``method: my_pkg.MyMethod``), scikit-learn's own classes aside."""
     if isinstance(value, dict):
         own = [value["class_path"]] if isinstance(value.get("class_path"), str) else []
         method = value.get("method")
@@ -119,7 +119,7 @@ def named_classes(value) -> list[str]:
         return [p for v in value for p in named_classes(v)]
     if isinstance(value, str):
         m = ONE_LINE_CLASS.match(value)
-        return [m[1]] if m else []
+        return [m[1]] if m and not m[1].startswith("sklearn.") else []
     return []
 
 
@@ -191,6 +191,8 @@ class PartyServer:
         except (WireError, VCLInputError, PermissionError) as err:
             code = grpc.StatusCode.PERMISSION_DENIED if isinstance(err, PermissionError) else None
             context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {err}")
+        except SystemExit:  # a module a run named exited as it was imported: refused, and the party keeps serving
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: the {op} request ended in an exit")
         except (KeyError, TypeError, AttributeError) as err:  # a request body without what its operation takes
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({err!r})")
         except Exception as err:  # the party's own failure: its kind and sentence, no traceback, leave the party

@@ -21,18 +21,22 @@ from vcl.messages import Message
 class PartyRuntime:
     """One party: ``party`` (any object with ``name``, ``handle(message)``, ``state_dict()`` and
     ``load_state_dict()``), or none until :meth:`build` makes it from a config; ``name``: its name, when the host
-    knows it already."""
+    knows it already; ``peer_messages``: the message classes it takes from other parties (its family's; None: any)."""
 
-    def __init__(self, party=None, name: str | None = None):
+    def __init__(self, party=None, name: str | None = None, peer_messages=None):
         self.party, self._name = party, name
+        self.peer_kinds = None if peer_messages is None else {m.__name__ for m in peer_messages}
 
     def build(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
         """Make party ``index`` of ``method`` from ``settings`` (a config as ``RunConfig.to_dict`` gives it) with
         ``make``, the run builder's party factory (:func:`vcl.build.own_party`, handed in by the host); where it
         runs."""
         from vcl.config import RunConfig
+        from vcl.family import family_of
 
-        self.party = make(RunConfig.from_dict(settings), method, index, ids, kind, num_classes)
+        config = RunConfig.from_dict(settings)
+        self.party = make(config, method, index, ids, kind, num_classes)
+        self.peer_kinds = {m.__name__ for m in family_of(config, method).peer_messages}
         return self.where()
 
     @property
@@ -44,7 +48,14 @@ class PartyRuntime:
         return self.party.handle(message)
 
     def forward(self, message: Message) -> None:
-        """A message from another party, which expects no reply."""
+        """A message from another party, which expects no reply; a kind the family's parties never send each other
+        is refused before the party sees it (:class:`PermissionError`)."""
+        if self.peer_kinds is not None and message.kind not in self.peer_kinds:
+            raise PermissionError(
+                f"{self.name} takes no {message.kind} from another party (only {', '.join(sorted(self.peer_kinds))})"
+                if self.peer_kinds
+                else f"{self.name} takes no message from another party in this method"
+            )
         reply = self.party.handle(message)
         if reply is not None:
             raise TypeError(f"{self.name} answered a {message.kind} from {message.sender}: it expects no reply.")

@@ -120,11 +120,13 @@ class Transport:
 class LocalTransport(Transport):
     """Parties in this process. ``concurrent``: fit same-architecture parties' requests in one pass."""
 
-    def __init__(self, parties: Mapping[str, object] | list, channel: Channel | None = None, concurrent=True):
+    def __init__(
+        self, parties: Mapping[str, object] | list, channel: Channel | None = None, concurrent=True, peer_messages=None
+    ):
         parties = dict(parties) if isinstance(parties, Mapping) else {p.name: p for p in parties}
         super().__init__(list(parties), channel)
         self._parties = parties
-        self._runtimes = {name: PartyRuntime(party, name) for name, party in parties.items()}
+        self._runtimes = {name: PartyRuntime(party, name, peer_messages) for name, party in parties.items()}
         self.concurrent = concurrent
         self._stacked: dict = {}  # the parties' inputs stacked for fits together (run_jobs), kept between rounds
 

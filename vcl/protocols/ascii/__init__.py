@@ -72,6 +72,7 @@ class ASCII(OrganizationFamily):
     methods = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
     reference = "single"
     messages = (IgnoranceScores, ClassVotes, Interchange, Discarded)
+    peer_messages = (IgnoranceScores,)  # each agent passes its scores to the next
 
     def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
         """The agents (Single: Alice alone; Oracle: one agent holding every feature)."""

@@ -58,6 +58,7 @@ class DC(Family):
     methods = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
     reference = "local"
     messages = (AnchorShare, ReducedRepresentation, AnchorPredictions, RawFeatures, KeptModel, ScoreRequest, Scores)
+    peer_messages = (AnchorShare, KeptModel)  # a worker's anchor to its row group, its model to the experimenter
     party_loads_all_data = True
 
     def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> GridDataModule:

@@ -74,6 +74,8 @@ class MPDL(Family):
     reference = "ftl"
     messages = (PublicKey, PerturbedMeans, GeneratedData, OutputGradient, DensityDifference, CrossGradient, Report)
     messages += (BlindedIDs, IntersectionIndices, FoldAssignment, Activations, ActivationGradient)  # + split network
+    peer_messages = (BlindedIDs, IntersectionIndices, FoldAssignment, PublicKey, PerturbedMeans, GeneratedData)
+    peer_messages += (OutputGradient, DensityDifference, CrossGradient, Activations, Report)  # A ↔ B, → experimenter
     party_loads_all_data = True
 
     def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> OverlapDataModule:
