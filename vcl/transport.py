@@ -125,7 +125,6 @@ class LocalTransport(Transport):
     ):
         parties = dict(parties) if isinstance(parties, Mapping) else {p.name: p for p in parties}
         super().__init__(list(parties), channel)
-        self._parties = parties
         self._runtimes = {name: PartyRuntime(party, name, peer_messages) for name, party in parties.items()}
         self.concurrent = concurrent
         self._stacked: dict = {}  # the parties' inputs stacked for fits together (run_jobs), kept between rounds
@@ -133,13 +132,13 @@ class LocalTransport(Transport):
     def party(self, name: str):
         """The party object itself: for what happens at the party (its own new rows) and for tests; a
         coordinator never uses it."""
-        return self._parties[name]
+        return self._runtimes[name].party
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
         fits = [i for i, (_, m) in enumerate(requests) if isinstance(m, FIT_REQUESTS)]
         replies: list[Message | None] = [None] * len(requests)
         if self.concurrent and len(fits) > 1:
-            parties = [self._parties[requests[i][0]] for i in fits]
+            parties = [self._runtimes[requests[i][0]].party for i in fits]
             jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
             from vcl.models.concurrent import run_jobs
 

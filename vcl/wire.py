@@ -15,7 +15,6 @@ add up to what follows, or a kind that is no message class. No ``pickle`` is inv
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import numbers
 import struct
@@ -39,41 +38,38 @@ class WireError(ValueError):
     """A frame that is not a well-formed message (refused; the receiver keeps serving)."""
 
 
-_REGISTERED: dict[str, type[Message]] = {}
+_TABLE: dict[str, type[Message]] = {}  # every kind a frame may name: vcl.messages' own, then the families'
 
 
 def register_messages(classes) -> None:
     """Add a family's message classes (and their subclasses) to the table a frame's kind is looked up in; a family
     registers its own when it is loaded (:func:`vcl.family.load_family`). Two classes of one name are refused."""
+    table = message_classes()
     todo = list(classes)
     while todo:
         cls = todo.pop()
         if not (isinstance(cls, type) and issubclass(cls, Message)):
             raise TypeError(f"{cls!r} is not a vcl.messages.Message subclass")
-        known = _REGISTERED.get(cls.__name__) or message_classes().get(cls.__name__)
+        known = table.get(cls.__name__)
         if known is not None and known is not cls:
             raise TypeError(f"two message classes are named {cls.__name__}: {known.__module__} and {cls.__module__}")
-        _REGISTERED[cls.__name__] = cls
+        table[cls.__name__] = cls
         todo.extend(cls.__subclasses__())
 
 
 def message_classes() -> dict[str, type[Message]]:
     """Every message kind by its class name: those of :mod:`vcl.messages` and those the loaded families
-    registered."""
-    return {**_core_messages(), **_REGISTERED}
+    registered (the table itself; read it, and add to it through :func:`register_messages` only)."""
+    if not _TABLE:
+        import vcl.messages
 
-
-@functools.cache
-def _core_messages() -> dict[str, type[Message]]:
-    import vcl.messages
-
-    found, todo = {}, [Message]
-    while todo:
-        cls = todo.pop()
-        if cls.__module__ == vcl.messages.__name__:
-            found[cls.__name__] = cls
-        todo.extend(cls.__subclasses__())
-    return found
+        todo = [Message]
+        while todo:
+            cls = todo.pop()
+            if cls.__module__ == vcl.messages.__name__:
+                _TABLE[cls.__name__] = cls
+            todo.extend(cls.__subclasses__())
+    return _TABLE
 
 
 def _encode(value, arrays: list):

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
+from vcl.build import per_organization
 from vcl.config import RunConfig
 from vcl.errors import VCLInputError
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks
 from vcl.organization import Organization
 from vcl.protocols.gal.coordinator import GALOptions, GradientAssistedLearning, federation
-from vcl.protocols.organizations import OrganizationFamily, build_parties, organizations, per_organization
+from vcl.protocols.organizations import OrganizationFamily, build_parties, organizations
 from vcl.split_network import ActivationGradient, Activations
 
 
