@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from vcl.testing import assert_same_run, rounds_of  # noqa: F401  (what the test modules import from here)
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 # a tiny image run: digits as 4 patches, narrow CNNs, few epochs, 300 training images
@@ -70,18 +72,3 @@ def sigterm_after_first_checkpoint(args: list[str], out: Path) -> tuple[int, str
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     return proc.returncode, err, len(load_checkpoint(ckpt)["records"]) if ckpt.exists() else 0
-
-
-def rounds_of(results: dict) -> list:
-    """Each round's number, metrics and bytes: what two runs of one config on two transports must share."""
-    return [(r["round"], r["metrics"], r["bytes_sent"]) for r in results["rounds"]]
-
-
-def assert_same_run(a: dict, b: dict) -> None:
-    """Two runs of one config (on two transports) gave the same rounds, value, bytes and comparisons."""
-    assert rounds_of(a) == rounds_of(b)
-    keys = ("value", "bytes_sent", "prediction_bytes")
-    assert tuple(a[k] for k in keys) == tuple(b[k] for k in keys)
-    assert set(a["compare"]) == set(b["compare"])
-    for method, other in a["compare"].items():
-        assert rounds_of(b["compare"][method]) == rounds_of(other)

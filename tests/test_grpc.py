@@ -17,19 +17,16 @@ import pytest
 import torch
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
-from tests.helpers import TINY_DC, TINY_MPDL, assert_same_run, rounds_of
+from tests.helpers import rounds_of
 from vcl import certs
 from vcl.errors import PartyLost, VCLInputError
 from vcl.loopback import Federation
 from vcl.messages import FittedValues, Labels, PseudoResidual, Step
 from vcl.runner import train
+from vcl.testing import GAL_NAMES, PARTY_NAMES, PARTY_SETTINGS, TransportSuite
 from vcl.wire import WireError, pack, pack_message, unpack, unpack_message
 
 ROOT = Path(__file__).resolve().parents[1]
-GAL_NAMES = ["alice", "org1", "org2"]
-DC_NAMES = ["party1.1", "party1.2", "party2.1", "party2.2", "experimenter"]
-MPDL_NAMES = ["a", "b"]
-SECRETS = {"a": {"secrets": {"mpdl.secret_a": 0xA5EC}}, "b": {"secrets": {"mpdl.secret_b": 0xB5EC}}}
 
 
 # --- frames ---
@@ -204,61 +201,20 @@ def test_a_run_that_names_no_address_for_a_party_stops_before_any_work(tiny, tmp
 # --- parties as their own processes ---
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
-    own = {**SECRETS}
-    with Federation(tmp_path_factory.mktemp("federation"), GAL_NAMES + MPDL_NAMES + DC_NAMES, own=own) as fed:
+    with Federation(tmp_path_factory.mktemp("federation"), PARTY_NAMES, own=PARTY_SETTINGS) as fed:
         yield fed
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {"method": "gal", "compare": ["alone", "late"]},
-        {"method": "al", "gal.local_loss": ["l1"], "gal.privacy": "dp", "gal.privacy_secret": 7},
-        {"method": "ascii", "learner.model": ["tree"], "compare": ["ascii_simple"]},
-    ],
-    ids=["gal+alone+late", "al+dp", "ascii"],
-)
-def test_grpc_equals_one_process(federation, tiny, tmp_path, overrides):
-    base = dict(**{"data.organizations": 3, "run.rounds": 2, "learner.epochs": 5}, **overrides)
-    local = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "local"), **base), verbose=False)
-    pieces = {"transport.chunk_mb": 0.001}  # every frame crosses in pieces of 1 KiB
-    remote = train(tiny(**federation.overrides(GAL_NAMES), **pieces, out=str(tmp_path / "grpc"), **base), verbose=False)
-    assert_same_run(remote, local)
-    pids = federation.pids()
-    assert remote["transport"] == "grpc" and [p["pid"] for p in remote["parties"]] == [pids[n] for n in GAL_NAMES]
-    assert not (tmp_path / "grpc" / "parties").exists()  # each party checkpointed itself, on its own machine
-    assert all((federation.folder / f"{n}-machine" / n).is_dir() for n in GAL_NAMES)
+class TestGrpc(TransportSuite):
+    """The transport suite (:mod:`vcl.testing`) with every party its own process, every frame crossing in pieces of
+    1 KiB."""
 
+    apart = True
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {"method": "dc_smote", **TINY_DC},
-        {
-            "method": "mpdl",
-            **TINY_MPDL,
-            "mpdl.paillier": True,
-            "mpdl.key_bits": 256,
-            "run.rounds": 2,
-        },
-    ],
-    ids=["dc_smote", "mpdl paillier"],
-)
-def test_dc_and_mpdl_over_grpc_equal_one_process(federation, tiny, tmp_path, overrides):
-    """DC's workers and MPDL's A and B (with the experimenter) as their own processes; party-to-party messages
-    (anchor shares, PSI, Algorithm 2 under Paillier) go party to party. MPDL's parties take their secrets from
-    their own configs (the coordinator's copy carries none) and so draw as the one-process run does."""
-    local = train(tiny(out=str(tmp_path / "local"), **overrides), verbose=False)
-    names = DC_NAMES if overrides["method"] == "dc_smote" else MPDL_NAMES + ["experimenter"]
-    remote = train(tiny(**federation.overrides(names), out=str(tmp_path / "grpc"), **overrides), verbose=False)
-    timing = ("psi_seconds", "dual_seconds_per_epoch")
-    assert rounds_of(remote) == rounds_of(local) and remote["bytes_sent"] == local["bytes_sent"] > 0
-    scores = [
-        {k: v for k, v in r["scores"].items() if k not in timing} for r in (local["rounds"][-1], remote["rounds"][-1])
-    ]
-    assert scores[0] == scores[1]
+    @pytest.fixture
+    def transport(self, federation):
+        return lambda names: {**federation.overrides(names), "transport.chunk_mb": 0.001}
 
 
 class KillParty(RoundCallback):
@@ -443,14 +399,13 @@ def test_csv_rows_aligned_by_psi_over_grpc_equal_the_plain_intersection(tiny, tm
 def test_psi_answers_reveal_no_id_to_a_curious_alice(tmp_path):
     """Alice holds the party's answer and every candidate ID (the party's whole list among them): hashing each
     to the curve, as the party did before blinding, finds none of them in what the party sent."""
-    from vcl.build import psi_answer
-    from vcl.psi import PSISide, decode, hash_to_curve
+    from vcl.psi import PSISide, answer_from_file, decode, hash_to_curve
 
     files, shared = write_party_files(tmp_path)
     alice_ids = [line.split(",")[0] for line in files[0].read_text().splitlines()[1:]]
     bob_ids = [line.split(",")[0] for line in files[1].read_text().splitlines()[1:]]
     alice = PSISide("alice", alice_ids)
-    answer = psi_answer(str(files[1]), "id", False, "label", alice.offer())
+    answer = answer_from_file(str(files[1]), "id", False, "label", alice.offer())
     alice.answer(answer["offer"])
     found = sorted(alice_ids[r] for r in alice.match(answer["twice"]))
     assert found == sorted(set(alice_ids) & set(bob_ids)) and len(found) == len(shared)

@@ -95,7 +95,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_every_folder_and_imports_inside_functions():
     graph = import_graph()
     assert {"vcl.datamodules.tabular", "vcl.models.residual", "vcl.callbacks.checkpoint", "train"} <= set(graph)
-    assert "vcl.ray_transport" in graph["vcl.build"]  # imported inside open_transport
+    assert "vcl.datamodules.csv_files" in graph["vcl.psi"]  # imported inside answer_from_file
     assert "vcl.build" in graph["vcl.runner"]
 
 
@@ -112,7 +112,7 @@ def test_a_circle_is_found_when_there_is_one():
 def test_the_method_table_imports_nothing_and_infrastructure_never_imports_the_callbacks():
     graph = import_graph()
     assert graph["vcl.registry"] == set()  # the command line lists the methods from it alone
-    outer_loop = {"vcl.runner"}  # the rounds' driver calls the callbacks; nothing under it may
+    outer_loop = {"vcl.runner", "vcl.testing"}  # the rounds' driver calls the callbacks (the suite drives runs)
     offenders = {
         name: sorted(m for m in deps if m.startswith("vcl.callbacks"))
         for name, deps in graph.items()

@@ -10,33 +10,22 @@ import numpy as np
 import pytest
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
-from tests.helpers import TINY_DC, assert_same_run, rounds_of
+from tests.helpers import TINY_DC, rounds_of
 from vcl.errors import PartyLost, VCLInputError
 from vcl.runner import train
+from vcl.testing import TransportSuite
 
 pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.slow]
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {"method": "gal", "compare": ["alone", "late"]},
-        {"method": "al", "gal.local_loss": ["l1"], "gal.privacy": "dp", "gal.privacy_secret": 7},
-        {"method": "ascii", "learner.model": ["tree"], "compare": ["ascii_simple"]},
-        {"method": "interm", "learner.model": ["mlp"]},
-    ],
-    ids=["gal+alone+late", "al+dp", "ascii", "interm"],
-)
-def test_ray_equals_one_process_bit_for_bit(tiny, tmp_path, overrides):
-    base = dict(**{"data.organizations": 3, "run.rounds": 2, "learner.epochs": 5}, **overrides)
-    local = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "local"), **base), verbose=False)
-    ray_run = train(tiny(**{"transport.kind": "ray"}, out=str(tmp_path / "ray"), **base), verbose=False)
-    assert_same_run(ray_run, local)
-    pids = [p["pid"] for p in ray_run["parties"]]
-    assert ray_run["transport"] == "ray" and len(set(pids)) == 3 and ray_run["coordinator_pid"] not in pids
-    assert {p["pid"] for p in local["parties"]} == {os.getpid()} == {local["coordinator_pid"]}
-    # each party checkpointed itself, in its own directory; the coordinator's checkpoint holds none of it
-    assert sorted(p.name for p in (tmp_path / "ray" / "parties").iterdir()) == sorted(ray_run["organizations"])
+class TestRay(TransportSuite):
+    """The transport suite (:mod:`vcl.testing`) with every party a Ray actor."""
+
+    apart = True
+
+    @pytest.fixture
+    def transport(self):
+        return lambda names: {"transport.kind": "ray"}
 
 
 class KillParty(RoundCallback):
@@ -107,28 +96,6 @@ def test_the_parties_ask_for_more_than_the_cluster_has(tiny):
 
 
 DC = TINY_DC
-
-
-@pytest.mark.parametrize(
-    "overrides",
-    [{"method": "dc_smote", "compare": ["centralized", "local"], "dc.row_groups": 1}, {"method": "dc_tsvd"}],
-    ids=["dc_smote+centralized+local 1x2", "dc_tsvd 2x2"],
-)
-def test_dc_workers_in_their_own_processes_give_the_same_run(tiny, tmp_path, overrides):
-    """c × d workers and the experimenter as actors; the master (coordinator) gets the same messages."""
-    base = {**DC, **overrides}
-    local = train(tiny(out=str(tmp_path / "local"), **base), verbose=False)
-    ray_run = train(tiny(**{"transport.kind": "ray"}, out=str(tmp_path / "ray"), **base), verbose=False)
-    for a, b in [(local, ray_run)] + [(local["compare"][m], ray_run["compare"][m]) for m in local["compare"]]:
-        assert a["rounds"][1]["scores"] == b["rounds"][1]["scores"] and a["rounds"][1]["metrics"]
-        assert rounds_of(a) == rounds_of(b) and a["prediction_stage"] == b["prediction_stage"]
-        assert a["bytes_sent"] == b["bytes_sent"] and a["organizations"] == b["organizations"]
-    assert local["bytes_sent"] > 0
-    if "local" in local["compare"]:
-        assert local["compare"]["local"]["bytes_sent"] == 0  # Local sends nothing; the experimenter is outside
-    pids = {p["name"]: p["pid"] for p in ray_run["parties"]}
-    assert len(set(pids.values())) == len(pids) == len(local["organizations"]) + 1  # and the experimenter's
-    assert ray_run["coordinator_pid"] not in pids.values()
 
 
 def write_party_files(folder: Path, n=60, seed=0):
@@ -253,26 +220,6 @@ MPDL = {
 }
 MPDL |= {"mpdl.dual_epochs": 2, "mpdl.central_epochs": 2, "mpdl.threshold": 1.0}
 MPDL |= {"mpdl.secret_a": 0xA5EC, "mpdl.secret_b": 0xB5EC}  # each party's own, reaching only its actor
-
-
-@pytest.mark.parametrize(
-    "overrides",
-    [{"method": "mpdl", "compare": ["ftl"]}, {"method": "mpdl", "mpdl.paillier": True, "mpdl.key_bits": 256}],
-    ids=["mpdl+ftl", "mpdl paillier"],
-)
-def test_mpdl_parties_in_their_own_processes_give_the_same_run(tiny, tmp_path, overrides):
-    """A, B and the experimenter as actors, the collaborator C as coordinator: PSI, Algorithm 2 (party to
-    party, encrypted), the split networks and FTL give the same scores and the same ledger."""
-    base = {**MPDL, **overrides, "run.rounds": 2}
-    local = train(tiny(out=str(tmp_path / "local"), **base), verbose=False)
-    ray_run = train(tiny(**{"transport.kind": "ray"}, out=str(tmp_path / "ray"), **base), verbose=False)
-    timing = ("psi_seconds", "dual_seconds_per_epoch")
-    for a, b in [(local, ray_run)] + [(local["compare"][m], ray_run["compare"][m]) for m in local["compare"]]:
-        assert rounds_of(a) == rounds_of(b) and a["bytes_sent"] == b["bytes_sent"] > 0
-        scores = [{k: v for k, v in r["scores"].items() if k not in timing} for r in (a["rounds"][-1], b["rounds"][-1])]
-        assert scores[0] == scores[1] and ("attack_mae" in scores[0] or "ftl_a" in scores[0])
-    assert {p["name"] for p in ray_run["parties"]} == {"a", "b", "experimenter"}
-    assert len({p["pid"] for p in ray_run["parties"]} | {ray_run["coordinator_pid"]}) == 4
 
 
 def test_a_messy_csv_prepared_by_each_party_in_its_own_process(tiny, tmp_path):

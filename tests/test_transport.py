@@ -11,6 +11,7 @@ from vcl.config import RunConfig
 from vcl.messages import Ack, FittedValues, ModelsReport, PredictionRequest, PseudoResidual
 from vcl.protocols.ascii.messages import ClassVotes, Discarded, IgnoranceScores
 from vcl.runner import Run, run_rounds
+from vcl.testing import TransportSuite
 from vcl.transport import LOCAL_CALLS, LocalTransport
 
 
@@ -250,3 +251,22 @@ def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guar
         for key in ("psi_seconds", "dual_seconds_per_epoch"):
             r.get("scores", {}).pop(key, None)
     assert json.dumps(guarded, sort_keys=True) == json.dumps(plain, sort_keys=True)  # round 0's loss is NaN
+
+
+@pytest.mark.slow
+class TestLocal(TransportSuite):
+    """The transport suite (:mod:`vcl.testing`) with every party in this process, each fitting alone."""
+
+    @pytest.fixture
+    def transport(self):
+        return lambda names: {"transport.kind": "local", "run.concurrent": False}
+
+
+@pytest.mark.slow
+class TestWritten(TransportSuite):
+    """The suite on a transport written outside vcl (``tests/wire_transport.py``, every message crossing as a frame
+    of the wire format), named by its class path as a user's own is."""
+
+    @pytest.fixture
+    def transport(self):
+        return lambda names: {"transport.kind": "tests.wire_transport.WireTransport", "run.concurrent": False}

@@ -21,7 +21,7 @@ from vcl.datamodules.overlap import OverlapData
 from vcl.datamodules.tabular import FeatureView, VerticalData
 from vcl.errors import VCLInputError
 from vcl.family import compare_methods, family_name, family_of, methods_of
-from vcl.transport import LocalTransport, Transport
+from vcl.transport import Parties, Transport, transport_class
 
 if TYPE_CHECKING:
     from vcl.protocols.base import Protocol
@@ -50,26 +50,12 @@ def per_organization(values: list, count: int, what: str, who: str = "organizati
 
 
 def open_transport(config: RunConfig, method: str, data, names: list[str], parties, concurrent=False) -> Transport:
-    """How the coordinator reaches ``method``'s parties ``names``: one Ray actor per party (each builds itself),
-    or in this process (``parties()`` builds them; ``concurrent``: the local batched executor)."""
+    """How the coordinator reaches ``method``'s parties ``names``: the transport ``transport.kind`` names, given
+    ``parties()`` (which builds them in this process) and :func:`own_party` (which builds one where it runs);
+    ``concurrent``: the local transport's batched fits."""
     dirs = per_organization(config.transport.party_dirs, len(names), "transport.party_dirs", who="parties")
-    if config.transport.kind == "ray":
-        from vcl.ray_transport import RayTransport
-
-        count, t = len(names), config.transport
-        resources = {
-            what: per_organization(getattr(t, f"party_{what}"), count, f"transport.party_{what}", who="parties")
-            for what in ("cpus", "gpus", "nodes")
-        }
-        transport = RayTransport(config, method, names, data, own_party, resources)
-    elif config.transport.kind == "grpc":
-        from vcl.grpc_transport import GrpcTransport
-
-        transport = GrpcTransport(config, method, names, data)
-    else:
-        transport = LocalTransport(
-            parties(), concurrent=concurrent, peer_messages=family_of(config, method).peer_messages
-        )
+    cls = transport_class(config.transport.kind)
+    transport = cls.open(config, method, data, Parties(list(names), parties, own_party, concurrent))
     transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
     return transport
 
@@ -130,24 +116,7 @@ def check_config(config: RunConfig) -> None:
     resolve_device(config.run.device)
     own.own_options(config)
     own.check(config)
-    if config.transport.kind == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise VCLInputError("transport.kind=ray needs Ray; install it with pip install 'vcl[ray]'.") from None
-    if config.transport.kind == "grpc":
-        from vcl.errors import regular_file
-
-        t = config.transport
-        for key in ("tls_ca", "tls_cert", "tls_key"):
-            if not getattr(t, key):
-                raise VCLInputError(f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.certs).")
-            fix = "make the federation's files with python -m vcl.certs"
-            regular_file(Path(getattr(t, key)), f"transport.{key}", fix)
-        for address in t.addresses.values():
-            host, sep, port = address.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise VCLInputError(f"transport.addresses: {address!r} is not host:port; e.g. bob.example.org:50052.")
+    transport_class(config.transport.kind).check(config)
 
 
 # --- where parties run apart (transport.kind: ray or grpc): what the coordinator and each party load ---
@@ -203,40 +172,12 @@ def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: 
 
     alice = PSISide(names[0], own)
     offer = alice.offer()
-    if config.transport.kind == "grpc":
-        from vcl.grpc_transport import psi_answers
-
-        answers = psi_answers(config, names, drop, offer)
-    else:
-        import ray
-
-        from vcl.ray_transport import _get, _placement, start_ray
-
-        t = config.transport
-        start_ray(t.address, sum(per_organization(t.party_cpus, len(names), "transport.party_cpus", who="parties")))
-        nodes = per_organization(t.party_nodes, len(names), "transport.party_nodes", who="parties")
-        read = ray.remote(num_cpus=0)(psi_answer)
-        d = config.data
-        refs = [
-            read.options(**_placement(nodes[k])).remote(f, d.id_column, drop[k], d.label_column, offer)
-            for k, f in enumerate(d.csv_files[1:], 1)
-        ]
-        answers = _get(refs, names[1:], "the ID alignment")
+    answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer)
     lists = [own]
     for answer in answers:
         alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
         lists.append([own[row] for row in alice.match(answer["twice"])])
     return lists
-
-
-def psi_answer(path: str, id_column: str, drop: bool, label_column: str, offer) -> dict:
-    """A party's half of the star PSI, where its file is (a Ray task on its node, or its own party process under
-    grpc): Alice's blinded IDs blinded again, and its own IDs blinded once."""
-    from vcl.datamodules.csv_files import csv_ids
-    from vcl.psi import PSISide
-
-    side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column))
-    return {"twice": side.answer(offer), "offer": side.offer()}
 
 
 def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:

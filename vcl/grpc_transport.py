@@ -26,7 +26,7 @@ from pathlib import Path
 
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord
-from vcl.transport import Transport
+from vcl.transport import Parties, Transport
 from vcl.wire import CHUNK_MB, SERVICE, FrameTooLarge, joined, pack, pack_message, pieces, unpack, unpack_message
 
 IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLogs"}  # safe to send again
@@ -129,12 +129,26 @@ def links(config, names: list[str]) -> dict[str, Link]:
             f"transport.addresses gives no host:port for party {missing[0]} (the run's parties: {', '.join(names)}); "
             f"add {missing[0]}: <host>:<port>."
         )
-    for key in ("tls_ca", "tls_cert", "tls_key"):
-        if not getattr(t, key):
-            raise VCLInputError(f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.certs).")
+    check_settings(config)
     tls = {"ca": t.tls_ca, "cert": t.tls_cert, "key": t.tls_key}
     limit, chunk = int(t.max_message_mb * 2**20), int(t.chunk_mb * 2**20)
     return {n: Link(n, t.addresses[n], tls, limit, t.deadline, t.retries, chunk) for n in names}
+
+
+def check_settings(config) -> None:
+    """The coordinator's TLS files exist and every party's address is host:port (one sentence each, before any
+    work)."""
+    from vcl.errors import regular_file
+
+    t = config.transport
+    for key in ("tls_ca", "tls_cert", "tls_key"):
+        if not getattr(t, key):
+            raise VCLInputError(f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.certs).")
+        regular_file(Path(getattr(t, key)), f"transport.{key}", "make the federation's files with python -m vcl.certs")
+    for address in t.addresses.values():
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise VCLInputError(f"transport.addresses: {address!r} is not host:port; e.g. bob.example.org:50052.")
 
 
 def in_parallel(calls: list) -> list:
@@ -149,6 +163,28 @@ def in_parallel(calls: list) -> list:
 
 class GrpcTransport(Transport):
     """The parties on their own machines, reached through :class:`Link`; ``request_all`` asks them at once."""
+
+    apart = True
+    # Transport.each's operations as the party's RPCs, and the request body each takes (every party keeps its
+    # checkpoints and logs under its own root, on its own machine: the coordinator's root is not sent)
+    CALLS = {
+        "save": ("Save", lambda root, round_, run: {"round": round_, "run": run}),
+        "load": ("Load", lambda root, round_, run: {"round": round_, "run": run}),
+        "prune": ("Prune", lambda root, round_: {"round": round_}),
+        "open_logs": ("OpenLogs", lambda root: None),
+    }
+
+    @classmethod
+    def open(cls, config, method: str, data, parties: Parties) -> GrpcTransport:
+        return cls(config, method, parties.names, data)
+
+    @classmethod
+    def check(cls, config) -> None:
+        check_settings(config)
+
+    @classmethod
+    def psi_answers(cls, config, names: list[str], drop: list[bool], offer) -> list[dict]:
+        return psi_answers(config, names, drop, offer)
 
     def __init__(self, config, method: str, names: list[str], data, channel=None):
         from vcl.config import party_copy
@@ -198,30 +234,19 @@ class GrpcTransport(Transport):
             for record in self._links[party].ask("Relay", None, f"round {self._round}"):
                 self.channel.add(MessageRecord(**record))
 
-    def state_dict(self) -> list[dict]:
-        raise VCLInputError(
-            "transport.kind=grpc: each party keeps its state on its own machine; a run's checkpoints hold the "
-            "coordinator's part only (run it through train.py, whose checkpoints do that)."
-        )
-
-    def load_state_dict(self, states: list[dict]) -> None:
-        self.state_dict()  # the same sentence: there is nothing here to load into
-
-    def save(self, root: Path, round_: int, run: str) -> None:  # each party under its own root, on its machine
-        self._round = round_
-        self._all("Save", {"round": round_, "run": run})
-
-    def load(self, root: Path, round_: int, run: str) -> None:
-        self._all("Load", {"round": round_, "run": run}, during="loading")
-
-    def prune(self, root: Path, round_: int) -> None:
-        self._all("Prune", {"round": round_})
-
-    def open_logs(self, root: Path) -> None:
-        self._all("OpenLogs", None, during="start-up")
-
-    def where(self) -> list[dict]:
-        return list(self._where)
+    def each(self, op: str, args: dict[str, tuple]) -> list:
+        if op == "where":  # as each party said when it was set up
+            return [w for w in self._where if w["name"] in args]
+        if op not in self.CALLS:  # state_dict, load_state_dict
+            raise VCLInputError(
+                "transport.kind=grpc: each party keeps its state on its own machine; a run's checkpoints hold the "
+                "coordinator's part only (run it through train.py, whose checkpoints do that)."
+            )
+        rpc, body = self.CALLS[op]
+        if op == "save":
+            self._round = next(iter(args.values()))[1]
+        during = "start-up" if op == "open_logs" else "loading" if op == "load" else None
+        return self._all(rpc, body(*next(iter(args.values()))), list(args), during)
 
     def close(self) -> None:
         for link in self._links.values():

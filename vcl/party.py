@@ -230,13 +230,15 @@ class PartyServer:
         return {"name": self.settings.name, "ready": self.runtime is not None}
 
     def op_psi(self, frame: bytes, who: str) -> dict:
-        """Star PSI, this party's half on its own file (:func:`vcl.build.psi_answer`)."""
-        from vcl.build import psi_answer
+        """Star PSI, this party's half on its own file (:func:`vcl.psi.answer_from_file`)."""
+        from vcl.psi import answer_from_file
 
         body = self._body(frame)
         if not self.settings.csv:
             raise PermissionError("this party holds no csv of its own (its config's csv:)")
-        return psi_answer(self.settings.csv, body["id_column"], bool(body["drop"]), body["label_column"], body["offer"])
+        return answer_from_file(
+            self.settings.csv, body["id_column"], bool(body["drop"]), body["label_column"], body["offer"]
+        )
 
     def op_setup(self, frame: bytes, who: str) -> dict:
         from vcl.build import own_party
@@ -290,16 +292,19 @@ class PartyServer:
     def op_relay(self, frame: bytes, who: str) -> list:
         """Hand each message this party sent to another party straight to that party (its own TLS connection);
         the ledger's lines go back to the coordinator, the messages do not."""
-        from vcl.messages import record_of
         from vcl.wire import pack_message
 
-        records = []
-        for message in self._ready().outgoing():
-            if message.receiver not in self.addresses or message.receiver == self.settings.name:
-                raise PermissionError(f"{self.settings.name} cannot send a {message.kind} to {message.receiver!r}")
-            self.peer(message.receiver).call("Forward", pack_message(message))
-            records.append(vars(record_of(message)).copy())
-        return records
+        def send(message) -> None:
+            if message.receiver == self.settings.name:
+                self._ready().forward(message)
+            else:
+                self.peer(message.receiver).call("Forward", pack_message(message))
+
+        try:
+            records = self._ready().relay(send, self.addresses)
+        except ValueError as err:  # a message to no party of the run, or to itself
+            raise PermissionError(str(err)) from None
+        return [vars(record).copy() for record in records]
 
     def peer(self, name: str):
         from vcl.grpc_transport import Link

@@ -103,3 +103,14 @@ def intersect(a: PSISide, b: PSISide) -> tuple[np.ndarray, np.ndarray]:
     offer_a, offer_b = a.offer(), b.offer()  # 1: A → B, B → A
     back_to_a, back_to_b = b.answer(offer_a), a.answer(offer_b)  # 2: B → A, A → B
     return a.match(back_to_a), b.match(back_to_b)
+
+
+def answer_from_file(path: str, id_column: str, drop: bool, label_column: str, offer) -> dict:
+    """A party's half of the star PSI, where its file is (a Ray task on its node, or its own party process under
+    grpc): Alice's blinded IDs blinded again, and its own IDs blinded once."""
+    from pathlib import Path
+
+    from vcl.datamodules.csv_files import csv_ids
+
+    side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column))
+    return {"twice": side.answer(offer), "offer": side.offer()}

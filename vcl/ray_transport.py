@@ -9,7 +9,7 @@ never sees a party's features, and the parties' own messages to each other go ac
 Everything the ledger counts is counted here, in the coordinator, exactly as the local transport counts
 it (the base class :class:`vcl.transport.Transport`), so ``bytes_sent`` does not depend on the transport.
 Before round 0, for ``dataset: csv``, the rows are aligned by private set intersection: a task on each party's
-node reads the IDs in its own file and answers Alice's blinded IDs (:func:`vcl.build.psi_with_parties`), so
+node reads the IDs in its own file and answers Alice's blinded IDs (:meth:`RayTransport.psi_answers`), so
 Alice learns which of her IDs each party holds and no party's ID list reaches her.
 
 One Ray cluster is one trust domain: whoever reaches it can run code on every node. Organizations that do
@@ -25,15 +25,14 @@ import os
 import signal
 import socket
 import threading
-from pathlib import Path
 
 import torch
 
 from vcl.config import RunConfig, party_copy
 from vcl.errors import PartyLost, VCLInputError
-from vcl.messages import Message, MessageRecord, record_of
+from vcl.messages import Message, MessageRecord
 from vcl.runtime import PartyRuntime
-from vcl.transport import Transport
+from vcl.transport import Parties, Transport
 
 
 def start_ray(address: str, cpus: float) -> None:
@@ -95,18 +94,18 @@ class PartyHost(PartyRuntime):
     def handle(self, message: Message) -> Message | None:
         return super().handle(_fetched(message))
 
-    def relay(self, hosts: dict) -> list[MessageRecord]:
+    def relay_to(self, hosts: dict) -> list[MessageRecord]:
         """Hand each message this party sent to another party straight to that party's actor, in order; the
         ledger's lines for them go back to the coordinator, the messages do not."""
         import ray
 
-        records = []
-        for message in self.outgoing():
-            if message.receiver not in hosts:
-                raise ValueError(f"{self.name} cannot send a {message.kind} to {message.receiver!r}.")
-            ray.get(hosts[message.receiver].forward.remote(message))
-            records.append(record_of(message))
-        return records
+        def send(message: Message) -> None:
+            if message.receiver == self.name:
+                self.forward(message)
+            else:
+                ray.get(hosts[message.receiver].forward.remote(message))
+
+        return self.relay(send, hosts)
 
 
 def _stored_once(messages: list[Message]) -> list[Message]:
@@ -170,6 +169,8 @@ def _get(refs: list, names: list[str], during: str) -> list:
 class RayTransport(Transport):
     """One Ray actor per party; ``request_all`` sends every message at once, so parties work in parallel."""
 
+    apart = True
+
     def __init__(
         self,
         config: RunConfig,
@@ -215,6 +216,42 @@ class RayTransport(Transport):
         self._where = _get(refs, names, "start-up")
         self._round = 0
 
+    @classmethod
+    def open(cls, config: RunConfig, method: str, data, parties: Parties) -> RayTransport:
+        from vcl.build import per_organization
+
+        count, t = len(parties.names), config.transport
+        resources = {
+            what: per_organization(getattr(t, f"party_{what}"), count, f"transport.party_{what}", who="parties")
+            for what in ("cpus", "gpus", "nodes")
+        }
+        return cls(config, method, parties.names, data, parties.own, resources)
+
+    @classmethod
+    def check(cls, config: RunConfig) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise VCLInputError("transport.kind=ray needs Ray; install it with pip install 'vcl[ray]'.") from None
+
+    @classmethod
+    def psi_answers(cls, config: RunConfig, names: list[str], drop: list[bool], offer) -> list[dict]:
+        """A Ray task on each party's node (``transport.party_nodes``) reads its file and answers Alice."""
+        import ray
+
+        from vcl.build import per_organization
+        from vcl.psi import answer_from_file
+
+        t, d = config.transport, config.data
+        start_ray(t.address, sum(per_organization(t.party_cpus, len(names), "transport.party_cpus", who="parties")))
+        nodes = per_organization(t.party_nodes, len(names), "transport.party_nodes", who="parties")
+        read = ray.remote(num_cpus=0)(answer_from_file)
+        refs = [
+            read.options(**_placement(nodes[k])).remote(f, d.id_column, drop[k], d.label_column, offer)
+            for k, f in enumerate(d.csv_files[1:], 1)
+        ]
+        return _get(refs, names[1:], "the ID alignment")
+
     def _call(self, method: str, *args, names: list[str] | None = None) -> list:
         names = self.names if names is None else names
         refs = [getattr(self._hosts[n], method).remote(*args) for n in names]
@@ -230,36 +267,18 @@ class RayTransport(Transport):
 
     def relay(self, parties: list[str]) -> None:
         for party in parties:
-            for record in self._call("relay", self._hosts, names=[party])[0]:
+            for record in self._call("relay_to", self._hosts, names=[party])[0]:
                 self.channel.add(record)
 
-    def state_dict(self) -> list[dict]:
-        return self._call("state_dict")
-
-    def load_state_dict(self, states: list[dict]) -> None:
-        refs = [self._hosts[n].load_state_dict.remote(s) for n, s in zip(self.names, states, strict=True)]
-        _get(refs, self.names, "loading")
-
-    def _each(self, method: str, root: Path, round_: int, *args) -> None:
-        refs = [getattr(self._hosts[n], method).remote(str(self.root_of(n, root)), round_, *args) for n in self.names]
-        _get(refs, self.names, f"round {round_}")
-
-    def save(self, root: Path, round_: int, run: str) -> None:
-        self._round = round_
-        self._each("save", root, round_, run)
-
-    def load(self, root: Path, round_: int, run: str) -> None:
-        self._each("load", root, round_, run)
-
-    def prune(self, root: Path, round_: int) -> None:
-        self._each("prune", root, round_)
-
-    def open_logs(self, root: Path) -> None:
-        refs = [self._hosts[n].open_logs.remote(str(self.root_of(n, root))) for n in self.names]
-        _get(refs, self.names, "opening the logs")
-
-    def where(self) -> list[dict]:
-        return list(self._where)
+    def each(self, op: str, args: dict[str, tuple]) -> list:
+        if op == "where":  # as each actor said when it was built
+            return [w for w in self._where if w["name"] in args]
+        round_ = next(iter(args.values()))[1] if op in ("save", "load", "prune") and args else self._round
+        if op == "save":
+            self._round = round_
+        during = {"open_logs": "opening the logs", "load_state_dict": "loading"}.get(op, f"round {round_}")
+        refs = [self._hosts[n].call.remote(op, *a) for n, a in args.items()]
+        return _get(refs, list(args), during)
 
     def pids(self) -> dict[str, int]:
         """Each party's process ID (tests end one to show what a lost party does)."""

@@ -23,6 +23,13 @@ FAMILIES = {
     "MPDL": "vcl.protocols.mpdl:MPDL",
 }
 
+# transport.kind: its class (vcl.transport.Transport, the contract); a transport outside vcl is named by its class path
+TRANSPORTS = {
+    "local": "vcl.transport:LocalTransport",
+    "ray": "vcl.ray_transport:RayTransport",
+    "grpc": "vcl.grpc_transport:GrpcTransport",
+}
+
 # method: its family
 METHODS = {
     "gal": "GAL",

@@ -30,6 +30,7 @@ from vcl.prediction import kept_records, prediction_stage
 from vcl.progress import round_bar
 from vcl.protocols.base import Protocol
 from vcl.rundir import PARTIES, RunDirectory, atomic_write_json
+from vcl.transport import transport_class
 
 
 class Run:
@@ -344,7 +345,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
 def run_data(config: RunConfig):
     """What the coordinating process holds of a checked config's data: all of it for the local transport (every
     data error is raised here, before training), Alice's labels and the parties' names for the ray transport."""
-    if config.transport.kind in ("ray", "grpc"):
+    if transport_class(config.transport.kind).apart:
         from vcl.build import coordinator_data
 
         return coordinator_data(config)

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from vcl.checkpoints import load_party, prune_party, save_party
 from vcl.logs import open_party_logs
-from vcl.messages import Message
+from vcl.messages import Message, MessageRecord, record_of
+
+# what a coordinator may ask every party besides handling its messages (``Transport.each``)
+OPS = ("save", "load", "prune", "open_logs", "where", "state_dict", "load_state_dict")
 
 
 class PartyRuntime:
@@ -69,6 +73,25 @@ class PartyRuntime:
             if message.sender != self.name:
                 raise ValueError(f"{self.name} cannot send a {message.kind} from {message.sender!r}.")
         return messages
+
+    def relay(self, send: Callable[[Message], None], peers: Collection[str]) -> list[MessageRecord]:
+        """Hand each message the party addressed to another party to ``send`` (its host's way to reach that
+        party: a call in this process, an actor's method, a TLS connection; a message to itself, as ASCII's booster
+        sends its own scores, goes to its own :meth:`forward`), in order; the ledger's lines for them, which go to the
+        coordinator (the messages do not)."""
+        records = []
+        for message in self.outgoing():
+            if message.receiver not in peers:
+                raise ValueError(f"{self.name} cannot send a {message.kind} to {message.receiver!r}.")
+            send(message)
+            records.append(record_of(message))
+        return records
+
+    def call(self, op: str, *args):
+        """Operation ``op`` (one of :data:`OPS`) with its arguments: what ``Transport.each`` asks of every party."""
+        if op not in OPS:
+            raise PermissionError(f"{self.name} does no {op!r} (only {', '.join(OPS)})")
+        return getattr(self, op)(*args)
 
     def save(self, root: str | Path, round_: int, run: str) -> None:
         save_party(self.party, self.name, Path(root), round_, run)

@@ -1,26 +1,37 @@
-"""How the coordinator reaches the parties: messages in, replies out, both counted in the run's ledger.
+"""How the coordinator reaches the parties: the transport contract, and the transport that keeps them in this process.
 
-A :class:`Transport` delivers a message to the party it names and brings back the party's reply
-(``party.handle(message)``). Nothing else crosses: the coordinator never calls a party's methods or
-reads its attributes. Every message and every reply goes through the ledger (:class:`Channel`) the
-same way whatever carries it, so a run's byte counts do not depend on the transport.
+A :class:`Transport` delivers a message to the party it names and brings back the party's reply. Nothing else
+crosses: the coordinator never calls a party's methods or reads its attributes. Every message and every reply goes
+through the run's ledger (:class:`vcl.messages.Channel`) the same way whatever carries it, so a run's byte counts do
+not depend on the transport. What a party does with what arrives is the one party runtime's
+(:class:`vcl.runtime.PartyRuntime`), wherever the party runs; a transport only carries.
 
-:class:`LocalTransport` keeps the parties in this process. Its ``request_all`` fits the parties that
-received a fit request (a pseudo-residual, or labels) and share a learner architecture together in
-one vmapped pass (:mod:`vcl.models.concurrent`) — a simulation speed-up inside the transport that no
-protocol knows about; ``concurrent=False`` is the sequential reference (each party's ``handle``).
+The contract, what a transport implements (docs/extending.md, "Write a transport"; the suite every transport passes,
+:mod:`vcl.testing`):
 
-Some messages go from party to party, never through the coordinator (ASCII's ignorance scores, DC's
-anchor shares, MPDL's PSI and Algorithm 2, FTL's codes): a party that handles a request may leave such
-messages in its outbox, and after the request the transport relays each one — counted once in the
-ledger, sender → receiver, and handed to the receiving party's ``handle`` (which answers nothing). The
-coordinator neither sees nor holds them. :class:`vcl.ray_transport.RayTransport` puts each party in its
-own process and implements the same calls; its relay hands party-to-party messages from actor to actor.
+- ``open(config, method, data, names, parties)`` (a class method): the transport of one run, its parties built;
+- ``deliver(requests)``: each ``(party, message)``, already counted, handed to that party's runtime; the replies;
+- ``relay(parties)``: the messages those parties addressed to other parties, handed party to party (never through
+  the coordinator), each counted once in the ledger;
+- ``each(op, args)``: a runtime operation (``save``, ``load``, ``prune``, ``open_logs``, ``where``,
+  ``state_dict``, ``load_state_dict``) on every party, with that party's arguments; the answers;
+- ``close()``: the parties go.
+
+A transport whose parties run apart from the coordinator (``apart = True``: each loads its own data where it runs)
+also answers ``psi_answers``, the parties' half of the row alignment of CSV files, and may refuse a config before
+any work (``check``).
+
+:class:`LocalTransport` keeps the parties in this process. Its ``deliver`` fits the parties that received a fit
+request (a pseudo-residual, or labels) and share a learner architecture together in one vmapped pass
+(:mod:`vcl.models.concurrent`): a simulation speed-up inside the transport that no protocol knows about;
+``concurrent=False`` is the sequential reference (each party's ``handle``). :mod:`vcl.ray_transport` puts each party
+in a Ray actor; :mod:`vcl.grpc_transport` reaches parties on their own machines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from vcl.messages import Channel, Labels, Message, PseudoResidual
@@ -33,14 +44,66 @@ FIT_REQUESTS = (PseudoResidual, Labels)
 LOCAL_CALLS = ("begin_fit", "finish_fit", "outgoing", "state_dict", "load_state_dict", "device")
 
 
+@dataclass
+class Parties:
+    """What a transport is given to start a run's parties: their ``names`` (Alice or the coordinator's first
+    counterpart first); ``here()``, which builds every one in this process; ``own(config, method, index, ids, kind,
+    num_classes)``, which builds one where it runs, from its own copy of the config (:func:`vcl.build.own_party`);
+    ``concurrent``: fit same-architecture parties together (the local transport's speed-up)."""
+
+    names: list[str]
+    here: Callable[[], list]
+    own: Callable
+    concurrent: bool = False
+
+
 class Transport:
     """Delivers messages to named parties and counts each message and reply in ``channel``."""
+
+    apart = False  # True: each party runs in a process of its own and loads its own data there
 
     def __init__(self, names: list[str], channel: Channel | None = None):
         self.names = list(names)
         self.channel = channel or Channel()
         self.party_roots: dict[str, Path] = {}  # a party's own checkpoint root, if not the run's (``party_dirs``)
 
+    # --- the contract: what a transport implements ---
+    @classmethod
+    def open(cls, config, method: str, data, parties: Parties) -> Transport:
+        """The transport of one run of ``method``, its parties started: ``data`` is what the coordinator holds
+        (everything, or for a transport whose parties run apart Alice's labels and the parties' names)."""
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, config) -> None:
+        """Refuse in one sentence (:class:`vcl.errors.VCLInputError`) a config this transport cannot run, before
+        any work."""
+
+    @classmethod
+    def psi_answers(cls, config, names: list[str], drop: list[bool], offer) -> list[dict]:
+        """(``apart`` transports) Each party's but Alice's half of the row alignment of CSV files: its answer to
+        Alice's blinded IDs, read from its own file where it runs (:func:`vcl.build.psi_answer`)."""
+        raise NotImplementedError(f"{cls.__name__} runs the parties in this process, which reads every file")
+
+    def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
+        """The replies to already counted messages, each handed to its party's runtime, in the order given."""
+        raise NotImplementedError
+
+    def relay(self, parties: list[str]) -> None:
+        """Hand what ``parties`` addressed to other parties to their receivers, party to party
+        (:meth:`vcl.runtime.PartyRuntime.relay`), and add the ledger's line for each to ``channel``. Alice's
+        coordinator never gets these messages."""
+        raise NotImplementedError
+
+    def each(self, op: str, args: dict[str, tuple]) -> list:
+        """Runtime operation ``op`` (one of :data:`vcl.runtime.OPS`) at every party in ``args``, with its
+        arguments; the answers, in the order of ``args``."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Let the parties go (their processes end); the transport takes no request after this."""
+
+    # --- what the coordinator uses, the same for every transport ---
     def root_of(self, name: str, root: Path) -> Path:
         """Where party ``name`` keeps its checkpoints: its own root if it has one, else ``root``."""
         return Path(self.party_roots.get(name, root))
@@ -60,61 +123,49 @@ class Transport:
         self.relay(list(dict.fromkeys(party for party, _ in requests)))
         return replies
 
-    def relay(self, parties: list[str]) -> None:
-        """Deliver what ``parties`` addressed to other parties: each message counted once (sender → receiver)
-        and handed to its receiver, in the order sent. Alice's coordinator never gets these messages."""
-        for party in parties:
-            for message in self.outgoing(party):
-                if message.sender != party or message.receiver not in self.names:
-                    raise ValueError(
-                        f"{party!r} cannot send a {message.kind} from {message.sender!r} to {message.receiver!r}."
-                    )
-                self.forward(message.receiver, self.channel.send(message))
-
-    def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
-        """The replies to already counted messages (what a transport implements)."""
-        raise NotImplementedError
-
-    def outgoing(self, party: str) -> list[Message]:
-        """The messages ``party`` has sent to other parties since last asked (what a transport implements)."""
-        raise NotImplementedError
-
-    def forward(self, party: str, message: Message) -> None:
-        """Hand an already counted party-to-party message to ``party``; it answers nothing."""
-        raise NotImplementedError
-
-    def state_dict(self) -> list[dict]:
-        """Every party's own state, in the order of ``names`` (an in-memory copy; a run's checkpoints use
-        :meth:`save`, where each party writes its own)."""
-        raise NotImplementedError
-
-    def load_state_dict(self, states: list[dict]) -> None:
-        raise NotImplementedError
+    def _every(self, op: str, *args, root: Path | None = None) -> list:
+        rooted = lambda n: (str(self.root_of(n, root)),) if root is not None else ()  # noqa: E731
+        return self.each(op, {n: (*rooted(n), *args) for n in self.names})
 
     def save(self, root: Path, round_: int, run: str) -> None:
         """Every party writes its own state of ``round_`` under ``root/<name>/`` (or its own root), where it runs,
         stamped with ``run`` (the run's identity, :attr:`vcl.runner.Run.stamp`)."""
-        raise NotImplementedError
+        self._every("save", round_, run, root=root)
 
     def load(self, root: Path, round_: int, run: str) -> None:
         """Every party reads back its own state of ``round_`` from ``root/<name>/``, refusing one of another run."""
-        raise NotImplementedError
+        self._every("load", round_, run, root=root)
 
     def prune(self, root: Path, round_: int) -> None:
         """Every party removes its own files of rounds before ``round_`` (once the coordinator saved it)."""
-        raise NotImplementedError
+        self._every("prune", round_, root=root)
 
     def open_logs(self, root: Path) -> None:
         """Tell every party its own folder, ``root/<name>/`` (or under its own root), for the logs it writes where it
         runs (its Trainers' TensorBoard logs under ``run.engine: trainer``); nothing crosses."""
-        raise NotImplementedError
+        self._every("open_logs", root=root)
 
     def where(self) -> list[dict]:
         """Where each party runs: ``{"name", "host", "pid", "device"}``, in the order of ``names``."""
-        raise NotImplementedError
+        return self._every("where")
 
-    def close(self) -> None:
-        """Let the parties go (their processes end); the transport takes no request after this."""
+    def state_dict(self) -> list[dict]:
+        """Every party's own state, in the order of ``names`` (an in-memory copy; a run's checkpoints use
+        :meth:`save`, where each party writes its own)."""
+        return self._every("state_dict")
+
+    def load_state_dict(self, states: list[dict]) -> None:
+        self.each("load_state_dict", {n: (s,) for n, s in zip(self.names, states, strict=True)})
+
+
+def transport_class(kind: str) -> type[Transport]:
+    """The transport ``transport.kind`` names: ``local``, ``ray``, ``grpc`` (:data:`vcl.registry.TRANSPORTS`) or
+    the class path of one written outside vcl (``my_pkg.module.MyTransport``); one sentence if it is none."""
+    from vcl.classpath import import_class
+    from vcl.registry import TRANSPORTS
+
+    path = TRANSPORTS.get(kind, kind)
+    return import_class(path.replace(":", "."), f"transport.kind={kind}", Transport, "transport")
 
 
 class LocalTransport(Transport):
@@ -128,6 +179,12 @@ class LocalTransport(Transport):
         self._runtimes = {name: PartyRuntime(party, name, peer_messages) for name, party in parties.items()}
         self.concurrent = concurrent
         self._stacked: dict = {}  # the parties' inputs stacked for fits together (run_jobs), kept between rounds
+
+    @classmethod
+    def open(cls, config, method: str, data, parties: Parties) -> LocalTransport:
+        from vcl.family import family_of
+
+        return cls(parties.here(), concurrent=parties.concurrent, peer_messages=family_of(config, method).peer_messages)
 
     def party(self, name: str):
         """The party object itself: for what happens at the party (its own new rows) and for tests; a
@@ -150,34 +207,13 @@ class LocalTransport(Transport):
                 replies[i] = self._runtimes[party].handle(message)
         return replies
 
-    def outgoing(self, party: str) -> list[Message]:
-        return self._runtimes[party].outgoing()
+    def relay(self, parties: list[str]) -> None:
+        def send(message: Message) -> None:  # the ledger's tap sees it, as it sees what the coordinator sends
+            self._runtimes[message.receiver].forward(self.channel.tap(message))
 
-    def forward(self, party: str, message: Message) -> None:
-        self._runtimes[party].forward(message)
+        for party in parties:
+            for record in self._runtimes[party].relay(send, self.names):
+                self.channel.add(record)
 
-    def state_dict(self) -> list[dict]:
-        return [self._runtimes[n].state_dict() for n in self.names]
-
-    def load_state_dict(self, states: list[dict]) -> None:
-        for name, state in zip(self.names, states, strict=True):
-            self._runtimes[name].load_state_dict(state)
-
-    def save(self, root: Path, round_: int, run: str) -> None:
-        for name in self.names:
-            self._runtimes[name].save(self.root_of(name, root), round_, run)
-
-    def load(self, root: Path, round_: int, run: str) -> None:
-        for name in self.names:
-            self._runtimes[name].load(self.root_of(name, root), round_, run)
-
-    def prune(self, root: Path, round_: int) -> None:
-        for name in self.names:
-            self._runtimes[name].prune(self.root_of(name, root), round_)
-
-    def open_logs(self, root: Path) -> None:
-        for name in self.names:
-            self._runtimes[name].open_logs(self.root_of(name, root))
-
-    def where(self) -> list[dict]:
-        return [self._runtimes[name].where() for name in self.names]
+    def each(self, op: str, args: dict[str, tuple]) -> list:
+        return [self._runtimes[name].call(op, *a) for name, a in args.items()]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, OpenUnitInterval, PositiveFloat, PositiveInt
 
 from vcl.errors import VCLInputError
-from vcl.registry import DATASETS, METHODS
+from vcl.registry import CLASS_PATH, DATASETS, METHODS, TRANSPORTS
 
 
 def estimator_spec(entry: str | dict, option: str, other: str = "sklearn") -> str:
@@ -234,9 +234,10 @@ class LearnerGroup:
 class TransportGroup:
     """transport: how the coordinator reaches the parties (where they run, not what they compute)"""
 
-    kind: Literal["local", "ray", "grpc"] = "local"
-    """local (every party in this process), ray (one Ray actor per party, each loading only its own data) or grpc
-    (each organization's party on its own machine, started there with python -m vcl.party, reached over mutual TLS)"""
+    kind: str = "local"
+    """local (every party in this process), ray (one Ray actor per party, each loading only its own data), grpc
+    (each organization's party on its own machine, started there with python -m vcl.party, reached over mutual TLS),
+    or the class path of a transport of your own (my_pkg.module.MyTransport, a vcl.transport.Transport)"""
     address: str = ""
     """kind=ray: the Ray cluster to join (auto, or host:port); empty starts a local one"""
     party_cpus: PositiveFloat | list[PositiveFloat] = field(default_factory=lambda: [1.0])
@@ -269,6 +270,11 @@ class TransportGroup:
 
     def __post_init__(self):
         listed(self, "party_cpus", "party_gpus", "party_nodes", "party_dirs")
+        if self.kind not in TRANSPORTS and not CLASS_PATH.match(self.kind):
+            raise VCLInputError(
+                f"transport.kind={self.kind!r} is no transport; use {', '.join(TRANSPORTS)}, or the class path of "
+                "your own (my_pkg.module.MyTransport)."
+            )
 
 
 @dataclass

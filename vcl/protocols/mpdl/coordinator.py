@@ -222,5 +222,6 @@ class FederatedTransfer(PartialOverlapProtocol):
             self.F["test"] = clf(test_codes).cpu()
             self.F["a_only"] = clf(a_only_codes).cpu()
         self.scores.update(ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]), code_dim=code)
-        self.scores.update(self.report("ftl_scores", codes_a=test_codes, classifier=clf))
+        weights = {name: w.detach().cpu() for name, w in clf.state_dict().items()}  # data, not the module: it crosses
+        self.scores.update(self.report("ftl_scores", codes_a=test_codes, classifier=weights))
         return self._record(scores=dict(self.scores))

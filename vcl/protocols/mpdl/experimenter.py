@@ -15,7 +15,7 @@ from vcl.privacy import FeatureDPLayer
 from vcl.protocols.base import Experimenter
 from vcl.protocols.mpdl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.protocols.mpdl.messages import Report
-from vcl.protocols.mpdl.options import PARTIES, MPDLOptions
+from vcl.protocols.mpdl.options import PARTIES, MPDLOptions, seeded_mlp
 from vcl.split_network import COLLABORATOR
 from vcl.tasks import Task
 
@@ -168,8 +168,12 @@ class OverlapExperimenter(Experimenter):
         """Does B's code carry the label through C's classifier, and how far are A's codes from B's?"""
         c, b = self.reports[COLLABORATOR], self.reports["b"]
         codes_a, codes_b = c["codes_a"], b["test_codes"]
+        weights = c["classifier"]  # C's MLP as its weights: rebuilt here with their shapes
+        layers = [w for name, w in weights.items() if name.endswith("weight")]
+        clf = seeded_mlp(layers[0].shape[1], layers[-1].shape[0], layers[0].shape[0], 0)
+        clf.load_state_dict(weights)
         with torch.no_grad():
-            scores = c["classifier"](codes_b)
+            scores = clf.to(codes_b.device)(codes_b)
         return {
             "ftl_b_test": self.task.metric(scores, self.test_labels),
             "code_std_a": float(codes_a.std(0).mean()),
