@@ -163,3 +163,35 @@ def test_the_newcomers_map_names_files_that_exist():
     assert len(named) >= 15, named
     missing = sorted(p for p in named if "<" not in p and not (ROOT / p).exists())
     assert missing == [], missing
+
+
+def test_one_gal_round_passes_through_the_files_design_md_lists_in_order():
+    """design.md's walk through one GAL round of the default run: the files a round enters, traced, are its eight
+    (entered first in the order listed) and the helpers it names; no round reaches into another file unlisted."""
+    import sys
+
+    from vcl.build import build_protocol
+    from vcl.config import parse_args
+    from vcl.runner import run_data
+
+    text = (ROOT / "docs" / "design.md").read_text()
+    walk = text[text.index("One GAL round of the default run") :]
+    walk = walk[: walk.index("How a config value reaches a party")]
+    steps = re.findall(r"^\d+\. `([\w/.]+)`", walk, flags=re.M)
+    helpers = set(re.findall(r"`((?:vcl|models)/[\w/]+\.py)`", walk.split("What the round calls")[1]))
+    assert len(steps) <= 8 and steps[0] == "vcl/runner.py"
+    protocol = build_protocol(config := parse_args(["--run.device", "cpu"]), run_data(config))
+    protocol.run_round()  # round 1 imports what it needs; round 2 is traced
+    entered: dict[str, None] = {}
+
+    def trace(frame, event, arg):
+        if event == "call" and (path := frame.f_code.co_filename).startswith(str(ROOT)) and "/." not in path:
+            entered.setdefault(Path(path).relative_to(ROOT).as_posix(), None)
+
+    sys.setprofile(trace)
+    try:
+        protocol.run_round()
+    finally:
+        sys.setprofile(None)
+    assert set(entered) <= set(steps) | helpers, sorted(set(entered) - set(steps) - helpers)
+    assert [f for f in entered if f in steps] == steps[1:]

@@ -7,11 +7,11 @@ Both clip to the [a, b] = 2.5%–97.5% quantiles of the tensor being sent:
   ``2t − a`` — unbiased for ``y ∈ [a, b]``.
 
 A mechanism is called with a seeded ``torch.Generator`` so runs are reproducible and resumable. The seed is the
-sender's secret (GAL: Alice's ``noise_secret``, :class:`vcl.federation.Federation`), never derived from anything
-another party holds: a receiver who could redraw the noise could take it off again. ``attack(received, clean,
-generator)`` is that receiver: given the generator that drew the noise (and, to be strong, the clean values'
-clipping bounds), its best estimate of the clean values; the run scores it with every seed a receiver knows.
-The sender keeps the clean values for its own use (Alice's weights and line search).
+sender's secret (GAL: Alice's ``noise_secret``, :class:`vcl.protocols.gal.coordinator.GALFederation`), never
+derived from anything another party holds: a receiver who could redraw the noise could take it off again.
+``attack(received, clean, generator)`` is that receiver: given the generator that drew the noise (and, to be strong,
+the clean values' clipping bounds), its best estimate of the clean values; the run scores it with every seed a
+receiver knows. The sender keeps the clean values for its own use (Alice's weights and line search).
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ from vcl.checkpoints import load_checkpoint
 from vcl.config import RunConfig, identity_differs
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
 from vcl.family import compare_methods
-from vcl.federation import leak_summary
 from vcl.messages import EXPERIMENTER
 from vcl.prediction import kept_records, prediction_stage
 from vcl.progress import round_bar
@@ -117,7 +116,7 @@ class Run:
             "seconds": sum(self.round_seconds),
             "round_seconds": list(self.round_seconds),
             "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
-            **leak_summary(recs),  # what the other organizations read of Alice's labels and residuals
+            **self.protocol.summary(recs),  # GAL's: what the other organizations read of Alice's labels and residuals
             "transport": self.config.transport.kind,
             "parties": self.protocol.federation.transport.where(),  # where each party ran
             "coordinator_pid": os.getpid(),

@@ -41,7 +41,7 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
 
 
 def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: float, details, extra: dict) -> dict:
-    from vcl.federation import LEAKS
+    from vcl.protocols.gal.coordinator import LEAKS
 
     return {
         "benchmark": benchmark,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from vcl.config import RunConfig
 from vcl.protocols.base import Protocol
-from vcl.protocols.gal.coordinator import federation
+from vcl.protocols.gal.coordinator import federation, leak_summary
 from vcl.protocols.organizations import organizations
 
 FUSIONS = ("sum", "mean")
@@ -30,13 +30,16 @@ class LateFusion(Protocol):
             raise ValueError(f"fusion={fusion!r}; use one of {', '.join(FUSIONS)}.")
         self.fusion = fusion
 
+    def summary(self, records: list[dict]) -> dict:
+        return leak_summary(records)
+
     def run_round(self) -> dict:
         task = self.task
         loss = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         everyone = list(range(len(self.federation)))
         truth = self.labels["train"] if task.kind == "classification" else None
         outputs = self.federation.gather_fits(
-            1, task.targets(self.labels["train"]), everyone, self.seed, labels=True, loss=loss, truth=truth
+            1, task.targets(self.labels["train"]), everyone, labels=True, loss=loss, truth=truth
         )
         fuse = (lambda o: o.sum(0)) if self.fusion == "sum" else (lambda o: o.mean(0))
         self.F = {s: fuse(o) for s, o in outputs.items()}
