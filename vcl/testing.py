@@ -24,6 +24,8 @@ in its own process does), run once per pytest process.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -99,7 +101,8 @@ def assert_same_run(a: dict, b: dict) -> None:
 def reference(case: str, settings: dict) -> dict:
     """The case run in one process, each party fitting alone (once per pytest process)."""
     if case not in _references:
-        out = Path(tempfile.mkdtemp(prefix=f"vcl-reference-{case}-"))
+        out = Path(tempfile.mkdtemp(prefix="vcl-reference-"))
+        atexit.register(shutil.rmtree, out, ignore_errors=True)  # the folder this suite made, at the process's end
         _references[case] = train(config(out, **settings, **{"run.concurrent": False}), verbose=False)
     return _references[case]
 
