@@ -193,7 +193,18 @@ def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
     [
         (
             {"transport.kind": "carrier"},
-            r"^config: transport.kind=carrier is not valid; it takes one of local, ray, grpc\.$",
+            r"^transport.kind='carrier' is no transport; use local, ray, grpc, or the class path of your own "
+            r"\(my_pkg.module.MyTransport\)\.$",
+        ),
+        (
+            {"transport.kind": "my_pkg.Nope"},
+            r"^transport.kind=my_pkg.Nope: cannot import my_pkg.Nope \(No module named 'my_pkg'\); put its package on "
+            r"PYTHONPATH or fix the class_path\.$",
+        ),
+        (
+            {"transport.kind": "vcl.messages.Channel"},
+            r"^transport.kind=vcl.messages.Channel: vcl.messages.Channel is not a transport; name a subclass of "
+            r"vcl.transport.Transport\.$",
         ),
         (
             {"transport.kind": "ray", "transport.party_cpus": [1.0, 1.0, 1.0]},
