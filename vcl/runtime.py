@@ -77,8 +77,8 @@ class PartyRuntime:
     def relay(self, send: Callable[[Message], None], peers: Collection[str]) -> list[MessageRecord]:
         """Hand each message the party addressed to another party to ``send`` (its host's way to reach that
         party: a call in this process, an actor's method, a TLS connection; a message to itself, as ASCII's booster
-        sends its own scores, goes to its own :meth:`forward`), in order; the ledger's lines for them, which go to the
-        coordinator (the messages do not)."""
+        sends its own scores, must reach this runtime's own :meth:`forward`, which a host in another process sees
+        to), in order; the ledger's lines for them, which go to the coordinator (the messages do not)."""
         records = []
         for message in self.outgoing():
             if message.receiver not in peers:

@@ -9,7 +9,7 @@ not depend on the transport. What a party does with what arrives is the one part
 The contract, what a transport implements (docs/extending.md, "Write a transport"; the suite every transport passes,
 :mod:`vcl.testing`):
 
-- ``open(config, method, data, names, parties)`` (a class method): the transport of one run, its parties built;
+- ``open(config, method, data, parties)`` (a class method): the transport of one run, its parties started;
 - ``deliver(requests)``: each ``(party, message)``, already counted, handed to that party's runtime; the replies;
 - ``relay(parties)``: the messages those parties addressed to other parties, handed party to party (never through
   the coordinator), each counted once in the ledger;
