@@ -35,12 +35,12 @@ class WireTransport(Transport):
         return [None if reply is None else crossed(reply) for reply in replies]
 
     def relay(self, parties: list[str]) -> None:
-        def send(message: Message) -> None:
-            self.runtimes[message.receiver].forward(crossed(message))
-
         for party in parties:
-            for record in self.runtimes[party].relay(send, self.names):
+            for record in self.runtimes[party].relay(self.send, self.names, crossed):
                 self.channel.add(record)
+
+    def send(self, message: Message) -> None:
+        self.runtimes[message.receiver].forward(message)
 
     def each(self, op: str, args: dict[str, tuple]) -> list:
         return [self.runtimes[name].call(op, *a) for name, a in args.items()]

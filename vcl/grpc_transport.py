@@ -204,7 +204,7 @@ class GrpcTransport(Transport):
             "addresses": book,
         }
         try:
-            self._where = in_parallel(
+            self.placed = in_parallel(
                 [lambda n=n, m=m: self._links[n].ask("Setup", {**setup, "index": m}) for m, n in enumerate(names)]
             )
         except BaseException:
@@ -235,8 +235,6 @@ class GrpcTransport(Transport):
                 self.channel.add(MessageRecord(**record))
 
     def each(self, op: str, args: dict[str, tuple]) -> list:
-        if op == "where":  # as each party said when it was set up
-            return [w for w in self._where if w["name"] in args]
         if op not in self.CALLS:  # state_dict, load_state_dict
             raise VCLInputError(
                 "transport.kind=grpc: each party keeps its state on its own machine; a run's checkpoints hold the "

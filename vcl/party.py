@@ -294,12 +294,7 @@ class PartyServer:
         the ledger's lines go back to the coordinator, the messages do not."""
         from vcl.wire import pack_message
 
-        def send(message) -> None:
-            if message.receiver == self.settings.name:
-                self._ready().forward(message)
-            else:
-                self.peer(message.receiver).call("Forward", pack_message(message))
-
+        send = lambda message: self.peer(message.receiver).call("Forward", pack_message(message))  # noqa: E731
         try:
             records = self._ready().relay(send, self.addresses)
         except ValueError as err:  # a message to no party of the run, or to itself

@@ -99,13 +99,7 @@ class PartyHost(PartyRuntime):
         ledger's lines for them go back to the coordinator, the messages do not."""
         import ray
 
-        def send(message: Message) -> None:
-            if message.receiver == self.name:
-                self.forward(message)
-            else:
-                ray.get(hosts[message.receiver].forward.remote(message))
-
-        return self.relay(send, hosts)
+        return self.relay(lambda message: ray.get(hosts[message.receiver].forward.remote(message)), hosts)
 
 
 def _stored_once(messages: list[Message]) -> list[Message]:
@@ -213,7 +207,7 @@ class RayTransport(Transport):
             host.build.remote(build_party, party_copy(settings, n), method, m, ids, data.task, data.num_classes)
             for m, (n, host) in enumerate(self._hosts.items())
         ]
-        self._where = _get(refs, names, "start-up")
+        self.placed = _get(refs, names, "start-up")
         self._round = 0
 
     @classmethod
@@ -271,8 +265,6 @@ class RayTransport(Transport):
                 self.channel.add(record)
 
     def each(self, op: str, args: dict[str, tuple]) -> list:
-        if op == "where":  # as each actor said when it was built
-            return [w for w in self._where if w["name"] in args]
         round_ = next(iter(args.values()))[1] if op in ("save", "load", "prune") and args else self._round
         if op == "save":
             self._round = round_

@@ -74,16 +74,18 @@ class PartyRuntime:
                 raise ValueError(f"{self.name} cannot send a {message.kind} from {message.sender!r}.")
         return messages
 
-    def relay(self, send: Callable[[Message], None], peers: Collection[str]) -> list[MessageRecord]:
+    def relay(self, send: Callable[[Message], None], peers: Collection[str], tap=None) -> list[MessageRecord]:
         """Hand each message the party addressed to another party to ``send`` (its host's way to reach that
-        party: a call in this process, an actor's method, a TLS connection; a message to itself, as ASCII's booster
-        sends its own scores, must reach this runtime's own :meth:`forward`, which a host in another process sees
-        to), in order; the ledger's lines for them, which go to the coordinator (the messages do not)."""
+        party: a call in this process, an actor's method, a TLS connection), in order, and one it addressed to itself
+        (ASCII's booster keeps its own scores) to its own :meth:`forward`; ``tap``: what the run's ledger sees of each
+        first (:attr:`vcl.messages.Channel.tap`, in this process). The ledger's lines for them, which go to the
+        coordinator (the messages do not)."""
         records = []
         for message in self.outgoing():
             if message.receiver not in peers:
                 raise ValueError(f"{self.name} cannot send a {message.kind} to {message.receiver!r}.")
-            send(message)
+            message = tap(message) if tap else message
+            (self.forward if message.receiver == self.name else send)(message)
             records.append(record_of(message))
         return records
 

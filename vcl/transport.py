@@ -66,6 +66,7 @@ class Transport:
         self.names = list(names)
         self.channel = channel or Channel()
         self.party_roots: dict[str, Path] = {}  # a party's own checkpoint root, if not the run's (``party_dirs``)
+        self.placed: list[dict] | None = None  # where each party runs, as it said when it was started (if kept)
 
     # --- the contract: what a transport implements ---
     @classmethod
@@ -146,8 +147,9 @@ class Transport:
         self._every("open_logs", root=root)
 
     def where(self) -> list[dict]:
-        """Where each party runs: ``{"name", "host", "pid", "device"}``, in the order of ``names``."""
-        return self._every("where")
+        """Where each party runs: ``{"name", "host", "pid", "device"}``, in the order of ``names`` (what the parties
+        said when they were started, if the transport kept it in ``placed``)."""
+        return list(self.placed) if self.placed is not None else self._every("where")
 
     def state_dict(self) -> list[dict]:
         """Every party's own state, in the order of ``names`` (an in-memory copy; a run's checkpoints use
@@ -208,12 +210,12 @@ class LocalTransport(Transport):
         return replies
 
     def relay(self, parties: list[str]) -> None:
-        def send(message: Message) -> None:  # the ledger's tap sees it, as it sees what the coordinator sends
-            self._runtimes[message.receiver].forward(self.channel.tap(message))
-
-        for party in parties:
-            for record in self._runtimes[party].relay(send, self.names):
+        for party in parties:  # the ledger's tap sees each message, as it sees what the coordinator sends
+            for record in self._runtimes[party].relay(self._forward, self.names, self.channel.tap):
                 self.channel.add(record)
+
+    def _forward(self, message: Message) -> None:
+        self._runtimes[message.receiver].forward(message)
 
     def each(self, op: str, args: dict[str, tuple]) -> list:
         return [self._runtimes[name].call(op, *a) for name, a in args.items()]
