@@ -1,4 +1,5 @@
-"""Fit several organizations' same-architecture learners at once, in one pass on one device.
+"""The fast engine's stacked fit: one learner, or several organizations' same-architecture learners at once, in
+one pass on one device.
 
 The organizations of a GAL round are independent: each fits the same pseudo-residual on its own
 columns. When their learners are :class:`ResidualRegressor` s with the same hyper-parameters, their
@@ -8,6 +9,8 @@ as ``[Wᵀ; 0; b]`` and take closed-form steps (:class:`vcl.loop.LinearSteps`). 
 are zero-padded and the matching weights start at zero, so they get zero gradient and stay zero; gradient
 clipping is per organization. The result equals fitting each learner alone (``tests/test_learners.py``).
 :func:`fit_and_predict` also gives every organization's outputs on its splits (Linear: one batched product).
+A learner fitted alone takes the same fit with M = 1 (:meth:`ResidualRegressor._fit_fast`): one fast path per
+architecture.
 
 This is a single-host execution strategy of the simulation: each organization's data and model are
 still only used to compute that organization's own fit and outputs; nothing is sent anywhere.
@@ -16,68 +19,39 @@ still only used to compute that organization's own fit and outputs; nothing is s
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Callable
 
 import torch
+from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
-from vcl.models.residual import LinearRound, ResidualRegressor
 
 from vcl.loop import LinearSteps, own_rows, pack, permutations, train, unpack
 from vcl.losses import local_loss, local_losses
 
-_SHARED = (
-    "hidden",
-    "out_features",
-    "loss",
-    "lr",
-    "momentum",
-    "weight_decay",
-    "epochs",
-    "milestones",
-    "gamma",
-    "batch_size",
-    "grad_clip",
-    "engine",
-    "arch",
-    "optimizer",
-    "widths",
-    "last_pool",
-    "precision",
-)
-
 
 def concurrency_key(learner) -> tuple | None:
-    """Learners with equal keys can be fitted together; ``None`` means fit alone.
-
-    MLPs on rows of different widths share a key (inputs are zero-padded); CNNs need equal input shapes.
-    LSTMs (no batching rule for ``aten::lstm`` under ``vmap``), shared-extractor learners and networks with
-    active dropout fit alone: under ``vmap`` all organizations' dropout masks would come from one generator
-    (``randomness="different"``), not each from its own seed as when it fits alone. Kept with the learner (and
-    its :meth:`ResidualRegressor.renewed` copies) once computed.
-    """
-    if type(learner) is not ResidualRegressor:
+    """Learners with equal keys can be fitted together (:meth:`ResidualRegressor.stack_key`); ``None`` means fit
+    alone. Kept with the learner (and its :meth:`ResidualRegressor.renewed` copies) once computed."""
+    if not hasattr(learner, "stack_key"):  # a scikit-learn learner
         return None
     if "_concurrency_key" not in learner.__dict__:
-        learner._concurrency_key = _key(learner)
+        learner._concurrency_key = learner.stack_key()
     return learner._concurrency_key
 
 
-def _key(learner: ResidualRegressor) -> tuple | None:
-    hp = learner.hparams
-    if hp.engine != "fast" or hp.arch in ("lstm", "module"):  # a user's module: its own code, fitted alone
-        return None
-    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in learner.net.modules()):
-        return None
-    shape = () if hp.arch == "mlp" and isinstance(hp.in_features, int) else ("in_features", str(hp.in_features))
-    return tuple((k, str(hp[k])) for k in _SHARED) + shape
+def linear_outputs(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """``x Wᵀ + b`` in one ``addmm``: a Linear learner's prediction, whether it keeps a module or only its tensors
+    (:class:`LinearRound`), so both give the same numbers."""
+    return torch.addmm(bias, x, weight.t())
 
 
 def _first_linear(net: torch.nn.Module) -> tuple[str, torch.nn.Module]:
     return next((n, m) for n, m in net.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)))
 
 
-def _padded_net(learner: ResidualRegressor, width: int | None) -> torch.nn.Module:
+def _padded_net(learner, width: int | None) -> torch.nn.Module:
     """The learner's network, or (narrower than ``width``) a copy whose first Linear layer takes ``width`` inputs,
     the extra weights zero. Stacking copies the parameters, so the network itself is never changed here."""
     name, first = _first_linear(learner.net)
@@ -95,18 +69,25 @@ def _padded_net(learner: ResidualRegressor, width: int | None) -> torch.nn.Modul
 
 
 def fit_concurrently(
-    learners: list[ResidualRegressor],
+    learners: list,
     features: list[Tensor],
     targets: Tensor,
     sample_weight: Tensor | None = None,
-) -> list[ResidualRegressor]:
+) -> list:
     """Train ``learners[m]`` on ``(features[m], targets)`` for every m at once; returns the learners."""
-    _fit(learners, features, targets, sample_weight)
+    _check_together(learners)
+    fit_stacked(learners, features, targets, sample_weight)
     return learners
 
 
+def _check_together(learners: list) -> None:
+    keys = {concurrency_key(lr) for lr in learners}
+    if len(keys) != 1 or None in keys:
+        raise ValueError("fit_concurrently needs fast-engine ResidualRegressors with equal hyper-parameters.")
+
+
 def fit_and_predict(
-    learners: list[ResidualRegressor],
+    learners: list,
     inputs: list[dict[str, Tensor]],
     targets: Tensor,
     sample_weight: Tensor | None = None,
@@ -117,14 +98,15 @@ def fit_and_predict(
     stacked parameters (what each computes alone, to float rounding: tested); other learners one by one.
     ``stacked``: a dict the caller keeps from round to round, where the organizations' zero-padded inputs stay
     while they are the same, unchanged tensors (no stacking every round)."""
-    linear = _fit(learners, [i["train"] for i in inputs], targets, sample_weight, stacked)
+    _check_together(learners)
+    linear = fit_stacked(learners, [i["train"] for i in inputs], targets, sample_weight, stacked)
     if linear is None:
         return {s: torch.stack([lr.predict(i[s]) for lr, i in zip(learners, inputs, strict=True)]) for s in inputs[0]}
     return _linear_outputs(*linear, inputs, stacked)
 
 
 def fit_linear_rounds(
-    prototypes: list[ResidualRegressor],
+    prototypes: list,
     seeds: list[int],
     inputs: list[dict[str, Tensor]],
     targets: Tensor,
@@ -161,12 +143,12 @@ def _linear_outputs(theta: Tensor, x: Tensor, inputs: list[dict[str, Tensor]], s
     }
 
 
-def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tensor, Tensor] | None:
-    """Fit the learners together; for Linear learners returns their trained ``[Wᵀ; 0; b]`` stack and the padded
-    training inputs (:func:`_fit_linear`), else None."""
-    keys = {concurrency_key(lr) for lr in learners}
-    if len(keys) != 1 or None in keys:
-        raise ValueError("fit_concurrently needs fast-engine ResidualRegressors with equal hyper-parameters.")
+def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -> tuple[Tensor, Tensor] | None:
+    """Fit :attr:`~ResidualRegressor.stackable` learners of one architecture and hyper-parameters (but their seeds
+    and input widths) together, in training mode, one or many; for Linear learners returns their trained
+    ``[Wᵀ; 0; b]`` stack and the padded training inputs (:func:`_fit_linear`), else None."""
+    for learner in learners:
+        learner.train()
     hp = learners[0].hparams
     device = targets.device
     n, m = targets.shape[0], len(learners)
@@ -210,7 +192,7 @@ def _fit(learners, features, targets, sample_weight, stacked=None) -> tuple[Tens
 PERMUTATION_BYTES = 64 * 2**20  # the most one block of drawn permutations holds (its epochs are drawn at once)
 
 
-def _schedule(learner: ResidualRegressor, seeds: list[int], n: int, device) -> Callable[[int], list]:
+def _schedule(learner, seeds: list[int], n: int, device) -> Callable[[int], list]:
     """An epoch's minibatches of every organization, as each learner of ``learner``'s kind with its own seed would
     draw them alone: row indices (M, B), or slices when batches are in order (the same for all epochs, computed
     once). The epochs' permutations are drawn a block of epochs at a time (:func:`vcl.loop.permutations`), as many
@@ -262,9 +244,7 @@ def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dic
     return x
 
 
-def _fit_linear(
-    learner: ResidualRegressor, seeds, features, targets, sample_weight, stacked, start: Tensor
-) -> tuple[Tensor, Tensor]:
+def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start: Tensor) -> tuple[Tensor, Tensor]:
     """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``start`` (their ``[Wᵀ; 0; b]``,
     M × (d+1) × K), trained together with closed-form gradients (:class:`vcl.loop.LinearSteps`): inputs zero-padded
     to the widest organization plus a column of ones, M × N × (d+1). Returns the trained parameters and the
@@ -351,3 +331,37 @@ def run_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
         losses = local_losses(outputs["train"], first.targets, first.learner.hparams.loss).tolist()
         for m, job in enumerate(group):
             job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]
+
+
+class LinearRound:
+    """A Linear learner's round model as its two tensors, weight (K × d) and bias (K): what the one Linear layer of
+    ``prototype.renewed(seed)`` holds after the same fit (:func:`fit_linear_rounds`). It predicts and gives its
+    parameters and ``state_dict`` (the learner's keys: a checkpoint loads into a learner) as that learner does,
+    without a module tree per organization and round."""
+
+    def __init__(self, prototype, seed: int, weight: Tensor, bias: Tensor):
+        self.prototype, self.seed, self.weight, self.bias = prototype, seed, weight, bias
+
+    @property
+    def hparams(self) -> AttributeDict:
+        return AttributeDict({**self.prototype.hparams, "seed": self.seed})
+
+    @property
+    def device(self) -> torch.device:
+        return self.weight.device
+
+    @torch.no_grad()
+    def predict(self, features: Tensor) -> Tensor:
+        """``x Wᵀ + b``: what the learner predicts (:meth:`ResidualRegressor.predict`), by the same function."""
+        return linear_outputs(features.to(self.device), self.weight, self.bias)
+
+    def parameters(self):
+        return iter((self.weight, self.bias))
+
+    def state_dict(self) -> OrderedDict:
+        template = self.prototype.__dict__.get("_state_template")
+        if template is None:  # the learner's keys and version metadata, once per prototype
+            template = self.prototype.__dict__["_state_template"] = self.prototype.state_dict()
+        state = OrderedDict(zip(template, (self.weight, self.bias), strict=True))
+        state._metadata = template._metadata
+        return state

@@ -9,7 +9,9 @@ engines that drive the same module:
 - ``fast`` (default): data stays on its device as whole tensors and vcl's one training loop
   (:func:`vcl.loop.train`) steps the module's own loss and optimizer there — what tabular data this small
   needs (the authors' per-sample DataLoader spends half its time in Python) and what keeps a GPU busy on
-  images; mixed precision by ``precision``;
+  images; mixed precision by ``precision``. Linear, MLP and CNN learners take the stacked fit
+  (:func:`vcl.models.concurrent.fit_stacked`, alone or with other organizations'), the others their own
+  :meth:`~ResidualRegressor.training_step` batch by batch;
 - ``trainer``: ``pytorch_lightning.Trainer.fit`` on a party data module
   (:class:`vcl.datamodules.PartyDataModule`), for data or hardware that needs Lightning's machinery
   (accelerators, devices, precision, strategies, callbacks, loggers).
@@ -29,23 +31,22 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor, nn
+from vcl.models.concurrent import fit_stacked, linear_outputs
 from vcl.models.networks import build_network, single_linear
+from vcl.models.user import build_callbacks, build_module, one_optimizer
 
 from vcl import optim, progress
 from vcl.loop import (
     DRAWS,
     PRECISIONS,
-    LinearSteps,
     Steps,
     autocast,
     build_optimizer,
     derived_seed,
     minibatches,
-    pack,
     seeded_draws,
     seeded_init,
     train,
-    unpack,
 )
 from vcl.losses import check_local_loss, local_loss
 
@@ -59,6 +60,25 @@ def _resettable(net: nn.Module) -> bool:
 
 
 _CONTAINERS = (dict, OrderedDict, set, list)
+_SHARED = (  # the hyper-parameters learners fitted in one stacked fit share (all but the seed and input width)
+    "hidden",
+    "out_features",
+    "loss",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "epochs",
+    "milestones",
+    "gamma",
+    "batch_size",
+    "grad_clip",
+    "engine",
+    "arch",
+    "optimizer",
+    "widths",
+    "last_pool",
+    "precision",
+)
 _LEAKY_RELU_GAIN = math.sqrt(2.0 / (1 + math.sqrt(5) ** 2))  # init.calculate_gain("leaky_relu", √5)
 
 
@@ -140,12 +160,6 @@ class _Renewal:
         return nn.Parameter(cls._tensor(shape, dtype, bound, generator), requires_grad)
 
 
-def linear_outputs(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    """``x Wᵀ + b`` in one ``addmm``: a Linear learner's prediction, whether it keeps a module or only its tensors
-    (:class:`LinearRound`), so both give the same numbers."""
-    return torch.addmm(bias, x, weight.t())
-
-
 class ResidualRegressor(pl.LightningModule):
     """A regressor of Alice's pseudo-residual under a local loss: Linear/MLP on rows, CNN on images, LSTM on
     sequences (``arch``; :func:`vcl.models.networks.build_network`). ``in_features`` is the width of a row or the
@@ -196,6 +210,7 @@ class ResidualRegressor(pl.LightningModule):
         plain = plain and arch != "module"  # a user's module: its own forward, never rewritten
         self._linear = single_linear(self.net) if plain and precision == "32-true" else None  # its name
         self._renewable = plain and _resettable(self.net)  # renewed() may copy its modules
+        self._plain = plain
         self.fit_options: dict = {}  # engine trainer: this fit's logger folder and callbacks (set by its organization)
 
     def renewed(self, seed: int) -> ResidualRegressor:
@@ -234,8 +249,6 @@ class ResidualRegressor(pl.LightningModule):
     def build_net(self, in_shape: tuple[int, ...], out_features: int) -> nn.Module:
         hp = self.hparams
         if hp.arch == "module":  # the user's own LightningModule (vcl.models.user)
-            from vcl.models.user import build_module
-
             return build_module(hp.module, in_shape, out_features)
         return build_network(
             hp.arch,
@@ -263,7 +276,12 @@ class ResidualRegressor(pl.LightningModule):
         return local_loss(self(x), y, self.hparams.loss, w[0] if w else None)
 
     # --- the LightningModule hooks (Lightning's Trainer; the fast engine steps the same loss and optimizer) ----
-    def training_step(self, batch, batch_idx: int) -> Tensor:
+    def training_step(self, batch, batch_idx: int) -> Tensor | None:
+        """The local loss on a batch; a user's module that defines its own ``training_step`` gets the batch as
+        ``(x, target, sample weight)`` (weights of one where the method weighs no rows) and its result is the
+        loss (a tensor, a dict with ``"loss"``, or None to skip the batch), under either engine."""
+        if self._own_training_step():
+            return self._user_step(batch, batch_idx)
         loss = self.loss_on(batch)
         if self._trainer is not None:  # under a Trainer: its loggers get the epoch's mean
             self.log("train_loss", loss, on_epoch=True, on_step=False, batch_size=batch[0].shape[0])
@@ -276,6 +294,17 @@ class ResidualRegressor(pl.LightningModule):
         loss = self.loss_on(batch)
         self.log("val_loss", loss, batch_size=batch[0].shape[0])
         return loss
+
+    def _own_training_step(self) -> bool:
+        own = getattr(type(self.net), "training_step", None)
+        return self.hparams.arch == "module" and own is not pl.LightningModule.training_step
+
+    def _user_step(self, batch, batch_idx: int) -> Tensor | None:
+        x, y, *w = batch
+        weight = w[0] if w and w[0] is not None else x.new_ones(x.shape[0])
+        self.net._current_fx_name = self._current_fx_name  # under a Trainer its self.log() reaches the loggers
+        out = self.net.training_step((x, y, weight), batch_idx)
+        return out.get("loss") if isinstance(out, dict) else out
 
     def on_fit_start(self) -> None:
         self.train()  # a learner that predicted before (eval mode) trains in training mode
@@ -347,26 +376,50 @@ class ResidualRegressor(pl.LightningModule):
         min_rows = 2 if hp.arch == "cnn" else 1  # BatchNorm cannot train on a single row
         return minibatches(n, hp.batch_size, generator, shuffle=n > hp.batch_size, min_rows=min_rows, device=device)
 
+    @property
+    def stackable(self) -> bool:
+        """Fitted by the stacked fit (:func:`vcl.models.concurrent.fit_stacked`), alone or with others: the fast
+        engine, this class's own forward and loss, and a network ``vmap`` can batch without changing its draws —
+        not an LSTM (no batching rule for ``aten::lstm``), not a user's module (its own code), no active dropout
+        (under ``vmap`` every organization's masks would come from one generator). Others take
+        :meth:`training_step` batch by batch."""
+        hp = self.hparams
+        if hp.engine != "fast" or not self._plain or hp.arch == "lstm":
+            return False
+        return not any(isinstance(m, nn.Dropout) and m.p > 0 for m in self.net.modules())
+
+    def stack_key(self) -> tuple | None:
+        """Learners with equal keys can be fitted in one stacked fit; None: fitted alone (a subclass's learners
+        are). MLPs on rows of different widths share a key (inputs are zero-padded); CNNs need equal input
+        shapes."""
+        if type(self) is not ResidualRegressor or not self.stackable:
+            return None
+        hp = self.hparams
+        shape = () if hp.arch == "mlp" and isinstance(hp.in_features, int) else ("in_features", str(hp.in_features))
+        return tuple((k, str(hp[k])) for k in _SHARED) + shape
+
     def _fit_fast(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
-        """Minibatch SGD with the data resident on its device: no DataLoader, no host round trips per step."""
+        """Minibatch SGD with the data resident on its device (no DataLoader, no host round trips per step): the
+        stacked fit of one learner where it applies (:attr:`stackable`: Linear learners take closed-form steps),
+        else the module's own :meth:`training_step` on each minibatch, stepped by vcl's loop."""
+        if self.stackable:
+            fit_stacked([self], [x], y, w)
+            return
         self.train()
         gen = torch.Generator(device="cpu").manual_seed(self.hparams.seed)
+        own = self._own_training_step()
 
         def batches(epoch: int) -> list:
-            return self.schedule(x.shape[0], gen, x.device)
+            return list(enumerate(self.schedule(x.shape[0], gen, x.device)))
 
-        layer = self._linear_layer()
-        if layer is not None:  # closed-form gradients
-            ones = torch.cat([x, x.new_ones(x.shape[0], 1)], 1)  # x and a column of ones (the bias's input)
-            linear = LinearSteps(pack(layer), lambda p: self.steps(p, x.device), ones, y, self.hparams.loss, w)
-            train(linear.steps, self.hparams.epochs, lambda e: linear.epoch(batches(e)), lambda e, b: linear.step(b))
-            unpack(linear.theta, layer)
-            return
+        def loss(epoch: int, batch) -> Tensor | None:
+            index, rows = batch
+            return self.training_step((x[rows], y[rows], None if w is None else w[rows]), index)
 
-        def loss(epoch: int, rows) -> Tensor:
-            return self.loss_on((x[rows], y[rows], None if w is None else w[rows]))
-
-        train(self.steps(self.parameters(), x.device), self.hparams.epochs, batches, loss)
+        with warnings.catch_warnings():
+            if own:  # what the user's step logs needs a Trainer (--run.engine trainer); not a warning per step
+                warnings.filterwarnings("ignore", message=r".*self\.log\(\)` but the `self\.trainer` reference.*")
+            train(self.steps(self.parameters(), x.device), self.hparams.epochs, batches, loss)
 
     def _linear_layer(self) -> nn.Linear | None:
         """The network's one Linear layer when the learner is ``x Wᵀ + b`` trained in float32 (its steps then take
@@ -377,7 +430,6 @@ class ResidualRegressor(pl.LightningModule):
         """``pl.Trainer.fit`` of this module on the fit's data as a party data module; the Trainer logs to
         TensorBoard in ``fit_options["log_dir"]`` when the organization gives one, with its callbacks."""
         from vcl.datamodules.party import PartyDataModule
-        from vcl.models.user import build_callbacks
 
         hp, options = self.hparams, self.fit_options
         data = PartyDataModule(x, y, w, batch_size=hp.batch_size, seed=hp.seed)
@@ -427,65 +479,3 @@ def quiet_lightning():
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
-
-
-def one_optimizer(conf, where: str):
-    """The optimizer and (or None) the epoch scheduler that a ``configure_optimizers`` returns, in any of
-    Lightning's single-optimizer forms: an optimizer, a one-item list, ``([opt], [sched])``, or a dict with
-    ``optimizer`` and ``lr_scheduler`` (a scheduler or ``{"scheduler": ...}``)."""
-    from vcl.errors import VCLInputError
-
-    sched = None
-    if isinstance(conf, dict):
-        conf, sched = conf.get("optimizer"), conf.get("lr_scheduler")
-    elif isinstance(conf, (list, tuple)) and len(conf) == 2 and all(isinstance(c, (list, tuple)) for c in conf):
-        conf, scheds = conf
-        sched = scheds[0] if len(scheds) == 1 else (None if not scheds else scheds)
-    if isinstance(conf, (list, tuple)) and len(conf) == 1:
-        conf = conf[0]
-    if isinstance(sched, dict):
-        if sched.get("interval", "epoch") != "epoch":
-            raise VCLInputError(
-                f"{where}: configure_optimizers asks for a per-step scheduler, which the fast engine steps per epoch; "
-                "give it interval 'epoch', or fit with --run.engine trainer."
-            )
-        sched = sched.get("scheduler")
-    if not isinstance(conf, torch.optim.Optimizer) or isinstance(sched, (list, tuple)):
-        raise VCLInputError(
-            f"{where}: configure_optimizers must give one optimizer (and at most one scheduler); got {conf!r}."
-        )
-    return conf, sched
-
-
-class LinearRound:
-    """A Linear learner's round model as its two tensors, weight (K × d) and bias (K): what the one Linear layer of
-    ``prototype.renewed(seed)`` holds after the same fit (:func:`vcl.models.concurrent.fit_linear_rounds`). It
-    predicts and gives its parameters and ``state_dict`` (the learner's keys: a checkpoint loads into a learner) as
-    that learner does, without a module tree per organization and round."""
-
-    def __init__(self, prototype: ResidualRegressor, seed: int, weight: Tensor, bias: Tensor):
-        self.prototype, self.seed, self.weight, self.bias = prototype, seed, weight, bias
-
-    @property
-    def hparams(self) -> AttributeDict:
-        return AttributeDict({**self.prototype.hparams, "seed": self.seed})
-
-    @property
-    def device(self) -> torch.device:
-        return self.weight.device
-
-    @torch.no_grad()
-    def predict(self, features: Tensor) -> Tensor:
-        """``x Wᵀ + b``: what the learner predicts (:meth:`ResidualRegressor.predict`), by the same function."""
-        return linear_outputs(features.to(self.device), self.weight, self.bias)
-
-    def parameters(self):
-        return iter((self.weight, self.bias))
-
-    def state_dict(self) -> OrderedDict:
-        template = self.prototype.__dict__.get("_state_template")
-        if template is None:  # the learner's keys and version metadata, once per prototype
-            template = self.prototype.__dict__["_state_template"] = self.prototype.state_dict()
-        state = OrderedDict(zip(template, (self.weight, self.bias), strict=True))
-        state._metadata = template._metadata
-        return state

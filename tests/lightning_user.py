@@ -25,6 +25,27 @@ class Net(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)}
 
 
+class HuberNet(Net):
+    """Its own ``training_step``: a weighted Huber loss, which it logs; counts its calls in this process."""
+
+    calls = 0
+
+    def training_step(self, batch, batch_idx):
+        x, y, weight = batch
+        type(self).calls += 1
+        loss = (nn.functional.huber_loss(self(x), y, reduction="none").mean(1) * weight).mean()
+        self.log("huber", loss, on_epoch=True, on_step=False, batch_size=x.shape[0])
+        return {"loss": loss}
+
+
+class ManualNet(Net):
+    """Steps its own optimizers (manual optimization), which vcl refuses."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__(in_features, out_features)
+        self.automatic_optimization = False
+
+
 class PlainNet(pl.LightningModule):
     """No ``configure_optimizers``: the suite's optimizer options apply."""
 

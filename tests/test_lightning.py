@@ -16,7 +16,7 @@ import torch
 from vcl.callbacks import RoundCheckpoint
 from vcl.datamodules import GridDataModule, OverlapDataModule, TabularDataModule
 from vcl.models import LearnerSettings, NetClassifier, ResidualRegressor, SharedExtractorRegressor, build_learner
-from vcl.models.residual import one_optimizer
+from vcl.models.user import one_optimizer
 
 from tests.lightning_user import CountEpochs
 from vcl.errors import VCLInputError
@@ -125,6 +125,34 @@ def test_a_user_module_without_configure_optimizers_takes_the_suites_options(tin
     opt = learner.configure_optimizers()["optimizer"]
     assert isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["lr"] == 0.05
     assert train(config, verbose=False, write=False)["final"]["test"] > 0.8
+
+
+def test_a_user_modules_own_training_step_is_what_both_engines_step(tmp_path):
+    """A user's module with its own training_step is trained by it under the fast engine as under Lightning's
+    Trainer (the same parameters, full batches), not by the organization's loss; under the Trainer what it logs
+    reaches the fit's TensorBoard. A module that turns automatic optimization off is refused in one sentence."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.lightning_user import HuberNet
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(48, 4, generator=g), torch.randn(48, 3, generator=g)
+    kw = dict(in_features=4, out_features=3, epochs=4, milestones=(), seed=3, accelerator="cpu", arch="module")
+    fits = {}
+    for engine in ("fast", "trainer"):
+        HuberNet.calls = 0
+        learner = ResidualRegressor(engine=engine, module="module:tests.lightning_user.HuberNet", **kw)
+        learner.fit_options = {"log_dir": str(tmp_path / engine), "version": "fit"}
+        fits[engine] = [p.detach().clone() for p in learner.fit(x, y).parameters()]
+        assert HuberNet.calls == 4  # one full batch an epoch
+    for a, b in zip(fits["fast"], fits["trainer"], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    l2 = ResidualRegressor(module="module:tests.lightning_user.Net", **kw).fit(x, y)
+    assert not torch.allclose(next(l2.parameters()), fits["fast"][0])  # the organization's l2 loss fits otherwise
+    board = EventAccumulator(str(tmp_path / "trainer" / "fit")).Reload()
+    assert len(board.Scalars("huber")) == 4
+    with pytest.raises(VCLInputError, match="ManualNet turns automatic_optimization off"):
+        ResidualRegressor(module="module:tests.lightning_user.ManualNet", **kw)
 
 
 def test_trainer_fits_log_to_each_partys_tensorboard_and_run_the_configs_callbacks(tiny):
