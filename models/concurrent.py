@@ -27,7 +27,7 @@ from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 
-from vcl.loop import LinearSteps, own_rows, pack, permutations, train, unpack
+from vcl.loop import LinearSteps, own_rows, pack, permutations, train_epochs, unpack
 from vcl.losses import local_loss, local_losses
 
 
@@ -180,7 +180,7 @@ def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -
         wb = None if w_all is None else own_rows(w_all, idx)
         return local_loss(forward(params, buffers, own_rows(x, idx)).float(), own_rows(y_all, idx), hp.loss, wb)
 
-    train(steps, hp.epochs, schedule, loss, models=m)
+    train_epochs(steps, hp.epochs, schedule, loss, models=m)
     with torch.no_grad():
         for i, lr in enumerate(learners):
             for name, p in (*lr.net.named_parameters(), *lr.net.named_buffers()):
@@ -261,7 +261,7 @@ def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start
     def batches(epoch: int) -> list:
         return linear.epoch(schedule(epoch))
 
-    train(linear.steps, hp.epochs, batches, lambda epoch, batch: linear.step(batch), models=len(seeds))
+    train_epochs(linear.steps, hp.epochs, batches, lambda epoch, batch: linear.step(batch), models=len(seeds))
     return linear.theta.detach(), x
 
 
@@ -307,7 +307,7 @@ def _clip_per_model(params: list[Tensor], max_norm: float) -> None:
             p.grad.mul_(coef.view(-1, *([1] * (p.grad.dim() - 1))))
 
 
-def run_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
+def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
     """Fit every :class:`vcl.organization.FitJob`; jobs with the same targets and learner architecture are
     fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
     on the training rows (else the organization computes them in ``finish_fit``). ``stacked``: where their inputs

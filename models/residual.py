@@ -7,7 +7,7 @@ suite uses it through ``fit(features, targets, sample_weight=None)`` and ``predi
 engines that drive the same module:
 
 - ``fast`` (default): data stays on its device as whole tensors and vcl's one training loop
-  (:func:`vcl.loop.train`) steps the module's own loss and optimizer there — what tabular data this small
+  (:func:`vcl.loop.train_epochs`) steps the module's own loss and optimizer there — what tabular data this small
   needs (the authors' per-sample DataLoader spends half its time in Python) and what keeps a GPU busy on
   images; mixed precision by ``precision``. Linear, MLP and CNN learners take the stacked fit
   (:func:`vcl.models.concurrent.fit_stacked`, alone or with other organizations'), the others their own
@@ -46,7 +46,7 @@ from vcl.loop import (
     minibatches,
     seeded_draws,
     seeded_init,
-    train,
+    train_epochs,
 )
 from vcl.losses import check_local_loss, local_loss
 
@@ -419,7 +419,7 @@ class ResidualRegressor(pl.LightningModule):
         with warnings.catch_warnings():
             if own:  # what the user's step logs needs a Trainer (--run.engine trainer); not a warning per step
                 warnings.filterwarnings("ignore", message=r".*self\.log\(\)` but the `self\.trainer` reference.*")
-            train(self.steps(self.parameters(), x.device), self.hparams.epochs, batches, loss)
+            train_epochs(self.steps(self.parameters(), x.device), self.hparams.epochs, batches, loss)
 
     def _linear_layer(self) -> nn.Linear | None:
         """The network's one Linear layer when the learner is ``x Wᵀ + b`` trained in float32 (its steps then take

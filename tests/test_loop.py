@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from vcl import progress
-from vcl.loop import LinearSteps, Steps, minibatches, own_rows, permutations, train
+from vcl.loop import LinearSteps, Steps, minibatches, own_rows, permutations, train_epochs
 
 
 def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
@@ -137,7 +137,7 @@ def test_train_steps_once_per_batch_and_schedule_and_bar_once_per_epoch(monkeypa
         seen.append((epoch, len(rows)))
         return nn.functional.mse_loss(net(x[rows]), y[rows])
 
-    train(Steps(opt, sched), 3, lambda epoch: minibatches(10, 4, gen), loss, models=2)
+    train_epochs(Steps(opt, sched), 3, lambda epoch: minibatches(10, 4, gen), loss, models=2)
     assert seen == [(e, n) for e in range(3) for n in (4, 4, 2)]
     assert opt.param_groups[0]["lr"] == pytest.approx(0.1 / 8)
     assert advanced == [2, 2, 2]

@@ -2,7 +2,7 @@
 
 Every gradient step in vcl goes through :class:`Steps`: an optimizer (and its step schedule) with its
 precision (fp32, bf16 or fp16 autocast; fp16 with a gradient scaler), its gradient clipping and its
-device. :func:`train` is the epochs × minibatches loop around it, drawn by :func:`minibatches` from a
+device. :func:`train_epochs` is the epochs × minibatches loop around it, drawn by :func:`minibatches` from a
 seeded generator; a party whose step is split by messages (a split network's bottom, a dual model) calls
 :meth:`Steps.backward` and :meth:`Steps.update` itself, between what it sends and receives. Dropout draws
 come from :func:`seeded_draws`, so a fit depends on its own seed only and a resumed run draws the same.
@@ -429,7 +429,7 @@ def _rows(piece) -> int:
     return piece.stop - piece.start if isinstance(piece, slice) else piece.shape[-1]
 
 
-def train(
+def train_epochs(
     steps: Steps,
     epochs: int,
     batches: Callable[[int], Iterable],

@@ -277,7 +277,7 @@ def stack_replies(replies: list[FittedValues], device=None) -> dict[str, Tensor]
 
 def _stacked(parts: list[Tensor]) -> Tensor:
     """``torch.stack(parts)``; without copying when the parts already lie one after another in one block of memory
-    (the outputs of organizations fitted together, :func:`vcl.models.concurrent.run_jobs`): a view of that block."""
+    (the outputs of organizations fitted together, :func:`vcl.models.concurrent.fit_jobs`): a view of that block."""
     first = parts[0]
     if len(parts) > 1 and first.is_contiguous():
         storage, offset, size = first.untyped_storage().data_ptr(), first.storage_offset(), first.numel()

@@ -39,7 +39,7 @@ from vcl.runtime import PartyRuntime
 
 FIT_REQUESTS = (PseudoResidual, Labels)
 # What the local transport calls on a party besides ``handle``: the two halves of a fit, for the batched
-# executor (:func:`vcl.models.concurrent.run_jobs`), the party's outbox of party-to-party messages, its own
+# executor (:func:`vcl.models.concurrent.fit_jobs`), the party's outbox of party-to-party messages, its own
 # checkpoint, and the device it trains on (results.json says where each party ran).
 LOCAL_CALLS = ("begin_fit", "finish_fit", "outgoing", "state_dict", "load_state_dict", "device")
 
@@ -180,7 +180,7 @@ class LocalTransport(Transport):
         super().__init__(list(parties), channel)
         self._runtimes = {name: PartyRuntime(party, name, peer_messages) for name, party in parties.items()}
         self.concurrent = concurrent
-        self._stacked: dict = {}  # the parties' inputs stacked for fits together (run_jobs), kept between rounds
+        self._stacked: dict = {}  # the parties' inputs stacked for fits together (fit_jobs), kept between rounds
 
     @classmethod
     def open(cls, config, method: str, data, parties: Parties) -> LocalTransport:
@@ -199,9 +199,9 @@ class LocalTransport(Transport):
         if self.concurrent and len(fits) > 1:
             parties = [self._runtimes[requests[i][0]].party for i in fits]
             jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
-            from vcl.models.concurrent import run_jobs
+            from vcl.models.concurrent import fit_jobs
 
-            run_jobs(jobs, concurrent=True, stacked=self._stacked)
+            fit_jobs(jobs, concurrent=True, stacked=self._stacked)
             for i, p, job in zip(fits, parties, jobs, strict=True):
                 replies[i] = p.finish_fit(job)
         for i, (party, message) in enumerate(requests):

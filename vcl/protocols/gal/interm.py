@@ -27,7 +27,7 @@ from vcl.loop import (
     seed_for,
     seeded_draws,
     seeded_init,
-    train,
+    train_epochs,
 )
 from vcl.losses import local_loss
 from vcl.messages import Ack, Message, Scalars, Step, as_float
@@ -159,7 +159,8 @@ class IntermFusion(Protocol):
             steps.update(total)
 
         self.head.train()
-        train(steps, hp["epochs"], schedule, step, epoch_end=lambda epoch: self.ask(self.federation.names, "epoch_end"))
+        names = self.federation.names
+        train_epochs(steps, hp["epochs"], schedule, step, epoch_end=lambda epoch: self.ask(names, "epoch_end"))
         self.F = {s: self.predict(s) for s in self.labels}
         self.round = 1
         return self._record()

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from vcl.federation import Federation
-from vcl.loop import minibatches, seed_for, train
+from vcl.loop import minibatches, seed_for, train_epochs
 from vcl.messages import EXPERIMENTER, Step, as_float
 from vcl.protocols.base import Protocol
 from vcl.protocols.mpdl.messages import Report
@@ -77,7 +77,7 @@ class PartialOverlapProtocol(Protocol):
             transport.request_all(zip(PARTIES, top.errors(leaves, list(PARTIES), self.round), strict=True))
             sums[epoch] += float(loss.detach()) * len(idx)
 
-        train(top.steps, o.central_epochs, lambda epoch: enumerate(minibatches(n, o.batch_size, gen)), step)
+        train_epochs(top.steps, o.central_epochs, lambda epoch: enumerate(minibatches(n, o.batch_size, gen)), step)
         return sums[-1] / max(n, 1) if sums else 0.0
 
     def predict(self, top: CentralTop, which: int, rows: str) -> Tensor:
@@ -214,7 +214,7 @@ class FederatedTransfer(PartialOverlapProtocol):
                 self.ask(PARTIES, "ftl_align", batch=b)
                 self.ask(PARTIES, "ftl_pull", batch=b)
 
-        train(steps_c, epochs, schedule, supervised, epoch_end=alignment)
+        train_epochs(steps_c, epochs, schedule, supervised, epoch_end=alignment)
         self._loss = float(np.mean(losses[-1] if losses else []))
         test_codes = self.ask(["a"], "ftl_codes", rows="test")[0].values
         a_only_codes = self.ask(["a"], "ftl_codes", rows="a_only")[0].values
