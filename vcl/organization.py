@@ -199,6 +199,12 @@ class Organization:
         self._writer.add_scalar("local_loss/train", self.train_losses[round_], round_)
         self._writer.flush()
 
+    def close_logs(self) -> None:
+        """Close this organization's TensorBoard log (its process may serve another run next)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
     def _output(self, out: Tensor, seed: int, split: str) -> Tensor:
         """A model's outputs as sent: float32, plus this organization's output noise (seeded by model and split)."""
         out = as_float(out)

@@ -43,6 +43,7 @@ def start_ray(address: str, cpus: float) -> None:
 
     if ray.is_initialized():
         return
+    _IDLE.clear()  # processes of an earlier Ray instance in this process ended with it
     kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     main_thread = threading.current_thread() is threading.main_thread()
     ours = signal.getsignal(signal.SIGTERM) if main_thread else None
@@ -194,11 +195,14 @@ class RayTransport(Transport):
                     f"the parties ask for {want:g} {what}s (transport.party_{what.lower()}s) but the Ray cluster has "
                     f"{held.get(what, 0):g}; ask for less per party or add nodes."
                 )
-        actor = ray.remote(PartyHost)
-        self._hosts = {
-            name: actor.options(num_cpus=c, num_gpus=g, **_placement(node)).remote(max(1, int(c)))
-            for name, c, g, node in zip(names, cpus, gpus, nodes, strict=True)
-        }
+        self._hosts, self._kinds = {}, {}
+        wanted = list(zip(cpus, gpus, nodes, strict=True))
+        idle = _idle_hosts(wanted)
+        for name, kind in zip(names, wanted, strict=True):
+            self._kinds[name] = kind
+            kept = idle.get(kind)
+            self._hosts[name] = kept.pop() if kept else _start_host(*kind)
+        self._busy = True  # until start-up and every later call came back: a host left mid-call is not kept
         settings = config.to_dict()
         if config.run.device == "auto" and not any(gpus):
             settings["run"]["device"] = "cpu"  # an actor given no GPU trains on its CPUs
@@ -208,7 +212,7 @@ class RayTransport(Transport):
             for m, (n, host) in enumerate(self._hosts.items())
         ]
         self.placed = _get(refs, names, "start-up")
-        self._round = 0
+        self._round, self._busy = 0, False
 
     @classmethod
     def open(cls, config: RunConfig, method: str, data, parties: Parties) -> RayTransport:
@@ -246,10 +250,16 @@ class RayTransport(Transport):
         ]
         return _get(refs, names[1:], "the ID alignment")
 
+    def _wait(self, refs: list, names: list[str], during: str) -> list:
+        self._busy = True
+        out = _get(refs, names, during)
+        self._busy = False
+        return out
+
     def _call(self, method: str, *args, names: list[str] | None = None) -> list:
         names = self.names if names is None else names
         refs = [getattr(self._hosts[n], method).remote(*args) for n in names]
-        return _get(refs, names, f"round {self._round}")
+        return self._wait(refs, names, f"round {self._round}")
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
         self._round = max((m.round for _, m in requests), default=self._round)
@@ -257,7 +267,7 @@ class RayTransport(Transport):
         refs = [
             self._hosts[party].handle.remote(message) for (party, _), message in zip(requests, messages, strict=True)
         ]
-        return _get(refs, [p for p, _ in requests], f"round {self._round}")
+        return self._wait(refs, [p for p, _ in requests], f"round {self._round}")
 
     def relay(self, parties: list[str]) -> None:
         for party in parties:
@@ -270,15 +280,51 @@ class RayTransport(Transport):
             self._round = round_
         during = {"open_logs": "opening the logs", "load_state_dict": "loading"}.get(op, f"round {round_}")
         refs = [self._hosts[n].call.remote(op, *a) for n, a in args.items()]
-        return _get(refs, list(args), during)
+        return self._wait(refs, list(args), during)
 
     def pids(self) -> dict[str, int]:
         """Each party's process ID (tests end one to show what a lost party does)."""
         return dict(zip(self.names, self._call("pid"), strict=True))
 
     def close(self) -> None:
+        """Keep the parties' processes for this process's next run when every call came back (a comparison run, a
+        sweep: no process started and no torch imported again); end them when one did not (a lost party, an
+        interrupted round)."""
         import ray
 
-        for host in self._hosts.values():
-            ray.kill(host)
+        for name, host in self._hosts.items():
+            if self._busy:
+                ray.kill(host)
+            else:
+                _IDLE.append((self._kinds[name], host))
         self._hosts = {}
+
+
+_IDLE: list[tuple[tuple, object]] = []  # (cpus, gpus, node) and the actor of each party process a run left idle
+
+
+def _start_host(cpus: float, gpus: float, node: str):
+    import ray
+
+    return ray.remote(PartyHost).options(num_cpus=cpus, num_gpus=gpus, **_placement(node)).remote(max(1, int(cpus)))
+
+
+def _idle_hosts(wanted: list[tuple]) -> dict[tuple, list]:
+    """The idle party processes a run of parties of ``wanted`` kinds (cpus, gpus, node) takes over, by kind; the
+    others end, so that no process holds resources no run uses. A new party runtime is built in each
+    (:meth:`vcl.runtime.PartyRuntime.build`): nothing of the earlier run's party is kept, only the process and
+    its imports."""
+    import ray
+
+    need: dict[tuple, int] = {}
+    for kind in wanted:
+        need[kind] = need.get(kind, 0) + 1
+    taken: dict[tuple, list] = {}
+    for kind, host in _IDLE:
+        if need.get(kind, 0) > 0:
+            need[kind] -= 1
+            taken.setdefault(kind, []).append(host)
+        else:
+            ray.kill(host)
+    _IDLE.clear()
+    return taken

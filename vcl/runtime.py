@@ -39,6 +39,8 @@ class PartyRuntime:
         from vcl.family import family_of
 
         config = RunConfig.from_dict(settings)
+        if hasattr(self.party, "close_logs"):  # the party of this process's last run
+            self.party.close_logs()
         self.party = make(config, method, index, ids, kind, num_classes)
         self.peer_kinds = {m.__name__ for m in family_of(config, method).peer_messages}
         return self.where()
