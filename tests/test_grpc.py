@@ -327,6 +327,46 @@ def test_a_kind_parties_never_send_each_other_is_refused_before_it_reaches_the_p
     assert still_serving(federation)
 
 
+@pytest.mark.slow
+def test_a_save_or_prune_of_a_round_the_party_does_not_hold_changes_nothing(federation, tiny, tmp_path):
+    """A coordinator's Prune of round 10^9 deleted every checkpoint, a Save of round -1 was written: a party now
+    prunes only behind a checkpoint it holds and saves only rounds 0 to 10^9; its files are its owner's only."""
+    import stat
+
+    from vcl.grpc_transport import Link
+
+    base = {"data.organizations": 3, "run.rounds": 2, "learner.epochs": 2}
+    train(tiny(**federation.overrides(GAL_NAMES), **base, out=str(tmp_path / "run")), verbose=False)
+    folder = federation.folder / "org1-machine" / "org1"
+    kept = {p.name: p.read_bytes() for p in folder.glob("round-*.ckpt")}
+    assert "round-2.ckpt" in kept
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.glob("round-*.ckpt"))
+    link = Link("org1", f"127.0.0.1:{federation.ports['org1']}", federation.tls("alice"), 2**20, 10.0, 0)
+    link.ask("Prune", {"round": 10**9})
+    for bad in (-1, 10**9 + 1, "2", 2.5, True):
+        with pytest.raises(VCLInputError, match="refused the (Save|Load|Prune) request"):
+            link.ask("Save", {"round": bad, "run": "x"})
+        with pytest.raises(VCLInputError, match="refused the (Save|Load|Prune) request"):
+            link.ask("Prune", {"round": bad})
+    link.close()
+    assert {p.name: p.read_bytes() for p in folder.glob("round-*.ckpt")} == kept
+    assert still_serving(federation)
+
+
+@pytest.mark.slow
+def test_a_party_that_moved_is_reached_where_the_next_run_says(federation, tiny, tmp_path):
+    """ASCII's agents send each other their scores party to party. A party kept its links to the others across
+    runs: after one restarted on another port every later run failed. Each Setup now starts its links afresh."""
+    base = {"method": "ascii", "learner.model": ["tree"], "data.organizations": 3, "run.rounds": 1}
+    first = train(tiny(**federation.overrides(GAL_NAMES), **base, out=str(tmp_path / "a")), verbose=False)
+    federation.kill("org2")
+    old = federation.ports.pop("org2")
+    federation.restart("org2")  # on a port the system picks
+    assert federation.ports["org2"] != old
+    second = train(tiny(**federation.overrides(GAL_NAMES), **base, out=str(tmp_path / "b")), verbose=False)
+    assert rounds_of(second) == rounds_of(first)
+
+
 def test_every_spelling_of_a_class_counts_against_allow_classes():
     from vcl.party import named_classes
 

@@ -415,3 +415,26 @@ def test_an_organization_name_cannot_point_a_checkpoint_outside_the_run(tiny, tm
     with pytest.raises(VCLInputError, match=r"^assignment names organization '\.\./\.\./outside'; use letters"):
         train(tiny(**{"data.assignment": bad}), verbose=False)
     assert not (tmp_path / "outside").exists() and not (tmp_path / "run").exists()
+
+
+def test_party_checkpoints_are_private_name_whole_rounds_and_are_pruned_only_behind_a_kept_one(tmp_path):
+    import stat
+
+    from vcl.checkpoints import party_file, prune_party, save_party
+
+    class Party:
+        def state_dict(self):
+            return {"w": torch.ones(2)}
+
+    for round_ in (1, 2, 3):
+        save_party(Party(), "org1", tmp_path, round_, "run")
+    files = sorted(p.name for p in (tmp_path / "org1").iterdir())
+    assert files == ["round-1.ckpt", "round-2.ckpt", "round-3.ckpt"]
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (tmp_path / "org1").iterdir())
+    prune_party("org1", tmp_path, 10**9)  # a round it does not hold: nothing goes
+    assert sorted(p.name for p in (tmp_path / "org1").iterdir()) == files
+    prune_party("org1", tmp_path, 3)
+    assert sorted(p.name for p in (tmp_path / "org1").iterdir()) == ["round-3.ckpt"]
+    for bad in (-1, 10**9 + 1, "2", 2.0, True):
+        with pytest.raises(VCLInputError, match="a checkpoint's round is a whole number from 0 to 10\\^9"):
+            party_file(tmp_path, "org1", bad)

@@ -27,12 +27,14 @@ PARTY_KEYS = ("state", "party", "round", "run")
 
 
 def atomic_torch_save(obj, path: Path) -> None:
-    """``obj`` written to ``path`` whole or not at all. A write that fails (a full disk, a read-only or vanished
+    """``obj`` written to ``path`` whole or not at all, readable by its owner only (0600: a checkpoint holds a party's
+    models and data-derived state). A write that fails (a full disk, a read-only or vanished
     directory: torch says so as a RuntimeError) leaves no partial file and raises an ``OSError`` naming ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        torch.save(obj, tmp)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:  # its owner's only
+            torch.save(obj, file)
     except BaseException as err:  # an interrupt too: no half-written file stays
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
@@ -84,9 +86,12 @@ def load_checkpoint(path: Path, keys: tuple[str, ...] = KEYS) -> dict:
 
 
 def party_file(root: Path, name: str, round_: int) -> Path:
-    """``root/<name>/round-<t>.ckpt``; a name that is not one plain path component is refused."""
+    """``root/<name>/round-<t>.ckpt``; a name that is not one plain path component, or a round that is not a whole
+    number from 0 to 10^9, is refused."""
     if name in ("", ".", "..") or "/" in name or "\\" in name:
         raise ValueError(f"party name {name!r} cannot name a checkpoint folder.")
+    if type(round_) is not int or not 0 <= round_ <= 10**9:
+        raise VCLInputError(f"a checkpoint's round is a whole number from 0 to 10^9, not {round_!r}.")
     return Path(root) / name / f"round-{round_}.ckpt"
 
 
@@ -131,8 +136,11 @@ def load_party(party, name: str, root: Path, round_: int, run: str) -> None:
 
 
 def prune_party(name: str, root: Path, round_: int) -> None:
-    """Remove the party's own checkpoints of rounds before ``round_`` (files only this party wrote)."""
+    """Remove the party's own checkpoints of rounds before ``round_`` (files only this party wrote), only when it
+    holds the checkpoint of ``round_`` itself: a prune never leaves a party without its latest state."""
     folder = Path(root) / name
+    if not party_file(root, name, round_).is_file():
+        return
     for path in folder.glob("round-*.ckpt") if folder.is_dir() else []:
         stem = path.name[len("round-") : -len(".ckpt")]
         if stem.isdigit() and int(stem) < round_:

@@ -270,7 +270,13 @@ class PartyServer:
         where = runtime.build(own_party, settings, body["method"], index, body.get("ids"), body["kind"],
                               int(body["num_classes"]))  # fmt: skip
         self.runtime, self.names, self.addresses = runtime, names, dict(body.get("addresses") or {})
+        self.close_peers()  # links of an earlier run: a peer may have moved since
         return where
+
+    def close_peers(self) -> None:
+        for link in self._peers.values():
+            link.close()
+        self._peers = {}
 
     def op_where(self, frame: bytes, who: str) -> dict:
         return self._ready().where()
@@ -315,17 +321,26 @@ class PartyServer:
 
     def op_save(self, frame: bytes, who: str) -> None:
         body = self._body(frame)
-        self._ready().save(self._root(), int(body["round"]), str(body["run"]))
+        self._ready().save(self._root(), _round(body), str(body["run"]))
 
     def op_load(self, frame: bytes, who: str) -> None:
         body = self._body(frame)
-        self._ready().load(self._root(), int(body["round"]), str(body["run"]))
+        self._ready().load(self._root(), _round(body), str(body["run"]))
 
     def op_prune(self, frame: bytes, who: str) -> None:
-        self._ready().prune(self._root(), int(self._body(frame)["round"]))
+        self._ready().prune(self._root(), _round(self._body(frame)))
 
     def op_openlogs(self, frame: bytes, who: str) -> None:
         self._ready().open_logs(self._root())
+
+
+def _round(body: dict) -> int:
+    """The round a Save, Load or Prune names: a whole number (its range is the checkpoints' to check)."""
+    from vcl.wire import WireError
+
+    if type(body["round"]) is not int:
+        raise WireError("the round is not a whole number")
+    return body["round"]
 
 
 def serve(settings: PartySettings, ready=None) -> None:
