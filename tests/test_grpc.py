@@ -185,6 +185,71 @@ def test_a_bad_party_config_is_one_sentence_and_exit_2(tmp_path, settings, words
     assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_path):
+    """Swapped, garbage or mismatched PEM files, the CA's key as the CA, binary YAML, an unresolvable or impossible
+    listen address, bad secrets, a device the machine lacks, a root that is a file: each was a traceback, a bind
+    error or a party that started and failed later."""
+    import yaml
+
+    from vcl.party import load_settings
+
+    certs.make(tmp_path / "keys", ["alice", "bob"])
+    certs.make(tmp_path / "other", ["bob"])
+    k = tmp_path / "keys"
+    (tmp_path / "garbage.pem").write_text("hello\n")
+    (tmp_path / "afile").write_text("x")
+    tls = {"ca": str(k / "ca.pem"), "cert": str(k / "bob.pem"), "key": str(k / "bob.key")}
+    good = {"name": "bob", "listen": "127.0.0.1:0", "coordinator": "alice", "tls": tls, "root": str(tmp_path / "r")}
+    cases = [
+        ({"tls": {**tls, "cert": tls["key"], "key": tls["cert"]}}, "tls.cert=.* holds a private key, not a certif"),
+        ({"tls": {**tls, "ca": str(tmp_path / "garbage.pem")}}, "tls.ca=.* holds no PEM certificate"),
+        ({"tls": {**tls, "ca": str(k / "ca.key")}}, "tls.ca=.* holds a private key"),
+        ({"tls": {**tls, "key": str(k / "alice.key")}}, "tls.key=.* is not the key of the certificate tls.cert"),
+        ({"tls": {**tls, "ca": str(tmp_path / "other" / "ca.pem")}}, "tls.cert=.* was not signed by the CA of tls.ca"),
+        ({"listen": "nosuchhost.invalid:5000"}, "names a host this machine cannot resolve"),
+        ({"listen": "127.0.0.1:99999"}, r"is not host:port \(a port from 0 to 65535\)"),
+        ({"secrets": {"mpdl.secret_b": "abc"}}, "secrets.mpdl.secret_b='abc' is not a whole number"),
+        ({"secrets": [1, 2]}, "secrets is not a mapping"),
+        ({"device": "tpu9"}, "device='tpu9' is no device"),
+        ({"root": str(tmp_path / "afile")}, "afile is not a folder"),
+        ({"allow_classes": "my_pkg.Net"}, "allow_classes is not a list of class paths"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append(({"device": "cuda"}, "device='cuda', but this machine has no such GPU"))
+    for i, (change, words) in enumerate(cases):
+        path = tmp_path / f"bad{i}.yaml"
+        path.write_text(yaml.safe_dump({**good, **change}))
+        with pytest.raises(VCLInputError, match=words):
+            load_settings(path)
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(good))
+    assert load_settings(tmp_path / "good.yaml").name == "bob"
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\x00\xff\xfe binary")
+    proc = subprocess.run([sys.executable, "-m", "vcl.party", "--config", str(binary)], capture_output=True, text=True)
+    assert (
+        proc.returncode == 2
+        and proc.stderr == f"error: the party config {binary} is not text (UTF-8); give the party's YAML settings.\n"
+    )
+
+
+@pytest.mark.slow
+def test_a_second_party_on_a_partys_port_is_refused_in_one_sentence(federation, tmp_path):
+    """Two parties could bind one port (SO_REUSEPORT) and split its connections between them."""
+    import yaml
+
+    tls = federation.tls("org1")
+    port = federation.ports["org1"]
+    path = tmp_path / "twin.yaml"
+    settings = {"name": "org1", "listen": f"127.0.0.1:{port}", "coordinator": "alice", "tls": tls}
+    path.write_text(yaml.safe_dump({**settings, "root": str(tmp_path / "root")}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "vcl.party", "--config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2 and "the port cannot be opened (in use" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert still_serving(federation)
+
+
 def test_a_run_that_names_no_address_for_a_party_stops_before_any_work(tiny, tmp_path):
     certs.make(tmp_path, ["alice"])
     tls = {

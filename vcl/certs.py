@@ -42,6 +42,42 @@ def _pem_key(key) -> bytes:
     )
 
 
+def check_pems(ca: str, cert: str, key: str, keys: tuple[str, str, str]) -> None:
+    """The three TLS files of one side, read before anything listens or dials: ``ca`` and ``cert`` PEM
+    certificates, ``cert`` signed by ``ca``, ``key`` the private key of ``cert``; ``keys``: their settings' names.
+    One sentence naming the setting otherwise (:class:`vcl.errors.VCLInputError`)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    from vcl.errors import VCLInputError
+
+    fix = "give the files python -m vcl.certs made"
+    loaded = []
+    for path, name in ((ca, keys[0]), (cert, keys[1])):
+        data = Path(path).read_bytes()
+        try:
+            loaded.append(x509.load_pem_x509_certificate(data))
+        except ValueError:
+            what = "a private key, not a certificate" if b"PRIVATE KEY" in data else "no PEM certificate"
+            raise VCLInputError(f"{name}={path} holds {what}; {fix}.") from None
+    try:
+        private = serialization.load_pem_private_key(Path(key).read_bytes(), password=None)
+    except (ValueError, TypeError):
+        raise VCLInputError(f"{keys[2]}={key} holds no unencrypted PEM private key; {fix}.") from None
+    except Exception:  # an unsupported key type: cryptography's own error classes
+        raise VCLInputError(f"{keys[2]}={key} holds no private key vcl can use; {fix}.") from None
+    ca_cert, own = loaded
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if private.public_key().public_bytes(serialization.Encoding.DER, public) != own.public_key().public_bytes(
+        serialization.Encoding.DER, public
+    ):
+        raise VCLInputError(f"{keys[2]}={key} is not the key of the certificate {keys[1]}={cert}; {fix}.")
+    try:
+        own.verify_directly_issued_by(ca_cert)
+    except Exception:  # ValueError, TypeError or InvalidSignature: not this CA's
+        raise VCLInputError(f"{keys[1]}={cert} was not signed by the CA of {keys[0]}={ca}; {fix}.") from None
+
+
 def make(out: Path, names: list[str], days: int = 365, ca_name: str = "vcl federation CA") -> list[Path]:
     """A new CA in ``out`` and a key and certificate for each of ``names``; refuses to overwrite a file."""
     from cryptography import x509

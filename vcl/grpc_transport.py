@@ -145,6 +145,9 @@ def check_settings(config) -> None:
         if not getattr(t, key):
             raise VCLInputError(f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.certs).")
         regular_file(Path(getattr(t, key)), f"transport.{key}", "make the federation's files with python -m vcl.certs")
+    from vcl.certs import check_pems
+
+    check_pems(t.tls_ca, t.tls_cert, t.tls_key, ("transport.tls_ca", "transport.tls_cert", "transport.tls_key"))
     for address in t.addresses.values():
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit():

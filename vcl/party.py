@@ -26,14 +26,17 @@ from anyone else is refused and the party keeps serving.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
+import socket
 import sys
 import threading
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vcl.errors import VCLInputError
 from vcl.registry import is_class_path
 
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where")
@@ -60,12 +63,14 @@ def load_settings(path: str | Path) -> PartySettings:
     import yaml
 
     from vcl.config import SECRETS
-    from vcl.errors import VCLInputError, regular_file
+    from vcl.errors import regular_file
 
     path = Path(path)
     regular_file(path, "the party config", "give --config a YAML file of the party's own settings")
     try:
         raw = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise VCLInputError(f"the party config {path} is not text (UTF-8); give the party's YAML settings.") from None
     except yaml.YAMLError as err:
         reason = str(err).splitlines()[0]
         raise VCLInputError(f"the party config {path} is not YAML ({reason}); fix its syntax.") from None
@@ -80,8 +85,19 @@ def load_settings(path: str | Path) -> PartySettings:
             raise VCLInputError(f"the party config {path} needs {key}: (a string), e.g. name: bob.")
     s = PartySettings(**raw)
     host, sep, port = s.listen.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise VCLInputError(f"the party config {path}: listen={s.listen!r} is not host:port; e.g. 0.0.0.0:50052.")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise VCLInputError(
+            f"the party config {path}: listen={s.listen!r} is not host:port (a port from 0 to 65535); "
+            "e.g. 0.0.0.0:50052."
+        )
+    try:
+        socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise VCLInputError(
+            f"the party config {path}: listen={s.listen!r} names a host this machine cannot resolve ({reason}); "
+            "give one of its own addresses, e.g. 0.0.0.0."
+        ) from None
     for key in ("max_message_mb", "chunk_mb"):
         value = getattr(s, key)
         if (
@@ -94,12 +110,48 @@ def load_settings(path: str | Path) -> PartySettings:
         if not isinstance(s.tls, dict) or not isinstance(s.tls.get(key), str):
             raise VCLInputError(f"the party config {path} needs tls.{key}: a PEM file (python -m vcl.certs).")
         regular_file(Path(s.tls[key]), f"tls.{key}", "make the federation's files with python -m vcl.certs")
-    bad = sorted(set(s.secrets) - set(SECRETS))
+    from vcl.certs import check_pems
+
+    check_pems(s.tls["ca"], s.tls["cert"], s.tls["key"], ("tls.ca", "tls.cert", "tls.key"))
+    if not isinstance(s.secrets, dict):
+        raise VCLInputError(f"the party config {path}: secrets is not a mapping; e.g. secrets: {{mpdl.secret_b: 0}}.")
+    bad = sorted(map(str, set(s.secrets) - set(SECRETS)))
     if bad:
         raise VCLInputError(f"the party config {path}: secrets.{bad[0]} is no secret; use one of {sorted(SECRETS)}.")
+    for key, value in s.secrets.items():
+        if type(value) is not int or not 0 <= value < 2**63:
+            raise VCLInputError(
+                f"the party config {path}: secrets.{key}={value!r} is not a whole number from 0 to 2^63 - 1 "
+                "(0: fresh from the operating system)."
+            )
+    if not isinstance(s.allow_classes, list) or not all(isinstance(c, str) for c in s.allow_classes):
+        raise VCLInputError(
+            f"the party config {path}: allow_classes is not a list of class paths; e.g. allow_classes: [my_pkg.Net]."
+        )
+    check_device(s.device, f"the party config {path}: device")
+    root = Path(s.root)
+    place = next((p for p in (root, *root.parents) if p.exists()), Path("."))
+    if not place.is_dir() or not os.access(place, os.W_OK | os.X_OK):
+        what = "is not a folder" if not place.is_dir() else "cannot be written"
+        raise VCLInputError(
+            f"the party config {path}: root={s.root!r}: {place} {what}; give a folder this party may write."
+        )
     if s.csv:
         regular_file(Path(s.csv), "the party's csv", "give csv: the path of this organization's own CSV file")
     return s
+
+
+def check_device(device: str, where: str) -> None:
+    """``""`` (as the run says), ``cpu``, or ``cuda``/``cuda:<n>`` where this machine has that GPU."""
+    if device in ("", "cpu"):
+        return
+    if not re.fullmatch(r"cuda(:\d+)?", str(device)):
+        raise VCLInputError(f"{where}={device!r} is no device; use '', cpu, cuda or cuda:<n>.")
+    import torch
+
+    index = int(device.partition(":")[2] or 0)
+    if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+        raise VCLInputError(f"{where}={device!r}, but this machine has no such GPU; use cpu, or '' (as the run says).")
 
 
 def read_pem(tls: dict) -> tuple[bytes, bytes, bytes]:
@@ -179,7 +231,6 @@ class PartyServer:
         """The answer to an authorized caller's request; a refused or failed one as a gRPC status."""
         import grpc
 
-        from vcl.errors import VCLInputError
         from vcl.wire import WireError, pack
 
         try:
@@ -357,18 +408,26 @@ def serve(settings: PartySettings, ready=None) -> None:
 
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=4),
-        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.so_reuseport", 0),  # a second party on this port fails to bind, not shares its connections
+        ],
     )
     from vcl.wire import SERVICE
 
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {op: handler(op) for op in OPS})])
     ca, cert, key = read_pem(settings.tls)
     creds = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
-    port = server.add_secure_port(settings.listen, creds)
+    try:
+        port = server.add_secure_port(settings.listen, creds)
+    except RuntimeError:  # grpc's "Failed to bind": in use, or not an address of this machine
+        port = 0
     if port == 0:
-        from vcl.errors import VCLInputError
-
-        raise VCLInputError(f"listen={settings.listen!r}: the port cannot be opened (in use?); choose another.")
+        raise VCLInputError(
+            f"listen={settings.listen!r}: the port cannot be opened (in use, or not an address of this machine); "
+            "choose another."
+        )
     server.start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -380,13 +439,12 @@ def serve(settings: PartySettings, ready=None) -> None:
 
 
 def main(argv=None) -> int:
-    from vcl.errors import VCLInputError
-
     p = argparse.ArgumentParser(
         prog="python -m vcl.party", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--config", required=True, help="this party's own YAML settings")
     args = p.parse_args(argv)
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # the party says what failed; GRPC_VERBOSITY=debug for gRPC's own
     try:
         settings = load_settings(args.config)
         serve(settings, ready=lambda port: print(f"party {settings.name} listening on port {port}", flush=True))
