@@ -194,9 +194,11 @@ class PartyServer:
 
     # --- who may ask what ---
     def caller(self, context) -> str:
-        """The organization the client certificate names (the CA checked it during the handshake)."""
-        names = context.auth_context().get("x509_common_name") or []
-        return names[0].decode() if names else ""
+        """The organization the client certificate names in its one subject alternative name (the CA checked it
+        during the handshake): the name the coordinator checks on a party's certificate too, whatever the common
+        name says. A certificate with no or several such names is no one."""
+        names = context.auth_context().get("x509_subject_alternative_name") or []
+        return names[0].decode() if len(names) == 1 else ""
 
     def authorize(self, op: str, context) -> str:
         """The caller, if it may ask ``op`` (before any of its request is read); else the call is refused."""
