@@ -226,7 +226,10 @@ def _schedule(learner, seeds: list[int], n: int, device) -> Callable[[int], list
 
 def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dict | None = None) -> Tensor:
     """Rows zero-padded to ``width`` columns, stacked: M × N × width; ``ones``: the last column is ones instead.
-    Kept in ``stacked`` (its last four) and taken from there while ``features`` are the same tensors, unchanged."""
+    Kept in ``stacked`` (its last four) and taken from there while ``features`` are the same tensors, unchanged; a
+    single learner's rows of that width are a view of them."""
+    if len(features) == 1 and not ones and features[0].shape[1] == width and features[0].is_contiguous():
+        return features[0].unsqueeze(0)  # one learner's own rows, as they are: no copy
     key = (width, ones, *map(id, features))
     if stacked is not None and key in stacked:
         kept, versions, x = stacked[key]

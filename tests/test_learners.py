@@ -294,3 +294,14 @@ def test_gb_refuses_a_local_loss_it_cannot_fit(tiny, loss):
         build_learner("gb", 3, 1, loss, 0, LearnerSettings())
     assert build_learner("gb", 3, 1, "l1", 0, LearnerSettings()).estimator.loss == "absolute_error"
     assert build_learner("gb", 3, 1, "l2", 0, LearnerSettings()).estimator.loss == "squared_error"
+
+
+def test_a_learner_fitted_alone_trains_on_its_own_rows_without_a_copy():
+    """The stacked fit of one MLP learner (M = 1) reads the learner's rows where they are."""
+    from vcl.models.concurrent import _padded
+
+    x = torch.randn(50, 4)
+    assert _padded([x], 4).data_ptr() == x.data_ptr()
+    assert _padded([x, x], 4).data_ptr() != x.data_ptr()  # several: zero-padded into one stack
+    learner = ResidualRegressor(4, 2, hidden=(8,), epochs=3).fit(x, torch.randn(50, 2))
+    assert learner.stackable and torch.isfinite(learner.predict(x)).all()
