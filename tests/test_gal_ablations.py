@@ -1,5 +1,7 @@
 """The ablation benchmark's run list covers every transcribed figure of GAL Tables 4–6 and 15–21."""
 
+import pytest
+
 from tests.helpers import benchmark
 from vcl.build import check_config
 
@@ -21,6 +23,7 @@ def test_table_and_dataset_options_narrow_the_run_list():
     assert all(m == 8 for _, m, _, _ in abl.run_list(quick=True))
 
 
+@pytest.mark.slow
 def test_every_setting_makes_a_valid_config():
     class Args:
         device, data_root = "cpu", "data"

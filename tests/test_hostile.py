@@ -339,8 +339,8 @@ def test_a_checkpoint_write_that_fails_leaves_no_partial_file(tmp_path, monkeypa
     atomic_torch_save({"a": 1}, path)
     before = path.read_bytes()
 
-    def full_disk(obj, target):
-        open(target, "wb").write(b"half")
+    def full_disk(obj, target):  # the open temporary file it is given (a path, in earlier versions)
+        (target if hasattr(target, "write") else open(target, "wb")).write(b"half")
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
 
     monkeypatch.setattr(torch, "save", full_disk)

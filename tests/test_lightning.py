@@ -105,6 +105,7 @@ def own_model(tiny, **overrides):
     return tiny(**{"learner.model": [USER], "learner.epochs": 30, **overrides})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["fast", "trainer"])
 def test_a_user_module_uses_its_own_optimizer_and_resumes_from_its_state_alone(tiny, tmp_path, crash_at, engine):
     """Checkpoints hold the module's tensors; --resume rebuilds it from the config and continues exactly."""

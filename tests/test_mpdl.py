@@ -99,6 +99,7 @@ def test_image_masks_are_the_papers():
     assert dm.data.a.num_features == 5 * 8 and dm.data.b.num_features == 64 - 4 * 5
 
 
+@pytest.mark.slow
 def test_cifar10_overlap_split_reads_the_real_batches_with_the_papers_masks(tmp_path):
     """Table II's path: CIFAR-10 python batches (generated here, 20 images each) split by the paper's masks, then
     the benchmark's Table II runs (central CNN, and MLP with FTL) end to end."""

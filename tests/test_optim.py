@@ -111,6 +111,7 @@ def test_scalar_lbfgs_equals_torch_on_a_line_search(start):
     assert found == pytest.approx(float(eta.detach()), rel=1e-13)
 
 
+@pytest.mark.slow
 def test_training_imports_no_dynamo():
     """The point of vcl.optim: a fit with these optimizers does not import TorchDynamo (torch.optim would)."""
     code = (

@@ -58,6 +58,7 @@ def test_the_authors_job_runs_in_their_src_with_old_pickles_allowed(tmp_path):
     assert "--compare" in cmds["vcl_gal"][0] and "--compare" not in cmds["vcl_default"][0]
 
 
+@pytest.mark.slow
 def test_a_tabular_gal_run_imports_lightning_and_not_scikit_learn(tmp_path):
     """A tabular GAL round (wine, organizations fitted together, Alone beside it, TensorBoard logs, checkpoints)
     is a Lightning run (its learners are LightningModules, its data LightningDataModules) and none of vcl's own
@@ -146,6 +147,7 @@ def test_reusing_freed_memory_serves_large_blocks_from_the_heap_and_keeps_them()
     assert runs["default"] == ["False", "False", "False"]
 
 
+@pytest.mark.slow
 def test_rounds_freeze_what_exists_and_leave_the_collector_as_they_found_it():
     """vcl.runner.long_lived_frozen: inside, the objects that existed on entry are frozen (out of the collector's
     scans); after, none are; objects a caller froze stay frozen, and its freeze is left alone."""

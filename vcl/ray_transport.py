@@ -211,7 +211,11 @@ class RayTransport(Transport):
             host.build.remote(build_party, party_copy(settings, n), method, m, ids, data.task, data.num_classes)
             for m, (n, host) in enumerate(self._hosts.items())
         ]
-        self.placed = _get(refs, names, "start-up")
+        try:
+            self.placed = _get(refs, names, "start-up")
+        except BaseException:  # a party that could not be built: no process of this run is kept or left behind
+            self.close()
+            raise
         self._round, self._busy = 0, False
 
     @classmethod
