@@ -95,6 +95,9 @@ def frame_cases() -> dict[str, bytes]:
         "kind": swap(b'"PseudoResidual"', b'"Popen"'),
         "field": swap(b'"values"', b'"command"'),
         "reference": swap(b'{"$t":0}', b'{"$t":7}'),
+        "overflowing shape": swap(b"[4,2]", b"[4294967296,4294967296]"),  # its product wrapped to 0 in int64
+        "deep": swap(b'"round":0', b'"round":' + b"[" * 100_000 + b"]" * 100_000),  # past the recursion limit
+        "long text": swap(b'"float32"', b'"' + b"x" * 2**20 + b'"'),  # a megabyte to echo back
     }
 
 

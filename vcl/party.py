@@ -243,11 +243,11 @@ class PartyServer:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{self.settings.name}: {err}")
         except (WireError, VCLInputError, PermissionError) as err:
             code = grpc.StatusCode.PERMISSION_DENIED if isinstance(err, PermissionError) else None
-            context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {err}")
+            context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {_short(err)}")
         except SystemExit:  # a module a run named exited as it was imported: refused, and the party keeps serving
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: the {op} request ended in an exit")
         except (KeyError, TypeError, AttributeError) as err:  # a request body without what its operation takes
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({err!r})")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({_short(err)})")
         except Exception as err:  # the party's own failure: its kind and sentence, no traceback, leave the party
             reason = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
             context.abort(grpc.StatusCode.INTERNAL, f"{type(err).__name__}: {reason}")
@@ -385,6 +385,12 @@ class PartyServer:
 
     def op_openlogs(self, frame: bytes, who: str) -> None:
         self._ready().open_logs(self._root())
+
+
+def _short(err: Exception, chars: int = 300) -> str:
+    """An error's first line, cut to ``chars``: a status never echoes a peer's megabytes back."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text if len(text) <= chars else text[:chars] + "…"
 
 
 def _round(body: dict) -> int:

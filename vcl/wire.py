@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import numbers
 import struct
 
@@ -138,7 +139,17 @@ def pack(kind: str, value) -> bytes:
 
 
 def unpack(frame: bytes, limit: int | None = None) -> tuple[str, object]:
-    """The ``(kind, value)`` a frame holds; :class:`WireError` for anything else."""
+    """The ``(kind, value)`` a frame holds; :class:`WireError` for anything else, whatever the bytes (a header
+    nested past Python's recursion limit, a shape whose product overflows, values no tensor can hold)."""
+    try:
+        return _unpack(frame, limit)
+    except WireError:
+        raise
+    except (RecursionError, OverflowError, IndexError, ValueError, TypeError, RuntimeError, MemoryError) as err:
+        raise WireError(f"the frame is malformed ({type(err).__name__})") from None
+
+
+def _unpack(frame: bytes, limit: int | None) -> tuple[str, object]:
     if limit is not None and len(frame) > limit:
         raise WireError(f"a frame of {len(frame)} bytes is over the limit of {limit}")
     if len(frame) < 8 or frame[:4] != MAGIC:
@@ -161,7 +172,7 @@ def unpack(frame: bytes, limit: int | None = None) -> tuple[str, object]:
         shape = spec.get("shape") if isinstance(spec, dict) else None
         if dtype is None or not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
             raise WireError(f"a tensor spec {spec!r} is not a known dtype and a shape")
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = math.prod(shape)  # exact: a product past int64 is caught by the size check below
         nbytes = count * torch.empty((), dtype=dtype).element_size()
         if offset + nbytes > len(frame):
             raise WireError("the tensors' bytes run past the frame's end")
@@ -220,5 +231,5 @@ def unpack_message(frame: bytes, limit: int | None = None) -> Message:
         raise WireError(f"a {kind} holds fields {sorted(fields) if isinstance(fields, dict) else fields!r}")
     try:
         return cls(**fields)
-    except TypeError as err:
-        raise WireError(f"a {kind} cannot be built from its fields ({err})") from None
+    except (TypeError, ValueError) as err:
+        raise WireError(f"a {kind} cannot be built from its fields ({str(err)[:200]})") from None
