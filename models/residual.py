@@ -296,8 +296,9 @@ class ResidualRegressor(pl.LightningModule):
         return loss
 
     def _own_training_step(self) -> bool:
-        own = getattr(type(self.net), "training_step", None)
-        return self.hparams.arch == "module" and own is not pl.LightningModule.training_step
+        if self.hparams.arch != "module":  # a built-in network: the organization's loss
+            return False
+        return getattr(type(self.net), "training_step", None) is not pl.LightningModule.training_step
 
     def _user_step(self, batch, batch_idx: int) -> Tensor | None:
         x, y, *w = batch

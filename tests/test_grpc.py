@@ -213,12 +213,12 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
         ({"listen": "127.0.0.1:99999"}, r"is not host:port \(a port from 0 to 65535\)"),
         ({"secrets": {"mpdl.secret_b": "abc"}}, "secrets.mpdl.secret_b='abc' is not a whole number"),
         ({"secrets": [1, 2]}, "secrets is not a mapping"),
-        ({"device": "tpu9"}, "device='tpu9' is no device"),
+        ({"device": "tpu9"}, "device='tpu9' is not a device"),
         ({"root": str(tmp_path / "afile")}, "afile is not a folder"),
         ({"allow_classes": "my_pkg.Net"}, "allow_classes is not a list of class paths"),
     ]
     if not torch.cuda.is_available():
-        cases.append(({"device": "cuda"}, "device='cuda', but this machine has no such GPU"))
+        cases.append(({"device": "cuda"}, "device='cuda' but no such CUDA device is visible"))
     for i, (change, words) in enumerate(cases):
         path = tmp_path / f"bad{i}.yaml"
         path.write_text(yaml.safe_dump({**good, **change}))

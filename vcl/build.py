@@ -27,15 +27,18 @@ if TYPE_CHECKING:
     from vcl.protocols.base import Protocol
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, option: str = "run.device") -> torch.device:
+    """The device ``name`` (``auto``: a GPU if one is visible) on this machine; one sentence naming ``option`` if it
+    is no device or a GPU this machine does not have."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise VCLInputError(f"run.device={name!r} but no CUDA device is visible; use run.device=cpu or auto.")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
-        raise VCLInputError(f"run.device={name!r} is not a device; use cpu, cuda, cuda:N or auto.") from None
+        raise VCLInputError(f"{option}={name!r} is not a device; use cpu, cuda, cuda:N or auto.") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise VCLInputError(f"{option}={name!r} but no such CUDA device is visible; use cpu or auto.")
+    return device
 
 
 def per_organization(values: list, count: int, what: str, who: str = "organizations") -> list:

@@ -38,3 +38,11 @@ def regular_file(path: Path, what: str, fix: str) -> None:
     kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
     kind = next((name for test, name in kinds if test(mode)), "a device")
     raise VCLInputError(f"{what} {path} is {kind}, not a file; {fix}.")
+
+
+def first_line(err: BaseException, chars: int = 300) -> str:
+    """An error's first line, cut to ``chars`` (``""`` if it says nothing): what a sentence or a status quotes of
+    it, never a peer's megabytes."""
+    text = str(err).strip()
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= chars else line[:chars] + "…"

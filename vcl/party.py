@@ -36,7 +36,7 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vcl.errors import VCLInputError
+from vcl.errors import VCLInputError, first_line
 from vcl.registry import is_class_path
 
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where")
@@ -128,7 +128,10 @@ def load_settings(path: str | Path) -> PartySettings:
         raise VCLInputError(
             f"the party config {path}: allow_classes is not a list of class paths; e.g. allow_classes: [my_pkg.Net]."
         )
-    check_device(s.device, f"the party config {path}: device")
+    if s.device:  # "": as the run says
+        from vcl.build import resolve_device
+
+        resolve_device(s.device, f"the party config {path}: device")
     root = Path(s.root)
     place = next((p for p in (root, *root.parents) if p.exists()), Path("."))
     if not place.is_dir() or not os.access(place, os.W_OK | os.X_OK):
@@ -139,19 +142,6 @@ def load_settings(path: str | Path) -> PartySettings:
     if s.csv:
         regular_file(Path(s.csv), "the party's csv", "give csv: the path of this organization's own CSV file")
     return s
-
-
-def check_device(device: str, where: str) -> None:
-    """``""`` (as the run says), ``cpu``, or ``cuda``/``cuda:<n>`` where this machine has that GPU."""
-    if device in ("", "cpu"):
-        return
-    if not re.fullmatch(r"cuda(:\d+)?", str(device)):
-        raise VCLInputError(f"{where}={device!r} is no device; use '', cpu, cuda or cuda:<n>.")
-    import torch
-
-    index = int(device.partition(":")[2] or 0)
-    if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-        raise VCLInputError(f"{where}={device!r}, but this machine has no such GPU; use cpu, or '' (as the run says).")
 
 
 def read_pem(tls: dict) -> tuple[bytes, bytes, bytes]:
@@ -243,14 +233,14 @@ class PartyServer:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{self.settings.name}: {err}")
         except (WireError, VCLInputError, PermissionError) as err:
             code = grpc.StatusCode.PERMISSION_DENIED if isinstance(err, PermissionError) else None
-            context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {_short(err)}")
+            context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {first_line(err)}")
         except SystemExit:  # a module a run named exited as it was imported: refused, and the party keeps serving
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: the {op} request ended in an exit")
         except (KeyError, TypeError, AttributeError) as err:  # a request body without what its operation takes
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({_short(err)})")
+            why = first_line(err) or type(err).__name__
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({why})")
         except Exception as err:  # the party's own failure: its kind and sentence, no traceback, leave the party
-            reason = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(err).__name__}: {reason}")
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(err).__name__}: {first_line(err)}")
 
     def _body(self, frame: bytes) -> dict:
         from vcl.wire import WireError, unpack
@@ -385,12 +375,6 @@ class PartyServer:
 
     def op_openlogs(self, frame: bytes, who: str) -> None:
         self._ready().open_logs(self._root())
-
-
-def _short(err: Exception, chars: int = 300) -> str:
-    """An error's first line, cut to ``chars``: a status never echoes a peer's megabytes back."""
-    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return text if len(text) <= chars else text[:chars] + "…"
 
 
 def _round(body: dict) -> int:
