@@ -5,6 +5,7 @@
     python train.py --config configs/gal_diabetes_m8.yaml --run.seed 1 --out runs/diabetes_s1
     python train.py --out runs/x --resume              # continue an interrupted run
     python train.py --out runs/x --overwrite           # run again in a directory that holds a run
+    python train.py predict --out runs/x --data.csv_files new_alice.csv new_bob.csv --predictions p.csv
 
 Writes results.json, TensorBoard events (tensorboard/) and a checkpoint per round (checkpoints/)
 under the run directory. Bad input ends with one sentence on stderr and exit status 2; Ctrl-C or
@@ -18,6 +19,7 @@ import shlex
 import signal
 import sys
 import threading
+from pathlib import Path
 
 
 class Terminated(KeyboardInterrupt):
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None, prog: list[str] | None = None, exiting: 
     previous = signal.signal(signal.SIGTERM, _terminate)  # from the start: a signal while starting is one line too
     threads_hook, threading.excepthook = threading.excepthook, _quiet_write_errors
     try:
+        if argv[:1] == ["predict"]:
+            return _predict(argv[1:])
         return _run(argv, prog or ["python", "train.py"])
     except KeyboardInterrupt as err:  # before the rounds began: nothing was written
         how = "terminated" if isinstance(err, Terminated) else "interrupted"
@@ -105,6 +109,38 @@ def _run(argv: list[str], prog: list[str]) -> int:
             "outputs are taken back).",
             file=sys.stderr,
         )
+        return 1
+    return 0
+
+
+def _predict(argv: list[str]) -> int:
+    """``train.py predict``: a finished run's models score new people (:mod:`vcl.predict`)."""
+    import argparse
+
+    from vcl.errors import PartyLost, VCLInputError
+
+    parser = argparse.ArgumentParser(
+        prog="train.py predict",
+        description="Score new people with a finished run's kept models; write a CSV of the predictions.",
+    )
+    parser.add_argument("--out", required=True, help="the finished run's directory")
+    parser.add_argument(
+        "--data.csv_files", dest="files", nargs="+", default=[],
+        help="new people's files, one per organization in the run's order (Alice's first; her label column "
+        "optional); leave out for a built-in data set, whose test split is scored",
+    )  # fmt: skip
+    parser.add_argument("--predictions", required=True, help="the CSV to write (a new file)")
+    parser.add_argument("--quiet", action="store_true", help="print nothing on success")
+    args = parser.parse_args(argv)
+    from vcl.predict import predict
+
+    try:
+        predict(args.out, args.files, Path(args.predictions), verbose=not args.quiet)
+    except VCLInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except PartyLost as err:
+        print(f"error: {err}; nothing was written; run predict again once every party is up.", file=sys.stderr)
         return 1
     return 0
 

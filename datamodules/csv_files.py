@@ -78,19 +78,21 @@ def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -
     return ids.to_pylist()
 
 
-def shared_ids(id_lists, id_column="id", dropped: bool = False) -> list[str]:
+def shared_ids(id_lists, id_column="id", dropped: bool = False, least: int = MIN_SHARED) -> list[str]:
     """The IDs every organization holds, sorted: the aligned rows, in the order every party uses (a hash join of
-    the lists). ``dropped``: the lists hold only rows without a missing value (``missing: drop``)."""
-    return aligned(id_lists, id_column=id_column, dropped=dropped)[0].to_pylist()
+    the lists). ``dropped``: the lists hold only rows without a missing value (``missing: drop``); ``least``: the
+    rows needed."""
+    return aligned(id_lists, id_column=id_column, dropped=dropped, least=least)[0].to_pylist()
 
 
-def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None):
+def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, least=MIN_SHARED):
     """The rows every list shares, as (their IDs sorted, and each list's row of each of them).
 
     ``id_lists``: each organization's IDs (each unique), file order; ``offered``: for each, the rows it offers (a
     mask; ``missing: drop`` leaves out incomplete rows) or None for all; ``given``: the IDs to align on (the shared
     IDs a party is sent), instead of intersecting. A hash join: each list's IDs looked up in a hash table of the
-    first's (Arrow's ``index_in``, the lists on the machine's cores at once); the rest is integer work."""
+    first's (Arrow's ``index_in``, the lists on the machine's cores at once); the rest is integer work. ``least``:
+    the rows a run needs (new rows to predict need one)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -123,7 +125,7 @@ def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None):
     keys = base.take(shared)
     order = pc.sort_indices(keys).to_numpy(zero_copy_only=False)
     shared, keys = shared[order], keys.take(order)
-    if len(shared) < MIN_SHARED:
+    if len(shared) < least:
         shown = ", ".join(repr(k) for k in keys.to_pylist())
         raise VCLInputError(
             f"the csv files share only {len(shared)} value(s) of {id_column!r} ({shown}){after}; a run needs at "
@@ -146,18 +148,22 @@ def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
     return list(zip(*out, strict=True))
 
 
-def _block(own: OwnFile, feats: list[str], rows, keys, policy: tuple[str, str], out: np.ndarray, start: int):
+def _block(
+    own: OwnFile, feats: list[str], rows, keys, policy: tuple[str, str], out: np.ndarray, start: int, kinds=None
+):
     """One file's feature columns on the aligned ``rows`` (file row per aligned row; ``keys`` their IDs) into
     ``out[:, start:start + len(feats)]`` as float32 (NaN where missing); returns each column's kind and, for a
-    text column that its policy lets through, its strings (an object array, NaN where missing)."""
+    text column that its policy lets through, its strings (an object array, NaN where missing). ``kinds``: each
+    column's kind in training (new rows: a text cell in a numeric column is refused)."""
     import pyarrow.compute as pc
 
     categorical, missing = policy
     cols = [pc.take(column_of(own, c), rows) for c in feats]
     texts = [text_cells(col) for col in cols]
-    kinds = ["categorical" if t is not None and pc.any(t).as_py() else "numeric" for t in texts]
-    for c, col, t, kind in zip(feats, cols, texts, kinds, strict=True):
-        if kind == "categorical" and categorical == "error":
+    seen = ["categorical" if t is not None and pc.any(t).as_py() else "numeric" for t in texts]
+    kinds = seen if kinds is None else kinds
+    for c, col, t, kind, found in zip(feats, cols, texts, kinds, seen, strict=True):
+        if (kind == "categorical" and categorical == "error") or (kind, found) == ("numeric", "categorical"):
             i = first_true(t)
             refuse_cell(col[i].as_py(), own.path, c, keys[i])  # raises, naming the fix
     for j, (c, col, kind) in enumerate(zip(feats, cols, kinds, strict=True)):
@@ -262,6 +268,7 @@ def load_csv_organizations(
     else:
         table = _labels(X, labels, _Keys(keys), columns, paths[0], label_column, task)
     table.groups, table.group_names, table.ids = groups, [paths[k].stem for k in owns], keys.to_pylist()
+    table.raw_columns = [own.features(label_column) for own in owns.values()]
     if text or any(p[1] != "error" for p in (policies[k] for k in owns)):
         table.kinds, table.policies, table.text = kinds, [policies[k] for k in owns], text
     return table
@@ -321,4 +328,45 @@ def _labels(X, labels, keys, columns, path, label_column, task) -> Table:
     rank = np.empty(len(names), dtype=np.int64)
     rank[order] = np.arange(len(names))
     y = rank[encoded.indices.to_numpy(zero_copy_only=False)]
-    return Table(X, y, columns, task, len(names))
+    return Table(X, y, columns, task, len(names), classes=[names[i] for i in order])
+
+
+def load_new_rows(files, trained, id_column="id", label_column="label", only=None, ids=None):
+    """New people's rows, one file per organization in training's order (``train.py predict``): each file read and
+    checked as in training, its columns those of the training file (any order; Alice's label column optional and
+    unread), their kinds as in training, rows aligned by ID as in training (``ids``: the aligned IDs a party is
+    sent). ``trained``: each file's ``(feature columns, kinds, (categorical, missing))`` from training (only file
+    ``only``'s when one party reads its own). Returns (the aligned IDs, {file index: (float32 block, NaN where
+    missing; its text columns' strings by position)})."""
+    paths = [Path(f) for f in files]
+    read = range(len(paths)) if only is None else [only]
+    owns = {k: read_file(paths[k], id_column, label_column) for k in read}
+    in_threads(lambda own: unique_ids(own.what, own.ids), list(owns.values()))
+    for (k, own), (feats, _, _) in zip(owns.items(), trained, strict=True):
+        have = own.features(label_column)
+        lacking, extra = [c for c in feats if c not in have], [c for c in have if c not in feats]
+        if k > 0 and label_column in own.header:
+            extra.append(label_column)
+        if lacking or extra:
+            says = "; ".join(
+                part for part in (lacking and f"it lacks {lacking}", extra and f"it has {extra} beside them") if part
+            )
+            raise VCLInputError(
+                f"{own.what} holds other columns than its organization trained on ({says}); give it the training "
+                f"file's columns {feats}."
+            )
+    offered = [complete_rows(own) if policy[1] == "drop" else None for own, (_, _, policy) in zip(
+        owns.values(), trained, strict=True)]  # fmt: skip
+    keys, file_rows = aligned([own.ids for own in owns.values()], offered, id_column, False, ids, least=1)
+    blocks = {}
+    for (k, own), rows, (feats, kinds, policy) in zip(owns.items(), file_rows, trained, strict=True):
+        if (rows < 0).any():
+            gone = keys[first_true(rows < 0)].as_py()
+            raise VCLInputError(
+                f"{own.what} has no row for ID {gone!r}; it changed since the rows were aligned, so run again."
+            )
+        block = np.empty((len(keys), len(feats)), dtype=np.float32, order="F")
+        _, text = _block(own, feats, rows, _Keys(keys), policy, block, 0, kinds)
+        blocks[k] = (block, text)
+        own.table = None
+    return keys.to_pylist(), blocks

@@ -1,14 +1,52 @@
-"""Each CSV organization's own preparation of its columns: text categories one-hot encoded and missing
-values imputed, fitted with scikit-learn on that organization's training rows only (``categorical:
-onehot``, ``missing: impute``; ``missing: drop`` acts earlier, when the rows are aligned). Nothing about one
+"""Each organization's own preparation of its columns, fitted on its training rows only and kept, so that new rows
+(``train.py predict``) are prepared exactly as the training rows were: text categories one-hot encoded and missing
+values imputed with scikit-learn (``categorical: onehot``, ``missing: impute``; ``missing: drop`` acts earlier, when
+the rows are aligned), then every column z-scored with its training mean and deviation. Nothing about one
 organization's columns reaches another's: each group is prepared alone, as its own party would.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from vcl.errors import VCLInputError
+
+
+@dataclass
+class Preparation:
+    """One organization's fitted preparation: its file's feature columns (``raw``, their ``kinds``), the imputers
+    and encoders fitted on its training rows, and each prepared column's training mean and deviation."""
+
+    raw: list[str]
+    kinds: list[str]
+    missing: str = "error"
+    imputer: object | None = None  # numeric columns' means (missing: impute)
+    fills: dict = field(default_factory=dict)  # text column position → its most frequent category (impute)
+    encoders: dict = field(default_factory=dict)  # text column position → its fitted OneHotEncoder
+    mean: np.ndarray | None = None
+    std: np.ndarray | None = None
+
+    def encode(self, block: np.ndarray, text: dict | None = None) -> np.ndarray:
+        """The raw columns (``block``, NaN for a missing cell; ``text``: each text column's strings by position) as
+        the prepared numbers, before scaling (float64)."""
+        text = text if text is not None else {j: block[:, j] for j in self.encoders}
+        parts = []
+        numeric = [j for j, k in enumerate(self.kinds) if k == "numeric"]
+        if numeric:
+            values = np.asarray(block[:, numeric], dtype=np.float64)
+            parts.append(values if self.imputer is None else self.imputer.transform(values))
+        for j, encoder in self.encoders.items():
+            cells = np.asarray(text[j], dtype=object).reshape(-1, 1)
+            if j in self.fills:
+                cells = self.fills[j].transform(cells)
+            parts.append(encoder.transform(cells))
+        return np.hstack(parts) if len(parts) > 1 else parts[0]
+
+    def scale(self, block: np.ndarray) -> np.ndarray:
+        """Prepared columns z-scored with the training rows' statistics, as float32."""
+        return ((block - self.mean) / self.std).astype(np.float32)
 
 
 def prepare_group(
@@ -17,7 +55,8 @@ def prepare_group(
     """One organization's columns as numbers: numeric columns (``block``'s, NaN for a missing cell; mean-imputed
     if ``missing`` is impute), then each text column's categories seen in the training rows as 0/1 columns named
     ``column=value`` (a category unseen there encodes as zeros). ``text``: each text column's strings by its
-    position in the group (NaN where missing; else ``block``'s own column). Returns (float64 array, names)."""
+    position in the group (NaN where missing; else ``block``'s own column). Returns (float64 array, names, the
+    fitted :class:`Preparation`, not yet with its scaling)."""
     from sklearn.impute import SimpleImputer
     from sklearn.preprocessing import OneHotEncoder
 
@@ -36,18 +75,15 @@ def prepare_group(
                     f"column {names[j]!r} has no value in its organization's training rows, so missing: impute has "
                     "nothing to impute from; fill some in or remove the column."
                 )
-    parts, encoded = [], []
-    if numeric:
-        values = np.asarray(block[:, numeric], dtype=np.float64)
-        if impute:
-            values = SimpleImputer(strategy="mean").fit(values[train]).transform(values)
-        parts.append(values)
+    fitted = Preparation(list(names), list(kinds), missing)
+    if numeric and impute:
+        fitted.imputer = SimpleImputer(strategy="mean").fit(np.asarray(block[train][:, numeric], dtype=np.float64))
+    encoded = []
     for j in cats:
         cells = np.asarray(text[j], dtype=object).reshape(-1, 1)
         if impute:
-            fill = SimpleImputer(strategy="most_frequent", missing_values=np.nan)
-            cells = fill.fit(cells[train]).transform(cells)
-        encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(cells[train])
-        parts.append(encoder.transform(cells))
-        encoded += [f"{names[j]}={v}" for v in encoder.categories_[0]]
-    return np.hstack(parts), [names[j] for j in numeric] + encoded
+            fitted.fills[j] = SimpleImputer(strategy="most_frequent", missing_values=np.nan).fit(cells[train])
+            cells = fitted.fills[j].transform(cells)
+        fitted.encoders[j] = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(cells[train])
+        encoded += [f"{names[j]}={v}" for v in fitted.encoders[j].categories_[0]]
+    return fitted.encode(block, text), [names[j] for j in numeric] + encoded, fitted

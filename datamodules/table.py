@@ -29,6 +29,8 @@ class Table:
     kinds: list[str] | None = None
     policies: list[tuple[str, str]] | None = None  # (categorical, missing) per column group
     text: dict[int, np.ndarray] | None = None
+    raw_columns: list[list[str]] | None = None  # CSV files: each file's feature columns as it names them
+    classes: list[str] | None = None  # classification: each class's name, in the order of the outputs
 
 
 def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
@@ -40,7 +42,9 @@ def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:
                 f"{what} holds a single class ({str(classes[0])!r}); classification needs at least two classes, "
                 "or use data.task=regression."
             )
-        return Table(_features(X), y.astype(np.int64), names, kind, len(classes))
+        table = Table(_features(X), y.astype(np.int64), names, kind, len(classes))
+        table.classes = [str(c) for c in classes]
+        return table
     return Table(_features(X), y.astype(np.float64).reshape(-1, 1), names, kind, 1)
 
 

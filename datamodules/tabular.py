@@ -103,13 +103,14 @@ def seeded_row_splits(
     return splits
 
 
-def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[Table, list[list[int]]]:
-    """``table`` with each group's columns prepared alone (:func:`vcl.datamodules.prepare.prepare_group`)."""
+def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[Table, list[list[int]], list]:
+    """``table`` with each group's columns prepared alone (:func:`vcl.datamodules.prepare.prepare_group`), and each
+    group's fitted :class:`~vcl.datamodules.prepare.Preparation`."""
     from vcl.datamodules.prepare import prepare_group
 
-    blocks, columns, new_groups, text = [], [], [], table.text or {}
+    blocks, columns, new_groups, text, fitted = [], [], [], table.text or {}, []
     for g, (_, missing) in zip(groups, table.policies, strict=True):
-        block, names = prepare_group(
+        block, names, preparation = prepare_group(
             table.X[:, g],
             [table.kinds[i] for i in g],
             [table.columns[i] for i in g],
@@ -120,9 +121,10 @@ def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[
         new_groups.append(list(range(len(columns), len(columns) + len(names))))
         blocks.append(block.astype(table.X.dtype, copy=False))
         columns += names
+        fitted.append(preparation)
     X = np.hstack(blocks)
     prepared_table = replace(table, X=X, columns=columns, groups=new_groups, kinds=None, policies=None, text=None)
-    return prepared_table, new_groups
+    return prepared_table, new_groups, fitted
 
 
 def column_statistics(X: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -144,11 +146,13 @@ def column_statistics(X: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.
 
 @dataclass
 class FeatureView:
-    """One organization's columns of the aligned rows, per split ("train", "val", "test")."""
+    """One organization's columns of the aligned rows, per split ("train", "val", "test"; "new": new people's rows,
+    for ``train.py predict``), and how its columns were prepared (a table's: its fitted preparation)."""
 
     name: str
     columns: list[str]
     splits: dict[str, Tensor]
+    preparation: object | None = None
 
     @property
     def num_features(self) -> int:
@@ -160,7 +164,7 @@ class FeatureView:
         return tuple(next(iter(self.splits.values())).shape[1:])
 
     def to(self, device) -> FeatureView:
-        return FeatureView(self.name, self.columns, {k: v.to(device) for k, v in self.splits.items()})
+        return FeatureView(self.name, self.columns, {k: v.to(device) for k, v in self.splits.items()}, self.preparation)
 
 
 @dataclass
@@ -177,6 +181,8 @@ class VerticalData:
     num_classes: int
     joint: FeatureView | None = None
     ids: list[str] | None = None  # dataset=csv: the aligned IDs, in row order (before the split)
+    new_ids: list[str] | None = None  # train.py predict: the new people's aligned IDs (each view's split "new")
+    classes: list[str] | None = None  # classification: the classes' names, in the order of the outputs
 
     def joint_view(self) -> FeatureView:
         if self.joint is not None:
@@ -249,6 +255,8 @@ class TabularDataModule(VerticalDataModule):
         ids: list[str] | None = None,
         categorical: list[str] | tuple = ("error",),
         missing: list[str] | tuple = ("error",),
+        new_files: list[str] | None = None,
+        new_ids: list[str] | None = None,
     ):
         super().__init__()
         check_fractions(test_fraction, val_fraction)
@@ -266,7 +274,9 @@ class TabularDataModule(VerticalDataModule):
         self.synthetic_train, self.synthetic_test = synthetic_train, synthetic_test
         self.only, self.ids = only, ids  # dataset=csv: read organization ``only``'s file alone, on rows ``ids``
         self.categorical, self.missing = list(categorical), list(missing)  # dataset=csv: per file, or one for all
+        self.new_files, self.new_ids = list(new_files or []), new_ids  # train.py predict: new people's files
         self.data: VerticalData | None = None
+        self._trained: list | None = None  # dataset=csv: each file's (columns, kinds, policies), for new rows
 
     def setup(self, stage: str | None = None) -> None:
         if self.data is not None:
@@ -286,7 +296,37 @@ class TabularDataModule(VerticalDataModule):
             categorical=self.categorical,
             missing=self.missing,
         )
+        if table.raw_columns is not None:
+            from vcl.datamodules.csv_files import csv_policies
+
+            kinds = table.kinds or ["numeric"] * table.X.shape[1]
+            policies = csv_policies(self.categorical, self.missing, len(self.csv_files))
+            policies = policies if self.only is None else [policies[self.only]]
+            self._trained = [
+                (cols, [kinds[i] for i in g], p)
+                for cols, g, p in zip(table.raw_columns, table.groups, policies, strict=True)
+            ]
         self.data = self.split(table)
+        if self.new_files:
+            self.data = self.with_new_rows(self.data)
+
+    def with_new_rows(self, data: VerticalData) -> VerticalData:
+        """``data`` with new people's rows (``new_files``) as each view's split "new", read and prepared as training
+        prepared its own rows (:func:`vcl.datamodules.csv_files.load_new_rows`)."""
+        from vcl.datamodules.csv_files import load_new_rows
+
+        if self._trained is None:
+            raise VCLInputError(
+                f"data.dataset={self.dataset} predicts its own test split; give new files only to a run on csv files."
+            )
+        keys, blocks = load_new_rows(
+            self.new_files, self._trained, self.id_column, self.label_column, self.only, self.new_ids
+        )
+        for view, (block, text) in zip(data.views, blocks.values(), strict=True):
+            prep = view.preparation
+            x = prep.scale(prep.encode(block, text))
+            view.splits["new"] = torch.from_numpy(np.ascontiguousarray(x))
+        return replace(data, new_ids=keys)
 
     def column_groups(self, table: Table) -> tuple[list[list[int]], list[str]]:
         if table.groups is not None:
@@ -301,23 +341,28 @@ class TabularDataModule(VerticalDataModule):
         return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, train_rows)
 
     def split(self, table: Table) -> VerticalData:
+        from vcl.datamodules.prepare import Preparation
+
         groups, names = self.column_groups(table)
         rows = self.row_splits(table.X.shape[0], table.train_rows)
+        fitted = [None] * len(groups)
         if table.kinds is not None:  # CSV columns each organization prepares on its own training rows
-            table, groups = prepared(table, groups, rows["train"])
+            table, groups, fitted = prepared(table, groups, rows["train"])
         if not np.isfinite(table.X).all():
             raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
         whole = column_statistics(table.X, rows["train"]) if table.X.dtype != np.float32 else None
         index = {s: torch.from_numpy(r) for s, r in rows.items()}
         views = []
-        for name, g in zip(names, groups, strict=True):  # z-scored one organization's columns at a time
+        for m, (name, g) in enumerate(zip(names, groups, strict=True)):  # z-scored one organization's at a time
             block = table.X[:, g]
-            mean, std = column_statistics(block, rows["train"]) if whole is None else (whole[0][g], whole[1][g])
-            block = torch.from_numpy(np.ascontiguousarray(((block - mean) / std).astype(np.float32)))
+            prep = fitted[m] or Preparation([table.columns[i] for i in g], ["numeric"] * len(g))
+            stats = column_statistics(block, rows["train"]) if whole is None else (whole[0][g], whole[1][g])
+            prep.mean, prep.std = stats
+            block = torch.from_numpy(np.ascontiguousarray(prep.scale(block)))
             splits = {s: block.index_select(0, r) for s, r in index.items()}
-            views.append(FeatureView(name, [table.columns[i] for i in g], splits))
+            views.append(FeatureView(name, [table.columns[i] for i in g], splits, prep))
             del block
         labels = {s: torch.from_numpy(table.y[r]) for s, r in rows.items()}
         if table.task == "regression":
             labels = {s: y.to(torch.float32) for s, y in labels.items()}
-        return VerticalData(views, labels, table.task, table.num_classes, ids=table.ids)
+        return VerticalData(views, labels, table.task, table.num_classes, ids=table.ids, classes=table.classes)

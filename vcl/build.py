@@ -151,31 +151,47 @@ def coordinator_data(config: RunConfig) -> VerticalData:
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
     from vcl.datamodules.csv_files import csv_ids, csv_policies, shared_ids
 
-    files = config.data.csv_files
-    if not files:
+    d = config.data
+    if not d.csv_files:
         raise VCLInputError(
             "data.dataset=csv needs data.csv_files: one CSV per organization, Alice's (with the label) first."
         )
-    drop = [m == "drop" for _, m in csv_policies(config.data.categorical, config.data.missing, len(files))]
-    names = [Path(f).stem for f in files]
-    own = csv_ids(files[0], config.data.id_column, drop[0], config.data.label_column)
-    ids = shared_ids(psi_with_parties(config, names, own, drop), config.data.id_column, any(drop))
-    dm = datamodule_for(config, only=0, ids=ids)
+    drop = [m == "drop" for _, m in csv_policies(d.categorical, d.missing, len(d.csv_files))]
+    names = [Path(f).stem for f in d.csv_files]
+    own = csv_ids(d.csv_files[0], d.id_column, drop[0], d.label_column)
+    ids = shared_ids(psi_with_parties(config, names, own, drop), d.id_column, any(drop))
+    new_ids = None
+    if d.predict_files:  # train.py predict: the new people's rows are aligned as the training rows were
+        own = csv_ids(d.predict_files[0], d.id_column, drop[0], d.label_column)
+        new_ids = shared_ids(psi_with_parties(config, names, own, drop, new=True), d.id_column, any(drop), least=1)
+    dm = datamodule_for(config, only=0, ids=ids if new_ids is None else {"rows": ids, "new": new_ids})
     dm.setup()
     alice = dm.data
-    views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in files[1:]]
-    return VerticalData(views, alice.labels, alice.task, alice.num_classes, ids=ids)
+    views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in d.csv_files[1:]]
+    return VerticalData(
+        views, alice.labels, alice.task, alice.num_classes, ids=ids, new_ids=new_ids, classes=alice.classes
+    )
 
 
-def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: list[bool]) -> list[list[str]]:
+def party_ids(data) -> list[str] | dict | None:
+    """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
+    ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``)."""
+    ids, new = getattr(data, "ids", None), getattr(data, "new_ids", None)
+    return ids if new is None else {"rows": ids, "new": new}
+
+
+def psi_with_parties(
+    config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False
+) -> list[list[str]]:
     """Alice's IDs, then for each other party the part of them it holds too, by private set intersection (star:
     Alice and each party, :mod:`vcl.psi`): each party reads its own file where it runs (its Ray node, or its
-    machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice."""
+    machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice.
+    ``new``: the files of new people (``data.predict_files``, ``train.py predict``)."""
     from vcl.psi import PSISide
 
     alice = PSISide(names[0], own)
     offer = alice.offer()
-    answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer)
+    answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer, new)
     lists = [own]
     for answer in answers:
         alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
@@ -192,7 +208,7 @@ def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_c
         dm.setup()
         views = [FeatureView(Path(f).stem, [], {}) for f in config.data.csv_files]
         views[index] = dm.data.views[0]
-        return VerticalData(views, {}, kind, num_classes)
+        return VerticalData(views, {}, kind, num_classes, new_ids=dm.data.new_ids)
     dm = datamodule_for(config, ids=ids) if config.data.dataset == "csv" else datamodule_for(config)
     dm.setup()
     data = dm.data

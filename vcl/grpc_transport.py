@@ -186,10 +186,11 @@ class GrpcTransport(Transport):
         check_settings(config)
 
     @classmethod
-    def psi_answers(cls, config, names: list[str], drop: list[bool], offer) -> list[dict]:
-        return psi_answers(config, names, drop, offer)
+    def psi_answers(cls, config, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:
+        return psi_answers(config, names, drop, offer, new)
 
     def __init__(self, config, method: str, names: list[str], data, channel=None):
+        from vcl.build import party_ids
         from vcl.config import party_copy
 
         super().__init__(names, channel)
@@ -200,7 +201,7 @@ class GrpcTransport(Transport):
         setup = {
             "config": party_copy(config.to_dict(), None),  # no secret: each party adds its own
             "method": method,
-            "ids": getattr(data, "ids", None),
+            "ids": party_ids(data),  # the aligned IDs (and new people's, for train.py predict)
             "kind": data.task,
             "num_classes": data.num_classes,
             "names": list(names),
@@ -255,7 +256,7 @@ class GrpcTransport(Transport):
         self._links = {}
 
 
-def psi_answers(config, names: list[str], drop: list[bool], offer) -> list[dict]:
+def psi_answers(config, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:
     """Star PSI of row IDs, the parties' halves: each party (``names[1:]``; ``drop``: its rows with a missing value
     left out) blinds Alice's ``offer`` again and sends its own IDs blinded once; no ID list crosses."""
     d = config.data
@@ -265,7 +266,13 @@ def psi_answers(config, names: list[str], drop: list[bool], offer) -> list[dict]
             [
                 lambda k=k, n=n: these[n].ask(
                     "PSI",
-                    {"offer": offer, "id_column": d.id_column, "drop": drop[k], "label_column": d.label_column},
+                    {
+                        "offer": offer,
+                        "id_column": d.id_column,
+                        "drop": drop[k],
+                        "label_column": d.label_column,
+                        "new": new,
+                    },
                     "the ID alignment",
                 )
                 for k, n in enumerate(names)

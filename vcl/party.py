@@ -11,6 +11,7 @@ values in a frame of :mod:`vcl.wire`, never code) when the run starts::
     tls: {ca: keys/ca.pem, cert: keys/bob.pem, key: keys/bob.key}
     root: parties                   # its checkpoints and logs, under <root>/<name>/ on this machine
     csv: /data/bob/customers.csv    # its own rows, for data.dataset: csv (their IDs are intersected privately)
+    predict_csv: /data/bob/new.csv  # its own rows of new people, for train.py predict (aligned the same way)
     secrets: {mpdl.secret_b: 0}     # its own secret seeds (0: fresh from the operating system)
     allow_classes: []               # class paths of its own (user models, data modules) a run may name
     max_message_mb: 512             # larger frames (all their pieces) are refused
@@ -51,6 +52,7 @@ class PartySettings:
     tls: dict = field(default_factory=dict)
     root: str = "parties"
     csv: str = ""
+    predict_csv: str = ""
     secrets: dict = field(default_factory=dict)
     allow_classes: list = field(default_factory=list)
     max_message_mb: float = 512.0
@@ -141,6 +143,8 @@ def load_settings(path: str | Path) -> PartySettings:
         )
     if s.csv:
         regular_file(Path(s.csv), "the party's csv", "give csv: the path of this organization's own CSV file")
+    if s.predict_csv:
+        regular_file(Path(s.predict_csv), "the party's predict_csv", "give predict_csv: its own file of new people")
     return s
 
 
@@ -277,11 +281,12 @@ class PartyServer:
         from vcl.psi import answer_from_file
 
         body = self._body(frame)
-        if not self.settings.csv:
-            raise PermissionError("this party holds no csv of its own (its config's csv:)")
-        return answer_from_file(
-            self.settings.csv, body["id_column"], bool(body["drop"]), body["label_column"], body["offer"]
-        )
+        new = bool(body.get("new"))  # train.py predict: its file of new people
+        path = self.settings.predict_csv if new else self.settings.csv
+        if not path:
+            key = "predict_csv" if new else "csv"
+            raise PermissionError(f"this party holds no csv of its own for this (its config's {key}:)")
+        return answer_from_file(path, body["id_column"], bool(body["drop"]), body["label_column"], body["offer"])
 
     def op_setup(self, frame: bytes, who: str) -> dict:
         from vcl.build import own_party
@@ -307,6 +312,12 @@ class PartyServer:
             files = list(data["csv_files"])
             files[index] = self.settings.csv
             data["csv_files"] = files
+        if data.get("predict_files") and (self.settings.predict_csv or self.settings.csv):
+            if not self.settings.predict_csv:  # its files are its own: never one that Alice names
+                raise PermissionError("the run predicts for new people, but this party's config names no predict_csv")
+            files = list(data["predict_files"])
+            files[index] = self.settings.predict_csv
+            data["predict_files"] = files
         if self.settings.device:
             settings["run"]["device"] = self.settings.device
         runtime = PartyRuntime()

@@ -206,7 +206,9 @@ class RayTransport(Transport):
         settings = config.to_dict()
         if config.run.device == "auto" and not any(gpus):
             settings["run"]["device"] = "cpu"  # an actor given no GPU trains on its CPUs
-        ids = getattr(data, "ids", None)
+        from vcl.build import party_ids
+
+        ids = party_ids(data)  # the aligned IDs (and new people's, for train.py predict)
         refs = [  # each party's copy of the config holds its own secrets and no other's
             host.build.remote(build_party, party_copy(settings, n), method, m, ids, data.task, data.num_classes)
             for m, (n, host) in enumerate(self._hosts.items())
@@ -237,7 +239,7 @@ class RayTransport(Transport):
             raise VCLInputError("transport.kind=ray needs Ray; install it with pip install 'vcl[ray]'.") from None
 
     @classmethod
-    def psi_answers(cls, config: RunConfig, names: list[str], drop: list[bool], offer) -> list[dict]:
+    def psi_answers(cls, config: RunConfig, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:
         """A Ray task on each party's node (``transport.party_nodes``) reads its file and answers Alice."""
         import ray
 
@@ -250,7 +252,7 @@ class RayTransport(Transport):
         read = ray.remote(num_cpus=0)(answer_from_file)
         refs = [
             read.options(**_placement(nodes[k])).remote(f, d.id_column, drop[k], d.label_column, offer)
-            for k, f in enumerate(d.csv_files[1:], 1)
+            for k, f in enumerate((d.predict_files if new else d.csv_files)[1:], 1)
         ]
         return _get(refs, names[1:], "the ID alignment")
 

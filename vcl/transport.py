@@ -81,9 +81,10 @@ class Transport:
         any work."""
 
     @classmethod
-    def psi_answers(cls, config, names: list[str], drop: list[bool], offer) -> list[dict]:
+    def psi_answers(cls, config, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:
         """(``apart`` transports) Each party's but Alice's half of the row alignment of CSV files: its answer to
-        Alice's blinded IDs, read from its own file where it runs (:func:`vcl.build.psi_answer`)."""
+        Alice's blinded IDs, read from its own file where it runs (:func:`vcl.psi.answer_from_file`); ``new``: its
+        file of new people (``data.predict_files``, for ``train.py predict``)."""
         raise NotImplementedError(f"{cls.__name__} runs the parties in this process, which reads every file")
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:

@@ -62,7 +62,7 @@ Estimator = dict[str, Any]
 # Where parties run and how a run is shown, not what it computes: a run may resume with other values.
 NOT_IDENTITY = (
     "out", "compare", "run.rounds", "run.device", "run.concurrent", "run.engine", "data.download",
-    "gal.early_stop_eta", "transport",
+    "gal.early_stop_eta", "transport", "data.predict_files",
 )  # fmt: skip
 
 
@@ -99,6 +99,8 @@ class DataGroup:
     """explicit columns per organization by name, e.g. {alice: [a, b], bob: [c]}"""
     csv_files: list[str] = field(default_factory=list)
     """dataset=csv: one CSV per organization, Alice's (with the label) first"""
+    predict_files: list[str] = field(default_factory=list)
+    """set by train.py predict: new people's files, one per organization in csv_files' order (a label optional)"""
     id_column: str = "id"
     """dataset=csv: the shared ID column used to align rows"""
     label_column: str = "label"

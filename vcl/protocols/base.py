@@ -37,11 +37,16 @@ class Protocol:
         self.round = 0
         self.history: list[dict] = []
         self.stopped: str | None = None  # why the protocol ended before its last round (the runner stops)
+        self.unlabelled: dict[str, int] = {}  # rows of splits without labels (train.py predict's "new")
         start = task.initial(labels["train"])
         self.F = {s: start.expand(y.shape[0], task.num_outputs).clone() for s, y in labels.items()}
 
     def run_round(self) -> dict:
         raise NotImplementedError
+
+    def rows(self, split: str) -> int:
+        """How many rows ``split`` has (a labelled split's, or one of :attr:`unlabelled`)."""
+        return self.labels[split].shape[0] if split in self.labels else self.unlabelled[split]
 
     @property
     def coordinator(self) -> str:
@@ -84,6 +89,11 @@ class Protocol:
                     F = F + c * outputs[m][str(record["round"])].to(device)
             out[record["round"]] = F
         return out
+
+    def probabilities(self, F: Tensor) -> Tensor:
+        """Class probabilities from the prediction ``F`` (``train.py predict``): ``softmax(F)``, F being the logits
+        of the cross-entropy that GAL's Alice minimizes."""
+        return torch.softmax(F.double(), dim=1)
 
     def prediction_stage(self, upto: int | None = None) -> tuple[dict[str, float], int]:
         """Alice's metric on every split from the models the run keeps, through the prediction stage

@@ -178,8 +178,11 @@ def organizations(config: RunConfig, method: str, data: VerticalData, parties, c
 
 def organizations_datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
     """The data module of a GAL-family or ASCII run: image patches, sequence feature groups, or columns
-    (``only``, ``ids``: one CSV organization's file alone)."""
+    (``only``, ``ids``: one CSV organization's file alone; with new people's IDs, ``{"rows": ..., "new": ...}``)."""
     d = config.data
+    new_ids = None
+    if isinstance(ids, dict):  # train.py predict where parties run apart (vcl.build.party_ids)
+        ids, new_ids = ids["rows"], ids["new"]
     if d.module:  # the user's own (vcl.models.user)
         from vcl.datamodules.user import build_datamodule
 
@@ -212,6 +215,8 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
         ids=ids,
         categorical=d.categorical,
         missing=d.missing,
+        new_files=d.predict_files,
+        new_ids=new_ids,
     )
 
 

@@ -159,6 +159,10 @@ class AssistedClassification(Protocol):
             return float(np.mean([exponential_loss(v, self.labels["train"]) for v in votes]))
         return exponential_loss(self.F["train"], self.labels["train"])
 
+    def probabilities(self, F: Tensor) -> Tensor:
+        """SAMME's class probabilities from the weighted votes (Zhu et al. 2009): p_k ∝ exp(F_k / (K − 1))."""
+        return torch.softmax(F.double() / max(self.num_classes - 1, 1), dim=1)
+
     def predict(self, split: str) -> Tensor:
         """Algorithm 1, line 12, on rows of ``split`` every agent holds: Σ α g from each agent's round models.
 

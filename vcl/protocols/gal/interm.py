@@ -168,7 +168,7 @@ class IntermFusion(Protocol):
     @torch.no_grad()
     def predict(self, split: str, chunk: int = 4096) -> Tensor:
         self.head.eval()
-        n, out = self.labels[split].shape[0], []
+        n, out = self.rows(split), []
         for start in range(0, n, chunk):
             hidden = self.ask(self.federation.names, "predict", split=split, start=start, stop=min(start + chunk, n))
             out.append(self.head(torch.stack([a.values.to(self.device) for a in hidden]).mean(0)))

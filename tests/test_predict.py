@@ -1,0 +1,212 @@
+"""train.py predict: a finished run's kept models score new people, each organization preparing its own new rows as
+it prepared its training rows; on the test split given as new files it reproduces the run's own prediction stage."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_wine
+from vcl.callbacks import RoundCallback
+from vcl.datamodules.tabular import seeded_row_splits
+
+from train import main
+from vcl.build import datamodule_for
+from vcl.predict import predict
+from vcl.runner import default_callbacks, train
+
+COLUMNS = {"alice": [0, 1, 2, 3, 4], "bob": [5, 6, 7, 8], "carol": [9, 10, 11, 12]}
+
+
+def federation_files(folder: Path) -> list[Path]:
+    """Wine's columns in three files, each in its own row order: Alice's with the label (class names as text), Bob's
+    with a text column (one-hot encoded), Carol's with missing cells (imputed)."""
+    X, y = load_wine(return_X_y=True)
+    rng = np.random.RandomState(0)
+    region = np.array(["north", "south", "east"])[rng.randint(0, 3, len(y))]
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, cols in COLUMNS.items():
+        header = ["id", *(f"f{c}" for c in cols), *(["label"] if name == "alice" else [])]
+        header += ["region"] if name == "bob" else []
+        rows = []
+        for i in rng.permutation(len(y)):
+            values = [f"{X[i, c]:.6g}" for c in cols]
+            if name == "carol" and i % 17 == 0:
+                values[1] = ""
+            extra = [f"c{y[i]}"] if name == "alice" else [region[i]] if name == "bob" else []
+            rows.append([f"w{i:03d}", *values, *extra])
+        paths.append(folder / f"{name}.csv")
+        with open(paths[-1], "w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+    return paths
+
+
+CSV = {
+    "data.dataset": "csv",
+    "data.task": "classification",
+    "data.categorical": ["error", "onehot", "error"],
+    "data.missing": ["error", "error", "impute"],
+    "data.organizations": 3,
+    "run.rounds": 3,
+    "learner.epochs": 10,
+}
+
+
+def split_ids(files: list[Path], config) -> list[str]:
+    """The IDs of the run's test split, in its order (the aligned IDs are sorted; the split permutes them)."""
+    ids = sorted(row[0] for row in list(csv.reader(open(files[0])))[1:])
+    d = config.data
+    return [ids[i] for i in seeded_row_splits(len(ids), d.split_seed, d.test_fraction, d.val_fraction)["test"]]
+
+
+def new_files_of_test_split(files: list[Path], config, folder: Path) -> list[Path]:
+    """The rows of the run's test split, each organization's from its own file, Alice's without her label."""
+    test = set(split_ids(files, config))
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for path in files:
+        rows = list(csv.reader(open(path)))
+        keep = [c for c, name in enumerate(rows[0]) if name != "label"]
+        out.append(folder / path.name)
+        with open(out[-1], "w", newline="") as f:
+            csv.writer(f).writerows([[r[c] for c in keep] for r in rows if r[0] in test or r is rows[0]])
+    return out
+
+
+class StageOutputs(RoundCallback):
+    """What the run's own prediction stage gives on the test split, computed by the run before its parties go."""
+
+    def on_run_end(self, run, results):
+        protocol, upto = run.protocol, results["prediction_stage_round"]
+        F = protocol.predict("test", upto=upto) if upto < protocol.round else protocol.predict("test")
+        self.probabilities = protocol.probabilities(F).cpu().numpy()
+
+
+def trained(config) -> tuple[dict, StageOutputs]:
+    stage = StageOutputs()
+    return train(config, verbose=False, callbacks=[*default_callbacks(config, False), stage]), stage
+
+
+def read_predictions(path: Path) -> tuple[list[str], list[str], np.ndarray, list[str]]:
+    rows = list(csv.reader(open(path)))
+    header, body = rows[0], rows[1:]
+    return [r[0] for r in body], [r[1] for r in body], np.array([r[2:] for r in body], dtype=float), header
+
+
+def assert_reproduces_the_stage(results, stage, path: Path, files: list[Path], config) -> None:
+    ids, classes, probabilities, header = read_predictions(path)
+    assert header[:2] == ["id", "prediction"] and header[2:] == ["p_c0", "p_c1", "p_c2"]
+    assert ids == sorted(ids)  # the new rows in the aligned (sorted) order of their IDs
+    order = [ids.index(i) for i in split_ids(files, config)]  # the stage's rows: the test split's order
+    np.testing.assert_allclose(probabilities[order], stage.probabilities, rtol=0, atol=1e-6)
+    test_labels = labels_of(files[0])
+    assert classes == [header[2 + k][2:] for k in probabilities.argmax(1)]
+    accuracy = np.mean([test_labels[i] == c for i, c in zip(ids, classes, strict=True)])
+    assert accuracy == pytest.approx(results["prediction_stage"]["test"], abs=1e-6)  # the metric in float32
+
+
+def labels_of(path: Path) -> dict[str, str]:
+    rows = list(csv.reader(open(path)))
+    return {r[0]: r[rows[0].index("label")] for r in rows[1:]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "method, extra",
+    [
+        ("gal", {}),
+        ("late", {}),
+        ("interm", {"learner.model": ["mlp"]}),
+        ("ascii", {"learner.model": ["tree", "logistic", "tree"], "learner.max_depth": 3}),
+    ],
+)
+def test_the_test_split_given_as_new_files_reproduces_the_runs_prediction_stage(tiny, tmp_path, method, extra):
+    files = federation_files(tmp_path / "data")
+    config = tiny(method=method, **CSV, **extra, **{"data.csv_files": [str(f) for f in files]})
+    results, stage = trained(config)
+    new = new_files_of_test_split(files, config, tmp_path / "new")
+    scored = predict(config.run_dir, [str(f) for f in new], tmp_path / "p.csv", verbose=False)
+    assert len(scored["ids"]) == len(stage.probabilities)
+    assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)
+
+
+def test_a_built_in_data_sets_test_split_is_scored_through_the_command_line(tiny, tmp_path, capsys):
+    config = tiny(**{"run.rounds": 2, "learner.epochs": 5})
+    results, stage = trained(config)
+    out = tmp_path / "p.csv"
+    assert main(["predict", "--out", str(config.run_dir), "--predictions", str(out)]) == 0
+    assert "predictions (the models of rounds 1..2)" in capsys.readouterr().out
+    rows, classes, probabilities, header = read_predictions(out)
+    assert header[0] == "row" and rows == [str(i) for i in range(len(rows))]
+    np.testing.assert_allclose(probabilities, stage.probabilities, rtol=0, atol=1e-6)
+    dm = datamodule_for(config)
+    dm.setup()
+    accuracy = (torch.tensor([int(c) for c in classes]) == dm.data.labels["test"]).double().mean().item()
+    assert accuracy == pytest.approx(results["prediction_stage"]["test"], abs=1e-6)  # the metric in float32
+
+
+def test_bad_input_is_one_sentence_exit_2_and_writes_nothing(tiny, tmp_path, capsys):
+    files = federation_files(tmp_path / "data")
+    config = tiny(**{**CSV, "data.csv_files": [str(f) for f in files], "run.rounds": 1})
+    out = tmp_path / "p.csv"
+    assert main(["predict", "--out", str(tmp_path / "nothing"), "--predictions", str(out)]) == 2
+    assert "holds no completed run" in capsys.readouterr().err
+    trained(config)
+    new = new_files_of_test_split(files, config, tmp_path / "new")
+    args = ["predict", "--out", str(config.run_dir), "--predictions", str(out), "--data.csv_files"]
+    assert main([*args, *map(str, new[:2])]) == 2
+    assert "needs 3 files of new people" in capsys.readouterr().err
+    rows = list(csv.reader(open(new[1])))  # Bob's new file lacks a column he trained on
+    with open(new[1], "w", newline="") as f:
+        csv.writer(f).writerows([r[:-2] + r[-1:] for r in rows])
+    assert main([*args, *map(str, new)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lacks ['f8']" in err and str(new[1]) in err
+    rows[1][2] = "many"  # a text cell in a column that was numbers in training
+    with open(new[1], "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    assert main([*args, *map(str, new)]) == 2
+    err = capsys.readouterr().err
+    assert "'many' is not a number" in err and rows[1][0] in err
+    assert not out.exists() and not list(tmp_path.glob(".p.csv*"))
+    out.write_text("mine\n")  # a file predict did not write is never replaced
+    assert main(["predict", "--out", str(config.run_dir), "--predictions", str(out), "--data.csv_files",
+                 *map(str, new_files_of_test_split(files, config, tmp_path / "again"))]) == 2  # fmt: skip
+    assert "exists" in capsys.readouterr().err and out.read_text() == "mine\n"
+    Path(files[2]).write_text(Path(files[2]).read_text().replace("w001,", "w001x,"))  # training data changed
+    out.unlink()
+    assert main([*args, *map(str, new_files_of_test_split(files, config, tmp_path / "third"))]) == 2
+    assert "training data differ" in capsys.readouterr().err and not out.exists()
+    results = json.loads((config.run_dir / "results.json").read_text())
+    assert results["method"] == "gal"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_under_ray_each_party_scores_its_own_new_rows_in_its_own_process(tiny, tmp_path):
+    files = federation_files(tmp_path / "data")
+    config = tiny(**CSV, **{"data.csv_files": [str(f) for f in files], "transport.kind": "ray"})
+    results, stage = trained(config)
+    new = new_files_of_test_split(files, config, tmp_path / "new")
+    predict(config.run_dir, [str(f) for f in new], tmp_path / "p.csv", verbose=False)
+    assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)
+
+
+@pytest.mark.slow
+def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(tiny, tmp_path):
+    from vcl.loopback import Federation
+
+    files = federation_files(tmp_path / "data")
+    config = tiny(**CSV, **{"data.csv_files": [str(f) for f in files]})
+    new = new_files_of_test_split(files, config, tmp_path / "new")
+    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol")) if k}
+    with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+        config = tiny(**CSV, **fed.overrides(), **{"data.csv_files": [str(files[0]), "bob", "carol"]})
+        results, stage = trained(config)
+        predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / "p.csv", verbose=False)
+    assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)

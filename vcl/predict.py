@@ -1,0 +1,141 @@
+"""``train.py predict``: a finished run's kept models score new people.
+
+    python train.py predict --out RUN_DIR --data.csv_files NEW_ALICE.csv NEW_BOB.csv ... --predictions FILE
+
+The run is built again as ``--resume`` builds it (its config from its ``results.json``, the same transport, every
+party from its own data and its own checkpoint, where it runs), with one more split, "new": each organization reads
+its own file of new people, checks it as training checked its file, and prepares it with the preparation it fitted on
+its training rows (:class:`vcl.datamodules.prepare.Preparation`: imputation, one-hot categories, z-scores); the
+rows are aligned by ID as training aligned them (private set intersection where parties run apart). The coordinator
+then runs its method's prediction stage on that split (GAL's Algorithm 1: F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m), with the
+round the run reported) and writes FILE: the ID column, ``prediction`` and, for classification, ``p_<class>``
+per class. A built-in data set (``data.dataset``) has no new people: its test split is scored as if it were new.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vcl.checkpoints import load_checkpoint
+from vcl.config import RunConfig
+from vcl.errors import VCLInputError
+from vcl.family import family_name
+
+NO_MODELS = ("MPDL", "DC")  # families whose runs cannot score new people yet (docs/usage.md says why)
+
+
+def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
+    """The results and config of the completed run in ``run_dir``; one sentence if there is none."""
+    path = run_dir / "results.json"
+    if not path.is_file():
+        raise VCLInputError(
+            f"--out {run_dir} holds no completed run (no results.json); finish it with --resume, or point --out at a "
+            "finished run."
+        )
+    try:
+        results = json.loads(path.read_text())
+        config = RunConfig.from_dict({**results["config"], "out": str(run_dir)}, source=str(path))
+    except (ValueError, KeyError, TypeError):
+        raise VCLInputError(f"{path} is not the results of a vcl run; point --out at a run directory.") from None
+    return results, config
+
+
+def predict(run_dir, new_files: list[str], out: Path, verbose: bool = True) -> dict:
+    """Score new people with the run in ``run_dir``; write ``out`` (a CSV, written whole or not at all). Returns
+    ``{"ids", "F", "probabilities", "classes", "round"}``."""
+    from vcl.build import build_protocol, check_config
+    from vcl.rundir import PARTIES
+    from vcl.runner import data_digest, run_data, run_stamp
+
+    run_dir, out = Path(run_dir), Path(out)
+    results, config = finished_run(run_dir)
+    family = family_name(config.method)
+    if family in NO_MODELS:
+        raise VCLInputError(
+            f"method={config.method} ({family}) keeps no models that score new people in vcl yet; predict with a run "
+            "of GAL, its baselines or ASCII."
+        )
+    csv = config.data.dataset == "csv"
+    if csv and len(new_files) != len(config.data.csv_files):
+        count = len(config.data.csv_files)
+        raise VCLInputError(
+            f"the run has {count} organizations, so --data.csv_files needs {count} files of new people, in the run's "
+            f"order (Alice's first), not {len(new_files)}."
+        )
+    if not csv and new_files:
+        raise VCLInputError(
+            f"the run trained on data.dataset={config.data.dataset}, which has no new people: leave out "
+            "--data.csv_files to score its test split."
+        )
+    if out.exists() or not out.parent.is_dir():
+        why = "exists; give a new path (predict never replaces a file)" if out.exists() else "is in no folder"
+        raise VCLInputError(f"--predictions {out} {why}.")
+    config.data.predict_files = [str(f) for f in new_files]
+    check_config(config)
+    state = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    data = run_data(config)
+    kept = state["data"]
+    if kept.get("transport") == config.transport.kind and kept.get("digest") != data_digest(_without_new(data)):
+        raise VCLInputError(
+            f"the training data differ from those the run in {run_dir} was trained with; each organization "
+            "prepares new rows as it prepared its training rows, so give the run its training files back."
+        )
+    split = "new" if csv else "test"
+    protocol = build_protocol(config, data)
+    try:
+        if "organizations" not in state["protocol"]["federation"]:  # each party reads its own checkpoint
+            protocol.federation.transport.load(run_dir / PARTIES, state["protocol"]["round"], run_stamp(
+                state["run_id"], config))  # fmt: skip
+        protocol.load_state_dict(state["protocol"])
+        if csv:
+            protocol.unlabelled["new"] = len(data.new_ids)
+        round_ = results["prediction_stage_round"]
+        upto = "upto" in inspect.signature(protocol.predict).parameters and round_ < protocol.round
+        F = protocol.predict(split, upto=round_) if upto else protocol.predict(split)
+    finally:
+        protocol.federation.transport.close()
+    ids = data.new_ids if csv else [str(i) for i in range(F.shape[0])]
+    scored = {"ids": ids, "F": F.detach().cpu(), "round": round_ if upto else protocol.round}
+    scored["classes"] = data.classes or [str(k) for k in range(data.num_classes)]
+    scored["probabilities"] = protocol.probabilities(F).detach().cpu() if data.task == "classification" else None
+    write_predictions(out, config.data.id_column if csv else "row", scored, data.task)
+    if verbose:
+        print(f"{config.method}: {len(ids)} predictions (the models of rounds 1..{scored['round']}) in {out}")
+    return scored
+
+
+def _without_new(data):
+    """The data as training saw them (what its digest was made of): every view without the split "new"."""
+    from dataclasses import replace
+
+    if not hasattr(data, "views"):
+        return data
+    views = [replace(v, splits={s: x for s, x in v.splits.items() if s != "new"}) for v in data.views]
+    return replace(data, views=views, new_ids=None)
+
+
+def write_predictions(out: Path, id_column: str, scored: dict, task: str) -> None:
+    """The predictions file: the ID column, ``prediction`` (the class's name, or the number) and ``p_<class>`` per
+    class; written beside ``out`` and renamed into place, so it is whole or absent."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    columns = {id_column: pa.array(scored["ids"], pa.string())}
+    if task == "classification":
+        names = np.asarray(scored["classes"], dtype=object)
+        columns["prediction"] = pa.array(names[scored["F"].argmax(1).numpy()].tolist(), pa.string())
+        for k, name in enumerate(scored["classes"]):
+            columns[f"p_{name}"] = pa.array(scored["probabilities"][:, k].double().numpy())
+    else:
+        columns["prediction"] = pa.array(scored["F"][:, 0].double().numpy())
+    part = out.with_name(f".{out.name}.{os.getpid()}.part")
+    try:
+        pacsv.write_csv(pa.table(columns), str(part), pacsv.WriteOptions(quoting_style="needed"))
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
