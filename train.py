@@ -130,12 +130,16 @@ def _predict(argv: list[str]) -> int:
         "optional); leave out for a built-in data set, whose test split is scored",
     )  # fmt: skip
     parser.add_argument("--predictions", required=True, help="the CSV to write (a new file)")
+    parser.add_argument(
+        "--run.missing_parties", dest="missing", choices=["fail", "skip"],
+        help="an organization that is down: fail, or skip (predict with those present); default: the run's",
+    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     args = parser.parse_args(argv)
     from vcl.predict import predict
 
     try:
-        predict(args.out, args.files, Path(args.predictions), verbose=not args.quiet)
+        predict(args.out, args.files, Path(args.predictions), verbose=not args.quiet, missing_parties=args.missing)
     except VCLInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -115,7 +115,6 @@ def labels_of(path: Path) -> dict[str, str]:
     return {r[0]: r[rows[0].index("label")] for r in rows[1:]}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "method, extra",
     [
@@ -210,3 +209,56 @@ def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(ti
         results, stage = trained(config)
         predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / "p.csv", verbose=False)
     assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)
+
+
+class KillParty(RoundCallback):
+    def __init__(self, at, federation, party):
+        self.at, self.federation, self.party = at, federation, party
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            self.federation.kill(self.party)
+
+
+@pytest.mark.slow
+def test_a_party_killed_after_round_2_is_left_out_and_prediction_goes_on_without_it(tiny, tmp_path, capsys):
+    """run.missing_parties: skip under grpc: Carol's process ends after round 2; rounds 3 and 4 weigh Alice and
+    Bob only, the run completes and says so; predict with Carol still down scores every row without her and marks
+    them, as the run's own prediction stage did."""
+    from vcl.loopback import Federation
+
+    files = federation_files(tmp_path / "data")
+    base = {**CSV, "run.rounds": 4, "run.missing_parties": "skip", "transport.deadline": 20.0}
+    new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
+    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol")) if k}
+    with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+        config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
+        config.transport.deadline = 20.0
+        stage = StageOutputs()
+        callbacks = [*default_callbacks(config, False), KillParty(2, fed, "carol"), stage]
+        results = train(config, verbose=False, callbacks=callbacks)
+        assert [r["round"] for r in results["rounds"]] == [0, 1, 2, 3, 4]
+        assert results["missing_rounds"] == {"carol": [3, 4]} and results["missing_at_prediction"] == ["carol"]
+        for record in results["rounds"][3:]:
+            assert record["missing"] == ["carol"] and record["coefficients"][2] == 0.0
+            assert sum(record["weights"][:2]) == pytest.approx(1.0, abs=1e-6)  # the simplex of those present
+        assert all(c != 0.0 for c in results["rounds"][1]["coefficients"])  # Carol's rounds 1-2 models stay kept
+        out = tmp_path / "p.csv"
+        args = ["predict", "--out", str(config.run_dir), "--predictions", str(out), "--data.csv_files"]
+        assert main([*args, str(new[0]), "bob", "carol"]) == 0
+        assert "without carol (down)" in capsys.readouterr().out
+    rows = list(csv.reader(open(out)))
+    assert rows[0][-1] == "missing" and {r[-1] for r in rows[1:]} == {"carol"}
+    ids = [r[0] for r in rows[1:]]
+    probabilities = np.array([r[2:-1] for r in rows[1:]], dtype=float)
+    order = [ids.index(i) for i in split_ids(files, config)]
+    np.testing.assert_allclose(probabilities[order], stage.probabilities, rtol=0, atol=1e-6)
+
+
+def test_skip_is_refused_for_a_method_that_cannot_leave_an_organization_out(tiny):
+    from vcl.build import check_config
+    from vcl.errors import VCLInputError
+
+    with pytest.raises(VCLInputError, match="method late cannot leave an organization out"):
+        check_config(tiny(method="late", **{"run.missing_parties": "skip"}))
+    check_config(tiny(compare=["alone"], **{"run.missing_parties": "skip"}))

@@ -59,6 +59,7 @@ def open_transport(config: RunConfig, method: str, data, names: list[str], parti
     dirs = per_organization(config.transport.party_dirs, len(names), "transport.party_dirs", who="parties")
     cls = transport_class(config.transport.kind)
     transport = cls.open(config, method, data, Parties(list(names), parties, own_party, concurrent))
+    transport.skip_missing = config.run.missing_parties == "skip"
     transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
     return transport
 
@@ -93,6 +94,9 @@ def own_party(config: RunConfig, method: str, index: int, ids, kind: str, num_cl
     return family.parties(config, method, data, only=index)[0]
 
 
+SKIPS_MISSING = ("gal", "al", "alone")  # the methods whose rounds go on without an organization that is down
+
+
 def check_config(config: RunConfig) -> None:
     """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded)."""
     from vcl.datamodules.csv_files import csv_policies
@@ -107,6 +111,12 @@ def check_config(config: RunConfig) -> None:
             )
     if config.data.dataset == "csv":
         csv_policies(config.data.categorical, config.data.missing, len(config.data.csv_files) or 1)
+    skipping = [m for m in (config.method, *compare_methods(config)) if m not in SKIPS_MISSING]
+    if config.run.missing_parties == "skip" and skipping:
+        raise VCLInputError(
+            f"run.missing_parties=skip: method {skipping[0]} cannot leave an organization out of a round yet; use it "
+            f"with {', '.join(SKIPS_MISSING)} (compare included), or run.missing_parties=fail."
+        )
     if config.data.module:
         if own.party_loads_all_data:
             raise VCLInputError(
@@ -128,11 +138,12 @@ def hollow(view: FeatureView) -> FeatureView:
     return FeatureView(view.name, [], {})
 
 
-def coordinator_data(config: RunConfig) -> VerticalData:
+def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> VerticalData:
     """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
 
     For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
-    process (on its node) for the row alignment.
+    process (on its node) for the row alignment; ``ids``: the rows a run aligned already (kept in its checkpoint:
+    ``train.py predict`` rebuilds the parties on the training rows without aligning them again).
     """
     if config.data.dataset != "csv" or config.data.module:
         dm = datamodule_for(config)
@@ -158,8 +169,9 @@ def coordinator_data(config: RunConfig) -> VerticalData:
         )
     drop = [m == "drop" for _, m in csv_policies(d.categorical, d.missing, len(d.csv_files))]
     names = [Path(f).stem for f in d.csv_files]
-    own = csv_ids(d.csv_files[0], d.id_column, drop[0], d.label_column)
-    ids = shared_ids(psi_with_parties(config, names, own, drop), d.id_column, any(drop))
+    if ids is None:
+        own = csv_ids(d.csv_files[0], d.id_column, drop[0], d.label_column)
+        ids = shared_ids(psi_with_parties(config, names, own, drop), d.id_column, any(drop))
     new_ids = None
     if d.predict_files:  # train.py predict: the new people's rows are aligned as the training rows were
         own = csv_ids(d.predict_files[0], d.id_column, drop[0], d.label_column)
@@ -187,6 +199,7 @@ def psi_with_parties(
     Alice and each party, :mod:`vcl.psi`): each party reads its own file where it runs (its Ray node, or its
     machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice.
     ``new``: the files of new people (``data.predict_files``, ``train.py predict``)."""
+    from vcl.errors import PartyLost
     from vcl.psi import PSISide
 
     alice = PSISide(names[0], own)
@@ -194,6 +207,10 @@ def psi_with_parties(
     answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer, new)
     lists = [own]
     for answer in answers:
+        if isinstance(answer, PartyLost):  # a party that is down (run.missing_parties: skip) aligns nothing
+            if config.run.missing_parties != "skip":
+                raise answer
+            continue
         alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
         lists.append([own[row] for row in alice.match(answer["twice"])])
     return lists

@@ -29,6 +29,7 @@ class Federation:
     ):
         self.transport = transport or LocalTransport(parties, channel, concurrent)
         self.parties_in_state = True  # False: each party checkpoints itself (Transport.save), not in Alice's state
+        self.absent: list[int] = []  # the participants of the last fit that did not answer (run.missing_parties)
 
     @property
     def channel(self) -> Channel:
@@ -59,22 +60,30 @@ class Federation:
         self, round_: int, values: dict[int, Tensor], device, labels: bool = False, loss: str | None = None
     ) -> dict[str, Tensor]:
         """Send each participant ``m`` its ``values[m]`` to fit (as labels with ``loss``, or as a pseudo-residual);
-        their outputs stacked in the order of ``values``."""
+        the outputs of those that answered (a party left out answers None: :attr:`absent` lists it) stacked in the
+        order of ``values``."""
         requests = []
         for m, v in values.items():
             name = self.names[m]
             fit = Labels(self.alice, name, round_, v, loss=loss) if labels else None
             requests.append((name, fit or PseudoResidual(self.alice, name, round_, v)))
-        return stack_replies(self.transport.request_all(requests), device)
+        replies = self.transport.request_all(requests)
+        self.absent = [m for m, reply in zip(values, replies, strict=True) if reply is None]
+        return stack_replies([r for r in replies if r is not None], device)
 
-    def predictions(self, split: str, round_: int) -> list[dict[str, Tensor]]:
-        """Prediction stage: each organization's {round: outputs} on its rows of ``split``."""
+    def predictions(self, split: str, round_: int) -> list[dict[str, Tensor] | None]:
+        """Prediction stage: each organization's {round: outputs} on its rows of ``split`` (None: left out)."""
         replies = self.transport.request_all((n, PredictionRequest(self.alice, n, round_, split)) for n in self.names)
-        return [r.values for r in replies]
+        return [None if r is None else r.values for r in replies]
 
     def models(self, round_: int) -> list:
-        """Each organization's :class:`ModelsReport` (what it keeps for the prediction stage)."""
-        return self.transport.request_all((n, ModelsRequest(self.alice, n, round_)) for n in self.names)
+        """The :class:`ModelsReport` of each organization present (what it keeps for the prediction stage)."""
+        replies = self.transport.request_all((n, ModelsRequest(self.alice, n, round_)) for n in self.names)
+        return [r for r in replies if r is not None]
+
+    def missing(self) -> list[str]:
+        """The organizations left out so far (``run.missing_parties: skip``)."""
+        return [n for n in self.names if n in self.transport.missing]
 
     def state_dict(self) -> dict:
         """Alice's ledger, and the parties' states too unless each party keeps its own

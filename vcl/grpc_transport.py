@@ -154,13 +154,23 @@ def check_settings(config) -> None:
             raise VCLInputError(f"transport.addresses: {address!r} is not host:port; e.g. bob.example.org:50052.")
 
 
-def in_parallel(calls: list) -> list:
+def in_parallel(calls: list, lost_in_place: bool = False) -> list:
     """Run ``calls`` (no-argument functions, one per party) at once; their results in order, the first error
-    raised."""
+    raised (``lost_in_place``: a :class:`PartyLost` stands in its party's place instead, for
+    :meth:`vcl.transport.Transport.tolerate`)."""
+
+    def result(run):
+        try:
+            return run()
+        except PartyLost as err:
+            if not lost_in_place:
+                raise
+            return err
+
     if len(calls) == 1:
-        return [calls[0]()]
+        return [result(calls[0])]
     with ThreadPoolExecutor(len(calls)) as pool:
-        running = [pool.submit(c) for c in calls]
+        running = [pool.submit(result, c) for c in calls]
         return [r.result() for r in running]
 
 
@@ -195,6 +205,7 @@ class GrpcTransport(Transport):
 
         super().__init__(names, channel)
         self.config = config
+        self.skip_missing = config.run.missing_parties == "skip"
         self._links = links(config, names)
         self._round = 0
         book = {n: config.transport.addresses[n] for n in names}
@@ -208,9 +219,11 @@ class GrpcTransport(Transport):
             "addresses": book,
         }
         try:
-            self.placed = in_parallel(
-                [lambda n=n, m=m: self._links[n].ask("Setup", {**setup, "index": m}) for m, n in enumerate(names)]
+            placed = in_parallel(
+                [lambda n=n, m=m: self._links[n].ask("Setup", {**setup, "index": m}) for m, n in enumerate(names)],
+                lost_in_place=True,
             )
+            self.placed = [p for p in self.tolerate(placed) if p is not None]
         except BaseException:
             self.close()
             raise
@@ -218,7 +231,7 @@ class GrpcTransport(Transport):
     def _all(self, op: str, body, names: list[str] | None = None, during: str | None = None) -> list:
         names = self.names if names is None else names
         during = during or f"round {self._round}"
-        return in_parallel([lambda n=n: self._links[n].ask(op, body, during) for n in names])
+        return in_parallel([lambda n=n: self._links[n].ask(op, body, during) for n in names], lost_in_place=True)
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
         self._round = max((m.round for _, m in requests), default=self._round)
@@ -231,11 +244,15 @@ class GrpcTransport(Transport):
                 raise VCLInputError(f"party {party} answered with a {reply.kind} that says it is from {reply.sender}.")
             return reply
 
-        return in_parallel([lambda p=p, m=m: one(p, m) for p, m in requests])
+        return in_parallel([lambda p=p, m=m: one(p, m) for p, m in requests], lost_in_place=True)
 
     def relay(self, parties: list[str]) -> None:
         for party in parties:
-            for record in self._links[party].ask("Relay", None, f"round {self._round}"):
+            try:
+                records = self._links[party].ask("Relay", None, f"round {self._round}")
+            except PartyLost as err:
+                records = self.tolerate([err])[0] or []
+            for record in records:
                 self.channel.add(MessageRecord(**record))
 
     def each(self, op: str, args: dict[str, tuple]) -> list:
@@ -262,7 +279,7 @@ def psi_answers(config, names: list[str], drop: list[bool], offer, new: bool = F
     d = config.data
     these = links(config, names[1:])
     try:
-        return in_parallel(
+        return in_parallel(  # a party that is down stands as its PartyLost under run.missing_parties: skip
             [
                 lambda k=k, n=n: these[n].ask(
                     "PSI",
@@ -277,7 +294,8 @@ def psi_answers(config, names: list[str], drop: list[bool], offer, new: bool = F
                 )
                 for k, n in enumerate(names)
                 if k > 0
-            ]
+            ],
+            lost_in_place=config.run.missing_parties == "skip",
         )
     finally:
         for link in these.values():

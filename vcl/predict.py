@@ -45,9 +45,10 @@ def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
     return results, config
 
 
-def predict(run_dir, new_files: list[str], out: Path, verbose: bool = True) -> dict:
-    """Score new people with the run in ``run_dir``; write ``out`` (a CSV, written whole or not at all). Returns
-    ``{"ids", "F", "probabilities", "classes", "round"}``."""
+def predict(run_dir, new_files: list[str], out: Path, verbose: bool = True, missing_parties: str | None = None) -> dict:
+    """Score new people with the run in ``run_dir``; write ``out`` (a CSV, written whole or not at all).
+    ``missing_parties``: ``fail`` or ``skip`` (default: the run's ``run.missing_parties``). Returns ``{"ids", "F",
+    "probabilities", "classes", "round", "missing"}``."""
     from vcl.build import build_protocol, check_config
     from vcl.rundir import PARTIES
     from vcl.runner import data_digest, run_data, run_stamp
@@ -76,9 +77,10 @@ def predict(run_dir, new_files: list[str], out: Path, verbose: bool = True) -> d
         why = "exists; give a new path (predict never replaces a file)" if out.exists() else "is in no folder"
         raise VCLInputError(f"--predictions {out} {why}.")
     config.data.predict_files = [str(f) for f in new_files]
+    config.run.missing_parties = missing_parties or config.run.missing_parties
     check_config(config)
     state = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
-    data = run_data(config)
+    data = run_data(config, state.get("ids"))  # the training rows as the run aligned them
     kept = state["data"]
     if kept.get("transport") == config.transport.kind and kept.get("digest") != data_digest(_without_new(data)):
         raise VCLInputError(
@@ -103,9 +105,11 @@ def predict(run_dir, new_files: list[str], out: Path, verbose: bool = True) -> d
     scored = {"ids": ids, "F": F.detach().cpu(), "round": round_ if upto else protocol.round}
     scored["classes"] = data.classes or [str(k) for k in range(data.num_classes)]
     scored["probabilities"] = protocol.probabilities(F).detach().cpu() if data.task == "classification" else None
+    scored["missing"] = protocol.federation.missing()  # run.missing_parties: skip, a party down
     write_predictions(out, config.data.id_column if csv else "row", scored, data.task)
     if verbose:
-        print(f"{config.method}: {len(ids)} predictions (the models of rounds 1..{scored['round']}) in {out}")
+        gone = f", without {', '.join(scored['missing'])} (down)" if scored["missing"] else ""
+        print(f"{config.method}: {len(ids)} predictions (the models of rounds 1..{scored['round']}{gone}) in {out}")
     return scored
 
 
@@ -120,8 +124,9 @@ def _without_new(data):
 
 
 def write_predictions(out: Path, id_column: str, scored: dict, task: str) -> None:
-    """The predictions file: the ID column, ``prediction`` (the class's name, or the number) and ``p_<class>`` per
-    class; written beside ``out`` and renamed into place, so it is whole or absent."""
+    """The predictions file: the ID column, ``prediction`` (the class's name, or the number), ``p_<class>`` per
+    class and, when organizations were down (``run.missing_parties: skip``), ``missing``: their names, joined by
+    ``;``; written beside ``out`` and renamed into place, so it is whole or absent."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -133,6 +138,8 @@ def write_predictions(out: Path, id_column: str, scored: dict, task: str) -> Non
             columns[f"p_{name}"] = pa.array(scored["probabilities"][:, k].double().numpy())
     else:
         columns["prediction"] = pa.array(scored["F"][:, 0].double().numpy())
+    if scored["missing"]:  # the organizations whose models could not score the row (each row: the same here)
+        columns["missing"] = pa.array([";".join(scored["missing"])] * len(scored["ids"]), pa.string())
     part = out.with_name(f".{out.name}.{os.getpid()}.part")
     try:
         pacsv.write_csv(pa.table(columns), str(part), pacsv.WriteOptions(quoting_style="needed"))

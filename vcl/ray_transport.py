@@ -144,8 +144,9 @@ def _placement(node: str) -> dict:
     return {"resources": {node: 0.001}} if node else {}
 
 
-def _get(refs: list, names: list[str], during: str) -> list:
-    """``ray.get`` of one call per party; a party whose process died ends the run with one sentence."""
+def _get(refs: list, names: list[str], during: str, lost_in_place: bool = False) -> list:
+    """``ray.get`` of one call per party; a party whose process died ends the run with one sentence (``lost_in_place``:
+    its :class:`PartyLost` stands in its place, for :meth:`vcl.transport.Transport.tolerate`)."""
     import ray
     from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
@@ -157,7 +158,9 @@ def _get(refs: list, names: list[str], during: str) -> list:
             cause = getattr(err, "cause", None)
             raise (cause if isinstance(cause, Exception) else err) from None
         except (RayActorError, WorkerCrashedError):
-            raise PartyLost(name, during) from None
+            if not lost_in_place:
+                raise PartyLost(name, during) from None
+            out.append(PartyLost(name, during))
     return out
 
 
@@ -181,6 +184,7 @@ class RayTransport(Transport):
         import ray
 
         super().__init__(names, channel)
+        self.skip_missing = config.run.missing_parties == "skip"
         cpus, gpus, nodes = resources["cpus"], resources["gpus"], resources["nodes"]
         if config.run.device.startswith("cuda") and not all(gpus):
             raise VCLInputError(
@@ -214,7 +218,7 @@ class RayTransport(Transport):
             for m, (n, host) in enumerate(self._hosts.items())
         ]
         try:
-            self.placed = _get(refs, names, "start-up")
+            self.placed = [p for p in self.tolerate(_get(refs, names, "start-up", True)) if p is not None]
         except BaseException:  # a party that could not be built: no process of this run is kept or left behind
             self.close()
             raise
@@ -254,11 +258,11 @@ class RayTransport(Transport):
             read.options(**_placement(nodes[k])).remote(f, d.id_column, drop[k], d.label_column, offer)
             for k, f in enumerate((d.predict_files if new else d.csv_files)[1:], 1)
         ]
-        return _get(refs, names[1:], "the ID alignment")
+        return _get(refs, names[1:], "the ID alignment", lost_in_place=config.run.missing_parties == "skip")
 
     def _wait(self, refs: list, names: list[str], during: str) -> list:
         self._busy = True
-        out = _get(refs, names, during)
+        out = _get(refs, names, during, lost_in_place=True)
         self._busy = False
         return out
 
@@ -277,7 +281,7 @@ class RayTransport(Transport):
 
     def relay(self, parties: list[str]) -> None:
         for party in parties:
-            for record in self._call("relay_to", self._hosts, names=[party])[0]:
+            for record in self.tolerate(self._call("relay_to", self._hosts, names=[party]))[0] or []:
                 self.channel.add(record)
 
     def each(self, op: str, args: dict[str, tuple]) -> list:
@@ -295,11 +299,11 @@ class RayTransport(Transport):
     def close(self) -> None:
         """Keep the parties' processes for this process's next run when every call came back (a comparison run, a
         sweep: no process started and no torch imported again); end them when one did not (a lost party, an
-        interrupted round)."""
+        interrupted round, or one left out under run.missing_parties: skip)."""
         import ray
 
         for name, host in self._hosts.items():
-            if self._busy:
+            if self._busy or name in self.missing:
                 ray.kill(host)
             else:
                 _IDLE.append((self._kinds[name], host))

@@ -46,6 +46,7 @@ class Run:
         self.saved_round: int | None = None  # the last round whose checkpoint is on disk
         self.run_id = secrets.token_hex(8)  # this run's own name, in every checkpoint it writes (kept on resume)
         self.data_digest: dict = {}  # the transport and the digest of the data it gave this process (data_digest)
+        self.ids: list[str] | None = None  # dataset=csv: the aligned row IDs (Alice holds them), kept for predict
 
     @property
     def metric_name(self) -> str:
@@ -82,6 +83,7 @@ class Run:
             "protocol": self.protocol.state_dict(),
             "records": self.records,
             "round_seconds": self.round_seconds,
+            **({"ids": self.ids} if self.ids is not None else {}),
         }
 
     def results(self, compare: dict) -> dict:
@@ -116,6 +118,7 @@ class Run:
             "seconds": sum(self.round_seconds),
             "round_seconds": list(self.round_seconds),
             "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
+            **self.missing(recs),
             **self.protocol.summary(recs),  # GAL's: what the other organizations read of Alice's labels and residuals
             "transport": self.config.transport.kind,
             "parties": self.protocol.federation.transport.where(),  # where each party ran
@@ -123,6 +126,17 @@ class Run:
             "compare": dict(compare),
             "config": self.config.to_dict(),
         }
+
+    def missing(self, records: list[dict]) -> dict:
+        """With ``run.missing_parties: skip``: the rounds each organization was left out of, and those left out of
+        the prediction stage."""
+        if self.config.run.missing_parties != "skip":
+            return {}
+        rounds: dict[str, list[int]] = {}
+        for record in records:
+            for name in record.get("missing", []):
+                rounds.setdefault(name, []).append(record["round"])
+        return {"missing_rounds": rounds, "missing_at_prediction": self.protocol.federation.missing()}
 
 
 def data_digest(data) -> str:
@@ -284,7 +298,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
             err.saved_round, err.out_dir = (state["protocol"]["round"] if state else None), out_dir
             raise
         run = Run(config, protocol, out_dir, verbose)
-        run.data_digest = digest
+        run.data_digest, run.ids = digest, getattr(data, "ids", None)
         if callbacks is None:
             callbacks = default_callbacks(config, verbose) if write else []
         try:  # the rounds and the kept models' metrics; then the parties go, before a comparison's start
@@ -341,13 +355,14 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
     return results
 
 
-def run_data(config: RunConfig):
+def run_data(config: RunConfig, ids: list[str] | None = None):
     """What the coordinating process holds of a checked config's data: all of it for the local transport (every
-    data error is raised here, before training), Alice's labels and the parties' names for the ray transport."""
+    data error is raised here, before training), Alice's labels and the parties' names for the ray transport.
+    ``ids``: the rows aligned already (a run's checkpoint keeps them), where parties run apart."""
     if transport_class(config.transport.kind).apart:
         from vcl.build import coordinator_data
 
-        return coordinator_data(config)
+        return coordinator_data(config, ids)
     dm = datamodule_for(config)
     dm.setup()
     if config.data.module:

@@ -67,6 +67,8 @@ class Transport:
         self.channel = channel or Channel()
         self.party_roots: dict[str, Path] = {}  # a party's own checkpoint root, if not the run's (``party_dirs``)
         self.placed: list[dict] | None = None  # where each party runs, as it said when it was started (if kept)
+        self.skip_missing = False  # run.missing_parties: skip (request_all)
+        self.missing: dict[str, str] = {}  # the parties left out (skip_missing), and why
 
     # --- the contract: what a transport implements ---
     @classmethod
@@ -114,20 +116,43 @@ class Transport:
         """Send ``message`` to ``party``; its reply."""
         return self.request_all([(party, message)])[0]
 
-    def request_all(self, requests: Iterable[tuple[str, Message]]) -> list[Message]:
-        """Send every message (each to its party) and gather the replies, in the order given."""
+    def request_all(self, requests: Iterable[tuple[str, Message]]) -> list[Message | None]:
+        """Send every message (each to its party) and gather the replies, in the order given. A party that is lost
+        ends the run (:class:`vcl.errors.PartyLost`); with ``skip_missing`` (``run.missing_parties: skip``) any party
+        but the first (Alice's) is left out instead: its place holds None, now and in every later request, and
+        :attr:`missing` says why."""
         requests = list(requests)
         for party, message in requests:
             if party not in self.names or message.receiver != party:
                 raise ValueError(f"a {message.kind} for {message.receiver!r} cannot go to party {party!r}.")
-        delivered = [(party, self.channel.send(message)) for party, message in requests]
-        replies = [self.channel.send(reply) for reply in self.deliver(delivered)]
-        self.relay(list(dict.fromkeys(party for party, _ in requests)))
-        return replies
+        reach = [(party, message) for party, message in requests if party not in self.missing]
+        delivered = [(party, self.channel.send(message)) for party, message in reach]
+        answers = dict(zip((id(m) for _, m in reach), self.tolerate(self.deliver(delivered)), strict=True))
+        replies = [answers.get(id(message)) for _, message in requests]
+        self.relay(list(dict.fromkeys(party for party, _ in reach if party not in self.missing)))
+        return [None if reply is None else self.channel.send(reply) for reply in replies]
+
+    def tolerate(self, answers: list) -> list:
+        """Answers of several parties, where a lost one may stand as its :class:`PartyLost` (a transport's
+        ``deliver`` and ``each`` may return one in a party's place): raised, unless ``skip_missing`` leaves that
+        party out (Alice's never), then None in its place."""
+        from vcl.errors import PartyLost
+
+        out = []
+        for answer in answers:
+            if isinstance(answer, PartyLost):
+                if not self.skip_missing or answer.party == self.names[0]:
+                    raise answer
+                self.missing[answer.party] = str(answer)
+                answer = None
+            out.append(answer)
+        return out
 
     def _every(self, op: str, *args, root: Path | None = None) -> list:
+        """``op`` at every party still present (a party left out keeps its files of the rounds it was in)."""
         rooted = lambda n: (str(self.root_of(n, root)),) if root is not None else ()  # noqa: E731
-        return self.each(op, {n: (*rooted(n), *args) for n in self.names})
+        present = [n for n in self.names if n not in self.missing]
+        return self.tolerate(self.each(op, {n: (*rooted(n), *args) for n in present}))
 
     def save(self, root: Path, round_: int, run: str) -> None:
         """Every party writes its own state of ``round_`` under ``root/<name>/`` (or its own root), where it runs,

@@ -63,6 +63,7 @@ Estimator = dict[str, Any]
 NOT_IDENTITY = (
     "out", "compare", "run.rounds", "run.device", "run.concurrent", "run.engine", "data.download",
     "gal.early_stop_eta", "transport", "data.predict_files",
+    "run.missing_parties",
 )  # fmt: skip
 
 
@@ -159,6 +160,9 @@ class RunGroup:
     """cpu, cuda, cuda:N, or auto (cuda when available); cuda with several GPUs spreads organizations"""
     concurrent: bool = True
     """fit same-architecture organizations in one pass (false: one after another)"""
+    missing_parties: Literal["fail", "skip"] = "fail"
+    """an organization that is down or past transport.deadline: fail (end the run; --resume continues) or skip (GAL,
+    AL: leave it out of that round and of later ones; prediction uses the organizations present)"""
     engine: Literal["fast", "trainer"] = "fast"
     """fit engine of torch learners: fast (a device-resident loop) or trainer (Lightning's Trainer)"""
     precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"

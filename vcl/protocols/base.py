@@ -74,9 +74,9 @@ class Protocol:
 
     def round_predictions(self, split: str) -> dict[int, Tensor]:
         """{round t: F after rounds 1..t} from one prediction request to every organization."""
-        outputs = self.federation.predictions(split, self.round)
+        outputs = self.federation.predictions(split, self.round)  # None for an organization left out
         device = self.labels["train"].device
-        first = next((v for o in outputs for v in o.values()), None)
+        first = next((v for o in outputs if o is not None for v in o.values()), None)
         n = first.shape[0] if first is not None else self.F[split].shape[0]
         prior = self.task.initial(self.labels["train"]).to(device).expand(n, -1).clone()
         F = prior if self.starts_from_prior else torch.zeros_like(prior)
@@ -85,7 +85,7 @@ class Protocol:
             if record["round"] == 0:
                 continue
             for m, c in enumerate(record.get("coefficients", [])):
-                if c:
+                if c and outputs[m] is not None:
                     F = F + c * outputs[m][str(record["round"])].to(device)
             out[record["round"]] = F
         return out

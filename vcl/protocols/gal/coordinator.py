@@ -106,7 +106,10 @@ class GradientAssistedLearning(Protocol):
             residual = self.task.pseudo_residual(self.F["train"], self.labels["train"])
             truth = self.labels["train"] if self.task.kind == "classification" else None
             outputs = self.federation.gather_fits(t, residual, group, truth=truth)
-            w = self._weights(outputs["train"], residual)
+            group = [m for m in group if m not in self.federation.absent]  # run.missing_parties: skip
+            if not group:
+                continue
+            w = self._weights(outputs["train"], residual)  # on the simplex of the organizations that answered
             direction = weighted_sum(w, outputs)
             eta = self._eta(direction["train"])
             for s in self.F:
@@ -118,7 +121,8 @@ class GradientAssistedLearning(Protocol):
         self.round = t
         leak = self.federation.leaks.get(t, {})  # what a receiver reads of the labels, recovers of the residual
         eta = etas[-1] if len(etas) == 1 else etas
-        return self._record(eta=eta, weights=weights, coefficients=coefficients, **leak)
+        missing = {"missing": self.federation.missing()} if self.federation.missing() else {}
+        return self._record(eta=eta, weights=weights, coefficients=coefficients, **leak, **missing)
 
 
 NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret, round, NOISE)
