@@ -71,9 +71,12 @@ class Federation:
         self.absent = [m for m, reply in zip(values, replies, strict=True) if reply is None]
         return stack_replies([r for r in replies if r is not None], device)
 
-    def predictions(self, split: str, round_: int) -> list[dict[str, Tensor] | None]:
-        """Prediction stage: each organization's {round: outputs} on its rows of ``split`` (None: left out)."""
-        replies = self.transport.request_all((n, PredictionRequest(self.alice, n, round_, split)) for n in self.names)
+    def predictions(self, split: str, round_: int, rows: Tensor | None = None) -> list[dict[str, Tensor] | None]:
+        """Prediction stage: each organization's {round: outputs} on its rows of ``split`` (``rows``: those of them,
+        by position; None: left out)."""
+        replies = self.transport.request_all(
+            (n, PredictionRequest(self.alice, n, round_, split, rows)) for n in self.names
+        )
         return [None if r is None else r.values for r in replies]
 
     def models(self, round_: int) -> list:

@@ -81,9 +81,13 @@ class Labels(Message):
 
 @dataclass(frozen=True)
 class PredictionRequest(Message):
-    """Alice → organization: predict the rows of ``split`` (the organization's own) with every round model."""
+    """Alice → organization: predict the rows of ``split`` (the organization's own) with every round model; ``rows``:
+    only those rows of it, by position (a prediction service's batch of IDs, :mod:`vcl.serve`)."""
 
     split: str = "test"
+    rows: Tensor | None = field(default=None, repr=False)
+
+    tensors = {"rows": "rows"}
 
 
 @dataclass(frozen=True)

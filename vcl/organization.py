@@ -226,6 +226,8 @@ class Organization:
     def predict(self, message: PredictionRequest) -> FittedValues:
         """The prediction stage: every round model's outputs on the requested rows ({round: N × K})."""
         x = self._view.splits[message.split]
+        if message.rows is not None:
+            x = x[message.rows.to(device=x.device, dtype=torch.long)]
         shared = self._shared.predict_rounds(x) if self.settings.dms and self._shared is not None else None
         values = {
             str(r): self._output(learner.predict(x) if shared is None else shared[learner.index], s, message.split)

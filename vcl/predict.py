@@ -45,71 +45,100 @@ def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
     return results, config
 
 
+class Deployed:
+    """A finished run opened to score people: its parties built again as ``--resume`` builds them, each with its
+    own kept models and its rows of new people (split "new"; a built-in data set's test split), and Alice's
+    protocol at the round the run reported. :func:`predict` scores every row once; :mod:`vcl.serve` keeps it open
+    and scores batches of IDs. ``missing_parties``: ``fail`` or ``skip`` (default: the run's)."""
+
+    def __init__(self, run_dir, new_files: list[str], missing_parties: str | None = None):
+        from vcl.build import build_protocol, check_config
+        from vcl.rundir import PARTIES
+        from vcl.runner import data_digest, run_data, run_stamp
+
+        run_dir = Path(run_dir)
+        self.results, config = finished_run(run_dir)
+        family = family_name(config.method)
+        if family in NO_MODELS:
+            raise VCLInputError(
+                f"method={config.method} ({family}) keeps no models that score new people in vcl yet; use a run "
+                "of GAL, its baselines or ASCII."
+            )
+        csv = config.data.dataset == "csv"
+        if csv and len(new_files) != len(config.data.csv_files):
+            count = len(config.data.csv_files)
+            raise VCLInputError(
+                f"the run has {count} organizations, so --data.csv_files needs {count} files of new people, in the "
+                f"run's order (Alice's first), not {len(new_files)}."
+            )
+        if not csv and new_files:
+            raise VCLInputError(
+                f"the run trained on data.dataset={config.data.dataset}, which has no new people: leave out "
+                "--data.csv_files to score its test split."
+            )
+        config.data.predict_files = [str(f) for f in new_files]
+        config.run.missing_parties = missing_parties or config.run.missing_parties
+        check_config(config)
+        state = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+        data = run_data(config, state.get("ids"))  # the training rows as the run aligned them
+        kept = state["data"]
+        if kept.get("transport") == config.transport.kind and kept.get("digest") != data_digest(_without_new(data)):
+            raise VCLInputError(
+                f"the training data differ from those the run in {run_dir} was trained with; each organization "
+                "prepares new rows as it prepared its training rows, so give the run its training files back."
+            )
+        self.config, self.data, self.split = config, data, "new" if csv else "test"
+        self.protocol = protocol = build_protocol(config, data)
+        try:
+            if "organizations" not in state["protocol"]["federation"]:  # each party reads its own checkpoint
+                protocol.federation.transport.load(run_dir / PARTIES, state["protocol"]["round"], run_stamp(
+                    state["run_id"], config))  # fmt: skip
+            protocol.load_state_dict(state["protocol"])
+        except BaseException:
+            self.close()
+            raise
+        if csv:
+            protocol.unlabelled["new"] = len(data.new_ids)
+        self.ids = data.new_ids if csv else [str(i) for i in range(protocol.rows("test"))]
+        self.id_column = config.data.id_column if csv else "row"
+        self.classes = data.classes or [str(k) for k in range(data.num_classes)]
+        reported = self.results["prediction_stage_round"]
+        self.upto = "upto" in inspect.signature(protocol.predict).parameters and reported < protocol.round
+        self.round = reported if self.upto else protocol.round
+
+    def score(self, rows=None) -> dict:
+        """``{"F", "probabilities", "missing"}`` of the rows at these positions of :attr:`ids` (default: all)."""
+        kwargs = {"upto": self.round} if self.upto else {}
+        if rows is not None:
+            kwargs["rows"] = rows
+        F = self.protocol.predict(self.split, **kwargs).detach().cpu()
+        classify = self.data.task == "classification"
+        probabilities = self.protocol.probabilities(F).cpu() if classify else None
+        return {"F": F, "probabilities": probabilities, "missing": self.protocol.federation.missing()}
+
+    def close(self) -> None:
+        self.protocol.federation.transport.close()
+
+
 def predict(run_dir, new_files: list[str], out: Path, verbose: bool = True, missing_parties: str | None = None) -> dict:
     """Score new people with the run in ``run_dir``; write ``out`` (a CSV, written whole or not at all).
     ``missing_parties``: ``fail`` or ``skip`` (default: the run's ``run.missing_parties``). Returns ``{"ids", "F",
     "probabilities", "classes", "round", "missing"}``."""
-    from vcl.build import build_protocol, check_config
-    from vcl.rundir import PARTIES
-    from vcl.runner import data_digest, run_data, run_stamp
-
-    run_dir, out = Path(run_dir), Path(out)
-    results, config = finished_run(run_dir)
-    family = family_name(config.method)
-    if family in NO_MODELS:
-        raise VCLInputError(
-            f"method={config.method} ({family}) keeps no models that score new people in vcl yet; predict with a run "
-            "of GAL, its baselines or ASCII."
-        )
-    csv = config.data.dataset == "csv"
-    if csv and len(new_files) != len(config.data.csv_files):
-        count = len(config.data.csv_files)
-        raise VCLInputError(
-            f"the run has {count} organizations, so --data.csv_files needs {count} files of new people, in the run's "
-            f"order (Alice's first), not {len(new_files)}."
-        )
-    if not csv and new_files:
-        raise VCLInputError(
-            f"the run trained on data.dataset={config.data.dataset}, which has no new people: leave out "
-            "--data.csv_files to score its test split."
-        )
+    out = Path(out)
     if out.exists() or not out.parent.is_dir():
         why = "exists; give a new path (predict never replaces a file)" if out.exists() else "is in no folder"
         raise VCLInputError(f"--predictions {out} {why}.")
-    config.data.predict_files = [str(f) for f in new_files]
-    config.run.missing_parties = missing_parties or config.run.missing_parties
-    check_config(config)
-    state = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
-    data = run_data(config, state.get("ids"))  # the training rows as the run aligned them
-    kept = state["data"]
-    if kept.get("transport") == config.transport.kind and kept.get("digest") != data_digest(_without_new(data)):
-        raise VCLInputError(
-            f"the training data differ from those the run in {run_dir} was trained with; each organization "
-            "prepares new rows as it prepared its training rows, so give the run its training files back."
-        )
-    split = "new" if csv else "test"
-    protocol = build_protocol(config, data)
+    deployed = Deployed(run_dir, new_files, missing_parties)
     try:
-        if "organizations" not in state["protocol"]["federation"]:  # each party reads its own checkpoint
-            protocol.federation.transport.load(run_dir / PARTIES, state["protocol"]["round"], run_stamp(
-                state["run_id"], config))  # fmt: skip
-        protocol.load_state_dict(state["protocol"])
-        if csv:
-            protocol.unlabelled["new"] = len(data.new_ids)
-        round_ = results["prediction_stage_round"]
-        upto = "upto" in inspect.signature(protocol.predict).parameters and round_ < protocol.round
-        F = protocol.predict(split, upto=round_) if upto else protocol.predict(split)
+        scored = deployed.score()
     finally:
-        protocol.federation.transport.close()
-    ids = data.new_ids if csv else [str(i) for i in range(F.shape[0])]
-    scored = {"ids": ids, "F": F.detach().cpu(), "round": round_ if upto else protocol.round}
-    scored["classes"] = data.classes or [str(k) for k in range(data.num_classes)]
-    scored["probabilities"] = protocol.probabilities(F).detach().cpu() if data.task == "classification" else None
-    scored["missing"] = protocol.federation.missing()  # run.missing_parties: skip, a party down
-    write_predictions(out, config.data.id_column if csv else "row", scored, data.task)
+        deployed.close()
+    scored |= {"ids": deployed.ids, "classes": deployed.classes, "round": deployed.round}
+    write_predictions(out, deployed.id_column, scored, deployed.data.task)
     if verbose:
         gone = f", without {', '.join(scored['missing'])} (down)" if scored["missing"] else ""
-        print(f"{config.method}: {len(ids)} predictions (the models of rounds 1..{scored['round']}{gone}) in {out}")
+        print(f"{deployed.config.method}: {len(deployed.ids)} predictions (the models of rounds 1..{deployed.round}"
+              f"{gone}) in {out}")  # fmt: skip
     return scored
 
 

@@ -218,7 +218,7 @@ class RayTransport(Transport):
             for m, (n, host) in enumerate(self._hosts.items())
         ]
         try:
-            self.placed = [p for p in self.tolerate(_get(refs, names, "start-up", True)) if p is not None]
+            self.placed = [p for p in self.tolerate(self._wait(refs, names, "start-up")) if p is not None]
         except BaseException:  # a party that could not be built: no process of this run is kept or left behind
             self.close()
             raise
@@ -263,7 +263,7 @@ class RayTransport(Transport):
     def _wait(self, refs: list, names: list[str], during: str) -> list:
         self._busy = True
         out = _get(refs, names, during, lost_in_place=True)
-        self._busy = False
+        self._busy = any(isinstance(o, PartyLost) for o in out)  # after a loss no process of this run is kept
         return out
 
     def _call(self, method: str, *args, names: list[str] | None = None) -> list:

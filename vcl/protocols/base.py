@@ -62,22 +62,29 @@ class Protocol:
         sender, round_ = self.coordinator, self.step_round()
         return self.federation.transport.request_all([(n, Step(sender, n, round_, step, args)) for n in names])
 
-    def predict(self, split: str, upto: int | None = None) -> Tensor:
+    def predict(
+        self, split: str, upto: int | None = None, without: tuple[int, ...] = (), rows: Tensor | None = None
+    ) -> Tensor:
         """Algorithm 1's prediction stage on rows of ``split`` that every organization holds.
 
         ``F = F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m)`` with the coefficients ``c_m^t`` (η^t w_m^t for GAL) kept in
         each round's record; the organizations send only their models' outputs. ``upto``: use the
-        models of rounds 1..upto only (the run truncated at that round; default: every round).
+        models of rounds 1..upto only (the run truncated at that round; default: every round); ``without``: the
+        organizations (by place) whose models are left out, as if they were down (what each is worth to Alice);
+        ``rows``: only those rows of the split, by position (:mod:`vcl.serve`).
         """
-        rounds = self.round_predictions(split)
+        rounds = self.round_predictions(split, without, rows)
         return rounds[max(r for r in rounds if upto is None or r <= upto)]
 
-    def round_predictions(self, split: str) -> dict[int, Tensor]:
-        """{round t: F after rounds 1..t} from one prediction request to every organization."""
-        outputs = self.federation.predictions(split, self.round)  # None for an organization left out
+    def round_predictions(
+        self, split: str, without: tuple[int, ...] = (), rows: Tensor | None = None
+    ) -> dict[int, Tensor]:
+        """{round t: F after rounds 1..t} from one prediction request to every organization (but ``without``)."""
+        outputs = self.federation.predictions(split, self.round, rows)  # None for an organization left out
+        outputs = [None if m in without else o for m, o in enumerate(outputs)]
         device = self.labels["train"].device
         first = next((v for o in outputs if o is not None for v in o.values()), None)
-        n = first.shape[0] if first is not None else self.F[split].shape[0]
+        n = first.shape[0] if first is not None else len(rows) if rows is not None else self.rows(split)
         prior = self.task.initial(self.labels["train"]).to(device).expand(n, -1).clone()
         F = prior if self.starts_from_prior else torch.zeros_like(prior)
         out = {0: prior}  # round 0 is F⁰ for every protocol (what the runner records before round 1)

@@ -163,14 +163,14 @@ class AssistedClassification(Protocol):
         """SAMME's class probabilities from the weighted votes (Zhu et al. 2009): p_k ∝ exp(F_k / (K − 1))."""
         return torch.softmax(F.double() / max(self.num_classes - 1, 1), dim=1)
 
-    def predict(self, split: str) -> Tensor:
+    def predict(self, split: str, rows: Tensor | None = None) -> Tensor:
         """Algorithm 1, line 12, on rows of ``split`` every agent holds: Σ α g from each agent's round models.
 
         The votes are added in the order Alice received them during the run (round by round, along each
         round's chain), so the prediction equals the running F bit for bit, ties included.
         """
         alice = self.federation.alice
-        requests = [(n, PredictionRequest(alice, n, self.round, split)) for n in self.federation.names]
+        requests = [(n, PredictionRequest(alice, n, self.round, split, rows)) for n in self.federation.names]
         votes: list[dict[int, Tensor]] = []
         for reply in self.federation.transport.request_all(requests):
             pairs = zip(reply.alphas.tolist(), reply.classes.items(), strict=True)

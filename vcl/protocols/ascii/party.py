@@ -111,6 +111,8 @@ class IgnoranceAgent(Organization):
     def predict(self, message: PredictionRequest) -> ClassVotes:
         """Prediction stage: every round classifier's classes on the agent's own rows, with its α's."""
         x = self._view.splits[message.split]
+        if message.rows is not None:
+            x = x[message.rows.to(device=x.device, dtype=torch.long)]
         classes = {str(r): as_classes(lr.predict(x), self.num_classes) for r, _, _, lr in self._models}
         alphas = torch.tensor(self.alphas, dtype=torch.float32)
         return ClassVotes(self.name, message.sender, message.round, alphas, classes)
