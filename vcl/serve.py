@@ -82,6 +82,7 @@ def handler(service: Service, limit: int):
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # else a reply's headers and body, sent apart, wait 40 ms for a delayed ACK
 
         def log_message(self, format, *args):  # one line per request would flood a busy service's output
             pass
