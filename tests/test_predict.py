@@ -57,6 +57,14 @@ CSV = {
 }
 
 
+METHODS = {  # the methods that keep models for new people, with settings they take on these files
+    "gal": {},
+    "late": {},
+    "interm": {"learner.model": ["mlp"]},
+    "ascii": {"learner.model": ["tree", "logistic", "tree"], "learner.max_depth": 3},
+}
+
+
 def split_ids(files: list[Path], config) -> list[str]:
     """The IDs of the run's test split, in its order (the aligned IDs are sorted; the split permutes them)."""
     ids = sorted(row[0] for row in list(csv.reader(open(files[0])))[1:])
@@ -115,18 +123,10 @@ def labels_of(path: Path) -> dict[str, str]:
     return {r[0]: r[rows[0].index("label")] for r in rows[1:]}
 
 
-@pytest.mark.parametrize(
-    "method, extra",
-    [
-        ("gal", {}),
-        ("late", {}),
-        ("interm", {"learner.model": ["mlp"]}),
-        ("ascii", {"learner.model": ["tree", "logistic", "tree"], "learner.max_depth": 3}),
-    ],
-)
-def test_the_test_split_given_as_new_files_reproduces_the_runs_prediction_stage(tiny, tmp_path, method, extra):
+@pytest.mark.parametrize("method", ["gal", "late", "interm", "ascii"])
+def test_the_test_split_given_as_new_files_reproduces_the_runs_prediction_stage(tiny, tmp_path, method):
     files = federation_files(tmp_path / "data")
-    config = tiny(method=method, **CSV, **extra, **{"data.csv_files": [str(f) for f in files]})
+    config = tiny(method=method, **CSV, **METHODS[method], **{"data.csv_files": [str(f) for f in files]})
     results, stage = trained(config)
     new = new_files_of_test_split(files, config, tmp_path / "new")
     scored = predict(config.run_dir, [str(f) for f in new], tmp_path / "p.csv", verbose=False)
@@ -189,11 +189,13 @@ def test_bad_input_is_one_sentence_exit_2_and_writes_nothing(tiny, tmp_path, cap
 @pytest.mark.usefixtures("ray_cluster")
 def test_under_ray_each_party_scores_its_own_new_rows_in_its_own_process(tiny, tmp_path):
     files = federation_files(tmp_path / "data")
-    config = tiny(**CSV, **{"data.csv_files": [str(f) for f in files], "transport.kind": "ray"})
-    results, stage = trained(config)
-    new = new_files_of_test_split(files, config, tmp_path / "new")
-    predict(config.run_dir, [str(f) for f in new], tmp_path / "p.csv", verbose=False)
-    assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)
+    for method, extra in METHODS.items():
+        base = {**CSV, **extra, "data.csv_files": [str(f) for f in files], "transport.kind": "ray"}
+        config = tiny(method=method, out=str(tmp_path / method), **base)
+        results, stage = trained(config)
+        new = new_files_of_test_split(files, config, tmp_path / "new")
+        predict(config.run_dir, [str(f) for f in new], tmp_path / f"{method}.csv", verbose=False)
+        assert_reproduces_the_stage(results, stage, tmp_path / f"{method}.csv", files, config)
 
 
 @pytest.mark.slow
@@ -201,14 +203,15 @@ def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(ti
     from vcl.loopback import Federation
 
     files = federation_files(tmp_path / "data")
-    config = tiny(**CSV, **{"data.csv_files": [str(f) for f in files]})
-    new = new_files_of_test_split(files, config, tmp_path / "new")
+    new = new_files_of_test_split(files, tiny(**CSV), tmp_path / "new")
     own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol")) if k}
     with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
-        config = tiny(**CSV, **fed.overrides(), **{"data.csv_files": [str(files[0]), "bob", "carol"]})
-        results, stage = trained(config)
-        predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / "p.csv", verbose=False)
-    assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)
+        for method, extra in METHODS.items():
+            base = {**CSV, **extra, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]}
+            config = tiny(method=method, out=str(tmp_path / method), **base)
+            results, stage = trained(config)
+            predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / f"{method}.csv", verbose=False)
+            assert_reproduces_the_stage(results, stage, tmp_path / f"{method}.csv", files, config)
 
 
 class KillParty(RoundCallback):
@@ -262,3 +265,51 @@ def test_skip_is_refused_for_a_method_that_cannot_leave_an_organization_out(tiny
     with pytest.raises(VCLInputError, match="method late cannot leave an organization out"):
         check_config(tiny(method="late", **{"run.missing_parties": "skip"}))
     check_config(tiny(compare=["alone"], **{"run.missing_parties": "skip"}))
+
+
+class DCOutputs(RoundCallback):
+    """The DC run's own prediction of the test rows (F["test"]: h on each row group's collaboration representation,
+    averaged over the row groups), and its accuracy as the experimenter scored it."""
+
+    def on_run_end(self, run, results):
+        self.probabilities = run.protocol.probabilities(run.protocol.F["test"]).numpy()
+
+
+@pytest.mark.parametrize("transport", ["local", *(pytest.param(t, marks=pytest.mark.slow) for t in ("ray", "grpc"))])
+def test_dc_scores_the_test_split_through_each_workers_mapping_as_the_run_did(tiny, tmp_path, transport, request):
+    from contextlib import ExitStack
+
+    from tests.helpers import TINY_DC
+    from vcl.loopback import Federation
+    from vcl.testing import DC_NAMES
+
+    with ExitStack() as stack:
+        if transport == "ray":
+            request.getfixturevalue("ray_cluster")
+        where = {"transport.kind": transport}
+        if transport == "grpc":
+            where = stack.enter_context(Federation(tmp_path / "fed", DC_NAMES)).overrides(DC_NAMES)
+        check_dc_prediction(tiny(method="dc_smote", **TINY_DC, **where), tmp_path)
+
+
+def check_dc_prediction(config, tmp_path) -> None:
+    stage = DCOutputs()
+    results = train(config, verbose=False, callbacks=[*default_callbacks(config, False), stage])
+    out = tmp_path / "p.csv"
+    scored = predict(config.run_dir, [], out, verbose=False)
+    rows, classes, probabilities, header = read_predictions(out)
+    assert header[0] == "row" and len(rows) == len(stage.probabilities) == len(scored["ids"])
+    np.testing.assert_allclose(probabilities, stage.probabilities, rtol=0, atol=1e-6)
+    dm = datamodule_for(config)
+    dm.setup()
+    accuracy = float(np.mean(np.array([int(c) for c in classes]) == dm.data.labels["test"].numpy()))
+    assert accuracy == pytest.approx(results["rounds"][-1]["scores"]["collab_accuracy"], abs=1e-9)
+
+
+def test_a_dc_reference_is_refused_in_one_sentence(tiny, tmp_path, capsys):
+    from tests.helpers import TINY_DC
+
+    config = tiny(method="local", **TINY_DC)
+    train(config, verbose=False)
+    assert main(["predict", "--out", str(config.run_dir), "--predictions", str(tmp_path / "p.csv")]) == 2
+    assert "keeps no model that scores new people" in capsys.readouterr().err

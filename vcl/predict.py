@@ -26,7 +26,7 @@ from vcl.config import RunConfig
 from vcl.errors import VCLInputError
 from vcl.family import family_name
 
-NO_MODELS = ("MPDL", "DC")  # families whose runs cannot score new people yet (docs/usage.md says why)
+NO_MODELS = ("MPDL",)  # families whose runs cannot score new people yet (docs/usage.md says why)
 
 
 def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
@@ -62,7 +62,7 @@ class Deployed:
         if family in NO_MODELS:
             raise VCLInputError(
                 f"method={config.method} ({family}) keeps no models that score new people in vcl yet; use a run "
-                "of GAL, its baselines or ASCII."
+                "of GAL, its baselines, ASCII or DC."
             )
         csv = config.data.dataset == "csv"
         if csv and len(new_files) != len(config.data.csv_files):
@@ -101,7 +101,7 @@ class Deployed:
             protocol.unlabelled["new"] = len(data.new_ids)
         self.ids = data.new_ids if csv else [str(i) for i in range(protocol.rows("test"))]
         self.id_column = config.data.id_column if csv else "row"
-        self.classes = data.classes or [str(k) for k in range(data.num_classes)]
+        self.classes = getattr(data, "classes", None) or [str(k) for k in range(data.num_classes)]
         reported = self.results["prediction_stage_round"]
         self.upto = "upto" in inspect.signature(protocol.predict).parameters and reported < protocol.round
         self.round = reported if self.upto else protocol.round

@@ -59,6 +59,22 @@ class CollaborationProtocol(Protocol):
             return dict(self.history[-1]["split_metrics"])
         return super().evaluate()
 
+    def predict(self, split: str) -> torch.Tensor:
+        """New rows (``train.py predict``): only DC's own model has a path for them (:class:`DataCollaboration`)."""
+        from vcl.errors import VCLInputError
+
+        raise VCLInputError(
+            f"method {self.name} keeps no model that scores new people through the parties (its models read rows "
+            "no single party holds); predict with a run of dc_smote, dc_tsvd, dc_rand or dc_raw."
+        )
+
+    def probabilities(self, F: torch.Tensor) -> torch.Tensor:
+        """The master's class scores, clipped at 0 and normalized: its classifier's probabilities, or a regressor's
+        outputs for one-hot targets (the paper's ridge) made into shares."""
+        F = F.double().clamp(min=0)
+        total = F.sum(1, keepdim=True)
+        return torch.where(total > 0, F / total.clamp(min=1e-300), torch.full_like(F, 1.0 / F.shape[1]))
+
     def prediction_stage(self, upto: int | None = None) -> tuple[dict[str, float], int]:
         """The reported figures again, from a fresh prediction of the kept models on every split."""
         if self.round == 0:
@@ -111,6 +127,17 @@ class DataCollaboration(CollaborationProtocol):
         self.kept = tuple(row[0] for row in self.grid)
         self.ask(list(self.kept), "report", peers=())
         return self._finish(class_scores(h, X_hat, K), collab=np.stack(test))
+
+    def predict(self, split: str) -> torch.Tensor:
+        """DC's model on the rows of ``split`` (every row group holds them, as the test rows): each worker maps its
+        columns with its kept f_ij, the master maps each row group's into the collaboration space (its G_i) and
+        applies h; the mean over the row groups, as the round computed F["test"]."""
+        replies = self.ask(self.flat, "represent", split=split, peers=())
+        reps = {w: _np(m.values[split]) for w, m in zip(self.flat, replies, strict=True)}
+        G, h, K = self.master["G"], self.master["h"], self.task.num_outputs
+        rows = [np.hstack([reps[w] for w in row]) for row in self.grid]
+        scores = [class_scores(h, x @ g, K) for x, g in zip(rows, G, strict=True)]
+        return torch.as_tensor(np.mean(scores, axis=0), dtype=torch.float32)
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "master": dump_estimator(self.master)}

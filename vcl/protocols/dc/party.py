@@ -81,6 +81,9 @@ class DCWorker:
             self.send_shares(message.args["peers"], r)
         elif message.step == "reduce":
             return self.reduce(r)
+        elif message.step == "represent":  # rows to predict, mapped by the kept f_ij (train.py predict)
+            split = message.args["split"]
+            return ReducedRepresentation(self.name, message.sender, r, {split: self._transform(self._x[split])})
         elif message.step == "labels":
             return Labels(self.name, message.sender, r, as_float(torch.from_numpy(self._y)))
         elif message.step == "raw":
