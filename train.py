@@ -117,36 +117,18 @@ def _predict(argv: list[str]) -> int:
     """``train.py predict``: a finished run's models score new people (:mod:`vcl.predict`)."""
     import argparse
 
-    from vcl.errors import PartyLost, VCLInputError
+    from vcl.predict import add_run_arguments, one_sentence, predict
 
     parser = argparse.ArgumentParser(
         prog="train.py predict",
         description="Score new people with a finished run's kept models; write a CSV of the predictions.",
     )
-    parser.add_argument("--out", required=True, help="the finished run's directory")
-    parser.add_argument(
-        "--data.csv_files", dest="files", nargs="+", default=[],
-        help="new people's files, one per organization in the run's order (Alice's first; her label column "
-        "optional); leave out for a built-in data set, whose test split is scored",
-    )  # fmt: skip
+    add_run_arguments(parser)
     parser.add_argument("--predictions", required=True, help="the CSV to write (a new file)")
-    parser.add_argument(
-        "--run.missing_parties", dest="missing", choices=["fail", "skip"],
-        help="an organization that is down: fail, or skip (predict with those present); default: the run's",
-    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     args = parser.parse_args(argv)
-    from vcl.predict import predict
-
-    try:
-        predict(args.out, args.files, Path(args.predictions), verbose=not args.quiet, missing_parties=args.missing)
-    except VCLInputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except PartyLost as err:
-        print(f"error: {err}; nothing was written; run predict again once every party is up.", file=sys.stderr)
-        return 1
-    return 0
+    out, again = Path(args.predictions), "nothing was written; run predict again once every party is up."
+    return one_sentence(lambda: predict(args.out, args.files, out, not args.quiet, args.missing), again)
 
 
 def _quiet_write_errors(args) -> None:

@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from vcl.callbacks import RoundCallback
+
 from vcl.testing import assert_same_run, rounds_of  # noqa: F401  (what the test modules import from here)
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -72,3 +74,14 @@ def sigterm_after_first_checkpoint(args: list[str], out: Path) -> tuple[int, str
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     return proc.returncode, err, len(load_checkpoint(ckpt)["records"]) if ckpt.exists() else 0
+
+
+class KillParty(RoundCallback):
+    """Ends ``party``'s process of a :class:`vcl.loopback.Federation` at the end of round ``at``."""
+
+    def __init__(self, at, federation, party):
+        self.at, self.federation, self.party = at, federation, party
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            self.federation.kill(self.party)

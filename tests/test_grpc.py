@@ -17,7 +17,7 @@ import pytest
 import torch
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
-from tests.helpers import rounds_of
+from tests.helpers import KillParty, rounds_of
 from vcl import certs
 from vcl.errors import PartyLost, VCLInputError
 from vcl.loopback import Federation
@@ -283,15 +283,6 @@ class TestGrpc(TransportSuite):
     @pytest.fixture
     def transport(self, federation):
         return lambda names: {**federation.overrides(names), "transport.chunk_mb": 0.001}
-
-
-class KillParty(RoundCallback):
-    def __init__(self, at, federation, party):
-        self.at, self.federation, self.party = at, federation, party
-
-    def on_round_end(self, run, record):
-        if record["round"] == self.at:
-            self.federation.kill(self.party)
 
 
 @pytest.mark.slow

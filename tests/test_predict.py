@@ -14,6 +14,7 @@ from sklearn.datasets import load_wine
 from vcl.callbacks import RoundCallback
 from vcl.datamodules.tabular import seeded_row_splits
 
+from tests.helpers import KillParty
 from train import main
 from vcl.build import datamodule_for
 from vcl.predict import predict
@@ -212,15 +213,6 @@ def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(ti
             results, stage = trained(config)
             predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / f"{method}.csv", verbose=False)
             assert_reproduces_the_stage(results, stage, tmp_path / f"{method}.csv", files, config)
-
-
-class KillParty(RoundCallback):
-    def __init__(self, at, federation, party):
-        self.at, self.federation, self.party = at, federation, party
-
-    def on_round_end(self, run, record):
-        if record["round"] == self.at:
-            self.federation.kill(self.party)
 
 
 @pytest.mark.slow

@@ -142,6 +142,38 @@ def predict(run_dir, new_files: list[str], out: Path, verbose: bool = True, miss
     return scored
 
 
+def add_run_arguments(parser) -> None:
+    """The options ``train.py predict`` and ``python -m vcl.serve`` share: the run, its people, missing parties."""
+    parser.add_argument("--out", required=True, help="the finished run's directory")
+    parser.add_argument(
+        "--data.csv_files", dest="files", nargs="+", default=[],
+        help="each organization's file of people, in the run's order (Alice's first; her label column optional); "
+        "leave out for a built-in data set, whose test split is scored",
+    )  # fmt: skip
+    parser.add_argument(
+        "--run.missing_parties", dest="missing", choices=["fail", "skip"],
+        help="an organization that is down: fail, or skip (score with those present); default: the run's",
+    )  # fmt: skip
+
+
+def one_sentence(work, again: str) -> int:
+    """``work()`` as a command: 0; one sentence and 2 for bad input; one sentence and 1 for a party lost (``again``:
+    what to do then)."""
+    import sys
+
+    from vcl.errors import PartyLost
+
+    try:
+        work()
+    except VCLInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except PartyLost as err:
+        print(f"error: {err}; {again}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _without_new(data):
     """The data as training saw them (what its digest was made of): every view without the split "new"."""
     from dataclasses import replace

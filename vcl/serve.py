@@ -145,14 +145,12 @@ def serve(deployed, listen: str = "127.0.0.1:0", max_request_mb: float = MAX_REQ
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vcl.errors import PartyLost, VCLInputError
-    from vcl.predict import Deployed
+    from vcl.errors import VCLInputError
+    from vcl.predict import Deployed, add_run_arguments, one_sentence
 
     parser = argparse.ArgumentParser(prog="python -m vcl.serve", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="the finished run's directory")
-    parser.add_argument("--data.csv_files", dest="files", nargs="+", default=[], help="each organization's people")
+    add_run_arguments(parser)
     parser.add_argument("--listen", default="127.0.0.1:8080", help="host:port to serve on (port 0: a free one)")
-    parser.add_argument("--run.missing_parties", dest="missing", choices=["fail", "skip"], help="default: the run's")
     parser.add_argument("--max-request-mb", type=float, default=MAX_REQUEST_MB, help="larger bodies are refused")
     args = parser.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
@@ -161,20 +159,22 @@ def main(argv: list[str] | None = None) -> int:
               "from 0 to 65535 and a size above 0.", file=sys.stderr)  # fmt: skip
         return 2
     signal.signal(signal.SIGTERM, _stop)
-    try:
-        deployed = Deployed(args.out, args.files, args.missing)
-        if "rows" not in inspect.signature(deployed.protocol.predict).parameters:
-            deployed.close()
+    opened = []
+
+    def open_run() -> None:
+        opened.append(Deployed(args.out, args.files, args.missing))
+        if "rows" not in inspect.signature(opened[0].protocol.predict).parameters:
             raise VCLInputError(
-                f"method {deployed.config.method} predicts whole splits only; serve a run of GAL, its other "
+                f"method {opened[0].config.method} predicts whole splits only; serve a run of GAL, its other "
                 "baselines or ASCII, or score files with train.py predict."
             )
-    except VCLInputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except PartyLost as err:
-        print(f"error: {err}; start the service again once every party is up.", file=sys.stderr)
-        return 1
+
+    code = one_sentence(open_run, "start the service again once every party is up.")
+    if code:
+        if opened:
+            opened[0].close()
+        return code
+    deployed = opened[0]
 
     def listening(server) -> None:
         host, port = server.server_address[:2]
