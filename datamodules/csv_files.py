@@ -163,7 +163,13 @@ def _block(
     seen = ["categorical" if t is not None and pc.any(t).as_py() else "numeric" for t in texts]
     kinds = seen if kinds is None else kinds
     for c, col, t, kind, found in zip(feats, cols, texts, kinds, seen, strict=True):
-        if (kind == "categorical" and categorical == "error") or (kind, found) == ("numeric", "categorical"):
+        if (kind, found) == ("numeric", "categorical") and kinds is not seen:  # new rows: training read numbers
+            i = first_true(t)
+            raise VCLInputError(
+                f"{own.what}, column {c!r}, ID {keys[i]!r}: {col[i].as_py()!r} is not a number, but its organization "
+                "trained on numbers in this column; give a number (or leave the cell empty with data.missing: impute)."
+            )
+        if kind == "categorical" and categorical == "error":
             i = first_true(t)
             refuse_cell(col[i].as_py(), own.path, c, keys[i])  # raises, naming the fix
     for j, (c, col, kind) in enumerate(zip(feats, cols, kinds, strict=True)):

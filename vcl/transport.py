@@ -10,7 +10,9 @@ The contract, what a transport implements (docs/extending.md, "Write a transport
 :mod:`vcl.testing`):
 
 - ``open(config, method, data, parties)`` (a class method): the transport of one run, its parties started;
-- ``deliver(requests)``: each ``(party, message)``, already counted, handed to that party's runtime; the replies;
+- ``deliver(requests)``: each ``(party, message)``, already counted, handed to that party's runtime; the replies (a
+  party that is lost: its :class:`vcl.errors.PartyLost`, raised or in its place, which ``run.missing_parties: skip``
+  turns into leaving it out, :meth:`Transport.tolerate`);
 - ``relay(parties)``: the messages those parties addressed to other parties, handed party to party (never through
   the coordinator), each counted once in the ledger;
 - ``each(op, args)``: a runtime operation (``save``, ``load``, ``prune``, ``open_logs``, ``where``,
@@ -90,7 +92,8 @@ class Transport:
         raise NotImplementedError(f"{cls.__name__} runs the parties in this process, which reads every file")
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
-        """The replies to already counted messages, each handed to its party's runtime, in the order given."""
+        """The replies to already counted messages, each handed to its party's runtime, in the order given (a lost
+        party's :class:`vcl.errors.PartyLost` may stand in its place)."""
         raise NotImplementedError
 
     def relay(self, parties: list[str]) -> None:
