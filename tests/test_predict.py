@@ -305,3 +305,30 @@ def test_a_dc_reference_is_refused_in_one_sentence(tiny, tmp_path, capsys):
     train(config, verbose=False)
     assert main(["predict", "--out", str(config.run_dir), "--predictions", str(tmp_path / "p.csv")]) == 2
     assert "keeps no model that scores new people" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["gal", "al"])
+def test_gal_and_al_go_on_without_an_organization_lost_from_round_2(tiny, monkeypatch, method):
+    """The skip logic on its own, in one process: org2 answers nothing from round 2 on (its place holds its
+    PartyLost, as a transport whose party died returns it)."""
+    from vcl.errors import PartyLost
+    from vcl.transport import LocalTransport
+
+    real = LocalTransport.deliver
+
+    def deliver(self, requests):
+        gone = {i for i, (party, message) in enumerate(requests) if party == "org2" and message.round >= 2}
+        kept = real(self, [r for i, r in enumerate(requests) if i not in gone]) if len(gone) < len(requests) else []
+        answers = iter(kept)
+        return [PartyLost("org2", "round 2") if i in gone else next(answers) for i in range(len(requests))]
+
+    monkeypatch.setattr(LocalTransport, "deliver", deliver)
+    config = tiny(method=method, **{"data.organizations": 3, "run.missing_parties": "skip", "learner.epochs": 5})
+    results = train(config, verbose=False, write=False)
+    assert results["missing_rounds"] == {"org2": [2, 3]} and results["missing_at_prediction"] == ["org2"]
+    first, *later = results["rounds"][1:]
+    assert "missing" not in first and all(c != 0.0 for c in first["coefficients"])
+    for record in later:
+        assert record["missing"] == ["org2"] and record["coefficients"][2] == 0.0 and record["weights"][2] == 0.0
+    with pytest.raises(PartyLost, match="org2"):
+        train(tiny(method=method, **{"data.organizations": 3, "learner.epochs": 5}), verbose=False, write=False)

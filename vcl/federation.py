@@ -69,7 +69,8 @@ class Federation:
             requests.append((name, fit or PseudoResidual(self.alice, name, round_, v)))
         replies = self.transport.request_all(requests)
         self.absent = [m for m, reply in zip(values, replies, strict=True) if reply is None]
-        return stack_replies([r for r in replies if r is not None], device)
+        present = [r for r in replies if r is not None]
+        return stack_replies(present, device) if present else {}
 
     def predictions(self, split: str, round_: int, rows: Tensor | None = None) -> list[dict[str, Tensor] | None]:
         """Prediction stage: each organization's {round: outputs} on its rows of ``split`` (``rows``: those of them,

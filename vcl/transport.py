@@ -130,7 +130,9 @@ class Transport:
                 raise ValueError(f"a {message.kind} for {message.receiver!r} cannot go to party {party!r}.")
         reach = [(party, message) for party, message in requests if party not in self.missing]
         delivered = [(party, self.channel.send(message)) for party, message in reach]
-        answers = dict(zip((id(m) for _, m in reach), self.tolerate(self.deliver(delivered)), strict=True))
+        answers = (
+            dict(zip((id(m) for _, m in reach), self.tolerate(self.deliver(delivered)), strict=True)) if reach else {}
+        )
         replies = [answers.get(id(message)) for _, message in requests]
         self.relay(list(dict.fromkeys(party for party, _ in reach if party not in self.missing)))
         return [None if reply is None else self.channel.send(reply) for reply in replies]
