@@ -60,6 +60,7 @@ def open_transport(config: RunConfig, method: str, data, names: list[str], parti
     cls = transport_class(config.transport.kind)
     transport = cls.open(config, method, data, Parties(list(names), parties, own_party, concurrent))
     transport.skip_missing = config.run.missing_parties == "skip"
+    transport.relays = bool(family_of(config, method).peer_messages)  # GAL's parties send each other nothing
     transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
     return transport
 

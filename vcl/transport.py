@@ -70,6 +70,7 @@ class Transport:
         self.party_roots: dict[str, Path] = {}  # a party's own checkpoint root, if not the run's (``party_dirs``)
         self.placed: list[dict] | None = None  # where each party runs, as it said when it was started (if kept)
         self.skip_missing = False  # run.missing_parties: skip (request_all)
+        self.relays = True  # False: the method's parties send each other nothing (its family has no peer_messages)
         self.missing: dict[str, str] = {}  # the parties left out (skip_missing), and why
 
     # --- the contract: what a transport implements ---
@@ -134,7 +135,8 @@ class Transport:
             dict(zip((id(m) for _, m in reach), self.tolerate(self.deliver(delivered)), strict=True)) if reach else {}
         )
         replies = [answers.get(id(message)) for _, message in requests]
-        self.relay(list(dict.fromkeys(party for party, _ in reach if party not in self.missing)))
+        if self.relays:  # else no call: under grpc or ray a relay is one more call to every party asked
+            self.relay(list(dict.fromkeys(party for party, _ in reach if party not in self.missing)))
         return [None if reply is None else self.channel.send(reply) for reply in replies]
 
     def tolerate(self, answers: list) -> list:
