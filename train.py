@@ -128,7 +128,8 @@ def _predict(argv: list[str]) -> int:
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     args = parser.parse_args(argv)
     out, again = Path(args.predictions), "nothing was written; run predict again once every party is up."
-    return one_sentence(lambda: predict(args.out, args.files, out, not args.quiet, args.missing), again)
+    work = lambda: predict(args.out, args.files, out, not args.quiet, args.missing, args.allow_classes)  # noqa: E731
+    return one_sentence(work, again)
 
 
 def _quiet_write_errors(args) -> None:

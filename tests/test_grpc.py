@@ -471,7 +471,7 @@ def test_a_party_that_moved_is_reached_where_the_next_run_says(federation, tiny,
 
 
 def test_every_spelling_of_a_class_counts_against_allow_classes():
-    from vcl.party import named_classes
+    from vcl.classpath import named_classes
 
     config = {
         "method": "my_pkg.Boost",

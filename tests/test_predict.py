@@ -332,3 +332,14 @@ def test_gal_and_al_go_on_without_an_organization_lost_from_round_2(tiny, monkey
         assert record["missing"] == ["org2"] and record["coefficients"][2] == 0.0 and record["weights"][2] == 0.0
     with pytest.raises(PartyLost, match="org2"):
         train(tiny(method=method, **{"data.organizations": 3, "learner.epochs": 5}), verbose=False, write=False)
+
+
+def test_a_class_the_run_names_is_imported_only_when_the_user_names_it_too(tiny, tmp_path, capsys):
+    user = {"class_path": "tests.lightning_user.Net", "init_args": {"hidden": 8}}
+    config = tiny(**{"learner.model": [user], "run.rounds": 1, "learner.epochs": 2, "data.organizations": 2})
+    train(config, verbose=False)
+    args = ["predict", "--out", str(config.run_dir), "--predictions", str(tmp_path / "p.csv")]
+    assert main(args) == 2
+    assert "names class tests.lightning_user.Net" in capsys.readouterr().err and not (tmp_path / "p.csv").exists()
+    assert main([*args, "--allow_classes", "tests.lightning_user.Net"]) == 0
+    assert (tmp_path / "p.csv").is_file()

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 
 from vcl.errors import VCLInputError
+from vcl.registry import is_class_path
+
+ONE_LINE_CLASS = re.compile(r"^[a-z]+:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)")
 
 
 def parse_spec(spec: str, option: str) -> tuple[str, dict]:
@@ -45,3 +49,20 @@ def import_class(path: str, option: str, base: type, what: str) -> type:
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise VCLInputError(f"{option}: {path} is not a {what}; name a subclass of {base.__module__}.{base.__name__}.")
     return cls
+
+
+def named_classes(value) -> list[str]:
+    """Every class path a config names (``class_path:`` entries, ``<kind>:<path>`` one-line forms whatever their kind
+    says, and a method family's class, ``method: my_pkg.MyMethod``), scikit-learn's own classes aside."""
+    if isinstance(value, dict):
+        own = [value["class_path"]] if isinstance(value.get("class_path"), str) else []
+        method = value.get("method")
+        if isinstance(method, str) and is_class_path(method):
+            own.append(method.replace(":", "."))
+        return own + [p for v in value.values() for p in named_classes(v)]
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in named_classes(v)]
+    if isinstance(value, str):
+        m = ONE_LINE_CLASS.match(value)
+        return [m[1]] if m and not m[1].startswith("sklearn.") else []
+    return []

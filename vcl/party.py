@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import socket
 import sys
@@ -37,11 +36,10 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vcl.classpath import named_classes
 from vcl.errors import VCLInputError, first_line
-from vcl.registry import is_class_path
 
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where")
-ONE_LINE_CLASS = re.compile(r"^[a-z]+:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)")
 
 
 @dataclass
@@ -150,23 +148,6 @@ def load_settings(path: str | Path) -> PartySettings:
 
 def read_pem(tls: dict) -> tuple[bytes, bytes, bytes]:
     return tuple(Path(tls[k]).read_bytes() for k in ("ca", "cert", "key"))
-
-
-def named_classes(value) -> list[str]:
-    """Every class path a config names (``class_path:`` entries, ``<kind>:<path>`` one-line forms whatever their kind
-    says, and a method family's class, ``method: my_pkg.MyMethod``), scikit-learn's own classes aside."""
-    if isinstance(value, dict):
-        own = [value["class_path"]] if isinstance(value.get("class_path"), str) else []
-        method = value.get("method")
-        if isinstance(method, str) and is_class_path(method):
-            own.append(method.replace(":", "."))
-        return own + [p for v in value.values() for p in named_classes(v)]
-    if isinstance(value, (list, tuple)):
-        return [p for v in value for p in named_classes(v)]
-    if isinstance(value, str):
-        m = ONE_LINE_CLASS.match(value)
-        return [m[1]] if m and not m[1].startswith("sklearn.") else []
-    return []
 
 
 class NotSetUp(RuntimeError):

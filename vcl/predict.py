@@ -51,13 +51,22 @@ class Deployed:
     protocol at the round the run reported. :func:`predict` scores every row once; :mod:`vcl.serve` keeps it open
     and scores batches of IDs. ``missing_parties``: ``fail`` or ``skip`` (default: the run's)."""
 
-    def __init__(self, run_dir, new_files: list[str], missing_parties: str | None = None):
+    def __init__(
+        self, run_dir, new_files: list[str], missing_parties: str | None = None, allow_classes: tuple[str, ...] = ()
+    ):
         from vcl.build import build_protocol, check_config
+        from vcl.classpath import named_classes
         from vcl.rundir import PARTIES
         from vcl.runner import data_digest, run_data, run_stamp
 
         run_dir = Path(run_dir)
         self.results, config = finished_run(run_dir)
+        outside = sorted(set(named_classes(self.results["config"])) - set(allow_classes))
+        if outside:  # importing a module runs it: never because a file says so
+            raise VCLInputError(
+                f"the run in {run_dir} names class {outside[0]}, which scoring would import because its results.json "
+                f"says so; if you trust that code, name it yourself with --allow_classes {outside[0]}."
+            )
         family = family_name(config.method)
         if family in NO_MODELS:
             raise VCLInputError(
@@ -120,15 +129,19 @@ class Deployed:
         self.protocol.federation.transport.close()
 
 
-def predict(run_dir, new_files: list[str], out: Path, verbose: bool = True, missing_parties: str | None = None) -> dict:
+def predict(
+    run_dir, new_files: list[str], out: Path, verbose: bool = True, missing_parties: str | None = None,
+    allow_classes: tuple[str, ...] = (),
+) -> dict:  # fmt: skip
     """Score new people with the run in ``run_dir``; write ``out`` (a CSV, written whole or not at all).
-    ``missing_parties``: ``fail`` or ``skip`` (default: the run's ``run.missing_parties``). Returns ``{"ids", "F",
-    "probabilities", "classes", "round", "missing"}``."""
+    ``missing_parties``: ``fail`` or ``skip`` (default: the run's ``run.missing_parties``); ``allow_classes``: the
+    classes of the user's own that the run names and may be imported. Returns ``{"ids", "F", "probabilities",
+    "classes", "round", "missing"}``."""
     out = Path(out)
     if out.exists() or not out.parent.is_dir():
         why = "exists; give a new path (predict never replaces a file)" if out.exists() else "is in no folder"
         raise VCLInputError(f"--predictions {out} {why}.")
-    deployed = Deployed(run_dir, new_files, missing_parties)
+    deployed = Deployed(run_dir, new_files, missing_parties, tuple(allow_classes))
     try:
         scored = deployed.score()
     finally:
@@ -153,6 +166,10 @@ def add_run_arguments(parser) -> None:
     parser.add_argument(
         "--run.missing_parties", dest="missing", choices=["fail", "skip"],
         help="an organization that is down: fail, or skip (score with those present); default: the run's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow_classes", nargs="+", default=[],
+        help="class paths of your own (models, data modules) that the run names and you trust to import",
     )  # fmt: skip
 
 

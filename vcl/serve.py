@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     opened = []
 
     def open_run() -> None:
-        opened.append(Deployed(args.out, args.files, args.missing))
+        opened.append(Deployed(args.out, args.files, args.missing, tuple(args.allow_classes)))
         if "rows" not in inspect.signature(opened[0].protocol.predict).parameters:
             raise VCLInputError(
                 f"method {opened[0].config.method} predicts whole splits only; serve a run of GAL, its other "
