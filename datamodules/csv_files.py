@@ -134,6 +134,15 @@ def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, l
     return keys, [rows[0][shared]] + [r[p[shared]] for r, p in zip(rows[1:], positions, strict=True)]
 
 
+def holds_every(own: OwnFile, rows: np.ndarray, keys) -> None:
+    """One sentence if the file lacks a row for an aligned ID (``rows``: its row per ID, -1 where none)."""
+    if (rows < 0).any():
+        gone = keys[first_true(rows < 0)].as_py()
+        raise VCLInputError(
+            f"{own.what} has no row for ID {gone!r}; it changed since the rows were aligned, so run again."
+        )
+
+
 def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
     """(categorical, missing) for each of ``count`` CSV organizations: one value for all, or one each."""
     out = []
@@ -252,11 +261,7 @@ def load_csv_organizations(
     X = np.empty((len(keys), width), dtype=np.float32, order="F")  # column by column: each written, read at once
     columns, groups, kinds, text, seen = [], [], [], {}, set()
     for (k, own), rows in zip(owns.items(), file_rows, strict=True):
-        if (rows < 0).any():
-            gone = keys[first_true(rows < 0)].as_py()
-            raise VCLInputError(
-                f"{own.what} has no row for ID {gone!r}; it changed since the rows were aligned, so run again."
-            )
+        holds_every(own, rows, keys)
         feats = own.features(label_column)
         start = len(columns)
         groups.append(list(range(start, start + len(feats))))
@@ -366,11 +371,7 @@ def load_new_rows(files, trained, id_column="id", label_column="label", only=Non
     keys, file_rows = aligned([own.ids for own in owns.values()], offered, id_column, False, ids, least=1)
     blocks = {}
     for (k, own), rows, (feats, kinds, policy) in zip(owns.items(), file_rows, trained, strict=True):
-        if (rows < 0).any():
-            gone = keys[first_true(rows < 0)].as_py()
-            raise VCLInputError(
-                f"{own.what} has no row for ID {gone!r}; it changed since the rows were aligned, so run again."
-            )
+        holds_every(own, rows, keys)
         block = np.empty((len(keys), len(feats)), dtype=np.float32, order="F")
         _, text = _block(own, feats, rows, _Keys(keys), policy, block, 0, kinds)
         blocks[k] = (block, text)

@@ -56,8 +56,7 @@ class Deployed:
     ):
         from vcl.build import build_protocol, check_config
         from vcl.classpath import named_classes
-        from vcl.rundir import PARTIES
-        from vcl.runner import data_digest, run_data, run_stamp
+        from vcl.runner import data_digest, restore, run_data
 
         run_dir = Path(run_dir)
         self.results, config = finished_run(run_dir)
@@ -99,10 +98,7 @@ class Deployed:
         self.config, self.data, self.split = config, data, "new" if csv else "test"
         self.protocol = protocol = build_protocol(config, data)
         try:
-            if "organizations" not in state["protocol"]["federation"]:  # each party reads its own checkpoint
-                protocol.federation.transport.load(run_dir / PARTIES, state["protocol"]["round"], run_stamp(
-                    state["run_id"], config))  # fmt: skip
-            protocol.load_state_dict(state["protocol"])
+            restore(protocol, state, run_dir, config)
         except BaseException:
             self.close()
             raise

@@ -307,9 +307,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
                 protocol.federation.transport.open_logs(out_dir / PARTIES)
             if state is not None:
                 run.run_id = state["run_id"]
-                if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
-                    protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"], run.stamp)
-                protocol.load_state_dict(state["protocol"])
+                restore(protocol, state, out_dir, config)
                 run.records, run.round_seconds = state["records"], state["round_seconds"]
                 run.saved_round = protocol.round
                 run.log(f"resumed {out_dir} at round {protocol.round}")
@@ -353,6 +351,16 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
     if verbose or write:
         summary(results)
     return results
+
+
+def restore(protocol: Protocol, state: dict, out_dir: Path, config: RunConfig) -> None:
+    """``protocol`` and its parties as the checkpoint ``state`` of the run in ``out_dir`` left them: each party reads
+    its own files where it runs (unless the coordinator's checkpoint holds every party's), then Alice's side.
+    ``--resume`` and ``train.py predict`` (:class:`vcl.predict.Deployed`) both start from it."""
+    if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
+        stamp = run_stamp(state["run_id"], config)
+        protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"], stamp)
+    protocol.load_state_dict(state["protocol"])
 
 
 def run_data(config: RunConfig, ids: list[str] | None = None):
