@@ -78,6 +78,32 @@ def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -
     return ids.to_pylist()
 
 
+def _near_miss(lists, id_column: str) -> str:
+    """Why files that share no ID may still describe the same people: the IDs they would share if one way of
+    writing them (surrounding spaces, case, leading zeros) were ignored, with one such ID from the first two files."""
+    import pyarrow.compute as pc
+
+    spellings = (
+        ("surrounding spaces", pc.utf8_trim_whitespace),
+        ("upper and lower case", pc.utf8_lower),
+        ("leading zeros", lambda ids: pc.utf8_ltrim(ids, characters="0")),
+    )
+    for what, same in spellings:
+        written = [same(ids) for ids in lists]
+        present = np.ones(len(written[0]), dtype=bool)
+        for other in written[1:]:
+            present &= pc.is_in(written[0], value_set=other).to_numpy(zero_copy_only=False)
+        if present.any():
+            k = int(present.argmax())
+            second = pc.index(written[1], written[0][k]).as_py()
+            return (
+                f"they would share {int(present.sum())} if {what} were ignored (e.g. {lists[0][k].as_py()!r} in "
+                f"the first and {lists[1][second].as_py()!r} in the second): write each ID the same way in "
+                "every file."
+            )
+    return "they must describe the same people."
+
+
 def shared_ids(id_lists, id_column="id", dropped: bool = False, least: int = MIN_SHARED) -> list[str]:
     """The IDs every organization holds, sorted: the aligned rows, in the order every party uses (a hash join of
     the lists). ``dropped``: the lists hold only rows without a missing value (``missing: drop``); ``least``: the
@@ -120,7 +146,7 @@ def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, l
     after = " once rows with a missing value are dropped (data.missing: drop)" if dropped else ""
     if len(shared) == 0:
         raise VCLInputError(
-            f"the csv files share no value of {id_column!r}{after}; they must describe the same people."
+            f"the csv files share no value of {id_column!r}{after}; {_near_miss([base, *others], id_column)}"
         )
     keys = base.take(shared)
     order = pc.sort_indices(keys).to_numpy(zero_copy_only=False)

@@ -81,6 +81,23 @@ def test_csv_bad_input(tmp_path, alice_rows, bob_rows, message):
         TabularDataModule("csv", csv_files=[alice, bob], task="classification").setup()
 
 
+@pytest.mark.parametrize(
+    "alice_ids, bob_ids, why",
+    [
+        (["A1", "B2", "C3"], ["a1", "b2", "x"], "would share 2 if upper and lower case were ignored .e.g. 'A1' in the "
+         "first and 'a1' in the second."),
+        (["1 ", " 2", "3"], ["1", "2", "4"], "would share 2 if surrounding spaces were ignored .e.g. '1 ' in"),
+        (["007", "008", "9"], ["7", "8", "10"], "would share 2 if leading zeros were ignored .e.g. '007' in the"),
+        (["p", "q", "r"], ["s", "t", "u"], "must describe the same people.$"),
+    ],
+)  # fmt: skip
+def test_csv_files_that_share_no_id_say_why_when_one_way_of_writing_them_differs(tmp_path, alice_ids, bob_ids, why):
+    alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(i, k, k % 2) for k, i in enumerate(alice_ids)])
+    bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(i, k) for k, i in enumerate(bob_ids)])
+    with pytest.raises(VCLInputError, match="share no value of 'id'; they " + why):
+        TabularDataModule("csv", csv_files=[alice, bob], task="classification").setup()
+
+
 def test_csv_missing_id_and_label_columns(tmp_path):
     alice = write_csv(tmp_path / "a.csv", ["key", "x", "label"], [(1, 1, 0)])
     bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(1, 1)])

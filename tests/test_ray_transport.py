@@ -188,6 +188,18 @@ def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
     assert spread == timeless and [r["k"] for r in spread] == [0, 1, 2, 3]
 
 
+def test_a_benchmark_job_has_the_threads_its_cpus_give_whatever_the_workers():
+    """8 of 80 gal_uci records differed between --workers 1 and 2 (up to 0.3 %): one by one, a job had the
+    process's threads, as a Ray task int(--cpus-per-run); float sums depend on how many threads share them."""
+    import torch
+
+    from vcl.sweep import run_jobs
+
+    jobs = [torch.get_num_threads] * 2
+    for cpus in (1.0, 2.0):
+        assert run_jobs(jobs, workers=1, cpus=cpus) == run_jobs(jobs, workers=2, cpus=cpus) == [int(cpus)] * 2
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

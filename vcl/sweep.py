@@ -141,21 +141,29 @@ def report(record) -> None:
 
 
 def _task(job: Callable, threads: int):
+    """``job`` with ``threads`` torch threads, here or in a Ray worker: a run's float sums depend on how many threads
+    share them, so one setting gives one set of figures whatever the parallelism (the count is restored after)."""
     import torch
 
+    before = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
-    return job()
+    try:
+        return job()
+    finally:
+        torch.set_num_threads(before)
 
 
 def run_jobs(jobs: list[Callable], workers: int = 1, address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> list:
     """Every job's result, in order. A job is a zero-argument callable: a :class:`Job` (its record) or a
     script's own ``functools.partial`` of a module-level function. Here one by one (``workers=1``, no
     address), or as Ray tasks, at most ``workers`` at once, each holding ``cpus`` CPUs and ``gpus`` GPUs (a
-    cluster at ``address``, or a local Ray instance sized to ``workers × cpus``)."""
+    cluster at ``address``, or a local Ray instance sized to ``workers × cpus``). A job runs with ``int(cpus)``
+    torch threads either way, so ``--workers 1`` and ``--workers 2`` give the same records."""
+    threads = max(1, int(cpus))
     if workers == 1 and not address:
         records = []
         for job in jobs:
-            records.append(job())
+            records.append(_task(job, threads))
             report(records[-1])
         return records
     import ray
@@ -167,7 +175,6 @@ def run_jobs(jobs: list[Callable], workers: int = 1, address: str = "", cpus: fl
         else:
             ray.init(num_cpus=max(1, round(workers * cpus)), num_gpus=None if gpus else 0, **kwargs)
     task = ray.remote(_task).options(num_cpus=cpus, num_gpus=gpus)
-    threads = max(1, int(cpus))
     records: list = [None] * len(jobs)
     pending: dict = {}
     queue = list(enumerate(jobs))
