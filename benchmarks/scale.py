@@ -173,7 +173,7 @@ def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
     from vcl.loopback import Federation
 
     names = [p.stem for p in paths]
-    own = {p.stem: {"csv": str(p)} for p in paths[1:]}
+    own = {p.stem: {"csv": str(p)} for p in paths}
     with Federation(folder / f"psi-{len(paths)}", names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:
         config = RunConfig.from_dict({"data.dataset": "csv", "data.task": "classification",
                                       "data.csv_files": [str(paths[0])] + names[1:], **fed.overrides(),
@@ -290,7 +290,7 @@ def main() -> None:
                     else:
                         from vcl.loopback import Federation
 
-                        own = {p.stem: {"csv": str(p)} for p in paths[1:]}
+                        own = {p.stem: {"csv": str(p)} for p in paths}
                         names = [p.stem for p in paths]
                         fed_folder = folder / f"fed-{rows}-{model}-{batch}"
                         with Federation(fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:

@@ -130,7 +130,7 @@ def main() -> None:
         paths = generate(folder, rows)
         records += serve_records("local", paths, rows, folder, counts)
         names = [p.stem for p in paths]
-        own = {n: {"csv": str(p), "predict_csv": str(p)} for n, p in zip(names[1:], paths[1:], strict=True)}
+        own = {n: {"csv": str(p), "predict_csv": str(p)} for n, p in zip(names, paths, strict=True)}
         with Federation(folder / "fed", names, own=own, max_message_mb=512) as fed:
             records += serve_records("grpc", paths, rows, folder, counts, fed)
     print(report(records))

@@ -194,7 +194,7 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
     error or a party that started and failed later."""
     import yaml
 
-    from vcl.party import load_settings
+    from vcl.party_settings import load_settings
 
     certs.make(tmp_path / "keys", ["alice", "bob"])
     certs.make(tmp_path / "other", ["bob"])
@@ -487,7 +487,8 @@ def test_a_class_spelled_as_scikit_learns_is_refused_unless_its_party_allows_it(
     from vcl.grpc_transport import Link
 
     link = Link("org1", f"127.0.0.1:{federation.ports['org1']}", federation.tls("alice"), 2**20, 10.0, 0)
-    setup = {"config": {"data": {"module": "sklearn:os.Thing"}}, "index": 1, "names": GAL_NAMES}
+    run = {"id": "r", "name": "a run", "deadline": 10.0}
+    setup = {"config": {"data": {"module": "sklearn:os.Thing"}}, "index": 1, "names": GAL_NAMES, "run": run}
     with pytest.raises(VCLInputError, match="names class os.Thing, which this party's allow_classes does not list"):
         link.ask("Setup", setup)
     link.close()
@@ -519,7 +520,7 @@ def test_csv_rows_aligned_by_psi_over_grpc_equal_the_plain_intersection(tiny, tm
     local = train(
         tiny(**base, **{"data.csv_files": [str(f) for f in files], "run.concurrent": False}), verbose=False, write=False
     )
-    own = {n: {"csv": str(f)} for n, f in zip(("bob", "carol"), files[1:], strict=True)}
+    own = {n: {"csv": str(f)} for n, f in zip(("alice", "bob", "carol"), files, strict=True)}
     opened, watching = [], []
 
     def audit(event, args):

@@ -205,7 +205,7 @@ def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(ti
 
     files = federation_files(tmp_path / "data")
     new = new_files_of_test_split(files, tiny(**CSV), tmp_path / "new")
-    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol")) if k}
+    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
     with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
         for method, extra in METHODS.items():
             base = {**CSV, **extra, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]}
@@ -225,7 +225,7 @@ def test_a_party_killed_after_round_2_is_left_out_and_prediction_goes_on_without
     files = federation_files(tmp_path / "data")
     base = {**CSV, "run.rounds": 4, "run.missing_parties": "skip", "transport.deadline": 20.0}
     new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
-    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol")) if k}
+    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
     with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
         config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
         config.transport.deadline = 20.0

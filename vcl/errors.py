@@ -16,8 +16,17 @@ class PartyLost(RuntimeError):
 
     def __init__(self, party: str, during: str, reason: str = "its process ended"):
         super().__init__(f"party {party} stopped during {during}: {reason}")
-        self.party, self.during = party, during
+        self.party, self.during, self.reason = party, during, reason
         self.saved_round, self.out_dir = None, None  # the runner says which round is saved, and where
+
+
+class PartyFailed(PartyLost):
+    """A party answered that one of its operations failed (a Save on a full disk, say): it still serves, but the run
+    cannot go on without what that operation should have done."""
+
+    def __init__(self, party: str, during: str, op: str, reason: str):
+        super().__init__(party, during, reason)
+        RuntimeError.__init__(self, f"party {party} failed its {op} during {during} ({reason}); it is still serving")
 
 
 class OutOfMemory(RuntimeError):

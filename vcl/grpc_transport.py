@@ -62,14 +62,16 @@ class Link:
         ]
         self.channel = grpc.secure_channel(address, creds, options=options)
 
-    def call(self, op: str, frame: bytes, during: str = "start-up") -> bytes:
-        """The party's answer to ``op`` with ``frame``; one sentence (PartyLost, VCLInputError) if there is none."""
+    def call(self, op: str, frame: bytes, during: str = "start-up", timeout: float | None = None) -> bytes:
+        """The party's answer to ``op`` with ``frame`` (within ``timeout`` seconds, by default the deadline; a
+        shorter one is tried once); one sentence (PartyLost, VCLInputError) if there is none."""
         import grpc
 
         method = self.channel.stream_stream(f"/{SERVICE}/{op}")
-        for attempt in range(self.retries + 1):
+        retries = self.retries if timeout is None else 0
+        for attempt in range(retries + 1):
             try:
-                return joined(method(pieces(frame, self.chunk), timeout=self.deadline), self.limit)
+                return joined(method(pieces(frame, self.chunk), timeout=timeout or self.deadline), self.limit)
             except FrameTooLarge:
                 raise VCLInputError(
                     f"party {self.name} at {self.address}: its answer to {op} is over the size limit "
@@ -78,31 +80,47 @@ class Link:
             except grpc.RpcError as err:
                 error = self.error(op, err.code(), (err.details() or "").strip(), during)
                 if isinstance(error, PartyLost) and err.code() == grpc.StatusCode.UNAVAILABLE:
-                    if attempt < self.retries and op in IDEMPOTENT:
+                    if attempt < retries and op in IDEMPOTENT:
                         time.sleep(min(0.2 * 2**attempt, 2.0))
                         continue
                 raise error from None
         raise AssertionError("unreachable")
 
     def error(self, op: str, code, details: str, during: str) -> Exception:
+        """One sentence for a call that failed: the party refused it (input error), the party answered that it
+        failed it, a peer it relayed to was lost, or the party stopped (:class:`PartyLost`)."""
         import grpc
+
+        from vcl.errors import PartyFailed
 
         where = f"party {self.name} at {self.address}"
         lowered = details.lower()
-        if any(w in lowered for w in ("handshake", "certificate", "ssl", "tls", "peer name", "verification")):
+        if code == grpc.StatusCode.UNAVAILABLE and any(
+            w in lowered for w in ("handshake", "certificate", "ssl", "tls", "peer name", "verification")
+        ):
             return VCLInputError(
                 f"{where}: the TLS handshake failed ({details[:160]}); check that its certificate names {self.name!r} "
-                "and that both sides use the federation's ca.pem."
+                "and that both sides use the federation's ca.pem (if they do, the party may be out of connections: "
+                "its log says)."
             )
-        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
+        if code in (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            grpc.StatusCode.PERMISSION_DENIED,
+            grpc.StatusCode.ALREADY_EXISTS,
+        ):
             return VCLInputError(f"{where} refused the {op} request: {details[:300]}.")
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            if "calls at once" in details:
+                return VCLInputError(f"{where} refused the {op} request: {details[:300]}.")
             return VCLInputError(
                 f"{where}: a {op} frame is over the size limit ({details[:160]}); raise transport.max_message_mb "
                 "on both sides (the party's max_message_mb too), and keep transport.chunk_mb within its chunk_mb."
             )
+        if code == grpc.StatusCode.ABORTED and ": peer " in details:  # a party it relayed to
+            peer, _, reason = details.partition(": peer ")[2].partition(": ")
+            return PartyLost(peer, during, reason[:300] or "it did not take a message")
         if code == grpc.StatusCode.INTERNAL:
-            return PartyLost(self.name, during, f"its {op} failed there ({details[:300]})")
+            return PartyFailed(self.name, during, op, details[:300])
         if code == grpc.StatusCode.FAILED_PRECONDITION:
             return PartyLost(self.name, during, "it restarted and holds no run; --resume sets it up again")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -111,9 +129,9 @@ class Link:
             return PartyLost(self.name, during, f"nothing answers at {self.address}")
         return PartyLost(self.name, during, f"its {op} failed ({code.name}: {details[:160]})")
 
-    def ask(self, op: str, body=None, during: str = "start-up"):
+    def ask(self, op: str, body=None, during: str = "start-up", timeout: float | None = None):
         """``op`` with arguments ``body`` (plain data); the party's answer as plain data."""
-        _, value = unpack(self.call(op, pack(op, body), during), self.limit)
+        _, value = unpack(self.call(op, pack(op, body), during, timeout), self.limit)
         return value
 
     def close(self) -> None:
@@ -209,7 +227,9 @@ class GrpcTransport(Transport):
         self._links = links(config, names)
         self._round = 0
         book = {n: config.transport.addresses[n] for n in names}
+        self.run = run_name(config)
         setup = {
+            "run": self.run,
             "config": party_copy(config.to_dict(), None),  # no secret: each party adds its own
             "method": method,
             "ids": party_ids(data),  # the aligned IDs (and new people's, for train.py predict)
@@ -268,9 +288,32 @@ class GrpcTransport(Transport):
         return self._all(rpc, body(*next(iter(args.values()))), list(args), during)
 
     def close(self) -> None:
+        """End the run at every party that answers (another run may then set it up), and close the links."""
+
+        def end(link):
+            try:
+                link.ask(
+                    "End", {"run": self.run["id"]}, "the run's end", timeout=min(self.config.transport.deadline, 5)
+                )
+            except (PartyLost, VCLInputError):
+                pass  # a party that is gone ends its run by itself, transport.deadline after its last request
+
+        if getattr(self, "run", None) and self._links:
+            in_parallel([lambda link=link: end(link) for link in self._links.values()])
         for link in self._links.values():
             link.close()
         self._links = {}
+
+
+def run_name(config) -> dict:
+    """What a party is told of the run that sets it up: the coordinator's machine and ``--out`` folder, and a short
+    ID of them (a ``--resume`` of the run is the same run; its folder is locked while a coordinator runs it), and
+    the deadline after which a party may take another run if this one's coordinator never ends it."""
+    import hashlib
+    import socket
+
+    name = f"{socket.gethostname()}:{Path(config.run_dir).resolve()}"
+    return {"id": hashlib.sha256(name.encode()).hexdigest()[:16], "name": name, "deadline": config.transport.deadline}
 
 
 def psi_answers(config, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:

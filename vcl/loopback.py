@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import yaml
@@ -33,6 +34,7 @@ class Federation:
         self.own, self.max_message_mb = own or {}, max_message_mb
         self.procs: dict[str, subprocess.Popen] = {}
         self.ports: dict[str, int] = {}
+        self.log: dict[str, list[str]] = {}  # each party's output after its first line (its log), as it comes
         try:
             for name in names:
                 self.start(name)
@@ -80,6 +82,13 @@ class Federation:
         if "listening on port" not in line:
             raise RuntimeError(f"party {name} did not start: {line}{proc.stdout.read() if proc.poll() else ''}")
         self.ports[name] = int(line.rsplit(" ", 1)[1])
+        lines = self.log.setdefault(name, [])
+
+        def read():
+            for out in proc.stdout:
+                lines.append(out)
+
+        threading.Thread(target=read, daemon=True).start()
 
     def restart(self, name: str) -> None:
         self.start(name)  # on its old port
@@ -113,8 +122,6 @@ class Federation:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            if proc.stdout:
-                proc.stdout.close()
 
     def __enter__(self):
         return self

@@ -17,11 +17,24 @@ values in a frame of :mod:`vcl.wire`, never code) when the run starts::
     max_message_mb: 512             # larger frames (all their pieces) are refused
     chunk_mb: 4                     # frames cross as streams of pieces of at most this many MiB
     device: ""                      # where it trains ("": as the run says)
+    id_column: id                   # the ID column of its csv files, the one its IDs are intersected on
+    data_root: data                 # the folder of built-in data sets (images, bank_marketing) on this machine
+    download: false                 # whether a run may have it download a built-in data set into data_root
+    calls_per_peer: 4               # calls it serves at once from one organization (more are refused)
+    stall_s: 60                     # a request whose next piece takes longer is cancelled
+    handshake_s: 10                 # a connection must finish its TLS handshake within this
+    idle_s: 3600                    # a connection with no call for this long is closed
 
 Every request must come over a TLS connection whose client certificate the federation's CA signed (there is no
 plaintext mode): requests to run the protocol from the ``coordinator`` only, party-to-party messages from the
-federation's other parties only, each naming its own sender. A frame that is malformed, over the size limit or
-from anyone else is refused and the party keeps serving.
+federation's other parties only (the kinds its method's parties send each other), each naming its own sender. A
+frame that is malformed, over the size limit or from anyone else is refused and the party keeps serving; each
+refused or failed request is one line of the party's log (standard error) naming the caller and its address.
+
+The files, folders and ID column a party reads are its config's, whatever the run's settings say. It serves one
+run at a time: the coordinator's ``Setup`` names the run (its ``--out`` folder on the coordinator's machine), and a
+``Setup`` for another run is refused while the first is in progress (until its coordinator ends it, or for the
+run's ``transport.deadline`` after its last request); a ``--resume`` of the same run is the same run.
 """
 
 from __future__ import annotations
@@ -29,151 +42,50 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sys
 import threading
+import time
 from concurrent import futures
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from vcl.classpath import named_classes
 from vcl.errors import VCLInputError, first_line
+from vcl.party_guard import Guard, Session, raise_open_files_limit, redacted
+from vcl.party_settings import PartySettings, load_settings, read_pem
 
-OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where")
-
-
-@dataclass
-class PartySettings:
-    name: str
-    listen: str
-    coordinator: str
-    tls: dict = field(default_factory=dict)
-    root: str = "parties"
-    csv: str = ""
-    predict_csv: str = ""
-    secrets: dict = field(default_factory=dict)
-    allow_classes: list = field(default_factory=list)
-    max_message_mb: float = 512.0
-    chunk_mb: float = 4.0
-    device: str = ""
-
-
-def load_settings(path: str | Path) -> PartySettings:
-    """A party's own config, checked: one sentence naming the key and the fix (:class:`VCLInputError`)."""
-    import yaml
-
-    from vcl.config import SECRETS
-    from vcl.errors import regular_file
-
-    path = Path(path)
-    regular_file(path, "the party config", "give --config a YAML file of the party's own settings")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except UnicodeDecodeError:
-        raise VCLInputError(f"the party config {path} is not text (UTF-8); give the party's YAML settings.") from None
-    except yaml.YAMLError as err:
-        reason = str(err).splitlines()[0]
-        raise VCLInputError(f"the party config {path} is not YAML ({reason}); fix its syntax.") from None
-    if not isinstance(raw, dict):
-        raise VCLInputError(f"the party config {path} is not a mapping of settings; write `name: ...` lines.")
-    known = set(PartySettings.__dataclass_fields__)
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise VCLInputError(f"the party config {path}: {unknown[0]!r} is no setting; use {sorted(known)}.")
-    for key in ("name", "listen", "coordinator"):
-        if not isinstance(raw.get(key), str) or not raw[key]:
-            raise VCLInputError(f"the party config {path} needs {key}: (a string), e.g. name: bob.")
-    s = PartySettings(**raw)
-    host, sep, port = s.listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise VCLInputError(
-            f"the party config {path}: listen={s.listen!r} is not host:port (a port from 0 to 65535); "
-            "e.g. 0.0.0.0:50052."
-        )
-    try:
-        socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as err:
-        reason = getattr(err, "strerror", None) or str(err)
-        raise VCLInputError(
-            f"the party config {path}: listen={s.listen!r} names a host this machine cannot resolve ({reason}); "
-            "give one of its own addresses, e.g. 0.0.0.0."
-        ) from None
-    for key in ("max_message_mb", "chunk_mb"):
-        value = getattr(s, key)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not 0 < value <= (1024 if key == "chunk_mb" else 2**40)
-        ):
-            raise VCLInputError(f"the party config {path}: {key}={value!r} is not a size in MiB; e.g. {key}: 4.")
-    for key in ("ca", "cert", "key"):
-        if not isinstance(s.tls, dict) or not isinstance(s.tls.get(key), str):
-            raise VCLInputError(f"the party config {path} needs tls.{key}: a PEM file (python -m vcl.certs).")
-        regular_file(Path(s.tls[key]), f"tls.{key}", "make the federation's files with python -m vcl.certs")
-    from vcl.certs import check_pems
-
-    check_pems(s.tls["ca"], s.tls["cert"], s.tls["key"], ("tls.ca", "tls.cert", "tls.key"))
-    if not isinstance(s.secrets, dict):
-        raise VCLInputError(f"the party config {path}: secrets is not a mapping; e.g. secrets: {{mpdl.secret_b: 0}}.")
-    bad = sorted(map(str, set(s.secrets) - set(SECRETS)))
-    if bad:
-        raise VCLInputError(f"the party config {path}: secrets.{bad[0]} is no secret; use one of {sorted(SECRETS)}.")
-    for key, value in s.secrets.items():
-        if type(value) is not int or not 0 <= value < 2**63:
-            raise VCLInputError(
-                f"the party config {path}: secrets.{key}={value!r} is not a whole number from 0 to 2^63 - 1 "
-                "(0: fresh from the operating system)."
-            )
-    if not isinstance(s.allow_classes, list) or not all(isinstance(c, str) for c in s.allow_classes):
-        raise VCLInputError(
-            f"the party config {path}: allow_classes is not a list of class paths; e.g. allow_classes: [my_pkg.Net]."
-        )
-    if s.device:  # "": as the run says
-        from vcl.build import resolve_device
-
-        resolve_device(s.device, f"the party config {path}: device")
-    root = Path(s.root)
-    place = next((p for p in (root, *root.parents) if p.exists()), Path("."))
-    if not place.is_dir() or not os.access(place, os.W_OK | os.X_OK):
-        what = "is not a folder" if not place.is_dir() else "cannot be written"
-        raise VCLInputError(
-            f"the party config {path}: root={s.root!r}: {place} {what}; give a folder this party may write."
-        )
-    if s.csv:
-        regular_file(Path(s.csv), "the party's csv", "give csv: the path of this organization's own CSV file")
-    if s.predict_csv:
-        regular_file(Path(s.predict_csv), "the party's predict_csv", "give predict_csv: its own file of new people")
-    return s
-
-
-def read_pem(tls: dict) -> tuple[bytes, bytes, bytes]:
-    return tuple(Path(tls[k]).read_bytes() for k in ("ca", "cert", "key"))
+OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where", "End")
+WORKERS = 32  # threads serving calls: calls_per_peer of each organization's leave room for the others'
+UNLOCKED = {"Hello", "Relay"}  # Relay holds the party only while it takes its messages, not while it sends them
+DATA_OPS = {"Setup", "PSI"}  # the operations that read the party's own files: their sentences back quote nothing
 
 
 class NotSetUp(RuntimeError):
     """A request for a run this party process does not hold (it restarted since the run set it up)."""
 
 
-class PartyServer:
+class RunInProgress(RuntimeError):
+    """A Setup for another run while the party serves one."""
+
+
+class PeerLost(RuntimeError):
+    """Another party did not take a message this party relayed to it."""
+
+    def __init__(self, peer: str, reason: str):
+        super().__init__(f"peer {peer}: {reason}")
+
+
+class PartyServer(Guard):
     """Answers the coordinator's requests for one party; the party itself is built on ``Setup``."""
 
     def __init__(self, settings: PartySettings):
-        self.settings = settings
-        self.limit = int(settings.max_message_mb * 2**20)
+        super().__init__(settings)
         self.chunk = int(settings.chunk_mb * 2**20)
         self.runtime = None  # the party runtime (vcl.runtime) once a run set it up
+        self.session: Session | None = None
         self.names: list[str] = []
         self.addresses: dict[str, str] = {}
         self.lock = threading.Lock()
         self._peers: dict = {}
-
-    # --- who may ask what ---
-    def caller(self, context) -> str:
-        """The organization the client certificate names in its one subject alternative name (the CA checked it
-        during the handshake): the name the coordinator checks on a party's certificate too, whatever the common
-        name says. A certificate with no or several such names is no one."""
-        names = context.auth_context().get("x509_subject_alternative_name") or []
-        return names[0].decode() if len(names) == 1 else ""
 
     def authorize(self, op: str, context) -> str:
         """The caller, if it may ask ``op`` (before any of its request is read); else the call is refused."""
@@ -184,53 +96,74 @@ class PartyServer:
         if op == "Hello":
             allowed = {self.settings.coordinator, *self.names}
         if who not in allowed:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{self.settings.name} does not answer {who!r} ({op})")
+            self.refuse(context, grpc.StatusCode.PERMISSION_DENIED, who, op, f"it does not answer {who!r} ({op})")
         return who
 
     def stream_call(self, op: str, stream, context):
-        """One call: authorize, join the request's pieces (refused once they pass ``max_message_mb``), answer in
-        pieces of ``chunk_mb``."""
-        import grpc
-
-        from vcl.wire import FrameTooLarge, joined, pieces
+        """One call: authorize, take one of the caller's slots, join the request's pieces (cancelled when the next
+        is ``stall_s`` late, refused once they pass ``max_message_mb``), decode it, answer in pieces of
+        ``chunk_mb``."""
+        from vcl.wire import pieces
 
         who = self.authorize(op, context)
-        try:
-            frame = joined(stream, self.limit)
-        except FrameTooLarge:
-            context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{self.settings.name} accepts frames of at most {self.settings.max_message_mb:g} MiB",
-            )
-        yield from pieces(self.handle_call(op, frame, context, who), self.chunk)
+        with self.slot(who, op, context):
+            if who == self.settings.coordinator and self.session is not None:
+                self.session.last = time.monotonic()
+            frame = self.receive(op, stream, context, who)
+            if frame is None:  # cancelled: there is no one to answer
+                return
+            answer = self.handle_call(op, frame, context, who)
+        yield from pieces(answer, self.chunk)
 
     def handle_call(self, op: str, frame: bytes, context, who: str) -> bytes:
-        """The answer to an authorized caller's request; a refused or failed one as a gRPC status."""
+        """The answer to an authorized caller's request, decoded before the party is held; a refused or failed one
+        as a gRPC status and a line of the log."""
         import grpc
 
         from vcl.wire import WireError, pack
 
+        code = grpc.StatusCode
         try:
-            with self.lock:
-                answer = getattr(self, "op_" + op.lower())(frame, who)
+            request = self.decode(op, frame, who)
+            run = getattr(self, "op_" + op.lower())
+            if op in UNLOCKED:
+                answer = run(request, who)
+            else:
+                with self.lock:
+                    answer = run(request, who)
             return answer if isinstance(answer, bytes) else pack("reply", answer)
         except NotSetUp as err:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"{self.settings.name}: {err}")
+            self.refuse(context, code.FAILED_PRECONDITION, who, op, str(err))
+        except RunInProgress as err:
+            self.refuse(context, code.ALREADY_EXISTS, who, op, str(err))
+        except PeerLost as err:
+            self.refuse(context, code.ABORTED, who, op, str(err))
         except (WireError, VCLInputError, PermissionError) as err:
-            code = grpc.StatusCode.PERMISSION_DENIED if isinstance(err, PermissionError) else None
-            context.abort(code or grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: {first_line(err)}")
+            kind = code.PERMISSION_DENIED if isinstance(err, PermissionError) else code.INVALID_ARGUMENT
+            self.note(context, who, op, f"refused ({kind.name}): {err}")
+            text = redacted(first_line(err)) if op in DATA_OPS else first_line(err)
+            context.abort(kind, f"{self.settings.name}: {text[:300]}")
         except SystemExit:  # a module a run named exited as it was imported: refused, and the party keeps serving
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: the {op} request ended in an exit")
+            self.refuse(context, code.INVALID_ARGUMENT, who, op, f"the {op} request ended in an exit")
         except (KeyError, TypeError, AttributeError) as err:  # a request body without what its operation takes
             why = first_line(err) or type(err).__name__
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({why})")
-        except Exception as err:  # the party's own failure: its kind and sentence, no traceback, leave the party
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(err).__name__}: {first_line(err)}")
+            self.note(context, who, op, f"refused (INVALID_ARGUMENT): a malformed {op} ({why})")
+            why = redacted(why) if op in DATA_OPS else why
+            context.abort(code.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({why[:200]})")
+        except Exception as err:  # the party's own failure: its kind back, its sentence in its log, no traceback
+            self.note(context, who, op, f"failed: {type(err).__name__}: {err}")
+            context.abort(code.INTERNAL, f"{type(err).__name__} (the party's log says more)")
 
-    def _body(self, frame: bytes) -> dict:
+    def decode(self, op: str, frame: bytes, who: str):
+        """A request as its operation takes it: a message to this party (Handle: the coordinator's; Forward: one
+        from ``who``) or a mapping of arguments (None for an operation that takes none)."""
         from vcl.wire import WireError, unpack
 
+        if op in ("Handle", "Forward"):
+            return self._message(frame, who if op == "Forward" else None)
         _, body = unpack(frame, self.limit)
+        if op in ("Hello", "Relay", "OpenLogs", "Where"):
+            return None
         if not isinstance(body, dict):
             raise WireError("the request's body is not a mapping")
         return body
@@ -254,27 +187,36 @@ class PartyServer:
         return self.runtime
 
     # --- the operations ---
-    def op_hello(self, frame: bytes, who: str) -> dict:
+    def op_hello(self, body, who: str) -> dict:
         return {"name": self.settings.name, "ready": self.runtime is not None}
 
-    def op_psi(self, frame: bytes, who: str) -> dict:
-        """Star PSI, this party's half on its own file (:func:`vcl.psi.answer_from_file`)."""
+    def op_psi(self, body: dict, who: str) -> dict:
+        """Star PSI, this party's half on its own file and its own ID column (:func:`vcl.psi.answer_from_file`)."""
         from vcl.psi import answer_from_file
 
-        body = self._body(frame)
         new = bool(body.get("new"))  # train.py predict: its file of new people
         path = self.settings.predict_csv if new else self.settings.csv
         if not path:
             key = "predict_csv" if new else "csv"
             raise PermissionError(f"this party holds no csv of its own for this (its config's {key}:)")
-        return answer_from_file(path, body["id_column"], bool(body["drop"]), body["label_column"], body["offer"])
+        id_column = self.settings.id_column
+        return answer_from_file(path, id_column, bool(body["drop"]), body["label_column"], body["offer"])
 
-    def op_setup(self, frame: bytes, who: str) -> dict:
+    def op_setup(self, body: dict, who: str) -> dict:
         from vcl.build import own_party
         from vcl.config import SECRETS
         from vcl.runtime import PartyRuntime
 
-        body = self._body(frame)
+        run = body.get("run")
+        if not (isinstance(run, dict) and all(isinstance(run.get(k), str) for k in ("id", "name"))):
+            raise TypeError("the Setup names no run (its id, name and deadline)")
+        deadline = float(run["deadline"])
+        if self.session is not None and self.session.id != run["id"] and self.session.in_progress():
+            ago = time.monotonic() - self.session.last
+            raise RunInProgress(
+                f"it serves run {self.session.name} (last asked {ago:.0f} s ago), so it refuses this Setup for run "
+                f"{run['name']}: let that run end, or wait its transport.deadline={self.session.deadline:g} s"
+            )
         settings = body["config"]
         outside = sorted(set(named_classes(settings)) - set(self.settings.allow_classes))
         if outside:
@@ -288,84 +230,101 @@ class PartyServer:
         for key in SECRETS:  # its own secrets from its own config; no other's
             group, _, name = key.partition(".")
             settings[group][name] = int(self.settings.secrets.get(key, 0))
-        data = settings["data"]
-        if data["dataset"] == "csv" and self.settings.csv:
-            files = list(data["csv_files"])
-            files[index] = self.settings.csv
-            data["csv_files"] = files
-        if data.get("predict_files") and (self.settings.predict_csv or self.settings.csv):
-            if not self.settings.predict_csv:  # its files are its own: never one that Alice names
-                raise PermissionError("the run predicts for new people, but this party's config names no predict_csv")
-            files = list(data["predict_files"])
-            files[index] = self.settings.predict_csv
-            data["predict_files"] = files
+        settings["data"] = self.own_data(settings["data"], index)
         if self.settings.device:
             settings["run"]["device"] = self.settings.device
         runtime = PartyRuntime()
         where = runtime.build(own_party, settings, body["method"], index, body.get("ids"), body["kind"],
                               int(body["num_classes"]))  # fmt: skip
         self.runtime, self.names, self.addresses = runtime, names, dict(body.get("addresses") or {})
+        self.session = Session(run["id"], run["name"], deadline)
         self.close_peers()  # links of an earlier run: a peer may have moved since
         return where
+
+    def own_data(self, data: dict, index: int) -> dict:
+        """The run's data settings with this party's files, folder, download permission and ID column, from its own
+        config: a run may choose among what the party offers, never name another file."""
+        s = self.settings
+        data = {**data, "id_column": s.id_column, "root": s.data_root, "download": s.download}
+        for key, own, setting in (("csv_files", s.csv, "csv"), ("predict_files", s.predict_csv, "predict_csv")):
+            if key == "csv_files" and data["dataset"] != "csv" or not data.get(key):
+                continue
+            if not own:
+                raise PermissionError(f"the run reads this party's {key[:-6]} file, but its config names no {setting}")
+            data[key] = [own if k == index else path for k, path in enumerate(data[key])]  # it reads its own only
+        return data
 
     def close_peers(self) -> None:
         for link in self._peers.values():
             link.close()
         self._peers = {}
 
-    def op_where(self, frame: bytes, who: str) -> dict:
+    def op_end(self, body: dict, who: str) -> None:
+        """The coordinator ended run ``body["run"]``: a Setup for another may come (the party keeps what it holds)."""
+        if self.session is not None and self.session.id == body["run"]:
+            self.session.ended = True
+
+    def op_where(self, body, who: str) -> dict:
         return self._ready().where()
 
-    def op_handle(self, frame: bytes, who: str) -> bytes | None:
+    def op_handle(self, message, who: str) -> bytes | None:
         from vcl.wire import pack_message
 
-        message = self._message(frame, None)  # the caller is the coordinator (checked); a bad frame is refused first
         reply = self._ready().handle(message)
         return None if reply is None else pack_message(reply)
 
-    def op_forward(self, frame: bytes, who: str) -> None:
-        message = self._message(frame, who)
+    def op_forward(self, message, who: str) -> None:
         try:
             self._ready().forward(message)
         except TypeError as err:  # it answered a message that expects no answer
             raise PermissionError(str(err)) from None
 
-    def op_relay(self, frame: bytes, who: str) -> list:
-        """Hand each message this party sent to another party straight to that party (its own TLS connection);
-        the ledger's lines go back to the coordinator, the messages do not."""
+    def op_relay(self, body, who: str) -> list:
+        """Hand each message this party sent to another party straight to that party (its own TLS connection,
+        under the run's deadline); the ledger's lines go back to the coordinator, the messages do not. The party
+        is held while its messages are taken, not while they cross: a peer that stalls holds no lock here."""
+        from vcl.errors import PartyLost
         from vcl.wire import pack_message
 
-        send = lambda message: self.peer(message.receiver).call("Forward", pack_message(message))  # noqa: E731
-        try:
-            records = self._ready().relay(send, self.addresses)
-        except ValueError as err:  # a message to no party of the run, or to itself
-            raise PermissionError(str(err)) from None
+        outgoing = []
+        with self.lock:
+            try:
+                records = self._ready().relay(outgoing.append, self.addresses)
+            except ValueError as err:  # a message to no party of the run, or to itself
+                raise PermissionError(str(err)) from None
+            links = {m.receiver: self.peer(m.receiver) for m in outgoing}
+        for message in outgoing:
+            try:
+                links[message.receiver].call("Forward", pack_message(message))
+            except PartyLost as err:
+                raise PeerLost(message.receiver, err.reason) from None
+            except VCLInputError as err:
+                raise PermissionError(f"peer {message.receiver} refused a {message.kind}: {first_line(err)}") from None
         return [vars(record).copy() for record in records]
 
     def peer(self, name: str):
         from vcl.grpc_transport import Link
 
         if name not in self._peers:
+            deadline = self.session.deadline if self.session else 600.0
             self._peers[name] = Link(
-                name, self.addresses[name], self.settings.tls, self.limit, deadline=600.0, chunk=self.chunk
+                name, self.addresses[name], self.settings.tls, self.limit, deadline=deadline, chunk=self.chunk
             )
         return self._peers[name]
 
     def _root(self) -> Path:
         return Path(self.settings.root)
 
-    def op_save(self, frame: bytes, who: str) -> None:
-        body = self._body(frame)
+    def op_save(self, body: dict, who: str) -> None:
         self._ready().save(self._root(), _round(body), str(body["run"]))
 
-    def op_load(self, frame: bytes, who: str) -> None:
-        body = self._body(frame)
+    def op_load(self, body: dict, who: str) -> None:
         self._ready().load(self._root(), _round(body), str(body["run"]))
 
-    def op_prune(self, frame: bytes, who: str) -> None:
-        self._ready().prune(self._root(), _round(self._body(frame)))
+    def op_prune(self, body: dict, who: str) -> None:
+        self._ready().prune(self._root(), _round(body))
 
-    def op_openlogs(self, frame: bytes, who: str) -> None:
+    def op_openlogs(self, body, who: str) -> None:
         self._ready().open_logs(self._root())
 
 
@@ -391,12 +350,15 @@ def serve(settings: PartySettings, ready=None) -> None:
         )
 
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=4),
+        futures.ThreadPoolExecutor(max_workers=WORKERS),
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),  # a second party on this port fails to bind, not shares its connections
+            ("grpc.server_handshake_timeout_ms", int(settings.handshake_s * 1000)),  # TCP without TLS: closed
+            ("grpc.max_connection_idle_ms", int(settings.idle_s * 1000)),  # a connection with no call: closed
         ],
+        maximum_concurrent_rpcs=4 * WORKERS,  # beyond: refused at once, not queued
     )
     from vcl.wire import SERVICE
 
@@ -412,6 +374,7 @@ def serve(settings: PartySettings, ready=None) -> None:
             f"listen={settings.listen!r}: the port cannot be opened (in use, or not an address of this machine); "
             "choose another."
         )
+    raise_open_files_limit()
     server.start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
