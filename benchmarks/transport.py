@@ -125,60 +125,6 @@ def message_overhead(fed, calls: int = 200) -> dict:
     return out
 
 
-def security_cases(fed) -> list[dict]:
-    """What a grpc party (org1) does with each refused case, and whether it answers its coordinator after."""
-    import grpc
-    import torch
-
-    from vcl import certs
-    from vcl.errors import VCLInputError
-    from vcl.grpc_transport import Link
-    from vcl.messages import PseudoResidual
-    from vcl.wire import pack_message
-
-    address = f"127.0.0.1:{fed.ports['org1']}"
-
-    def hello(tls: dict, name: str = "org1") -> dict:
-        link = Link(name, address, tls, 2**30, deadline=10.0, retries=0)
-        try:
-            return link.ask("Hello")
-        finally:
-            link.close()
-
-    def plaintext() -> None:
-        channel = grpc.insecure_channel(address)
-        try:
-            channel.unary_unary("/vcl.Party/Hello")(b"", timeout=5)
-        finally:
-            channel.close()
-
-    other = Path(tempfile.mkdtemp()) / "other-ca"
-    certs.make(other, ["alice"])
-    good = pack_message(PseudoResidual("alice", "org1", 0, torch.zeros(4, 2)))
-    cases = {
-        "wrong_ca": lambda: hello(
-            {k: str(other / f) for k, f in (("ca", "ca.pem"), ("cert", "alice.pem"), ("key", "alice.key"))}
-        ),
-        "wrong_name": lambda: hello(fed.tls("alice"), name="org2"),
-        "plaintext": plaintext,
-        "oversize": lambda: Link("org1", address, fed.tls("alice"), 2**30, 30.0, 0).call(
-            "Handle", b"\0" * (17 * 2**20)
-        ),
-        "malformed": lambda: Link("org1", address, fed.tls("alice"), 2**30, 10.0, 0).call("Handle", good[:-5]),
-    }
-    records = []
-    for case, attempt in cases.items():
-        try:
-            attempt()
-            refused = False
-        except (VCLInputError, grpc.RpcError):
-            refused = True
-        serving = hello(fed.tls("alice"))["name"] == "org1"
-        records.append({"benchmark": "transport_security", "case": case, "refused": refused, "still_serving": serving})
-        print(f"transport_security {case}: refused {refused}, still serving {serving}", flush=True)
-    return records
-
-
 def table(records: list[dict]) -> str:
     groups: dict[tuple, list[dict]] = {}
     for r in records:
@@ -216,8 +162,13 @@ def report(records: list[dict]) -> str:
     lines.append(f"bytes per round equal across transports: {all(len(v) == 1 for v in same.values())}")
     security = [r for r in records if r.get("benchmark") == "transport_security"]
     if security:
-        lines += ["", "| grpc party, refused case | refused | still serving |", "|---|---|---|"]
-        lines += [f"| {r['case']} | {r['refused']} | {r['still_serving']} |" for r in security]
+        lines += ["", "| grpc party (vcl.probes), case | refused | still serving | party's peak MB before → after |",
+                  "|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"| {r['case']} | {r['refused']} | {r['still_serving']} | "
+            + (f"{r['peak_mb_before']:.0f} → {r['peak_mb_after']:.0f} |" if "peak_mb_after" in r else "|")
+            for r in security
+        ]
     return "\n".join(lines)
 
 
@@ -242,7 +193,14 @@ def main() -> None:
                 for transport, concurrent in (("local", True), ("local", False), ("ray", False), ("grpc", False)):
                     records.append(one_run(name, m, seed, rounds, args.device, transport, concurrent, fed))
         records.append({"benchmark": "transport", "message_seconds": message_overhead(fed)})
-        records += security_cases(fed)
+    from vcl.probes import NAMES, PROBED, probe_all
+
+    with tempfile.TemporaryDirectory() as folder, Federation(Path(folder), NAMES, own={"org1": PROBED}) as fed:
+        for record in probe_all(fed):
+            records.append(record)
+            peak = f"peak {record['peak_mb_before']} -> {record['peak_mb_after']} MB"
+            print(f"transport_security {record['case']}: refused {record['refused']}, still serving "
+                  f"{record['still_serving']}, {peak}")  # fmt: skip
     write_records(records, args.out)
     print(report(records))
 

@@ -359,47 +359,16 @@ def test_refused_cases_are_refused_and_the_party_keeps_serving(federation, tmp_p
     assert still_serving(federation)
 
 
-def signed_by_the_federation(federation, common: str, alternative: list[str], folder: Path) -> dict:
-    """A key and a certificate the federation's CA signs, with the given common name and DNS alternative names."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    ca = x509.load_pem_x509_certificate((federation.keys / "ca.pem").read_bytes())
-    ca_key = serialization.load_pem_private_key((federation.keys / "ca.key").read_bytes(), password=None)
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)]))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in alternative]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ca.pem").write_bytes((federation.keys / "ca.pem").read_bytes())
-    (folder / f"{common}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / f"{common}.key").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return folder
-
-
 @pytest.mark.slow
 def test_a_party_takes_its_caller_from_the_name_the_coordinator_checks_too(federation, tmp_path):
     """The party trusted the certificate's common name, the coordinator its alternative name: a CA-signed
     certificate with CN=alice and SAN=intruder was taken for the coordinator. Both now read the one SAN."""
+    from vcl.probes import signed
+
     for i, alternative in enumerate((["intruder"], ["alice", "intruder"], [])):
-        folder = signed_by_the_federation(federation, "alice", alternative, tmp_path / str(i))
+        signed(federation, "alice", alternative, tmp_path / str(i))
         with pytest.raises(VCLInputError, match="does not answer"):
-            hello_from(federation, "org1", "alice", ca_dir=folder)
+            hello_from(federation, "org1", "alice", ca_dir=tmp_path / str(i))
     assert still_serving(federation)
 
 

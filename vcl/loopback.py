@@ -22,16 +22,23 @@ from vcl import certs
 
 
 class Federation:
-    """Party processes for ``names``, answering ``coordinator``; ``own``: extra settings per party. Its CA also
-    signs a certificate for ``intruder``, an organization no party answers (for the refused cases)."""
+    """Party processes for ``names``, answering ``coordinator``; ``own``: extra settings per party; ``open_files``:
+    each party's limit of open files (None: the machine's). Its CA also signs a certificate for ``intruder``, an
+    organization no party answers (for the refused cases)."""
 
     def __init__(
-        self, folder: Path, names: list[str], coordinator: str = "alice", own: dict | None = None, max_message_mb=16
+        self,
+        folder: Path,
+        names: list[str],
+        coordinator: str = "alice",
+        own: dict | None = None,
+        max_message_mb=16,
+        open_files: int | None = None,
     ):
         self.folder, self.names, self.coordinator = Path(folder), list(names), coordinator
         self.keys = self.folder / "keys"
         certs.make(self.keys, sorted(set(names) | {coordinator, "intruder"}))
-        self.own, self.max_message_mb = own or {}, max_message_mb
+        self.own, self.max_message_mb, self.open_files = own or {}, max_message_mb, open_files
         self.procs: dict[str, subprocess.Popen] = {}
         self.ports: dict[str, int] = {}
         self.log: dict[str, list[str]] = {}  # each party's output after its first line (its log), as it comes
@@ -73,7 +80,13 @@ class Federation:
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
+            preexec_fn=None if self.open_files is None else self._limit_open_files,
         )
+
+    def _limit_open_files(self) -> None:  # in the party's process, before it starts: a machine with few to spare
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def wait(self, name: str) -> None:
         """Until the party says it listens (its first line), or ends (then its output says why)."""

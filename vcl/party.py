@@ -306,7 +306,9 @@ class PartyServer(Guard):
         from vcl.grpc_transport import Link
 
         if name not in self._peers:
-            deadline = self.session.deadline if self.session else 600.0
+            # within the run's deadline, and before the coordinator's call to this party ends, so that the party
+            # that stalled is the one named
+            deadline = 0.8 * (self.session.deadline if self.session else 600.0)
             self._peers[name] = Link(
                 name, self.addresses[name], self.settings.tls, self.limit, deadline=deadline, chunk=self.chunk
             )

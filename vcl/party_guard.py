@@ -39,12 +39,14 @@ class Guard:
         self._calls: dict[str, int] = {}  # calls in progress, per caller
         self._calls_lock = threading.Lock()
 
-    def note(self, context, who: str, op: str, what: str) -> None:
-        """One line of the party's log (standard error): the caller's name and address, the operation, and what
-        became of it (its text cut to one line of 300 characters)."""
+    def note(self, context, who: str, op: str, what: str, at: str = "") -> None:
+        """One line of the party's log (standard error): the caller's name and address (``at``, for a call that
+        no longer has one), the operation, and what became of it (one line, cut at 400 characters)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-        line = f"{stamp} {self.settings.name}: {op} from {who or 'no one'} at {context.peer()}: {first_line(what)}"
-        print(line[:400], file=sys.stderr, flush=True)
+        caller = f"{who or 'no one'} at {at or context.peer()}"
+        line = f"{stamp} {self.settings.name}: {op} from {caller}: {first_line(what)}"
+        sys.stderr.write(line[:400] + "\n")  # one write: lines of calls at once do not mix
+        sys.stderr.flush()
 
     def refuse(self, context, code, who: str, op: str, text: str) -> None:
         self.note(context, who, op, f"refused ({code.name}): {text}")
@@ -84,7 +86,7 @@ class Guard:
 
         from vcl.wire import FrameTooLarge, joined
 
-        stalled, timer = threading.Event(), [None]
+        stalled, timer, at = threading.Event(), [None], context.peer()
 
         def arm():
             if timer[0] is not None:
@@ -99,14 +101,18 @@ class Guard:
                 arm()
                 yield piece
 
+        late = f"cancelled: its next piece did not come within stall_s={self.settings.stall_s:g} s"
         try:
-            return joined(watched(), self.limit)
+            frame = joined(watched(), self.limit)
+            if not stalled.is_set():
+                return frame
+            self.note(context, who, op, late, at)  # a cancelled call's stream may just end
+            return None
         except FrameTooLarge:
             self.refuse(context, grpc.StatusCode.RESOURCE_EXHAUSTED, who, op,
                         f"it accepts frames of at most {self.settings.max_message_mb:g} MiB")  # fmt: skip
         except grpc.RpcError:
-            late = f"cancelled: its next piece did not come within stall_s={self.settings.stall_s:g} s"
-            self.note(context, who, op, late if stalled.is_set() else "its caller cancelled it")
+            self.note(context, who, op, late if stalled.is_set() else "its caller cancelled it", at)
             return None
         finally:
             timer[0].cancel()

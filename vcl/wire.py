@@ -5,11 +5,13 @@ header names the message's kind (a :class:`vcl.messages.Message` subclass, looke
 :mod:`vcl.messages`' classes and those the families this process loaded registered: nothing in a frame chooses code
 to run), its fields as JSON values, and each tensor's dtype and shape.
 Tensors and NumPy arrays travel as their bytes (little-endian, C order); tuples, dicts with keys other than
-strings, ints of any size, floats (NaN and infinities too), strings, booleans and None keep their type.
+strings, ints of any size, floats (NaN and infinities too), strings, booleans and None keep their type. A list of
+many texts (row IDs) crosses as two arrays, its UTF-8 bytes and their lengths, so that headers stay small.
 
 :func:`unpack` refuses, with :class:`WireError`, a frame that is larger than its limit, does not start with the
-magic bytes, has a header that is not JSON of this shape, a dtype outside the table, a shape whose bytes do not
-add up to what follows, or a kind that is no message class. No ``pickle`` is involved anywhere.
+magic bytes, has a header over ``HEADER_MB`` (before it is decoded) or one that is not JSON of this shape, a dtype
+outside the table, a shape whose bytes do not add up to what follows, or a kind that is no message class. No
+``pickle`` is involved anywhere.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ DTYPES = {
     name: getattr(torch, name)
     for name in ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 }
+TEXTS_AS_BYTES = 256  # a list of at least this many texts crosses as bytes (row IDs at scale), not in the header
+HEADER_MB = 8.0  # a header (JSON) over this is refused before it is decoded: decoding costs some 50 times its size
 NUMPY = {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
 
 
@@ -91,6 +95,11 @@ def _encode(value, arrays: list):
     if isinstance(value, tuple):
         return {"$tuple": [_encode(v, arrays) for v in value]}
     if isinstance(value, list):
+        if len(value) >= TEXTS_AS_BYTES and all(type(v) is str for v in value):  # row IDs: bytes, not header
+            raw = [v.encode("utf-8", "surrogatepass") for v in value]
+            arrays.append(torch.from_numpy(np.frombuffer(b"".join(raw), dtype=np.uint8).copy()))
+            arrays.append(torch.tensor([len(r) for r in raw], dtype=torch.int64))
+            return {"$s": [len(arrays) - 2, len(arrays) - 1]}
         return [_encode(v, arrays) for v in value]
     if isinstance(value, dict):
         if all(isinstance(k, str) and not k.startswith("$") for k in value):
@@ -110,6 +119,8 @@ def _decode(value, arrays: list):
             if not isinstance(inner, int) or isinstance(inner, bool) or not 0 <= inner < len(arrays):
                 raise WireError(f"a tensor reference {inner!r} names no tensor of the frame")
             return arrays[inner] if key == "$t" else arrays[inner].numpy()
+        if key == "$s":
+            return _texts(inner, arrays)
         if key == "$tuple" and isinstance(inner, list):
             return tuple(_decode(v, arrays) for v in inner)
         if key == "$dict" and isinstance(inner, list):
@@ -117,6 +128,27 @@ def _decode(value, arrays: list):
                 raise WireError("a $dict is not a list of key-value pairs")
             return {_key(_decode(k, arrays)): _decode(v, arrays) for k, v in inner}
     return {k: _decode(v, arrays) for k, v in value.items()}
+
+
+def _texts(inner, arrays: list) -> list[str]:
+    """A list of texts that crossed as one array of their UTF-8 bytes and one of their lengths."""
+    ok = isinstance(inner, list) and len(inner) == 2 and all(type(k) is int and 0 <= k < len(arrays) for k in inner)
+    if not ok:
+        raise WireError("a $s does not name its two tensors")
+    raw, lengths = (arrays[k] for k in inner)
+    if raw.dtype != torch.uint8 or lengths.dtype != torch.int64 or raw.dim() != 1 or lengths.dim() != 1:
+        raise WireError("a $s is not bytes and their lengths")
+    sizes = lengths.tolist()
+    if min(sizes, default=0) < 0 or sum(sizes) != raw.numel():
+        raise WireError("a $s's lengths do not add up to its bytes")
+    data, texts, start = raw.numpy().tobytes(), [], 0
+    try:
+        for size in sizes:
+            texts.append(data[start : start + size].decode("utf-8", "surrogatepass"))
+            start += size
+    except UnicodeDecodeError:
+        raise WireError("a $s holds bytes that are not UTF-8") from None
+    return texts
 
 
 def _key(key):
@@ -157,6 +189,8 @@ def _unpack(frame: bytes, limit: int | None) -> tuple[str, object]:
     (size,) = struct.unpack("<I", frame[4:8])
     if 8 + size > len(frame):
         raise WireError("the header runs past the frame's end")
+    if size > HEADER_MB * 2**20:
+        raise WireError(f"a header of {size} bytes is over the limit of {HEADER_MB:g} MiB")
     try:
         header = json.loads(frame[8 : 8 + size])
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -176,7 +210,7 @@ def _unpack(frame: bytes, limit: int | None) -> tuple[str, object]:
         nbytes = count * torch.empty((), dtype=dtype).element_size()
         if offset + nbytes > len(frame):
             raise WireError("the tensors' bytes run past the frame's end")
-        raw = bytearray(frame[offset : offset + nbytes])  # a copy the tensor owns (writable)
+        raw = bytearray(memoryview(frame)[offset : offset + nbytes])  # one copy, the tensor's own (writable)
         arrays.append(
             torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
             if nbytes

@@ -1,0 +1,184 @@
+"""A party that faces the network keeps serving, obeys only its own config and says what happened: each hostile
+call of :mod:`vcl.probes` against party processes on 127.0.0.1, and the cases that need a run in progress, a party
+with few files to open, or a party that cannot write."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from vcl.callbacks import RoundCallback
+
+from tests.helpers import rounds_of
+from vcl.errors import PartyFailed, PartyLost, VCLInputError
+from vcl.loopback import Federation
+from vcl.probes import NAMES, PROBED, PROBES, attempt, config, hello, link, peak_mb, set_up
+from vcl.runner import train
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("probed")
+    with Federation(folder, NAMES, own={"org1": PROBED}) as federation:
+        set_up(federation, folder)
+        yield federation
+
+
+SAYS = {
+    "wrong_ca": "the TLS handshake failed",
+    "cn_san_mismatch": "org1: it does not answer 'intruder' .Hello.",
+    "wrong_name": "check that its certificate names 'org2'",
+    "plaintext": "",
+    "oversize": "org1: it accepts frames of at most 128 MiB",
+    "malformed": "refused the Handle request: org1: the tensors' bytes run past the frame's end",
+    "header_64mib": "refused the Handle request: org1: a header of 67108910 bytes is over the limit of 8 MiB",
+    "stalled_calls": "the 36 calls ended {'CANCELLED': 4, 'PERMISSION_DENIED': 30, 'RESOURCE_EXHAUSTED': 2}",
+    "injected_forward": "refused the Forward request: org1: org1 takes no message from another party",
+    "second_setup": "refused the Setup request: alice: it serves run .*first .* this Setup for run .*second",
+    "sklearn_spelling": "names class os.Thing, which this party's allow_classes does not list",
+    "file_outside_config": "refused the Setup request: org1: the run reads this party's csv file, but its config",
+    "second_bind": "listen='127.0.0.1:[0-9]+': the port cannot be opened",
+    "raw_connections": "200 of 200 closed by the party",
+}
+
+
+@pytest.mark.parametrize("case", list(PROBES))
+def test_each_hostile_call_is_refused_and_the_party_keeps_serving(fed, tmp_path, case):
+    """Before: a stalled peer froze the party (defect 1); a second Setup replaced the run (4); the coordinator chose
+    the party's files (5); a 64 MiB header cost 3 GB (6); TCP without TLS was held 120 s (7)."""
+    import re
+
+    before = peak_mb(fed.procs["org1"].pid)
+    record = PROBES[case](fed, tmp_path)
+    assert record["refused"] and re.search(SAYS[case], record["detail"]), record
+    assert hello(fed)["name"] == "org1"
+    assert peak_mb(fed.procs["org1"].pid) - before < 300  # MB: the largest frame it accepts, not a header's 50x
+
+
+def test_every_refused_or_failed_request_is_a_line_of_the_partys_log_with_the_caller(fed, tmp_path):
+    from vcl.probes import malformed
+
+    start = len(fed.log["org1"])
+    assert attempt(lambda: hello(fed, who="intruder"))["refused"] and malformed(fed, tmp_path)["refused"]
+    time.sleep(0.2)
+    lines = fed.log["org1"][start:]
+    assert any("org1: Hello from intruder at ipv4:127.0.0.1:" in line and "refused (PERMISSION_DENIED)" in line
+               for line in lines)  # fmt: skip
+    assert any("org1: Handle from alice at ipv4:127.0.0.1:" in line and "refused (INVALID_ARGUMENT)" in line
+               for line in lines)  # fmt: skip
+
+
+class Pause(RoundCallback):
+    """Holds the run at the end of round 1 until let go."""
+
+    def __init__(self):
+        self.there, self.go = threading.Event(), threading.Event()
+
+    def on_round_end(self, run, record):
+        if record["round"] == 1:
+            self.there.set()
+            assert self.go.wait(120)
+
+
+def test_a_second_run_is_refused_while_the_first_goes_on_to_its_own_figures(fed, tmp_path):
+    """Two coordinators against one federation: the first run finished with other numbers and no error. The
+    second's Setup is now refused naming both runs; the first ends as if alone; a run whose coordinator never
+    ended it (killed) is taken up again by its own --resume, and by no other."""
+    from vcl.build import build_protocol
+    from vcl.runner import run_data
+
+    alone = train(config(fed, str(tmp_path / "alone"), **{"run.rounds": 2}), verbose=False, write=False)
+    pause, done = Pause(), {}
+    first = config(fed, str(tmp_path / "first"), **{"run.rounds": 2})
+    thread = threading.Thread(target=lambda: done.update(train(first, verbose=False, write=False, callbacks=[pause])))
+    thread.start()
+    try:
+        assert pause.there.wait(120)
+        with pytest.raises(VCLInputError, match=r"it serves run \S+first .*this Setup for run \S+second"):
+            train(config(fed, str(tmp_path / "second")), verbose=False, write=False)
+    finally:
+        pause.go.set()
+        thread.join()
+    assert rounds_of(done) == rounds_of(alone) and done["value"] == alone["value"]
+    killed = config(fed, str(tmp_path / "killed"))
+    build_protocol(killed, run_data(killed))  # set up, never ended: its coordinator was killed
+    with pytest.raises(VCLInputError, match=r"it serves run \S+killed"):
+        train(config(fed, str(tmp_path / "other")), verbose=False, write=False)
+    train(killed, verbose=False, write=False)  # the same run again, as its --resume: taken, and ended
+
+
+def test_a_save_the_party_cannot_write_is_its_failure_not_its_loss(fed):
+    """A failed Save was reported as "party org1 stopped" while the party served on."""
+    folder = fed.folder / "org1-machine" / "org1"
+    kept = folder.with_name("kept")
+    if folder.exists():
+        shutil.move(folder, kept)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.write_text("a file where the party's folder is")
+    try:
+        said = r"^party org1 failed its Save during round 5 \(\w+Error .the party.s log says more.\); it is still"
+        with pytest.raises(PartyFailed, match=said):
+            link(fed).ask("Save", {"round": 5, "run": "x"}, "round 5")
+    finally:
+        folder.unlink()
+        if kept.exists():
+            shutil.move(kept, folder)
+    assert any("Save from alice" in line and "failed: " in line for line in fed.log["org1"])
+    assert hello(fed)["name"] == "org1"
+
+
+def test_a_peer_that_stalls_is_blamed_and_holds_the_relaying_party_no_longer_than_the_deadline(fed, tmp_path):
+    """ASCII's agents relay to each other. org2 stops (SIGSTOP) after round 1: the run ends naming org2 within the
+    run's deadline, and org1 answers its coordinator's next request at once (it held its lock up to 600 s)."""
+    from vcl.grpc_transport import Link
+
+    class Stop(RoundCallback):
+        def on_round_end(self, run, record):
+            if record["round"] == 1:
+                fed.procs["org2"].send_signal(signal.SIGSTOP)
+
+    base = {"method": "ascii", "learner.model": ["tree"], "run.rounds": 3, "transport.deadline": 5.0}
+    try:
+        with pytest.raises(PartyLost, match="^party org2 stopped during round 2"):
+            train(config(fed, str(tmp_path / "ascii"), **base), verbose=False, write=False, callbacks=[Stop()])
+        start = time.perf_counter()
+        where = Link("org1", f"127.0.0.1:{fed.ports['org1']}", fed.tls("alice"), 2**20, 30.0, 0).ask("Where")
+        assert where["name"] == "org1" and time.perf_counter() - start < 2.0
+    finally:
+        fed.procs["org2"].send_signal(signal.SIGCONT)
+
+
+def test_a_party_out_of_files_to_open_serves_again_once_connections_without_tls_are_closed(tmp_path):
+    """At its limit of open files a party could accept no connection for the 120 s gRPC keeps one that never
+    starts TLS, and its coordinator was told the certificate was wrong; an idle connection was kept forever."""
+    import grpc
+
+    from vcl.wire import SERVICE, pack
+
+    own = {"org1": {"handshake_s": 1, "idle_s": 1}}
+    with Federation(tmp_path, ["org1"], own=own, open_files=96) as small:
+        socks = [socket.create_connection(("127.0.0.1", small.ports["org1"])) for _ in range(150)]
+        try:
+            start = time.perf_counter()
+            assert hello(small)["name"] == "org1" and time.perf_counter() - start < 4.0
+        finally:
+            for s in socks:
+                s.close()
+        tls = small.tls("alice")
+        creds = grpc.ssl_channel_credentials(*(Path(tls[k]).read_bytes() for k in ("ca", "key", "cert")))
+        address = f"127.0.0.1:{small.ports['org1']}"
+        channel = grpc.secure_channel(address, creds, options=[("grpc.ssl_target_name_override", "org1")])
+        states = []
+        channel.subscribe(states.append)
+        next(channel.stream_stream(f"/{SERVICE}/Hello")(iter([pack("Hello", None)]), timeout=5))
+        time.sleep(3)
+        channel.close()
+    ready = states.index(grpc.ChannelConnectivity.READY)
+    assert grpc.ChannelConnectivity.IDLE in states[ready:]  # the party closed the idle connection
