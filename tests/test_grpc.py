@@ -216,6 +216,12 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
         ({"device": "tpu9"}, "device='tpu9' is not a device"),
         ({"root": str(tmp_path / "afile")}, "afile is not a folder"),
         ({"allow_classes": "my_pkg.Net"}, "allow_classes is not a list of class paths"),
+        ({"calls_per_peer": 0}, "calls_per_peer=0 is not a whole number from 1 to 64"),
+        ({"stall_s": "abc"}, "stall_s='abc' is not a number of seconds"),
+        ({"handshake_s": True}, "handshake_s=True is not a number of seconds"),
+        ({"idle_s": -1}, "idle_s=-1 is not a number of seconds"),
+        ({"id_column": ""}, "id_column is not a non-empty string"),
+        ({"download": "yes"}, "download='yes' is not true or false"),
     ]
     if not torch.cuda.is_available():
         cases.append(({"device": "cuda"}, "device='cuda' but no such CUDA device is visible"))
