@@ -182,3 +182,25 @@ def test_a_party_out_of_files_to_open_serves_again_once_connections_without_tls_
         channel.close()
     ready = states.index(grpc.ChannelConnectivity.READY)
     assert grpc.ChannelConnectivity.IDLE in states[ready:]  # the party closed the idle connection
+
+
+def test_a_sentence_about_a_partys_own_data_goes_back_without_its_values(tmp_path):
+    """A refused CSV quoted its cells back to the coordinator; now the coordinator gets the sentence without them,
+    and the party's log the whole sentence."""
+    rows = range(40)
+    alice = tmp_path / "alice.csv"
+    alice.write_text("id,a0,label\n" + "".join(f"p{i},{i * 0.1:.1f},{i % 2}\n" for i in rows))
+    bob = tmp_path / "bob.csv"
+    bob.write_text("id,b0\n" + "".join(f"p{i},{'SECRET-CELL' if i == 7 else i}\n" for i in rows))
+    own = {"alice": {"csv": str(alice)}, "bob": {"csv": str(bob)}}
+    with Federation(tmp_path / "fed", ["alice", "bob"], own=own) as two:
+        settings = {"data.dataset": "csv", "data.task": "classification", "data.csv_files": [str(alice), "bob"],
+                    "data.categorical": ["error", "error"], "run.rounds": 1, "compare": [], "run.device": "cpu",
+                    "out": str(tmp_path / "run"), **two.overrides()}  # fmt: skip
+        from vcl.config import RunConfig
+
+        with pytest.raises(VCLInputError, match="refused the (Setup|PSI) request: bob: ") as refused:
+            train(RunConfig.from_dict(settings), verbose=False, write=False)
+        time.sleep(0.2)
+        assert "SECRET-CELL" not in str(refused.value) and "…" in str(refused.value)
+        assert any("SECRET-CELL" in line for line in two.log["bob"])
