@@ -45,8 +45,11 @@ def test_a_frame_keeps_every_value_and_type():
         "tuple": (1, "x", None, True),
         "ints": {0: torch.ones(1), 3: "three", ("a", 1): 2.0},
         "$odd": [1.5, {"nested": [torch.ones(2, dtype=torch.int64)]}],
+        "ids": [f"p{i}" for i in range(300)] + ["", "é", "a\nb"],  # many texts: bytes, not header
     }
-    kind, back = unpack(pack("Test", value))
+    frame = pack("Test", value)
+    assert len(frame) - len(frame.replace(b"p299", b"")) == 4 and b"p299" not in frame[: 8 + 2000]
+    kind, back = unpack(frame)
     assert kind == "Test" and set(back) == set(value)
     for key in ("f32", "bf16", "u8", "bool", "empty", "scalar"):
         assert back[key].dtype == value[key].dtype and torch.equal(back[key], value[key])
@@ -55,6 +58,7 @@ def test_a_frame_keeps_every_value_and_type():
     assert back["tuple"] == value["tuple"] and isinstance(back["tuple"], tuple)
     assert torch.equal(back["ints"][0], torch.ones(1)) and back["ints"][3] == "three" and back["ints"][("a", 1)] == 2.0
     assert torch.equal(back["$odd"][1]["nested"][0], torch.ones(2, dtype=torch.int64))
+    assert back["ids"] == value["ids"]
 
 
 def test_messages_cross_as_themselves():
@@ -98,6 +102,8 @@ def frame_cases() -> dict[str, bytes]:
         "overflowing shape": swap(b"[4,2]", b"[4294967296,4294967296]"),  # its product wrapped to 0 in int64
         "deep": swap(b'"round":0', b'"round":' + b"[" * 100_000 + b"]" * 100_000),  # past the recursion limit
         "long text": swap(b'"float32"', b'"' + b"x" * 2**20 + b'"'),  # a megabyte to echo back
+        "texts": swap(b'{"$t":0}', b'{"$s":[0,0]}'),  # texts that name the residual as their bytes and lengths
+        "header over 8 MiB": swap(b'"round":0', b'"round":"' + b" " * (8 * 2**20) + b'"'),
     }
 
 
