@@ -204,3 +204,42 @@ def test_a_sentence_about_a_partys_own_data_goes_back_without_its_values(tmp_pat
         time.sleep(0.2)
         assert "SECRET-CELL" not in str(refused.value) and "…" in str(refused.value)
         assert any("SECRET-CELL" in line for line in two.log["bob"])
+
+
+def test_sigterm_stops_a_party_at_once_even_in_the_middle_of_a_fit(tmp_path):
+    """SIGTERM waited for the running handler: a party asked to stop in the middle of a long fit kept going until
+    the fit ended."""
+    with Federation(tmp_path / "fed", NAMES) as three:
+        long = config(three, str(tmp_path / "long"), **{"learner.epochs": 100_000, "transport.deadline": 60.0})
+        failed = []
+        thread = threading.Thread(target=lambda: failed.append(attempt(lambda: train(long, verbose=False,
+                                                                                    write=False))))  # fmt: skip
+        thread.start()
+        time.sleep(8)  # round 0 is Alice's alone; org1 fits in round 1
+        assert thread.is_alive()
+        start = time.perf_counter()
+        three.procs["org1"].send_signal(signal.SIGTERM)
+        three.procs["org1"].wait(timeout=30)
+        stopped = time.perf_counter() - start
+        thread.join(timeout=60)
+    assert stopped < 5.0 and failed and failed[0]["refused"] and "party org1" in failed[0]["detail"]
+
+
+def test_a_party_intersects_and_reads_on_its_own_id_column_whatever_the_run_names(tmp_path):
+    """The coordinator chose the ID column a party's IDs were intersected on (it learned which of its guessed
+    e-mail addresses the party held). A party's ID column is its config's: Alice names her own "email", and Bob's
+    IDs are in his "key" (his "email" holds other values, which would share none of hers)."""
+    rows = range(40)
+    alice = tmp_path / "alice.csv"
+    alice.write_text("email,a0,label\n" + "".join(f"p{i},{i * 0.1:.1f},{i % 2}\n" for i in rows))
+    bob = tmp_path / "bob.csv"
+    bob.write_text("key,email\n" + "".join(f"p{i},{i}\n" for i in rows))
+    own = {"alice": {"csv": str(alice), "id_column": "email"}, "bob": {"csv": str(bob), "id_column": "key"}}
+    with Federation(tmp_path / "fed", ["alice", "bob"], own=own) as two:
+        from vcl.config import RunConfig
+
+        settings = {"data.dataset": "csv", "data.task": "classification", "data.csv_files": [str(alice), "bob"],
+                    "data.id_column": "email", "run.rounds": 1, "compare": [], "run.device": "cpu",
+                    "out": str(tmp_path / "run"), **two.overrides()}  # fmt: skip
+        done = train(RunConfig.from_dict(settings), verbose=False, write=False)
+    assert done["organizations"] == ["alice", "bob"] and len(done["rounds"]) == 2

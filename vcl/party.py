@@ -85,6 +85,7 @@ class PartyServer(Guard):
         self.names: list[str] = []
         self.addresses: dict[str, str] = {}
         self.lock = threading.Lock()
+        self.busy: str | None = None  # the operation that holds the party, if any
         self._peers: dict = {}
 
     def authorize(self, op: str, context) -> str:
@@ -130,7 +131,11 @@ class PartyServer(Guard):
                 answer = run(request, who)
             else:
                 with self.lock:
-                    answer = run(request, who)
+                    self.busy = op
+                    try:
+                        answer = run(request, who)
+                    finally:
+                        self.busy = None
             return answer if isinstance(answer, bytes) else pack("reply", answer)
         except NotSetUp as err:
             self.refuse(context, code.FAILED_PRECONDITION, who, op, str(err))
@@ -385,6 +390,13 @@ def serve(settings: PartySettings, ready=None) -> None:
         ready(port)
     stop.wait()
     server.stop(grace=2).wait()
+    # a Save in progress finishes (its file is whole or absent); any other operation still running (a fit, say) is
+    # left: its thread would keep the process until it ended, and its caller was cancelled already
+    busy = server_state.busy
+    if not server_state.lock.acquire(timeout=60 if busy == "Save" else 0.5):
+        sys.stderr.write(f"{settings.name}: stopped with its {busy} unfinished (nothing of it is kept)\n")
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def main(argv=None) -> int:
