@@ -44,6 +44,7 @@ FOREST = {"learner.n_trees": 20, "learner.max_depth": 4}
 FIG3 = ("ascii", "single", "oracle")
 FIG6 = ("ascii", "ascii_random", "ascii_simple", "ensemble_adaboost")
 ALPHA_RULES = ("exact", "paper")
+FAR = 0.05  # what "far above" is taken to mean in the claims table (the paper gives no number)
 JOINT = ("ascii", "ascii_random")  # the methods whose α depends on ascii_alpha
 WINE = "scikit-learn's wine: 178 rows, 3 classes; not the paper's Red Wine Quality, 1,600 rows, 6 classes"
 
@@ -180,9 +181,10 @@ def claims(curves: dict, cost: list[dict], rounds: int) -> str:
                 at("fig3", ds, "single", rounds),
                 at("fig3", ds, "oracle", rounds),
             )
-            ok = a3 > s and a3 >= o - 0.03
+            ok = a3 >= s + FAR and a3 >= o - 0.03
             lines.append(
-                f"| Fig. 3 {shown(ds)}: ASCII far above Single, near Oracle within a few rounds | {alpha} | ASCII "
+                f"| Fig. 3 {shown(ds)}: ASCII far above Single (here: by {100 * FAR:.0f} points or more), near Oracle "
+                f"(within 3) within a few rounds | {alpha} | ASCII "
                 f"round 3: {pct(a3)}, final {pct(at('fig3', ds, a, rounds))}; Single {pct(s)}; Oracle {pct(o)} "
                 f"| {verdict(ok)} |"
             )

@@ -310,8 +310,8 @@ class GALGroup:
     baseline_epochs: NonNegativeInt = 0
     """epochs of the one-shot centralized baselines late and interm (0: learner.epochs)"""
     late_fusion: Literal["mean", "sum"] = "mean"
-    """late baseline: mean (the organizations' outputs averaged, as the GAL authors' code does; it gives the paper's
-    Late figures) or sum (added, as the paper's text describes it)"""
+    """late baseline: mean (the organizations' outputs averaged, as the GAL authors' code does) or sum (added, as the
+    paper's text describes it); neither reproduces the paper's Late regression figures (docs/design.md)"""
     privacy: Literal["none", "dp", "ip"] = "none"
     """privacy on the residuals Alice sends: none, dp (Laplace), ip (interval privacy)"""
     privacy_alpha: PositiveFloat = 1.0
