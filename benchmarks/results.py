@@ -126,6 +126,42 @@ def unrecorded(text: str, recorded: set[str]) -> list[str]:
     return missing
 
 
+# a sentence that says our figures agree with the paper's: "gives the paper's Late figures", "the paper's
+# figures correspond to `paper`", "matches the paper's values"
+AGREES = re.compile(
+    r"\b(give|gives|reproduce|reproduces|match|matches|meet|meets|equal|equals|correspond|corresponds|come|comes)\b"
+    r"[^.;]{0,60}\bpaper's\b[^.;]{0,40}\b(figure|figures|value|values|numbers|results|tables?)\b"
+    r"|\bpaper's\b[^.;]{0,40}\b(figures|values|numbers|results)\b[^.;]{0,30}\b(correspond|come from)\b",
+    re.I,
+)
+DENIES = re.compile(r"\b(not|neither|nor|no|never|none|differ|differs|unlike)\b|n't\b", re.I)
+
+
+def unsupported_claims(text: str, recorded: set[str]) -> list[str]:
+    """Sentences that say a result agrees with the paper's figures but quote no figure of a record beside it (the
+    reader must see both numbers); a sentence that says they do not agree needs none. Code is not read."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    found = []
+    for paragraph in re.split(r"\n\s*\n|\n(?=#)", text):
+        prose = re.sub(r"\s+", " ", re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "`…`", paragraph)))
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z*(])", prose):
+            if AGREES.search(sentence) and not DENIES.search(sentence):
+                if not any(f in recorded for f in FIGURE.findall(sentence)):
+                    found.append(sentence.strip()[:160])
+    return found
+
+
+def prose_of(path: Path) -> str:
+    """A page's text; a Python file's docstrings (the config's texts), one paragraph each."""
+    text = path.read_text()
+    return "\n\n".join(re.findall(r'"""(.*?)"""', text, flags=re.S)) if path.suffix == ".py" else text
+
+
+def pages_with_claims() -> list[Path]:
+    """Where a sentence may compare with the paper: the docs pages and the config's own texts (``--help``)."""
+    return [*pages_with_figures(), ROOT / "vcl" / "config" / "groups.py"]
+
+
 def pages_with_figures() -> list[Path]:
     """The pages whose figures must come from the records: the README and every docs page but this one."""
     return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p != PAGE)]
@@ -146,7 +182,14 @@ def main(argv=None) -> int:
         ]
         for line in missing:
             print(f"a figure in no record: {line}", file=sys.stderr)
-        return 1 if missing else 0
+        claims = [
+            f"{p.relative_to(ROOT)}: {c}"
+            for p in pages_with_claims()
+            for c in unsupported_claims(prose_of(p), recorded)
+        ]
+        for line in claims:
+            print(f"a claim of agreement with the paper with no record's figure beside it: {line}", file=sys.stderr)
+        return 1 if missing or claims else 0
     PAGE.write_text(text)
     print(f"wrote {PAGE}")
     return 0

@@ -40,3 +40,30 @@ def test_a_docs_figure_in_no_record_fails_the_check():
     assert [m.rsplit(": ", 1)[1] for m in results.unrecorded("It took 86.5 s, not 95.1.", recorded)] == ["86.5"]
     bad = results.unrecorded("<!-- measured: `by hand` -->\nThe α is 3.132.", recorded)
     assert len(bad) == 1 and "names no script" in bad[0]
+
+
+def test_a_claim_of_agreement_with_the_paper_needs_a_records_figure_beside_it(tmp_path):
+    """Claims that slipped (issue 45): "it gives the paper's Late figures" with the records far off, "the paper's
+    figures correspond to `paper`" with Fig. 6's ordering reversed. A sentence that says our results agree with
+    the paper's must quote a record's figure beside it; one that says they do not needs none."""
+    recorded = results.recorded_figures("| boston | 5.1 (0.1) | 8.0 |")
+    planted = "\n\n".join(
+        [
+            "The mean (as the authors' code does; it gives the paper's Late figures) is the default.",
+            "Both rules run. **The paper's figures correspond to `paper`**: its Fig. 6 shows them apart.",
+        ]
+    )
+    assert len(results.unsupported_claims(planted, recorded)) == 2
+    fine = "\n\n".join(
+        [
+            "At M = 8 the mean gives the paper's Late figure on Boston (5.1 against 8.0).",
+            "Neither variant matches the paper's AL figures.",
+            "The paper's DP/IP figures are shown beside both scopes.",
+        ]
+    )
+    assert results.unsupported_claims(fine, recorded) == []
+    config = '    """late baseline: mean (as the authors\' code does; it gives the paper\'s\n'
+    config += '    Late figures) or sum"""\n'
+    path = tmp_path / "groups.py"
+    path.write_text("x: int = 1\n" + config)
+    assert results.unsupported_claims(results.prose_of(path), recorded)  # the config's texts are read too
