@@ -86,21 +86,30 @@ class Guard:
 
         from vcl.wire import FrameTooLarge, joined
 
-        stalled, timer, at = threading.Event(), [None], context.peer()
+        stalled, done, at = threading.Event(), threading.Event(), context.peer()
+        last, timer = [time.monotonic()], [None]
 
-        def arm():
-            if timer[0] is not None:
-                timer[0].cancel()
-            timer[0] = threading.Timer(self.settings.stall_s, lambda: (stalled.set(), context.cancel()))
+        def check():  # one watchdog thread per call, re-armed only when it wakes early (not one per piece)
+            idle = time.monotonic() - last[0]
+            if done.is_set():
+                return
+            if idle < self.settings.stall_s:
+                arm(self.settings.stall_s - idle)
+            else:
+                stalled.set()
+                context.cancel()
+
+        def arm(seconds: float):
+            timer[0] = threading.Timer(seconds, check)
             timer[0].daemon = True
             timer[0].start()
 
         def watched():
-            arm()
             for piece in stream:
-                arm()
+                last[0] = time.monotonic()
                 yield piece
 
+        arm(self.settings.stall_s)
         late = f"cancelled: its next piece did not come within stall_s={self.settings.stall_s:g} s"
         try:
             frame = joined(watched(), self.limit)
@@ -115,6 +124,7 @@ class Guard:
             self.note(context, who, op, late if stalled.is_set() else "its caller cancelled it", at)
             return None
         finally:
+            done.set()
             timer[0].cancel()
 
 
