@@ -50,7 +50,7 @@ from pathlib import Path
 
 from vcl.classpath import named_classes
 from vcl.errors import VCLInputError, first_line
-from vcl.party_guard import Guard, Session, raise_open_files_limit, redacted
+from vcl.party_guard import Guard, Session, raise_open_files_limit
 from vcl.party_settings import PartySettings, load_settings, read_pem
 
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where", "End")
@@ -145,16 +145,12 @@ class PartyServer(Guard):
             self.refuse(context, code.ABORTED, who, op, str(err))
         except (WireError, VCLInputError, PermissionError) as err:
             kind = code.PERMISSION_DENIED if isinstance(err, PermissionError) else code.INVALID_ARGUMENT
-            self.note(context, who, op, f"refused ({kind.name}): {err}")
-            text = redacted(first_line(err)) if op in DATA_OPS else first_line(err)
-            context.abort(kind, f"{self.settings.name}: {text[:300]}")
+            self.refuse(context, kind, who, op, str(err), quiet=op in DATA_OPS)
         except SystemExit:  # a module a run named exited as it was imported: refused, and the party keeps serving
             self.refuse(context, code.INVALID_ARGUMENT, who, op, f"the {op} request ended in an exit")
         except (KeyError, TypeError, AttributeError) as err:  # a request body without what its operation takes
-            why = first_line(err) or type(err).__name__
-            self.note(context, who, op, f"refused (INVALID_ARGUMENT): a malformed {op} ({why})")
-            why = redacted(why) if op in DATA_OPS else why
-            context.abort(code.INVALID_ARGUMENT, f"{self.settings.name}: a malformed {op} ({why[:200]})")
+            why = (first_line(err) or type(err).__name__)[:200]
+            self.refuse(context, code.INVALID_ARGUMENT, who, op, f"a malformed {op} ({why})", quiet=op in DATA_OPS)
         except Exception as err:  # the party's own failure: its kind back, its sentence in its log, no traceback
             self.note(context, who, op, f"failed: {type(err).__name__}: {err}")
             context.abort(code.INTERNAL, f"{type(err).__name__} (the party's log says more)")

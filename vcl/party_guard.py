@@ -48,9 +48,12 @@ class Guard:
         sys.stderr.write(line[:400] + "\n")  # one write: lines of calls at once do not mix
         sys.stderr.flush()
 
-    def refuse(self, context, code, who: str, op: str, text: str) -> None:
+    def refuse(self, context, code, who: str, op: str, text: str, quiet: bool = False) -> None:
+        """Refuse the call with ``code``: ``text`` whole in the log, its first line back to the caller (``quiet``:
+        with every quoted value left out, for what tells of the party's own data)."""
         self.note(context, who, op, f"refused ({code.name}): {text}")
-        context.abort(code, f"{self.settings.name}: {first_line(text)[:300]}")
+        back = redacted(first_line(text)) if quiet else first_line(text)
+        context.abort(code, f"{self.settings.name}: {back[:300]}")
 
     # --- who may ask what ---
     def caller(self, context) -> str:
