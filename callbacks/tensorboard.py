@@ -48,6 +48,8 @@ class TensorBoardRounds(RoundCallback):
         w.add_scalar("loss/train", record["train_loss"], t)
         for split, value in record["metrics"].items():
             w.add_scalar(f"{run.metric_name}/{split}", value, t)
+        for split, value in record.get("auroc", {}).items():  # binary tasks
+            w.add_scalar(f"auroc/{split}", value, t)
         w.add_scalar("comm/bytes_sent", record["bytes_sent"], t)
         if t > 0:  # round 0 is the start, F⁰: nothing timed
             w.add_scalar("time/round_seconds", run.round_seconds[t - 1], t)
@@ -75,6 +77,7 @@ class TensorBoardRounds(RoundCallback):
         figures = {
             "final/value": results["value"],
             "final/best_value": results["best_value"],
+            **({"final/auroc": results["auroc"]["test"]} if "test" in results.get("auroc", {}) else {}),
             "final/bytes_sent": results["bytes_sent"],
             "final/seconds": results["seconds"],
         }

@@ -5,7 +5,10 @@
   answers a prediction request with its kept models' outputs, Alice assembles them; round t uses the
   models of rounds 1..t). Without Deep Model Sharing this equals Alice's running F (tested). With it,
   round t retrains the extractor the earlier rounds' heads share, so the kept models give other
-  figures than the outputs sent during the run; those stay beside them as ``round_time_metrics``.
+  figures than the outputs sent during the run; those stay beside them as ``round_time_metrics`` (and
+  ``round_time_auroc``).
+- A binary task's AUROC (``auroc`` in each round's record and in results.json) follows the same path as the
+  metric: the kept models' where the protocol recomputes its rounds, Alice's running F elsewhere.
 - Interm fusion: F is its kept model's prediction. ASCII and DC analysis: the figures of the round;
   tests hold them equal to a fresh prediction from the kept models. MPDL and FTL keep no model past
   their last round, only its outputs on the test and A-only rows.
@@ -20,16 +23,20 @@ from vcl.protocols.base import Protocol
 
 
 def kept_records(protocol: Protocol, records: list[dict]) -> tuple[list[dict], dict[int, dict] | None]:
-    """The run's per-round records with the metrics of the kept models (a copy when they differ), and those
-    metrics by round (``None`` where the protocol reports Alice's running F)."""
+    """The run's per-round records with the metrics (and a binary task's AUROC) of the kept models (a copy when they
+    differ), and those metrics by round (``None`` where the protocol reports Alice's running F)."""
     kept = protocol.kept_round_metrics()
     if kept is None:
         return records, None
     shares = getattr(protocol, "shares_models", False)  # Deep Model Sharing: keep what Alice saw beside them
-    recs = [
-        {**r, "metrics": kept[r["round"]], **({"round_time_metrics": r["metrics"]} if shares else {})} for r in records
-    ]
-    return recs, kept
+    recs = []
+    for r in records:
+        k = kept[r["round"]]
+        rec = {**r, "metrics": k["metrics"], **({"auroc": k["auroc"]} if k["auroc"] else {})}
+        if shares:  # what Alice saw during the run
+            rec.update(round_time_metrics=r["metrics"], **({"round_time_auroc": r["auroc"]} if "auroc" in r else {}))
+        recs.append(rec)
+    return recs, {t: k["metrics"] for t, k in kept.items()}
 
 
 def prediction_stage(protocol: Protocol, round_: int, kept: dict[int, dict] | None = None) -> tuple[dict, int]:

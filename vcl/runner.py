@@ -62,9 +62,12 @@ class Run:
 
     def record_round(self, record: dict) -> dict:
         channel = self.protocol.federation.channel
+        metrics = self.protocol.evaluate()
+        auroc = self.protocol.auroc(splits=list(metrics))  # a binary task's, beside its accuracy
         record = {
             **record,
-            "metrics": self.protocol.evaluate(),
+            "metrics": metrics,
+            **({"auroc": auroc} if auroc else {}),
             "bytes_sent": channel.bytes_by_round().get(record["round"], 0),
         }
         self.records.append(record)
@@ -109,6 +112,7 @@ class Run:
             "value_round": recs[pick]["round"],
             "value_selection": selection,
             "best_value": best,
+            **({"auroc": recs[pick]["auroc"]} if "auroc" in recs[pick] else {}),  # binary tasks: at value_round
             "final": recs[-1]["metrics"],
             "prediction_stage": stage,
             "prediction_stage_round": stage_round,

@@ -53,6 +53,7 @@ def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: fl
         "metric": res["metric"],
         "value": res["value"],
         "best_value": res["best_value"],
+        **({"auroc": res["auroc"]["test"]} if "test" in res.get("auroc", {}) else {}),  # binary tasks
         **extra,
         "seconds": seconds,
         "seconds_per_round": seconds_per_round(res),

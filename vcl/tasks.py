@@ -41,6 +41,11 @@ class Task:
         return "accuracy" if self.kind == "classification" else "mad"
 
     @property
+    def binary(self) -> bool:
+        """Two classes: the runs also report the area under the ROC curve (:meth:`auroc`) beside the accuracy."""
+        return self.kind == "classification" and self.num_outputs == 2
+
+    @property
     def higher_is_better(self) -> bool:
         return self.kind == "classification"
 
@@ -113,6 +118,20 @@ class Task:
         if self.kind == "classification":
             return float((F_.argmax(-1) == y.long()).sum().float() / y.shape[0])
         return float(torch.sum(torch.abs(F_.reshape(-1).float() - y.reshape(-1).float()), dim=0) / y.numel())
+
+    def auroc(self, F_: Tensor, y: Tensor) -> float | None:
+        """Area under the ROC curve (torchmetrics) of the score ``F[:, 1] − F[:, 0]``, the log-odds of class 1 under
+        the softmax Alice's cross-entropy uses (the ranking is all AUROC reads, so scores that are not logits, such
+        as DC's class shares, rank the same way); ``None`` where ``y`` holds one class only."""
+        from torchmetrics.functional.classification import binary_auroc
+
+        if F_.shape[0] != y.shape[0] or F_.ndim != 2 or F_.shape[1] != 2:
+            raise ValueError(f"predictions {tuple(F_.shape)} and targets {tuple(y.shape)} do not make a binary task.")
+        y = y.long().reshape(-1)
+        if y.numel() == 0 or bool((y == y[0]).all()):
+            return None
+        score = (F_[:, 1].double() - F_[:, 0].double()).cpu()
+        return float(binary_auroc(score, y.cpu(), thresholds=None))
 
     def better(self, a: float, b: float) -> bool:
         return a > b if self.higher_is_better else a < b

@@ -112,17 +112,35 @@ class Protocol:
         kwargs = {} if upto == self.round else {"upto": upto}
         return {s: self.task.metric(self.predict(s, **kwargs), y) for s, y in self.labels.items()}, upto
 
-    def kept_round_metrics(self) -> dict[int, dict[str, float]] | None:
-        """{round t: metrics of the kept models with rounds 1..t}, recomputed at the end of a run through the
-        prediction stage; ``None`` for a protocol that cannot stop its prediction at an earlier round (its
-        reported metrics are then Alice's running F, which tests hold equal to the prediction stage)."""
+    def kept_round_metrics(self) -> dict[int, dict] | None:
+        """{round t: {"metrics": {split: metric}, "auroc": {split: AUROC}}} of the kept models with rounds 1..t,
+        recomputed at the end of a run through the prediction stage; ``None`` for a protocol that cannot stop its
+        prediction at an earlier round (its reported metrics are then Alice's running F, which tests hold equal to
+        the prediction stage)."""
         return None
 
-    def metrics_by_round(self) -> dict[int, dict[str, float]]:
-        """{round t: metric on every split of :meth:`predict` with rounds 1..t}, one request per split."""
+    def metrics_by_round(self) -> dict[int, dict]:
+        """{round t: {"metrics": ..., "auroc": ...}} of :meth:`predict` with rounds 1..t, one request per split
+        (``auroc`` empty unless the task is binary)."""
         per_split = {s: self.round_predictions(s) for s in self.labels}
         rounds = sorted(next(iter(per_split.values())))
-        return {t: {s: self.task.metric(per_split[s][t], y) for s, y in self.labels.items()} for t in rounds}
+        return {
+            t: {
+                "metrics": {s: self.task.metric(per_split[s][t], y) for s, y in self.labels.items()},
+                "auroc": self.auroc({s: per_split[s][t] for s in self.labels}),
+            }
+            for t in rounds
+        }
+
+    def auroc(self, F: dict[str, Tensor] | None = None, splits=None) -> dict[str, float]:
+        """{split: AUROC} of the predictions ``F`` (default: Alice's running F) for a binary task, else empty; a
+        split whose labels hold one class is left out."""
+        if not self.task.binary:
+            return {}
+        F = self.F if F is None else F
+        splits = [s for s in (splits or self.labels) if s in F and s in self.labels]
+        scores = {s: self.task.auroc(F[s], self.labels[s]) for s in splits}
+        return {s: v for s, v in scores.items() if v is not None}
 
     def stored_parameters(self) -> int:
         """Torch parameters the organizations keep for the prediction stage (results.json); 0 unless known."""

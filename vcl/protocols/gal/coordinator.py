@@ -66,7 +66,7 @@ class GradientAssistedLearning(Protocol):
     def stored_parameters(self) -> int:
         return sum(r.parameters for r in self.federation.models(self.round))
 
-    def kept_round_metrics(self) -> dict[int, dict[str, float]]:
+    def kept_round_metrics(self) -> dict[int, dict]:
         """Round t's metrics from the models the run keeps (rounds 1..t), through the prediction stage. With
         Deep Model Sharing that is the final extractor with heads 1..t, while Alice's running F used each
         round's extractor as it was then; without it the two agree (tested)."""

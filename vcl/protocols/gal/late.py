@@ -51,7 +51,7 @@ class LateFusion(Protocol):
     def stored_parameters(self) -> int:
         return sum(r.parameters for r in self.federation.models(self.round))
 
-    def kept_round_metrics(self) -> dict[int, dict[str, float]]:
+    def kept_round_metrics(self) -> dict[int, dict]:
         return self.metrics_by_round()
 
 
