@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip >/dev/null
-	$(PY) -m pip install -e '.[dev,ray]'
+	$(PY) -m pip install -e '.[dev,ray,xgboost]'
 	touch $(STAMP)
 
 run: $(STAMP)

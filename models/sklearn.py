@@ -6,7 +6,8 @@ none is refused with a clear error.
 
 Also the two safety rules for estimators: a config may name only scikit-learn classes
 (``sklearn:sklearn.<module>.<Class>``), and a fitted estimator is stored with ``skops.io``, which loads
-without running code; a stored estimator holding a type outside scikit-learn is refused on load.
+without running code; a stored estimator holding a type outside scikit-learn (and DC's XGBoost,
+:mod:`vcl.models.boosting`) is refused on load.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def load_estimator(blob: Tensor):
         raise VCLInputError(
             f"a stored estimator cannot be read ({type(err).__name__}); the checkpoint is damaged."
         ) from None
-    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX)]
+    from vcl.models.boosting import TYPES  # DC's XGBoost: its adapter and XGBoost's classifier and booster
+
+    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX) and t not in TYPES]
     if foreign:
         raise VCLInputError(
             f"a stored estimator holds types outside scikit-learn ({', '.join(foreign)}); refusing to load it."

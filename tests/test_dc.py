@@ -273,3 +273,28 @@ def test_bad_dc_input_fails_before_work(tmp_path, capsys, args, message):
         message,
     )
     assert not out.exists()
+
+
+def test_xgboost_takes_any_labels_and_is_stored_and_loaded_as_data():
+    from vcl.models.boosting import XGBoost
+    from vcl.models.sklearn import dump_estimator, load_estimator
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = np.where(X[:, 0] > 0, 5, 2)  # labels 2 and 5: XGBoost itself asks for 0 and 1
+    model = XGBoost(random_state=0).fit(X, y)
+    assert list(model.classes_) == [2, 5] and (model.predict(X) == y).mean() > 0.95
+    assert model.feature_importances_.argmax() == 0 and model.feature_importances_.shape == (4,)
+    again = load_estimator(dump_estimator(model))
+    np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
+    single = XGBoost().fit(X, np.full(200, 3))  # one class among a worker's anchor labels
+    assert list(single.predict(X[:5])) == [3] * 5 and single.predict_proba(X).shape == (200, 1)
+
+
+def test_dc_xgboost_without_xgboost_installed_is_refused_before_work(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xgboost" else real(name, *a))
+    _fails(["--method", "dc_smote", "--data.dataset", "wine", "--dc.central", "xgboost", "--out", str(tmp_path / "x")],
+           capsys, "dc.central=xgboost needs XGBoost, which is not installed")  # fmt: skip

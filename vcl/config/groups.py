@@ -376,11 +376,11 @@ class DCGroup:
     collab_dim: NonNegativeInt = 0
     """collaboration dimension m-hat; 0: the summed reduced dimensions of a row group"""
     central: str | Estimator = "ridge"
-    """master's analysis h: ridge (one-hot targets), gb, or a scikit-learn estimator ({class_path, init_args} or
-    sklearn:<path>)"""
+    """master's analysis h: ridge (one-hot targets), gb, xgboost (DC's Tables 2-5), or a scikit-learn estimator
+    ({class_path, init_args} or sklearn:<path>)"""
     interpretable: str | Estimator = "tree"
-    """worker-side interpretable model t_i: tree, gb, or a scikit-learn classifier ({class_path, init_args} or
-    sklearn:<path>)"""
+    """worker-side interpretable model t_i: tree, gb, xgboost (DC's Tables 2-5), or a scikit-learn classifier
+    ({class_path, init_args} or sklearn:<path>)"""
     tree_splits: PositiveInt = 5
     """maximum number of branch-node splits of the tree"""
     smote_k: PositiveInt = 25

@@ -56,6 +56,10 @@ def make_central(name: str, seed: int):
         from sklearn.ensemble import GradientBoostingClassifier
 
         return GradientBoostingClassifier(random_state=seed)
+    if name == "xgboost":
+        from vcl.models.boosting import xgboost
+
+        return xgboost("dc.central", seed)
     if name.startswith("sklearn:"):
         est = _estimator(name, "dc.central")
         if "random_state" in est.get_params():
@@ -67,7 +71,8 @@ def make_central(name: str, seed: int):
 
 
 def make_interpretable(name: str, splits: int, seed: int):
-    """The worker-side interpretable classifier t_i: a tree with at most ``splits`` splits, or boosting."""
+    """The worker-side interpretable classifier t_i: a tree with at most ``splits`` splits, or boosting (scikit-learn's
+    or XGBoost's)."""
     if name == "tree":
         from sklearn.tree import DecisionTreeClassifier
 
@@ -78,6 +83,10 @@ def make_interpretable(name: str, splits: int, seed: int):
         from sklearn.ensemble import GradientBoostingClassifier
 
         return GradientBoostingClassifier(random_state=seed)
+    if name == "xgboost":
+        from vcl.models.boosting import xgboost
+
+        return xgboost("dc.interpretable", seed)
     if name.startswith("sklearn:"):
         est = _estimator(name, "dc.interpretable")
         from sklearn.linear_model._base import LinearClassifierMixin

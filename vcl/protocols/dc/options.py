@@ -10,8 +10,8 @@ from torch import Tensor
 from vcl.config import DCGroup
 
 REDUCTIONS = ("pca", "tsvd", "identity")
-CENTRAL_MODELS = ("ridge", "gb")
-INTERPRETABLE_MODELS = ("tree", "gb")
+CENTRAL_MODELS = ("ridge", "gb", "xgboost")
+INTERPRETABLE_MODELS = ("tree", "gb", "xgboost")
 MASTER = "master"
 
 
