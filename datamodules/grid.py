@@ -21,7 +21,13 @@ from torch import Tensor
 from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import load_table
 from vcl.datamodules.table import Table
-from vcl.datamodules.tabular import FeatureView, named_column_split, random_column_split
+from vcl.datamodules.tabular import (
+    FeatureView,
+    named_column_split,
+    random_column_split,
+    seeded_permutation,
+    test_rows_of,
+)
 
 from vcl.errors import VCLInputError
 
@@ -108,6 +114,8 @@ class GridDataModule(pl.LightningDataModule):
         seed: int = 0,
         split_seed: int = 0,
         test_fraction: float = 0.2,
+        folds: int = 0,
+        fold: int = 0,
         standardize: bool = True,
         assignment: dict | None = None,
     ):
@@ -122,6 +130,7 @@ class GridDataModule(pl.LightningDataModule):
         self.feature_split, self.public_rows = feature_split, public_rows
         self.seed, self.split_seed, self.test_fraction = seed, split_seed, test_fraction
         self.standardize, self.assignment = standardize, assignment
+        self.folds, self.fold = folds, fold
         self.data: GridData | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -139,12 +148,14 @@ class GridDataModule(pl.LightningDataModule):
 
     def row_splits(self, table: Table) -> dict[str, np.ndarray]:
         n = table.X.shape[0]
-        perm = np.random.RandomState(self.split_seed).permutation(n)
+        perm = seeded_permutation(n, self.split_seed, self.folds, self.fold)
         if table.test_rows is not None:
+            if self.folds:
+                raise VCLInputError(f"data.folds: {self.dataset} comes with its own test split; leave data.folds at 0.")
             test = np.asarray(table.test_rows)
             rest = perm[~np.isin(perm, test)]
         else:
-            n_rest = int(n * (1.0 - self.test_fraction))
+            n_rest = n - test_rows_of(n, self.test_fraction, self.folds, self.fold)
             test, rest = perm[n_rest:], perm[:n_rest]
         public, train = rest[: self.public_rows], rest[self.public_rows :]
         if len(train) < 2 * self.row_groups or len(test) < 1:

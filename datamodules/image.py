@@ -207,6 +207,8 @@ class ImageDataModule(VerticalDataModule):
         view: str = "patch",
         split_seed: int = 0,
         test_fraction: float = 0.2,
+        folds: int = 0,
+        fold: int = 0,
         val_fraction: float = 0.0,
         max_train: int = 0,
         batch_size: int = 512,
@@ -225,7 +227,7 @@ class ImageDataModule(VerticalDataModule):
         self.dataset, self.organizations, self.root, self.download = dataset, organizations, root, download
         self.view, self.split_seed = view, split_seed
         self.test_fraction, self.val_fraction, self.max_train = test_fraction, val_fraction, max_train
-        self.batch_size = batch_size
+        self.batch_size, self.folds, self.fold = batch_size, folds, fold
         self.data: VerticalData | None = None
 
     def prepare_data(self) -> None:
@@ -240,10 +242,15 @@ class ImageDataModule(VerticalDataModule):
 
     def split(self, source: ImageSet) -> VerticalData:
         if source.test_images is None:
-            rows = seeded_row_splits(len(source.labels), self.split_seed, self.test_fraction, self.val_fraction)
+            n = len(source.labels)
+            rows = seeded_row_splits(
+                n, self.split_seed, self.test_fraction, self.val_fraction, None, self.folds, self.fold
+            )
             images = {s: source.images[r] for s, r in rows.items()}
             labels = {s: source.labels[r] for s, r in rows.items()}
         else:  # the source's own test split; validation rows come from its training images
+            if self.folds:
+                raise VCLInputError(f"data.folds: {self.dataset} comes with its own test split; leave data.folds at 0.")
             perm = np.random.RandomState(self.split_seed).permutation(len(source.labels))
             n_val = int(round(len(perm) * self.val_fraction))
             images = {"train": source.images[perm[n_val:]], "test": source.test_images}

@@ -99,6 +99,8 @@ class SequenceDataModule(VerticalDataModule):
         feature_seed: int = 0,
         split_seed: int = 0,
         test_fraction: float = 0.2,
+        folds: int = 0,
+        fold: int = 0,
         val_fraction: float = 0.0,
         size: int = 2000,
         batch_size: int = 8,
@@ -110,6 +112,7 @@ class SequenceDataModule(VerticalDataModule):
         self.dataset, self.organizations, self.root = dataset, organizations, root
         self.feature_seed, self.split_seed, self.size = feature_seed, split_seed, size
         self.test_fraction, self.val_fraction, self.batch_size = test_fraction, val_fraction, batch_size
+        self.folds, self.fold = folds, fold
         self.data: VerticalData | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -128,7 +131,9 @@ class SequenceDataModule(VerticalDataModule):
         else:
             owners = sorted(set(groups.tolist()))
             cols = [[i for i, g in enumerate(groups.tolist()) if g == o] for o in owners]
-        rows = seeded_row_splits(x.shape[0], self.split_seed, self.test_fraction, self.val_fraction)
+        rows = seeded_row_splits(
+            x.shape[0], self.split_seed, self.test_fraction, self.val_fraction, None, self.folds, self.fold
+        )
         train = x[rows["train"]]
         mean, std = train.mean((0, 1)), train.std((0, 1))
         std[std == 0] = 1.0

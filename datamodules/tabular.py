@@ -78,14 +78,40 @@ def check_fractions(test_fraction: float, val_fraction: float) -> None:
         raise VCLInputError(f"data.val_fraction={val_fraction}; use a fraction in [0, 1).")
 
 
-def seeded_row_splits(
-    n: int, split_seed: int, test_fraction: float, val_fraction: float, train_rows: int | None = None
-) -> dict[str, np.ndarray]:
-    """Row indices per split: a permutation seeded by ``split_seed``, the last ``test_fraction`` for test and
-    ``val_fraction`` of the rest for validation; or, with ``train_rows``, the dataset's own split (its first
-    ``train_rows`` rows, shuffled, for training)."""
+def seeded_permutation(n: int, split_seed: int, folds: int = 0, fold: int = 0) -> np.ndarray:
+    """The rows in the order the splits take them from: a permutation seeded by ``split_seed``; with ``folds`` = K
+    (K-fold cross-validation), rotated so that fold ``fold`` of the K contiguous folds comes last, where the test
+    rows are taken from (each row is a test row in exactly one fold)."""
     perm = np.random.RandomState(split_seed).permutation(n)
-    n_train = int(n * (1.0 - test_fraction))
+    if not folds:
+        return perm
+    if not 0 <= fold < folds or folds > n:
+        raise VCLInputError(f"data.fold={fold} of data.folds={folds} for {n} rows; use a fold in 0..{folds - 1}.")
+    parts = np.array_split(perm, folds)
+    return np.concatenate([*parts[:fold], *parts[fold + 1 :], parts[fold]])
+
+
+def test_rows_of(n: int, test_fraction: float, folds: int, fold: int) -> int:
+    """How many rows the test split takes from the end of :func:`seeded_permutation`."""
+    return len(np.array_split(np.arange(n), folds)[fold]) if folds else n - int(n * (1.0 - test_fraction))
+
+
+def seeded_row_splits(
+    n: int,
+    split_seed: int,
+    test_fraction: float,
+    val_fraction: float,
+    train_rows: int | None = None,
+    folds: int = 0,
+    fold: int = 0,
+) -> dict[str, np.ndarray]:
+    """Row indices per split: a permutation seeded by ``split_seed``, the last ``test_fraction`` for test (with
+    ``folds``: fold ``fold`` of K, :func:`seeded_permutation`) and ``val_fraction`` of the rest for validation; or,
+    with ``train_rows``, the dataset's own split (its first ``train_rows`` rows, shuffled, for training)."""
+    if folds and train_rows is not None:
+        raise VCLInputError("data.folds: this dataset comes with its own test split; leave data.folds at 0.")
+    perm = seeded_permutation(n, split_seed, folds, fold)
+    n_train = n - test_rows_of(n, test_fraction, folds, fold)
     if train_rows is not None:
         first = np.random.RandomState(split_seed).permutation(train_rows)
         perm, n_train = np.concatenate([first, np.arange(train_rows, n)]), train_rows
@@ -241,6 +267,8 @@ class TabularDataModule(VerticalDataModule):
         feature_seed: int = 0,
         split_seed: int = 0,
         test_fraction: float = 0.2,
+        folds: int = 0,
+        fold: int = 0,
         val_fraction: float = 0.0,
         assignment: dict[str, list[str]] | None = None,
         csv_files: list[str] | None = None,
@@ -266,6 +294,7 @@ class TabularDataModule(VerticalDataModule):
         self.feature_seed = feature_seed
         self.split_seed = split_seed
         self.test_fraction = test_fraction
+        self.folds, self.fold = folds, fold
         self.val_fraction = val_fraction
         self.assignment = assignment
         self.csv_files = list(csv_files or [])
@@ -338,7 +367,9 @@ class TabularDataModule(VerticalDataModule):
 
     def row_splits(self, n: int, train_rows: int | None = None) -> dict[str, np.ndarray]:
         """A seeded permutation cut by ``test_fraction``; or the dataset's own split (``train_rows`` first)."""
-        return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, train_rows)
+        return seeded_row_splits(
+            n, self.split_seed, self.test_fraction, self.val_fraction, train_rows, self.folds, self.fold
+        )
 
     def split(self, table: Table) -> VerticalData:
         from vcl.datamodules.prepare import Preparation

@@ -96,6 +96,11 @@ class DataGroup:
     """fraction of rows held out for test"""
     val_fraction: NonNegativeFloat = 0.0
     """fraction of the training rows held out for validation (0: none)"""
+    folds: NonNegativeInt = 0
+    """K-fold cross-validation: the test rows are fold data.fold of K folds of the split_seed permutation, instead
+    of test_fraction (0: off); run each fold 0..K-1"""
+    fold: NonNegativeInt = 0
+    """with data.folds: which fold is the test split, 0..K-1"""
     assignment: dict[str, list[str]] = field(default_factory=dict)
     """explicit columns per organization by name, e.g. {alice: [a, b], bob: [c]}"""
     csv_files: list[str] = field(default_factory=list)
@@ -129,6 +134,11 @@ class DataGroup:
 
     def __post_init__(self):
         seed_in_range("data.split_seed", self.split_seed)
+        if self.folds == 1 or self.fold >= max(self.folds, 1):
+            raise VCLInputError(
+                f"data.folds={self.folds}, data.fold={self.fold}: use at least 2 folds and a fold in 0..folds-1 "
+                "(or data.folds 0 for one test_fraction split)."
+            )
         listed(self, "categorical", "missing")
         if self.module:
             self.module = estimator_spec(self.module, "data.module", other="datamodule")
