@@ -116,12 +116,17 @@ class GridDataModule(pl.LightningDataModule):
         test_fraction: float = 0.2,
         folds: int = 0,
         fold: int = 0,
+        bootstrap: bool = False,
         standardize: bool = True,
         assignment: dict | None = None,
     ):
         super().__init__()
         if not 0.0 < test_fraction < 1.0:
             raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
+        if bootstrap:
+            raise VCLInputError(
+                "data.bootstrap: the DC methods split their training rows into row groups once; leave it off."
+            )
         if row_groups < 1:
             raise VCLInputError(f"dc.row_groups={row_groups}; use at least 1.")
         if public_rows < 0:

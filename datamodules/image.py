@@ -209,6 +209,7 @@ class ImageDataModule(VerticalDataModule):
         test_fraction: float = 0.2,
         folds: int = 0,
         fold: int = 0,
+        bootstrap: bool = False,
         val_fraction: float = 0.0,
         max_train: int = 0,
         batch_size: int = 512,
@@ -227,7 +228,7 @@ class ImageDataModule(VerticalDataModule):
         self.dataset, self.organizations, self.root, self.download = dataset, organizations, root, download
         self.view, self.split_seed = view, split_seed
         self.test_fraction, self.val_fraction, self.max_train = test_fraction, val_fraction, max_train
-        self.batch_size, self.folds, self.fold = batch_size, folds, fold
+        self.batch_size, self.folds, self.fold, self.bootstrap = batch_size, folds, fold, bootstrap
         self.data: VerticalData | None = None
 
     def prepare_data(self) -> None:
@@ -244,13 +245,15 @@ class ImageDataModule(VerticalDataModule):
         if source.test_images is None:
             n = len(source.labels)
             rows = seeded_row_splits(
-                n, self.split_seed, self.test_fraction, self.val_fraction, None, self.folds, self.fold
+                n, self.split_seed, self.test_fraction, self.val_fraction, None, self.folds, self.fold, self.bootstrap
             )
             images = {s: source.images[r] for s, r in rows.items()}
             labels = {s: source.labels[r] for s, r in rows.items()}
         else:  # the source's own test split; validation rows come from its training images
-            if self.folds:
-                raise VCLInputError(f"data.folds: {self.dataset} comes with its own test split; leave data.folds at 0.")
+            if self.folds or self.bootstrap:
+                raise VCLInputError(
+                    f"data.folds / data.bootstrap: {self.dataset} comes with its own test split; leave them off."
+                )
             perm = np.random.RandomState(self.split_seed).permutation(len(source.labels))
             n_val = int(round(len(perm) * self.val_fraction))
             images = {"train": source.images[perm[n_val:]], "test": source.test_images}

@@ -112,6 +112,7 @@ class OverlapDataModule(pl.LightningDataModule):
         test_fraction: float = 0.1,
         folds: int = 0,
         fold: int = 0,
+        bootstrap: bool = False,
         assignment: dict | None = None,
         root: str = "data",
         max_rows: int = 0,
@@ -123,10 +124,10 @@ class OverlapDataModule(pl.LightningDataModule):
             raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
         if dataset == "csv":
             raise VCLInputError("MPDL takes one built-in table or image dataset, not data.dataset=csv.")
-        if folds:
+        if folds or bootstrap:
             raise VCLInputError(
-                "data.folds: MPDL draws its test rows by data.test_fraction (its K folds are mpdl.folds); leave "
-                "data.folds at 0."
+                "data.folds / data.bootstrap: MPDL draws its test rows by data.test_fraction (its K folds are "
+                "mpdl.folds); leave them off."
             )
         self.dataset, self.gamma, self.seed, self.split_seed = dataset, gamma, seed, split_seed
         self.test_fraction, self.assignment, self.root, self.max_rows = test_fraction, assignment, root, max_rows

@@ -104,10 +104,13 @@ def seeded_row_splits(
     train_rows: int | None = None,
     folds: int = 0,
     fold: int = 0,
+    bootstrap: bool = False,
 ) -> dict[str, np.ndarray]:
     """Row indices per split: a permutation seeded by ``split_seed``, the last ``test_fraction`` for test (with
     ``folds``: fold ``fold`` of K, :func:`seeded_permutation`) and ``val_fraction`` of the rest for validation; or,
-    with ``train_rows``, the dataset's own split (its first ``train_rows`` rows, shuffled, for training)."""
+    with ``train_rows``, the dataset's own split (its first ``train_rows`` rows, shuffled, for training). With
+    ``bootstrap``, the training rows are as many drawn with replacement from them (seeded by ``split_seed``): a
+    row may train several times, and the test rows stay apart."""
     if folds and train_rows is not None:
         raise VCLInputError("data.folds: this dataset comes with its own test split; leave data.folds at 0.")
     perm = seeded_permutation(n, split_seed, folds, fold)
@@ -124,6 +127,9 @@ def seeded_row_splits(
             "use a smaller val_fraction."
         )
     splits = {"train": perm[: n_train - n_val], "test": perm[n_train:]}
+    if bootstrap:  # a stream of its own, so the split itself is the same with and without it
+        train = splits["train"]
+        splits["train"] = train[np.random.default_rng([split_seed, 0xB0075]).integers(0, len(train), len(train))]
     if n_val:
         splits["val"] = perm[n_train - n_val : n_train]
     return splits
@@ -269,6 +275,7 @@ class TabularDataModule(VerticalDataModule):
         test_fraction: float = 0.2,
         folds: int = 0,
         fold: int = 0,
+        bootstrap: bool = False,
         val_fraction: float = 0.0,
         assignment: dict[str, list[str]] | None = None,
         csv_files: list[str] | None = None,
@@ -294,7 +301,7 @@ class TabularDataModule(VerticalDataModule):
         self.feature_seed = feature_seed
         self.split_seed = split_seed
         self.test_fraction = test_fraction
-        self.folds, self.fold = folds, fold
+        self.folds, self.fold, self.bootstrap = folds, fold, bootstrap
         self.val_fraction = val_fraction
         self.assignment = assignment
         self.csv_files = list(csv_files or [])
@@ -368,7 +375,7 @@ class TabularDataModule(VerticalDataModule):
     def row_splits(self, n: int, train_rows: int | None = None) -> dict[str, np.ndarray]:
         """A seeded permutation cut by ``test_fraction``; or the dataset's own split (``train_rows`` first)."""
         return seeded_row_splits(
-            n, self.split_seed, self.test_fraction, self.val_fraction, train_rows, self.folds, self.fold
+            n, self.split_seed, self.test_fraction, self.val_fraction, train_rows, self.folds, self.fold, self.bootstrap
         )
 
     def split(self, table: Table) -> VerticalData:

@@ -76,3 +76,24 @@ def test_dc_benchmarks_cross_validation_lists_valid_runs_of_every_fold():
             values = {**dc.CV_CONFIG, **extra, "data.dataset": ds, "method": method}
             assert values["data.folds"] == 5 and "data.fold" not in values  # the driver sets each fold
             check_config(RunConfig.from_dict({**values, "data.fold": 4}))
+
+
+def test_bootstrap_trains_on_a_draw_with_replacement_of_the_same_training_rows():
+    from vcl.datamodules.tabular import seeded_row_splits
+
+    plain = seeded_row_splits(178, 3, 0.3, 0.0)
+    drawn = seeded_row_splits(178, 3, 0.3, 0.0, bootstrap=True)
+    assert list(drawn["test"]) == list(plain["test"])  # the test rows stay as they were
+    assert len(drawn["train"]) == len(plain["train"]) and set(drawn["train"]) < set(plain["train"])  # repeats
+    assert list(seeded_row_splits(178, 3, 0.3, 0.0, bootstrap=True)["train"]) == list(drawn["train"])  # seeded
+    assert list(seeded_row_splits(178, 4, 0.3, 0.0, bootstrap=True)["test"]) != list(drawn["test"])
+
+
+def test_an_ascii_run_trains_on_a_bootstrap_replication(tmp_path):
+    argv = ["--method", "ascii", "--data.dataset", "wine", "--data.organizations", "2", "--data.test_fraction", "0.3",
+            "--data.bootstrap", "true", "--learner.model", "tree", "--run.rounds", "3", "--compare",
+            "--out", str(tmp_path / "b"), "--run.device", "cpu"]  # fmt: skip
+    assert cli.main(argv) == 0
+    with pytest.raises(VCLInputError, match="row groups once"):
+        datamodule_for(RunConfig.from_dict({"method": "dc_smote", "data.dataset": "wine", "data.bootstrap": True,
+                                            "dc.public_rows": 20, "dc.smote_k": 10, "compare": []}))  # fmt: skip

@@ -69,7 +69,7 @@ def shared_data_options(config: RunConfig) -> dict:
     """What every data module takes from the ``data`` group alike."""
     d = config.data
     return {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction, "folds": d.folds,
-            "fold": d.fold}  # fmt: skip
+            "fold": d.fold, "bootstrap": d.bootstrap}  # fmt: skip
 
 
 # --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---

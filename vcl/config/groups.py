@@ -101,6 +101,9 @@ class DataGroup:
     of test_fraction (0: off); run each fold 0..K-1"""
     fold: NonNegativeInt = 0
     """with data.folds: which fold is the test split, 0..K-1"""
+    bootstrap: bool = False
+    """train on as many rows drawn with replacement from the training split (seeded by split_seed; the test rows
+    stay apart): ASCII's real-data protocol, 'resampled with replacement'"""
     assignment: dict[str, list[str]] = field(default_factory=dict)
     """explicit columns per organization by name, e.g. {alice: [a, b], bob: [c]}"""
     csv_files: list[str] = field(default_factory=list)
