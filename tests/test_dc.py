@@ -298,3 +298,14 @@ def test_dc_xgboost_without_xgboost_installed_is_refused_before_work(tmp_path, c
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "xgboost" else real(name, *a))
     _fails(["--method", "dc_smote", "--data.dataset", "wine", "--dc.central", "xgboost", "--out", str(tmp_path / "x")],
            capsys, "dc.central=xgboost needs XGBoost, which is not installed")  # fmt: skip
+
+
+def test_random_anchors_spread_over_a_wider_range_about_the_middle():
+    from vcl.protocols.dc.anchors import GridLayout, make_anchor_construction
+
+    layout = GridLayout(1, [[0, 1]])
+    shares = {(0, 0): {"low": np.array([0.0, -2.0]), "high": np.array([1.0, 2.0])}}
+    plain = make_anchor_construction("rand", 4000).build(layout, shares, None, np.random.default_rng(0))
+    wide = make_anchor_construction("rand", 4000, rand_spread=2.0).build(layout, shares, None, np.random.default_rng(0))
+    assert plain.min(0) == pytest.approx([0.0, -2.0], abs=0.01) and plain.max(0) == pytest.approx([1.0, 2.0], abs=0.01)
+    assert wide.min(0) == pytest.approx([-0.5, -4.0], abs=0.02) and wide.max(0) == pytest.approx([1.5, 4.0], abs=0.02)

@@ -402,6 +402,9 @@ class DCGroup:
     """SMOTE coefficients c ~ U(0, alpha); 1.5 keeps the variance"""
     tsvd_rank: PositiveInt = 3
     """TSVD: rank of each party's truncated SVD"""
+    rand_spread: PositiveFloat = 1.0
+    """rand: the width of the uniform anchors' range about its middle, in units of each feature's [min, max] (1:
+    the paper's Section 3.1)"""
     tsvd_delta: NonNegativeFloat = 0.1
     """TSVD: perturbation delta of the N(0, 1) noise added to it"""
     top_t: PositiveInt = 3

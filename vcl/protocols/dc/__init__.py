@@ -90,6 +90,7 @@ class DC(Family):
                 config.dc.smote_alpha,
                 config.dc.tsvd_rank,
                 config.dc.tsvd_delta,
+                config.dc.rand_spread,
             )
         layout = GridLayout(c, data.column_groups)
         parties = []

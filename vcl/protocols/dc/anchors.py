@@ -5,7 +5,8 @@ others (:meth:`AnchorConstruction.share`, sent as an :class:`~vcl.protocols.dc.A
 worker builds X^anc from all shares, the public rows X_pub and a seed the workers agree on
 (:meth:`AnchorConstruction.build`). The numerical kernels are plain functions of numpy arrays.
 
-- ``rand``  uniform in each feature's range (Section 3.1): workers share column minima and maxima.
+- ``rand``  uniform in each feature's range (Section 3.1): workers share column minima and maxima
+  (``dc.rand_spread`` widens the range about its middle; 1 is the paper's).
 - ``tsvd``  each worker's rank-k truncated SVD plus δ·E (Section 3.1): workers share that approximation.
 - ``smote`` Algorithm 2 on the public rows: nothing is shared; every worker runs it with the same seed.
 - ``raw``   the training rows themselves (the ideal, non-private case): workers share their raw rows.
@@ -125,6 +126,7 @@ def _blocks(layout: GridLayout, shares, key: str) -> np.ndarray:
 @dataclass
 class RandomAnchors(AnchorConstruction):
     anchors: int
+    spread: float = 1.0  # the range's width about its middle: 1 is each feature's [min, max], as the paper
     name = "rand"
 
     def share(self, private, rng):
@@ -135,6 +137,9 @@ class RandomAnchors(AnchorConstruction):
         for j, cols in enumerate(layout.column_groups):
             low[cols] = np.min([shares[(i, j)]["low"] for i in range(layout.row_groups)], axis=0)
             high[cols] = np.max([shares[(i, j)]["high"] for i in range(layout.row_groups)], axis=0)
+        if self.spread != 1.0:
+            middle, half = (low + high) / 2, (high - low) / 2 * self.spread
+            low, high = middle - half, middle + half
         return uniform_in_ranges(low, high, self.anchors, rng)
 
 
@@ -174,12 +179,18 @@ class RawAnchors(AnchorConstruction):
 
 
 def make_anchor_construction(
-    name: str, anchors: int, smote_k: int = 25, smote_alpha: float = 1.5, tsvd_rank: int = 3, tsvd_delta: float = 0.1
+    name: str,
+    anchors: int,
+    smote_k: int = 25,
+    smote_alpha: float = 1.5,
+    tsvd_rank: int = 3,
+    tsvd_delta: float = 0.1,
+    rand_spread: float = 1.0,
 ) -> AnchorConstruction:
     if anchors < 1:
         raise VCLInputError(f"dc.anchor_rows={anchors}; use at least 1 anchor row.")
     if name == "rand":
-        return RandomAnchors(anchors)
+        return RandomAnchors(anchors, rand_spread)
     if name == "tsvd":
         if tsvd_delta < 0:
             raise VCLInputError(f"dc.tsvd_delta={tsvd_delta}; use a perturbation δ ≥ 0.")
