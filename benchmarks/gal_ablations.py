@@ -192,7 +192,13 @@ def config(ds: str, m: int, method: str, setting: str, seed: int, args) -> RunCo
         values |= {"learner.model": ["cnn"], "run.device": args.device, "data.root": args.data_root}
         values |= {"run.rounds": 10, "learner.epochs": 10}
         values["learner.batch_size"] = 64 if ds == "mnist_subset" else 512
-    return RunConfig.from_dict({**values, **METHODS[method], **setting_values(setting, m)})
+    chosen = setting_values(setting, m)
+    half = getattr(args, "half", "half")  # the noisy or non-informative half: random per seed (the paper's text) or
+    if "gal.noninformative_organizations" in chosen:  # last_half, fixed as the GAL authors' code does
+        chosen["gal.noninformative_organizations"] = [half]
+    if "gal.noise_sigma" in chosen:
+        chosen["gal.noisy_organizations"] = [half]
+    return RunConfig.from_dict({**values, **METHODS[method], **chosen})
 
 
 def tables_view(records: list[dict]) -> str:
@@ -275,6 +281,9 @@ def parse_args() -> argparse.Namespace:
         "--datasets", nargs="+", default=None, choices=TABULAR + IMAGES, help="full mode (default: the tabular ones)"
     )
     p.add_argument("--data-root", default="data", help="image datasets: root of the torchvision files")
+    p.add_argument("--half", default="half", choices=["half", "last_half"],
+                   help="the noisy / non-informative half: a random half per seed (the paper's text; Alice among "
+                   "them in some seeds) or the last M//2, as the GAL authors' code fixes it (Alice never)")  # fmt: skip
     p.add_argument("--device", default="auto", help="image datasets: cpu, cuda, auto (tabular runs use cpu)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--list", action="store_true", help="print the run list and its size, run nothing")
@@ -356,6 +365,7 @@ def main() -> None:
                 privacy_scope=cfg.gal.privacy_scope,
                 noninformative=bool(cfg.gal.noninformative_organizations),
                 local_loss=cfg.gal.local_loss,
+                half=args.half,
             )
             jobs.append(Job("gal_ablations", cfg, method, "cnn" if ds in IMAGES else "linear", None, tags))
         records += run_all(jobs, args)  # a cell's seeds at once with --workers
