@@ -23,6 +23,7 @@ from vcl.datamodules.sources import load_table
 from vcl.datamodules.table import Table
 from vcl.datamodules.tabular import (
     FeatureView,
+    Resampling,
     named_column_split,
     random_column_split,
     seeded_permutation,
@@ -114,19 +115,15 @@ class GridDataModule(pl.LightningDataModule):
         seed: int = 0,
         split_seed: int = 0,
         test_fraction: float = 0.2,
-        folds: int = 0,
-        fold: int = 0,
-        bootstrap: bool = False,
+        resample: Resampling | None = None,
         standardize: bool = True,
         assignment: dict | None = None,
     ):
         super().__init__()
         if not 0.0 < test_fraction < 1.0:
             raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
-        if bootstrap:
-            raise VCLInputError(
-                "data.bootstrap: the DC methods split their training rows into row groups once; leave it off."
-            )
+        self.resample = resample or Resampling()
+        self.resample.refuse("the DC methods split their training rows into row groups once", ("bootstrap",))
         if row_groups < 1:
             raise VCLInputError(f"dc.row_groups={row_groups}; use at least 1.")
         if public_rows < 0:
@@ -135,7 +132,6 @@ class GridDataModule(pl.LightningDataModule):
         self.feature_split, self.public_rows = feature_split, public_rows
         self.seed, self.split_seed, self.test_fraction = seed, split_seed, test_fraction
         self.standardize, self.assignment = standardize, assignment
-        self.folds, self.fold = folds, fold
         self.data: GridData | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -153,14 +149,14 @@ class GridDataModule(pl.LightningDataModule):
 
     def row_splits(self, table: Table) -> dict[str, np.ndarray]:
         n = table.X.shape[0]
-        perm = seeded_permutation(n, self.split_seed, self.folds, self.fold)
+        folds, fold = self.resample.folds, self.resample.fold
+        perm = seeded_permutation(n, self.split_seed, folds, fold)
         if table.test_rows is not None:
-            if self.folds:
-                raise VCLInputError(f"data.folds: {self.dataset} comes with its own test split; leave data.folds at 0.")
+            self.resample.refuse(f"{self.dataset} comes with its own test split", ("folds",))
             test = np.asarray(table.test_rows)
             rest = perm[~np.isin(perm, test)]
         else:
-            n_rest = n - test_rows_of(n, self.test_fraction, self.folds, self.fold)
+            n_rest = n - test_rows_of(n, self.test_fraction, folds, fold)
             test, rest = perm[n_rest:], perm[:n_rest]
         public, train = rest[: self.public_rows], rest[self.public_rows :]
         if len(train) < 2 * self.row_groups or len(test) < 1:

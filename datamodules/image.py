@@ -21,7 +21,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from vcl.datamodules.tabular import FeatureView, VerticalData, VerticalDataModule, check_fractions, seeded_row_splits
+from vcl.datamodules.tabular import (
+    FeatureView,
+    Resampling,
+    VerticalData,
+    VerticalDataModule,
+    check_fractions,
+    seeded_row_splits,
+)
 
 from vcl.errors import VCLInputError
 from vcl.registry import datasets_of
@@ -207,9 +214,7 @@ class ImageDataModule(VerticalDataModule):
         view: str = "patch",
         split_seed: int = 0,
         test_fraction: float = 0.2,
-        folds: int = 0,
-        fold: int = 0,
-        bootstrap: bool = False,
+        resample: Resampling | None = None,
         val_fraction: float = 0.0,
         max_train: int = 0,
         batch_size: int = 512,
@@ -228,7 +233,7 @@ class ImageDataModule(VerticalDataModule):
         self.dataset, self.organizations, self.root, self.download = dataset, organizations, root, download
         self.view, self.split_seed = view, split_seed
         self.test_fraction, self.val_fraction, self.max_train = test_fraction, val_fraction, max_train
-        self.batch_size, self.folds, self.fold, self.bootstrap = batch_size, folds, fold, bootstrap
+        self.batch_size, self.resample = batch_size, resample or Resampling()
         self.data: VerticalData | None = None
 
     def prepare_data(self) -> None:
@@ -244,16 +249,11 @@ class ImageDataModule(VerticalDataModule):
     def split(self, source: ImageSet) -> VerticalData:
         if source.test_images is None:
             n = len(source.labels)
-            rows = seeded_row_splits(
-                n, self.split_seed, self.test_fraction, self.val_fraction, None, self.folds, self.fold, self.bootstrap
-            )
+            rows = seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, None, self.resample)
             images = {s: source.images[r] for s, r in rows.items()}
             labels = {s: source.labels[r] for s, r in rows.items()}
         else:  # the source's own test split; validation rows come from its training images
-            if self.folds or self.bootstrap:
-                raise VCLInputError(
-                    f"data.folds / data.bootstrap: {self.dataset} comes with its own test split; leave them off."
-                )
+            self.resample.refuse(f"{self.dataset} comes with its own test split")
             perm = np.random.RandomState(self.split_seed).permutation(len(source.labels))
             n_val = int(round(len(perm) * self.val_fraction))
             images = {"train": source.images[perm[n_val:]], "test": source.test_images}

@@ -27,7 +27,7 @@ from torch import Tensor
 from vcl.datamodules.image import IMAGE_DATASETS, load_images
 from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import load_table
-from vcl.datamodules.tabular import named_column_split, random_column_split
+from vcl.datamodules.tabular import Resampling, named_column_split, random_column_split
 
 from vcl.errors import VCLInputError
 
@@ -110,9 +110,7 @@ class OverlapDataModule(pl.LightningDataModule):
         seed: int = 0,
         split_seed: int = 0,
         test_fraction: float = 0.1,
-        folds: int = 0,
-        fold: int = 0,
-        bootstrap: bool = False,
+        resample: Resampling | None = None,
         assignment: dict | None = None,
         root: str = "data",
         max_rows: int = 0,
@@ -124,11 +122,7 @@ class OverlapDataModule(pl.LightningDataModule):
             raise VCLInputError(f"data.test_fraction={test_fraction}; use a fraction strictly between 0 and 1.")
         if dataset == "csv":
             raise VCLInputError("MPDL takes one built-in table or image dataset, not data.dataset=csv.")
-        if folds or bootstrap:
-            raise VCLInputError(
-                "data.folds / data.bootstrap: MPDL draws its test rows by data.test_fraction (its K folds are "
-                "mpdl.folds); leave them off."
-            )
+        (resample or Resampling()).refuse("MPDL draws its test rows by data.test_fraction (its K folds are mpdl.folds)")
         self.dataset, self.gamma, self.seed, self.split_seed = dataset, gamma, seed, split_seed
         self.test_fraction, self.assignment, self.root, self.max_rows = test_fraction, assignment, root, max_rows
         self.data: OverlapData | None = None

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from vcl.datamodules.tabular import (
     FeatureView,
+    Resampling,
     VerticalData,
     VerticalDataModule,
     check_fractions,
@@ -99,9 +100,7 @@ class SequenceDataModule(VerticalDataModule):
         feature_seed: int = 0,
         split_seed: int = 0,
         test_fraction: float = 0.2,
-        folds: int = 0,
-        fold: int = 0,
-        bootstrap: bool = False,
+        resample: Resampling | None = None,
         val_fraction: float = 0.0,
         size: int = 2000,
         batch_size: int = 8,
@@ -113,7 +112,7 @@ class SequenceDataModule(VerticalDataModule):
         self.dataset, self.organizations, self.root = dataset, organizations, root
         self.feature_seed, self.split_seed, self.size = feature_seed, split_seed, size
         self.test_fraction, self.val_fraction, self.batch_size = test_fraction, val_fraction, batch_size
-        self.folds, self.fold, self.bootstrap = folds, fold, bootstrap
+        self.resample = resample or Resampling()
         self.data: VerticalData | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -133,14 +132,7 @@ class SequenceDataModule(VerticalDataModule):
             owners = sorted(set(groups.tolist()))
             cols = [[i for i, g in enumerate(groups.tolist()) if g == o] for o in owners]
         rows = seeded_row_splits(
-            x.shape[0],
-            self.split_seed,
-            self.test_fraction,
-            self.val_fraction,
-            None,
-            self.folds,
-            self.fold,
-            self.bootstrap,
+            x.shape[0], self.split_seed, self.test_fraction, self.val_fraction, None, self.resample
         )
         train = x[rows["train"]]
         mean, std = train.mean((0, 1)), train.std((0, 1))

@@ -78,6 +78,22 @@ def check_fractions(test_fraction: float, val_fraction: float) -> None:
         raise VCLInputError(f"data.val_fraction={val_fraction}; use a fraction in [0, 1).")
 
 
+@dataclass(frozen=True)
+class Resampling:
+    """How rows are drawn beyond ``test_fraction`` (``data.folds``, ``data.fold``, ``data.bootstrap``): the test rows
+    as fold ``fold`` of ``folds`` (K-fold cross-validation), and the training rows as a draw with replacement."""
+
+    folds: int = 0
+    fold: int = 0
+    bootstrap: bool = False
+
+    def refuse(self, reason: str, what: tuple[str, ...] = ("folds", "bootstrap")) -> None:
+        """One sentence naming the options of ``what`` set here and ``reason`` why they cannot be; none if unset."""
+        used = [f"data.{w}" for w in what if getattr(self, w)]
+        if used:
+            raise VCLInputError(f"{' / '.join(used)}: {reason}; leave {'it' if len(used) == 1 else 'them'} off.")
+
+
 def seeded_permutation(n: int, split_seed: int, folds: int = 0, fold: int = 0) -> np.ndarray:
     """The rows in the order the splits take them from: a permutation seeded by ``split_seed``; with ``folds`` = K
     (K-fold cross-validation), rotated so that fold ``fold`` of the K contiguous folds comes last, where the test
@@ -102,17 +118,16 @@ def seeded_row_splits(
     test_fraction: float,
     val_fraction: float,
     train_rows: int | None = None,
-    folds: int = 0,
-    fold: int = 0,
-    bootstrap: bool = False,
+    resample: Resampling = Resampling(),
 ) -> dict[str, np.ndarray]:
     """Row indices per split: a permutation seeded by ``split_seed``, the last ``test_fraction`` for test (with
-    ``folds``: fold ``fold`` of K, :func:`seeded_permutation`) and ``val_fraction`` of the rest for validation; or,
-    with ``train_rows``, the dataset's own split (its first ``train_rows`` rows, shuffled, for training). With
-    ``bootstrap``, the training rows are as many drawn with replacement from them (seeded by ``split_seed``): a
-    row may train several times, and the test rows stay apart."""
-    if folds and train_rows is not None:
-        raise VCLInputError("data.folds: this dataset comes with its own test split; leave data.folds at 0.")
+    ``resample.folds``: fold ``fold`` of K, :func:`seeded_permutation`) and ``val_fraction`` of the rest for
+    validation; or, with ``train_rows``, the dataset's own split (its first ``train_rows`` rows, shuffled, for
+    training). With ``resample.bootstrap``, the training rows are as many drawn with replacement from them (seeded
+    by ``split_seed``): a row may train several times, and the test rows stay apart."""
+    folds, fold = resample.folds, resample.fold
+    if train_rows is not None:
+        resample.refuse("this dataset comes with its own test split", ("folds",))
     perm = seeded_permutation(n, split_seed, folds, fold)
     n_train = n - test_rows_of(n, test_fraction, folds, fold)
     if train_rows is not None:
@@ -127,7 +142,7 @@ def seeded_row_splits(
             "use a smaller val_fraction."
         )
     splits = {"train": perm[: n_train - n_val], "test": perm[n_train:]}
-    if bootstrap:  # a stream of its own, so the split itself is the same with and without it
+    if resample.bootstrap:  # a stream of its own, so the split itself is the same with and without it
         train = splits["train"]
         splits["train"] = train[np.random.default_rng([split_seed, 0xB0075]).integers(0, len(train), len(train))]
     if n_val:
@@ -273,9 +288,7 @@ class TabularDataModule(VerticalDataModule):
         feature_seed: int = 0,
         split_seed: int = 0,
         test_fraction: float = 0.2,
-        folds: int = 0,
-        fold: int = 0,
-        bootstrap: bool = False,
+        resample: Resampling | None = None,
         val_fraction: float = 0.0,
         assignment: dict[str, list[str]] | None = None,
         csv_files: list[str] | None = None,
@@ -301,7 +314,7 @@ class TabularDataModule(VerticalDataModule):
         self.feature_seed = feature_seed
         self.split_seed = split_seed
         self.test_fraction = test_fraction
-        self.folds, self.fold, self.bootstrap = folds, fold, bootstrap
+        self.resample = resample or Resampling()
         self.val_fraction = val_fraction
         self.assignment = assignment
         self.csv_files = list(csv_files or [])
@@ -374,9 +387,7 @@ class TabularDataModule(VerticalDataModule):
 
     def row_splits(self, n: int, train_rows: int | None = None) -> dict[str, np.ndarray]:
         """A seeded permutation cut by ``test_fraction``; or the dataset's own split (``train_rows`` first)."""
-        return seeded_row_splits(
-            n, self.split_seed, self.test_fraction, self.val_fraction, train_rows, self.folds, self.fold, self.bootstrap
-        )
+        return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, train_rows, self.resample)
 
     def split(self, table: Table) -> VerticalData:
         from vcl.datamodules.prepare import Preparation

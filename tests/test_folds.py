@@ -79,14 +79,15 @@ def test_dc_benchmarks_cross_validation_lists_valid_runs_of_every_fold():
 
 
 def test_bootstrap_trains_on_a_draw_with_replacement_of_the_same_training_rows():
-    from vcl.datamodules.tabular import seeded_row_splits
+    from vcl.datamodules.tabular import Resampling, seeded_row_splits
 
+    boot = Resampling(bootstrap=True)
     plain = seeded_row_splits(178, 3, 0.3, 0.0)
-    drawn = seeded_row_splits(178, 3, 0.3, 0.0, bootstrap=True)
+    drawn = seeded_row_splits(178, 3, 0.3, 0.0, resample=boot)
     assert list(drawn["test"]) == list(plain["test"])  # the test rows stay as they were
     assert len(drawn["train"]) == len(plain["train"]) and set(drawn["train"]) < set(plain["train"])  # repeats
-    assert list(seeded_row_splits(178, 3, 0.3, 0.0, bootstrap=True)["train"]) == list(drawn["train"])  # seeded
-    assert list(seeded_row_splits(178, 4, 0.3, 0.0, bootstrap=True)["test"]) != list(drawn["test"])
+    assert list(seeded_row_splits(178, 3, 0.3, 0.0, resample=boot)["train"]) == list(drawn["train"])  # seeded
+    assert list(seeded_row_splits(178, 4, 0.3, 0.0, resample=boot)["test"]) != list(drawn["test"])
 
 
 def test_an_ascii_run_trains_on_a_bootstrap_replication(tmp_path):

@@ -68,8 +68,10 @@ def open_transport(config: RunConfig, method: str, data, names: list[str], parti
 def shared_data_options(config: RunConfig) -> dict:
     """What every data module takes from the ``data`` group alike."""
     d = config.data
-    return {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction, "folds": d.folds,
-            "fold": d.fold, "bootstrap": d.bootstrap}  # fmt: skip
+    from vcl.datamodules.tabular import Resampling
+
+    return {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction,
+            "resample": Resampling(d.folds, d.fold, d.bootstrap)}  # fmt: skip
 
 
 # --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---

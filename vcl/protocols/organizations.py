@@ -186,8 +186,7 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
     if d.module:  # the user's own (vcl.models.user)
         from vcl.datamodules.user import build_datamodule
 
-        if d.folds:
-            raise VCLInputError("data.folds: a data.module makes its own splits; leave data.folds at 0.")
+        shared_data_options(config)["resample"].refuse("a data.module makes its own splits")
 
         return build_datamodule(d.module)
     common = shared_data_options(config)
