@@ -65,11 +65,15 @@ def _run(argv: list[str], prog: list[str]) -> int:
     except VCLInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from vcl.datamodules.csv_files import forget_read_ahead
+
     from vcl.memory import reuse_freed_memory
+
+    reuse_freed_memory()
+    _read_ahead(cfg)  # the organizations' files, read while torch and Lightning import (next)
     from vcl.rundir import PREVIOUS
     from vcl.runner import RunInterrupted, train
 
-    reuse_freed_memory()
     again = shlex.join([*prog, *[a for a in argv if a not in ("--overwrite", "--resume")], "--resume"])
     try:
         train(cfg, resume=resume, overwrite=overwrite, verbose=not quiet)
@@ -110,7 +114,21 @@ def _run(argv: list[str], prog: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        forget_read_ahead()
     return 0
+
+
+def _read_ahead(cfg) -> None:
+    """Where this process reads every organization's CSV or Parquet file (``transport: local``, columns a GAL-family
+    or ASCII method reads), begin reading them in a thread while the imports of torch and Lightning take one core
+    (:func:`vcl.datamodules.csv_files.read_ahead`; the data module takes the table, or its error sentence)."""
+    d = cfg.data
+    if d.dataset != "csv" or d.module or not d.csv_files or cfg.transport.kind != "local":
+        return
+    from vcl.datamodules.csv_files import read_ahead
+
+    read_ahead(d.csv_files, d.id_column, d.label_column, d.task or None, d.categorical, d.missing)
 
 
 def _predict(argv: list[str]) -> int:

@@ -111,14 +111,37 @@ def shared_ids(id_lists, id_column="id", dropped: bool = False, least: int = MIN
     return aligned(id_lists, id_column=id_column, dropped=dropped, least=least)[0].to_pylist()
 
 
-def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, least=MIN_SHARED):
+def encode_ids(id_lists) -> tuple:
+    """Every list's IDs as codes of one dictionary encoding (one Arrow hash table over them all): the distinct IDs,
+    and each list's codes (file order). Equal IDs get equal codes across lists, so the rest is integer work."""
+    import pyarrow as pa
+
+    lists = [string_array(ids) for ids in id_lists]
+    if sum(a.nbytes for a in lists) >= 2**31 - 2**20:  # beyond a string array's 32-bit offsets
+        lists = [a.cast(pa.large_string()) for a in lists]
+    encoded = pa.concat_arrays(lists).dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    return encoded.dictionary, np.split(codes, np.cumsum([len(a) for a in lists])[:-1])
+
+
+def unique_in_each(owns: list[OwnFile]) -> tuple:
+    """:func:`unique_ids` for every file, in their order, from one encoding of all their IDs, which it returns
+    (:func:`encode_ids`, for :func:`aligned`)."""
+    encoding = dictionary, codes = encode_ids([own.ids for own in owns])
+    for own, c in zip(owns, codes, strict=True):
+        if len(c) and np.bincount(c, minlength=len(dictionary)).max() > 1:
+            unique_ids(own.what, own.ids)  # raises, naming its first repeat
+    return encoding
+
+
+def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, least=MIN_SHARED, encoding=None):
     """The rows every list shares, as (their IDs sorted, and each list's row of each of them).
 
     ``id_lists``: each organization's IDs (each unique), file order; ``offered``: for each, the rows it offers (a
     mask; ``missing: drop`` leaves out incomplete rows) or None for all; ``given``: the IDs to align on (the shared
-    IDs a party is sent), instead of intersecting. A hash join: each list's IDs looked up in a hash table of the
-    first's (Arrow's ``index_in``, the lists on the machine's cores at once); the rest is integer work. ``least``:
-    the rows a run needs (new rows to predict need one)."""
+    IDs a party is sent), instead of intersecting (each of them looked up in a list: Arrow's ``index_in``).
+    Intersecting is a hash join: one dictionary encoding of all the lists (``encoding``, from :func:`encode_ids`,
+    if made already), then integer work in NumPy. ``least``: the rows a run needs (new rows to predict need one)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -127,28 +150,27 @@ def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, l
     rows = [
         np.arange(len(ids)) if mask is None else np.flatnonzero(mask) for ids, mask in zip(lists, offered, strict=True)
     ]
-    offers = [ids if mask is None else ids.filter(pa.array(mask)) for ids, mask in zip(lists, offered, strict=True)]
-    base = string_array(given) if given is not None else offers[0]
-    others = offers if given is not None else offers[1:]
-
-    def where(value_set) -> np.ndarray:  # each base ID's position among value_set's, -1 where it has none
-        return pc.index_in(base, value_set=value_set).fill_null(-1).to_numpy(zero_copy_only=False)
-
-    positions = in_threads(where, others)
     if given is not None:
+        base = string_array(given)
+
+        def where(value_set) -> np.ndarray:  # each given ID's position among value_set's, -1 where it has none
+            return pc.index_in(base, value_set=value_set).fill_null(-1).to_numpy(zero_copy_only=False)
+
+        offers = [ids if mask is None else ids.filter(pa.array(mask)) for ids, mask in zip(lists, offered, strict=True)]
+        positions = in_threads(where, offers)
         return base, [
             r[p] if (p >= 0).all() else np.where(p >= 0, r[p], -1) for r, p in zip(rows, positions, strict=True)
         ]
-    present = np.ones(len(base), dtype=bool)
-    for p in positions:
-        present &= p >= 0
-    shared = np.flatnonzero(present)
+    dictionary, codes = encoding or encode_ids(lists)
+    held = np.zeros(len(dictionary), dtype=np.int32)  # how many lists offer each ID
+    for c, r in zip(codes, rows, strict=True):
+        held[c[r]] += 1
+    shared = np.flatnonzero(held == len(lists))
     after = " once rows with a missing value are dropped (data.missing: drop)" if dropped else ""
     if len(shared) == 0:
-        raise VCLInputError(
-            f"the csv files share no value of {id_column!r}{after}; {_near_miss([base, *others], id_column)}"
-        )
-    keys = base.take(shared)
+        offers = [ids if mask is None else ids.filter(pa.array(mask)) for ids, mask in zip(lists, offered, strict=True)]
+        raise VCLInputError(f"the csv files share no value of {id_column!r}{after}; {_near_miss(offers, id_column)}")
+    keys = dictionary.take(shared)
     order = pc.sort_indices(keys).to_numpy(zero_copy_only=False)
     shared, keys = shared[order], keys.take(order)
     if len(shared) < least:
@@ -157,7 +179,12 @@ def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, l
             f"the csv files share only {len(shared)} value(s) of {id_column!r} ({shown}){after}; a run needs at "
             f"least {MIN_SHARED} shared rows (2 to train on, 1 to test), so align more rows."
         )
-    return keys, [rows[0][shared]] + [r[p[shared]] for r, p in zip(rows[1:], positions, strict=True)]
+    file_rows = []
+    for c in codes:
+        row_of = np.full(len(dictionary), -1, dtype=np.int64)
+        row_of[c] = np.arange(len(c))
+        file_rows.append(row_of[shared])
+    return keys, file_rows
 
 
 def holds_every(own: OwnFile, rows: np.ndarray, keys) -> None:
@@ -229,6 +256,59 @@ def _block(
     return kinds, text
 
 
+_AHEAD: dict = {}  # what read_ahead started: its call's key -> a Future of its table
+
+
+def _ahead_key(files, id_column, label_column, task, categorical, missing) -> tuple:
+    """A call's arguments and each file's identity and version (device, inode, size, modification time): a file
+    changed since its read began is read again."""
+
+    def version(path: Path):
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+    paths = [Path(f).absolute() for f in files]
+    return (
+        tuple(map(str, paths)),
+        tuple(map(version, paths)),
+        id_column,
+        label_column,
+        task,
+        tuple(categorical),
+        tuple(missing),
+    )
+
+
+def read_ahead(files, id_column="id", label_column="label", task=None, categorical=("error",), missing=("error",)):
+    """Begin :func:`load_csv_organizations` of these files in a thread of its own; the call with the same arguments
+    then takes its table (or raises its sentence) instead of reading again. The command line starts it before it
+    imports torch and Lightning (seconds of one core), which Arrow's reading and hashing (no GIL) overlap.
+    :func:`forget_read_ahead` drops a read nobody took."""
+    import threading
+    from concurrent.futures import Future
+
+    key = _ahead_key(files, id_column, label_column, task, categorical, missing)
+    if key in _AHEAD:
+        return
+    future = _AHEAD[key] = Future()
+
+    def read() -> None:
+        try:
+            future.set_result(_load(files, id_column, label_column, task, categorical=categorical, missing=missing))
+        except BaseException as err:  # its sentence, raised where the table is taken
+            future.set_exception(err)
+
+    threading.Thread(target=read, name="vcl-read-ahead", daemon=True).start()
+
+
+def forget_read_ahead() -> None:
+    """Drop reads begun by :func:`read_ahead` that no call took (their memory goes when their thread ends)."""
+    _AHEAD.clear()
+
+
 def load_csv_organizations(
     files,
     id_column="id",
@@ -240,6 +320,7 @@ def load_csv_organizations(
     missing=("error",),
 ) -> Table:
     """One file (CSV or Parquet) per organization, inner-joined on ``id_column``; the first (Alice's) holds the label.
+    A read begun by :func:`read_ahead` with the same arguments (``only`` and ``ids`` unset) is taken, not repeated.
 
     ``only=k`` reads file k alone, on the rows ``ids`` (the shared IDs, from :func:`shared_ids`): what one
     party loads where parties run apart. Its table has that file's columns only, and Alice's labels only
@@ -248,6 +329,14 @@ def load_csv_organizations(
     leave every party before the split; ``impute``) through, to be prepared on its own training rows.
     The features come as one float32 array, each file's columns filled in place, file by file.
     """
+    if only is None and ids is None and _AHEAD:
+        future = _AHEAD.pop(_ahead_key(files, id_column, label_column, task, categorical, missing), None)
+        if future is not None:
+            return future.result()
+    return _load(files, id_column, label_column, task, only, ids, categorical, missing)
+
+
+def _load(files, id_column, label_column, task, only=None, ids=None, categorical=("error",), missing=("error",)):
     import pyarrow.compute as pc
 
     paths = [Path(f) for f in files]
@@ -267,7 +356,11 @@ def load_csv_organizations(
     policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
     owns = {k: read_file(paths[k], id_column, label_column) for k in read}
-    in_threads(lambda own: unique_ids(own.what, own.ids), list(owns.values()))
+    encoding = None  # the IDs' one encoding, for the join (none where the rows are given)
+    if ids is None:
+        encoding = unique_in_each(list(owns.values()))
+    else:
+        in_threads(lambda own: unique_ids(own.what, own.ids), list(owns.values()))
     if 0 in owns and label_column not in owns[0].header:
         raise VCLInputError(
             f"Alice's file {paths[0]} has no label column {label_column!r}; add it or set label_column."
@@ -282,7 +375,7 @@ def load_csv_organizations(
     offered = [complete_rows(own) if policies[k][1] == "drop" else None for k, own in owns.items()]
     dropped = any(m is not None and not m.all() for m in offered)
     ids_of = [own.ids for own in owns.values()]
-    keys, file_rows = aligned(ids_of, offered, id_column, dropped, ids)
+    keys, file_rows = aligned(ids_of, offered, id_column, dropped, ids, encoding=encoding)
     width = sum(len(own.features(label_column)) for own in owns.values())
     X = np.empty((len(keys), width), dtype=np.float32, order="F")  # column by column: each written, read at once
     columns, groups, kinds, text, seen = [], [], [], {}, set()

@@ -145,3 +145,40 @@ def prune_party(name: str, root: Path, round_: int) -> None:
         stem = path.name[len("round-") : -len(".ckpt")]
         if stem.isdigit() and int(stem) < round_:
             path.unlink()
+
+
+def pack_ids(ids: list[str]) -> dict[str, torch.Tensor]:
+    """Row IDs as a checkpoint keeps them: their UTF-8 bytes end to end and where each ends (two tensors). A list of
+    10^6 strings took ~1.8 s to save with every round's checkpoint; the two tensors take milliseconds."""
+    import pyarrow as pa
+
+    array = pa.array(ids, pa.large_string())
+    _, offsets, data = array.buffers()
+    ends = np.frombuffer(offsets, dtype=np.int64, count=len(array) + 1)
+    utf8 = np.frombuffer(data, dtype=np.uint8, count=int(ends[-1])) if data is not None else np.empty(0, np.uint8)
+    return {"utf8": torch.from_numpy(utf8.copy()), "ends": torch.from_numpy(ends[1:].copy())}
+
+
+def unpack_ids(packed, path: Path) -> list[str] | None:
+    """The row IDs a checkpoint keeps (:func:`pack_ids`; a checkpoint of an earlier version keeps a list); a field
+    that is neither is refused with one sentence naming ``path``."""
+    if packed is None or (isinstance(packed, list) and all(type(i) is str for i in packed)):
+        return packed
+    import pyarrow as pa
+
+    utf8, ends = (packed.get(k) if isinstance(packed, dict) else None for k in ("utf8", "ends"))
+    ok = isinstance(utf8, torch.Tensor) and isinstance(ends, torch.Tensor) and utf8.dtype == torch.uint8
+    ok = ok and ends.dtype == torch.int64 and utf8.dim() == 1 and ends.dim() == 1
+    if ok:
+        ends = ends.numpy()
+        ok = (len(ends) == 0 or (ends[0] >= 0 and ends[-1] == len(utf8))) and bool((np.diff(ends) >= 0).all())
+    if ok:
+        offsets = pa.py_buffer(np.concatenate([[0], ends]).astype(np.int64))
+        array = pa.LargeStringArray.from_buffers(len(ends), offsets, pa.py_buffer(utf8.numpy()))
+        try:
+            array.validate(full=True)  # UTF-8 throughout
+        except pa.ArrowInvalid:
+            ok = False
+    if not ok:
+        raise VCLInputError(f"checkpoint {path} keeps row IDs that are not text; start the run afresh (--overwrite).")
+    return array.to_pylist()

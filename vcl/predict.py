@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vcl.checkpoints import load_checkpoint
+from vcl.checkpoints import load_checkpoint, unpack_ids
 from vcl.config import RunConfig
 from vcl.errors import VCLInputError
 from vcl.family import family_name
@@ -56,7 +56,7 @@ class Deployed:
     ):
         from vcl.build import build_protocol, check_config
         from vcl.classpath import named_classes
-        from vcl.runner import data_digest, restore, run_data
+        from vcl.runner import data_differ, restore, run_data
 
         run_dir = Path(run_dir)
         self.results, config = finished_run(run_dir)
@@ -87,10 +87,10 @@ class Deployed:
         config.data.predict_files = [str(f) for f in new_files]
         config.run.missing_parties = missing_parties or config.run.missing_parties
         check_config(config)
-        state = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
-        data = run_data(config, state.get("ids"))  # the training rows as the run aligned them
+        state = load_checkpoint(ckpt := run_dir / "checkpoints" / "last.ckpt")
+        data = run_data(config, unpack_ids(state.get("ids"), ckpt))  # the training rows as the run aligned them
         kept = state["data"]
-        if kept.get("transport") == config.transport.kind and kept.get("digest") != data_digest(_without_new(data)):
+        if data_differ(kept, config, _without_new(data)):
             raise VCLInputError(
                 f"the training data differ from those the run in {run_dir} was trained with; each organization "
                 "prepares new rows as it prepared its training rows, so give the run its training files back."

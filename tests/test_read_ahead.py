@@ -1,0 +1,112 @@
+"""The data path at scale: the command line reads the organizations' files while it imports torch and Lightning
+(``read_ahead``); the join is one dictionary encoding of every file's IDs; a checkpoint keeps the row IDs as two tensors
+and digests the data with SHA-256 (an earlier version's BLAKE2b digest still recognized)."""
+
+import numpy as np
+import pytest
+import torch
+from vcl.datamodules import csv_files
+from vcl.datamodules.csv_files import aligned, load_csv_organizations, read_ahead
+
+import train as cli
+from tests.conftest import write_csv
+from vcl.checkpoints import pack_ids, unpack_ids
+from vcl.errors import VCLInputError
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How many times the files were read (the read ahead included)."""
+    calls = []
+    real = csv_files._load
+
+    def load(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(csv_files, "_load", load)
+    return calls
+
+
+@pytest.mark.slow
+def test_a_csv_run_takes_the_table_read_ahead_and_reads_no_file_twice(tmp_path, signal_csvs, counted):
+    out = tmp_path / "run"
+    argv = ["--data.dataset", "csv", "--data.task", "classification", "--data.csv_files", *signal_csvs,
+            "--run.rounds", "1", "--learner.epochs", "2", "--compare", "--out", str(out), "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert len(counted) == 1 and not csv_files._AHEAD
+    assert (out / "results.json").is_file()
+
+
+def test_a_read_ahead_is_taken_once_and_gives_what_a_read_gives(signal_csvs, counted):
+    read_ahead(signal_csvs, task="classification")
+    ahead = load_csv_organizations(signal_csvs, task="classification")
+    again = load_csv_organizations(signal_csvs, task="classification")  # nothing left ahead: read afresh
+    assert len(counted) == 2
+    np.testing.assert_array_equal(ahead.X, again.X)
+    assert ahead.ids == again.ids and list(ahead.y) == list(again.y)
+
+
+def test_a_file_changed_after_its_read_began_is_read_again(signal_csvs, counted):
+    read_ahead(signal_csvs, task="classification")
+    csv_files._AHEAD[next(iter(csv_files._AHEAD))].result()  # the read ahead is done
+    lines = open(signal_csvs[1]).read().splitlines()
+    write = [lines[0]] + [line.rsplit(",", 1)[0] + ",7.5" for line in lines[1:]]
+    open(signal_csvs[1], "w").write("\n".join(write) + "\n")
+    table = load_csv_organizations(signal_csvs, task="classification")
+    assert len(counted) == 2 and (table.X[:, -1] == 7.5).all()
+    csv_files.forget_read_ahead()
+
+
+def test_a_read_ahead_raises_its_sentence_where_the_table_is_taken(tmp_path, signal_csvs):
+    bad = write_csv(tmp_path / "carol.csv", ["id", "c1"], [("p001", 1.0), ("p002", 2.0), ("p001", 3.0)])
+    files = [*signal_csvs, str(bad)]
+    with pytest.raises(VCLInputError) as direct:
+        load_csv_organizations(files, task="classification")
+    read_ahead(files, task="classification")
+    with pytest.raises(VCLInputError) as ahead:
+        load_csv_organizations(files, task="classification")
+    assert str(ahead.value) == str(direct.value) and "repeats ID 'p001'" in str(direct.value)
+
+
+def test_the_join_gives_each_files_row_of_each_shared_id_in_id_order():
+    lists = [["c", "a", "b", "x"], ["b", "c", "y", "a"], ["a", "z", "c", "b"]]
+    keys, rows = aligned(lists)
+    assert keys.to_pylist() == ["a", "b", "c"]
+    for ids, r in zip(lists, rows, strict=True):
+        assert [ids[i] for i in r] == ["a", "b", "c"]
+    keys, rows = aligned(lists, offered=[None, np.array([True, False, True, True]), None], least=1)  # no "c" in 2
+    assert keys.to_pylist() == ["a", "b"] and [list(r) for r in rows] == [[1, 2], [3, 0], [0, 3]]
+
+
+def test_packed_ids_come_back_and_a_crafted_field_is_refused(tmp_path):
+    ids = ["p1", "Zoë", "😀-7", "x" * 300]
+    packed = pack_ids(ids)
+    assert set(packed) == {"utf8", "ends"} and packed["utf8"].dtype == torch.uint8
+    path = tmp_path / "last.ckpt"
+    torch.save({"ids": packed}, path)
+    assert unpack_ids(torch.load(path, weights_only=True)["ids"], path) == ids
+    assert unpack_ids(ids, path) == ids and unpack_ids(None, path) is None  # an earlier version's list
+    crafted = [
+        {"utf8": packed["utf8"], "ends": packed["ends"] + 5},  # ends past the bytes
+        {"utf8": packed["utf8"], "ends": packed["ends"].flip(0)},  # ends going back
+        {"utf8": torch.tensor([0xFF, 0xFE], dtype=torch.uint8), "ends": torch.tensor([2])},  # not UTF-8
+        {"utf8": packed["utf8"].float(), "ends": packed["ends"]},
+        "p1",
+    ]
+    for field in crafted:
+        with pytest.raises(VCLInputError, match="keeps row IDs that are not text"):
+            unpack_ids(field, path)
+
+
+def test_a_checkpoint_of_an_earlier_version_blake2b_digest_still_recognizes_its_data():
+    from vcl.config import RunConfig
+    from vcl.runner import data_differ, data_digest, kept_digest
+
+    config = RunConfig.from_dict({"data.dataset": "wine"})
+    data, changed = {"x": np.arange(10.0), "ids": ["a", "b"]}, {"x": np.arange(10.0), "ids": ["a", "c"]}
+    earlier = {"transport": "local", "digest": data_digest(data, "blake2b")}
+    assert not data_differ(earlier, config, data) and data_differ(earlier, config, changed)
+    now = kept_digest(config, data)
+    assert now["hash"] == "sha256" and not data_differ(now, config, data) and data_differ(now, config, changed)
+    assert not data_differ({**now, "transport": "grpc"}, config, changed)  # another transport's data: not compared
