@@ -52,6 +52,8 @@ def test_report_says_which_targets_hold():
     assert "s per round at 1,000,000 / at 100,000 = 13.0 (≤ 12: NOT met)" in text
     assert "grpc accuracy 0.8000, local 0.8000: equal" in text
     assert "star PSI, 8 parties × 1,000,000 IDs under grpc: 62.0 s" in text
+    stepped = scale.report(floors + [{**_run(10**6, "grpc", 70.0, 30.0, 1.5e9), "data_seconds": 65.0}])
+    assert "rest less the data step (its star PSI; 65.0 s) 5.0 s against ≤ 7.0 s" in stepped  # the run's own
 
 
 @pytest.mark.slow
@@ -65,4 +67,5 @@ def test_a_tiny_run_of_the_command_line_is_one_record(tmp_path):
     assert floor["floor"] and floor["bare_read_seconds"] > 0 and floor["import_seconds"] > 0
     assert run["rows"] == 400 and run["rounds"] == 1 and len(run["round_seconds"]) == 1 and run["alone_seconds"] == 0
     assert 0.0 < run["accuracy"] <= 1.0 and run["peak_rss"] > 0 and run["bytes_per_round"] > 0
+    assert 0.0 < run["data_seconds"] < run["rest_seconds"]  # results.json's: reading, aligning, preparing
     assert "| 400 | local | linear | cpu |" in proc.stdout
