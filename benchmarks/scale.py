@@ -299,7 +299,7 @@ def main() -> None:
                         own = {p.stem: {"csv": str(p)} for p in paths}
                         names = [p.stem for p in paths]
                         fed_folder = folder / f"fed-{rows}-{model}-{batch}"
-                        with Federation(fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:
+                        with Federation(fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB, preload=True) as fed:
                             records.append(run(paths, *common, fed, not args.no_alone, batch))
                     print(_line(records[-1]), flush=True)
                     write_records(records, args.out)  # kept as it goes: a long sweep cut short keeps its runs

@@ -285,14 +285,19 @@ def _ahead_key(files, id_column, label_column, task, categorical, missing) -> tu
 def read_ahead(files, id_column="id", label_column="label", task=None, categorical=("error",), missing=("error",)):
     """Begin :func:`load_csv_organizations` of these files in a thread of its own; the call with the same arguments
     then takes its table (or raises its sentence) instead of reading again. The command line starts it before it
-    imports torch and Lightning (seconds of one core), which Arrow's reading and hashing (no GIL) overlap.
-    :func:`forget_read_ahead` drops a read nobody took."""
+    imports torch and Lightning (seconds of one core), which Arrow's reading and hashing (no GIL) overlap; Arrow's
+    own modules are imported here, before the thread starts. :func:`forget_read_ahead` drops a read nobody took."""
     import threading
-    from concurrent.futures import Future
+    from concurrent.futures import Future, ThreadPoolExecutor  # noqa: F401
+
+    import pyarrow.compute  # noqa: F401
+    import pyarrow.csv  # noqa: F401
 
     key = _ahead_key(files, id_column, label_column, task, categorical, missing)
     if key in _AHEAD:
         return
+    if any(Path(f).suffix.lower() in (".parquet", ".pq") for f in files):
+        import pyarrow.parquet  # noqa: F401
     future = _AHEAD[key] = Future()
 
     def read() -> None:

@@ -228,6 +228,7 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
         ({"idle_s": -1}, "idle_s=-1 is not a number of seconds"),
         ({"id_column": ""}, "id_column is not a non-empty string"),
         ({"download": "yes"}, "download='yes' is not true or false"),
+        ({"preload": 1}, "preload=1 is not true or false"),
     ]
     if not torch.cuda.is_available():
         cases.append(({"device": "cuda"}, "device='cuda' but no such CUDA device is visible"))
@@ -509,7 +510,7 @@ def test_csv_rows_aligned_by_psi_over_grpc_equal_the_plain_intersection(tiny, tm
             opened.append(Path(args[0]).name)
 
     sys.addaudithook(audit)  # audit hooks cannot be removed: this one records .csv names only while watching
-    with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+    with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own, preload=True) as fed:  # as deployed
         config = tiny(**base, **fed.overrides(), **{"data.csv_files": [str(files[0]), "bob", "carol"]})
         watching.append(True)
         try:

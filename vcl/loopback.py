@@ -23,8 +23,10 @@ from vcl import certs
 
 class Federation:
     """Party processes for ``names``, answering ``coordinator``; ``own``: extra settings per party; ``open_files``:
-    each party's limit of open files (None: the machine's). Its CA also signs a certificate for ``intruder``, an
-    organization no party answers (for the refused cases)."""
+    each party's limit of open files (None: the machine's); ``preload``: each party imports torch and Lightning
+    before it listens, as ``python -m vcl.party`` does by default (off here by default: tests start many parties that
+    never train). Its CA also signs a certificate for ``intruder``, an organization no party answers (for the
+    refused cases)."""
 
     def __init__(
         self,
@@ -34,11 +36,13 @@ class Federation:
         own: dict | None = None,
         max_message_mb=16,
         open_files: int | None = None,
+        preload: bool = False,
     ):
         self.folder, self.names, self.coordinator = Path(folder), list(names), coordinator
         self.keys = self.folder / "keys"
         certs.make(self.keys, sorted(set(names) | {coordinator, "intruder"}))
         self.own, self.max_message_mb, self.open_files = own or {}, max_message_mb, open_files
+        self.preload = preload
         self.procs: dict[str, subprocess.Popen] = {}
         self.ports: dict[str, int] = {}
         self.log: dict[str, list[str]] = {}  # each party's output after its first line (its log), as it comes
@@ -66,6 +70,7 @@ class Federation:
             "tls": self.tls(name),
             "root": str(self.folder / f"{name}-machine"),
             "max_message_mb": self.max_message_mb,
+            "preload": self.preload,
             **self.own.get(name, {}),
         }
         path = self.folder / f"{name}.yaml"

@@ -344,6 +344,8 @@ def serve(settings: PartySettings, ready=None) -> None:
     """Listen on ``settings.listen`` until SIGTERM or SIGINT; ``ready(port)`` once listening."""
     import grpc
 
+    if settings.preload:  # a long-running server: torch, Lightning and the methods before it listens (seconds)
+        import vcl.build  # noqa: F401
     server_state = PartyServer(settings)
     limit = server_state.chunk + 2**16  # one piece of a frame (vcl.wire.pieces)
 

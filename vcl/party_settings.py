@@ -32,6 +32,7 @@ class PartySettings:
     stall_s: float = 60.0
     handshake_s: float = 10.0
     idle_s: float = 3600.0
+    preload: bool = True
 
 
 def load_settings(path: str | Path) -> PartySettings:
@@ -102,8 +103,9 @@ def load_settings(path: str | Path) -> PartySettings:
     for key in ("id_column", "data_root"):
         if not isinstance(getattr(s, key), str) or not getattr(s, key):
             raise VCLInputError(f"the party config {path}: {key} is not a non-empty string; e.g. {key}: id.")
-    if not isinstance(s.download, bool):
-        raise VCLInputError(f"the party config {path}: download={s.download!r} is not true or false.")
+    for key in ("download", "preload"):
+        if not isinstance(getattr(s, key), bool):
+            raise VCLInputError(f"the party config {path}: {key}={getattr(s, key)!r} is not true or false.")
     if not isinstance(s.secrets, dict):
         raise VCLInputError(f"the party config {path}: secrets is not a mapping; e.g. secrets: {{mpdl.secret_b: 0}}.")
     bad = sorted(map(str, set(s.secrets) - set(SECRETS)))
