@@ -271,15 +271,8 @@ def _ahead_key(files, id_column, label_column, task, categorical, missing) -> tu
         return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
     paths = [Path(f).absolute() for f in files]
-    return (
-        tuple(map(str, paths)),
-        tuple(map(version, paths)),
-        id_column,
-        label_column,
-        task,
-        tuple(categorical),
-        tuple(missing),
-    )
+    names, versions = tuple(map(str, paths)), tuple(map(version, paths))
+    return names, versions, id_column, label_column, task, tuple(categorical), tuple(missing)
 
 
 def read_ahead(files, id_column="id", label_column="label", task=None, categorical=("error",), missing=("error",)):
