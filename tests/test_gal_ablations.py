@@ -34,4 +34,6 @@ def test_every_setting_makes_a_valid_config():
     mixed = abl.config("wine", 8, "gal", "loss=l1+l2", 0, Args)
     assert mixed.gal.local_loss == ["l1"] * 4 + ["l2"] * 4
     assert abl.config("wine", 8, "gal_dp", "scope=all", 0, Args).gal.privacy_scope == "all"
+    authors = abl.config("blob", 2, "gal_dp", "authors", 0, Args).gal
+    assert (authors.privacy_scope, authors.privacy_draws, authors.eta_cap) == ("all", "repeated", 300.0)
     assert abl.config("wine", 4, "gal_bag", "noninformative", 0, Args).gal.weights == "bag"

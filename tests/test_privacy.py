@@ -78,6 +78,28 @@ def test_privacy_scope_all_gives_alice_the_perturbed_broadcast_but_keeps_her_wei
     assert torch.equal(broadcast["org1"], residuals["org1"]) and torch.equal(broadcast["alice"], clean)
 
 
+@pytest.mark.parametrize("draws", ["per_round", "repeated"])
+def test_repeated_draws_send_the_same_standard_laplace_noise_every_round(tiny, draws):
+    """gal.privacy_draws=repeated: round 2's noise is round 1's draw, scaled to round 2's bounds (as the GAL
+    authors' code, which reseeds numpy whenever it makes a data loader); per_round draws anew."""
+    cfg = tiny(**{"data.organizations": 3, "gal.privacy": "dp", "gal.privacy_draws": draws, "run.rounds": 2})
+    dm = TabularDataModule("wine", organizations=3, feature_seed=cfg.run.seed)
+    dm.setup()
+    p = build_protocol(cfg, dm.data)
+    mechanism, standard, scales = LaplaceMechanism(), [], []
+    for _ in range(2):
+        clean = p.task.pseudo_residual(p.F["train"], p.labels["train"])
+        sent = []
+        p.federation.channel.tap = lambda m, sent=sent: sent.append(m) or m
+        p.run_round()
+        got = next(m.values for m in sent if isinstance(m, PseudoResidual) and m.receiver == "org1")
+        a, b = torch.quantile(clean.flatten(), torch.tensor([0.025, 0.975], dtype=clean.dtype))
+        scales.append(float(mechanism.scale(clean)))
+        standard.append((got - clean.clamp(a, b)) / scales[-1])
+    assert scales[0] != pytest.approx(scales[1], rel=1e-3)  # round 1 moved F: the bounds, so the scale, changed
+    assert torch.allclose(standard[0], standard[1], atol=1e-4) == (draws == "repeated")
+
+
 def test_privacy_scope_is_checked(tiny):
     from vcl.build import check_config
     from vcl.errors import VCLInputError

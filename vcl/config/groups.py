@@ -335,6 +335,10 @@ class GALGroup:
     privacy_scope: Literal["others", "all"] = "others"
     """who fits the perturbed residual: others (Alice fits her own model on the clean one) or all (Alice's own fit uses
     the same perturbed broadcast, as in the authors' code); weights and line search stay clean"""
+    privacy_draws: Literal["per_round", "repeated"] = "per_round"
+    """per_round: a new noise draw from Alice's secret every round; repeated: the same draw every round, scaled to
+    that round's bounds, as the GAL authors' code does (it reseeds numpy's generator whenever it makes a data loader;
+    this decides the paper's DP figures, docs/gal.md)"""
     noise_sigma: NonNegativeFloat = 0.0
     """Gaussian noise sigma on the outputs of noisy_organizations (training and prediction)"""
     noisy_organizations: list[NonNegativeInt | Literal["half", "last_half"]] = field(default_factory=lambda: ["half"])

@@ -145,23 +145,25 @@ def leak_summary(records: list[dict]) -> dict[str, float]:
 
 
 class GALFederation(Federation):
-    """Alice's federation: the organizations through ``transport``, and ``privacy`` (a :mod:`vcl.privacy` mechanism)
-    on what she sends them. ``privacy_scope``: "others" (Alice fits her own model on the clean residual) or "all" (on
-    the same perturbed broadcast, as the authors' code does). ``noise_secret``: the seed of her noise, given
-    (``gal.privacy_secret``, which no other party's copy of the config holds) or fresh from the operating system; kept
-    in her checkpoint, so a resumed run draws the same. ``known_seeds``: every whole number of a receiver's copy of
-    the config, the attack's tries."""
+    """Alice's federation: the organizations through ``transport``, and ``privacy`` (a :mod:`vcl.privacy` mechanism) on
+    what she sends them. ``privacy_scope``: "others" (Alice fits her own model on the clean residual) or "all"
+    (on the same perturbed broadcast, as the authors' code does). ``privacy_draws``: "per_round" (a new draw each
+    round) or "repeated" (round 1's draw every round, as the authors' code does). ``noise_secret``: the seed of
+    her noise, given (``gal.privacy_secret``, which no other party's copy of the config holds) or fresh from the
+    operating system; kept in her checkpoint, so a resumed run draws the same. ``known_seeds``: every whole
+    number of a receiver's copy of the config, the attack's tries."""
 
     def __init__(
         self,
         transport,
         privacy=None,
         privacy_scope: str = "others",
+        privacy_draws: str = "per_round",
         noise_secret: int | None = None,
         known_seeds: tuple[int, ...] = (),
     ):
         super().__init__(transport=transport)
-        self.privacy, self.privacy_scope = privacy, privacy_scope
+        self.privacy, self.privacy_scope, self.privacy_draws = privacy, privacy_scope, privacy_draws
         self.noise_secret = int(noise_secret) if noise_secret else secrets.randbits(62)
         self.known_seeds = tuple(known_seeds)
         self.leaks: dict[int, dict[str, float]] = {}  # round → what a receiver recovers of the clean residual
@@ -184,7 +186,8 @@ class GALFederation(Federation):
         public = clean
         others = any(m != 0 for m in participants)  # someone besides Alice receives it: what it reads is scored
         if self.privacy is not None and not labels:
-            gen = torch.Generator(device=clean.device).manual_seed(seed_for(self.noise_secret, round_, NOISE))
+            draw = round_ if self.privacy_draws == "per_round" else 1  # repeated: the first round's draw each round
+            gen = torch.Generator(device=clean.device).manual_seed(seed_for(self.noise_secret, draw, NOISE))
             public = self.privacy(clean, gen)
             if others:
                 self.leaks.setdefault(round_, {}).update(self.leak(clean, public, round_))
@@ -250,6 +253,7 @@ def federation(config: RunConfig, transport):
         transport=transport,
         privacy=make_mechanism(config.gal.privacy, config.gal.privacy_alpha),
         privacy_scope=config.gal.privacy_scope,
+        privacy_draws=config.gal.privacy_draws,
         noise_secret=config.gal.privacy_secret or None,
         known_seeds=config_integers(party_copy(config.to_dict())),  # all a receiver's copy of the config holds
     )
