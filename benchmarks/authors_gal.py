@@ -32,7 +32,8 @@ Variants (exact text replacements in the copy, each checked to apply exactly onc
 
 Cells (``--cells``): ``dp`` — blob, M = 2, 4, 8, DP (α = 1) on the residuals (Tables 15, 16, 5), all four
 variants; ``l1`` — blob, M = 8, every organization's local loss ℓ1 (Table 4), ``published`` and ``signed_eta``;
-``iris`` — iris, M = 2 and 4, plain GAL (Table 1), ``published`` on split seeds 0–4. ``--quick``: ``dp`` at M = 2,
+``iris`` — iris, M = 2 and 4, plain GAL (Table 1), ``published`` on split seeds 0–4; ``joint`` — iris, one
+organization holding every column (Table 1's Joint), ``published`` on split seeds 0–4. ``--quick``: ``dp`` at M = 2,
 ``published`` and ``fresh_noise+signed_eta``, seeds 0 and 1.
 """
 
@@ -71,6 +72,7 @@ CELLS = {
         ("iris", 2, "2_stack_100_10_search_0_0_none_0_none", 99.2, "1", ["published"], [0, 1, 2, 3, 4]),
         ("iris", 4, "4_stack_100_10_search_0_0_none_0_none", 100.0, "1", ["published"], [0, 1, 2, 3, 4]),
     ],
+    "joint": [("iris", 1, "1_none_100_10_search_0_0_none_0_none", 99.2, "1", ["published"], [0, 1, 2, 3, 4])],
 }
 QUICK = [("blob", 2, "2_stack_100_10_search_0_0_none_0_dp-1", 66.3, "15", ["published", "fresh_noise+signed_eta"], [0])]
 TEST_LINE = re.compile(r"Test Epoch: (\d+)\(100%\)\s+Loss: \S+\s+Accuracy: ([-\d.eE+]+|nan)")
@@ -181,13 +183,18 @@ def one_run(python: str, src: Path, cell: tuple, variant: str, split_seed: int, 
 
 def report(records: list[dict]) -> str:
     """Per cell and variant (and split seed where several): the mean over seeds of the last round's and the best
-    round's test accuracy beside the paper's figure, and how many rounds' line searches gave η < 0."""
-    groups = defaultdict(list)
+    round's test accuracy beside the paper's figure, and how many rounds' line searches gave η < 0; a cell run on
+    several splits also gets a row over all of them."""
+    groups, splits = defaultdict(list), defaultdict(list)
     for r in records:
         groups[(r["dataset"], r["organizations"], r["control"], r["variant"], r["split_seed"])].append(r)
+        splits[(r["dataset"], r["organizations"], r["control"], r["variant"])].append(r)
+    for (ds, m, control, variant), rs in splits.items():  # several splits: a row for all of them
+        if len({r["split_seed"] for r in rs}) > 1:
+            groups[(ds, m, control, variant, "all")] = rs
     lines = [
         "| dataset | M | control | variant | split seed | final round, % | best over rounds, % (paper) | "
-        "rounds with η < 0 | largest abs(η) | seeds |",
+        "rounds with η < 0 | largest abs(η) before their cap | seeds |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (ds, m, control, variant, split), rs in groups.items():

@@ -61,6 +61,9 @@ def test_report_counts_the_negative_line_searches_beside_the_papers_figure():
     ]
     row = ag.report(records).splitlines()[-1]
     assert "| 25.0 | 50.0 (66.3, Table 15) | 2 of 4 | 300 | 2 |" in row
+    records[1]["split_seed"] = 1  # two splits: a row each and one over both
+    rows = ag.report(records).splitlines()[2:]
+    assert len(rows) == 3 and "| all | 25.0 | 50.0 (66.3" in rows[-1] and "| 1 | 30.0 | 60.0 (66.3" in rows[1]
 
 
 def test_a_folder_without_the_authors_script_is_refused(tmp_path, capsys):
