@@ -211,14 +211,16 @@ def report(records: list[dict]) -> str:
     if gpu:
         lines += [
             "",
-            "| rows per organization | model | batch size | s per round | GPU utilization, median % "
-            "| GPU memory, peak MiB |",
-            "|---|---|---|---|---|---|",
+            "| rows per organization | transport | model | batch size | s per round | data step s "
+            "| GPU utilization, median % | GPU memory, peak MiB |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in gpu:
+            data = f"{r['data_seconds']:.1f}" if r.get("data_seconds") is not None else "–"
             lines.append(
-                f"| {r['rows']:,} | {r['model']} | {r.get('batch_size') or 'default'} | {r['seconds_per_round']:.1f} "
-                f"| {r['gpu_utilization_median']:.0f} | {r['gpu_memory_peak_mib']:.0f} |"
+                f"| {r['rows']:,} | {r['transport']} | {r['model']} | {r.get('batch_size') or 'default'} "
+                f"| {r['seconds_per_round']:.1f} | {data} | {r['gpu_utilization_median']:.0f} "
+                f"| {r['gpu_memory_peak_mib']:.0f} |"
             )
     targets = []
     psi = {r["rows"]: r["seconds"] for r in records if r.get("psi")}

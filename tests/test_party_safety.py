@@ -261,3 +261,25 @@ def test_a_party_intersects_and_reads_on_its_own_id_column_whatever_the_run_name
                     "out": str(tmp_path / "run"), **two.overrides()}  # fmt: skip
         done = train(RunConfig.from_dict(settings), verbose=False, write=False)
     assert done["organizations"] == ["alice", "bob"] and len(done["rounds"]) == 2
+
+
+def test_a_malformed_setup_is_refused_before_the_party_imports_torch():
+    """A party that did not preload answers a Setup without a run at once, not after importing torch and Lightning
+    (seconds on a cold machine: past a coordinator's deadline, as seen on a GPU machine with 8 test workers)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from vcl.party import PartyServer\n"
+        "from vcl.party_settings import PartySettings\n"
+        "party = PartyServer(PartySettings(name='org1', listen='127.0.0.1:0', coordinator='alice'))\n"
+        "try:\n"
+        "    party.op_setup({'index': 0}, 'alice')\n"
+        "except TypeError as err:\n"
+        "    print(err)\n"
+        "print('torch' in sys.modules, 'pytorch_lightning' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "the Setup names no run (its id, name and deadline)"
+    assert out[1] == "False False"

@@ -204,13 +204,15 @@ class PartyServer(Guard):
         return answer_from_file(path, id_column, bool(body["drop"]), body["label_column"], body["offer"])
 
     def op_setup(self, body: dict, who: str) -> dict:
+        run = body.get("run")
+        if not (isinstance(run, dict) and all(isinstance(run.get(k), str) for k in ("id", "name"))):
+            raise TypeError("the Setup names no run (its id, name and deadline)")
+        # checked before the imports below (torch, Lightning: seconds, the first time): a malformed Setup is
+        # answered at once
         from vcl.build import own_party
         from vcl.config import SECRETS
         from vcl.runtime import PartyRuntime
 
-        run = body.get("run")
-        if not (isinstance(run, dict) and all(isinstance(run.get(k), str) for k in ("id", "name"))):
-            raise TypeError("the Setup names no run (its id, name and deadline)")
         deadline = float(run["deadline"])
         if self.session is not None and self.session.id != run["id"] and self.session.in_progress():
             ago = time.monotonic() - self.session.last
