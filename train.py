@@ -14,6 +14,7 @@ SIGTERM ends with the last saved round and the command that resumes it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import signal
@@ -161,5 +162,20 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _end(status: int) -> None:
+    """End the process with ``status`` once ``main`` returned, as the interpreter would (threads done, exit functions
+    run, output flushed) but without its teardown of every module, which takes over a second once torch and
+    Lightning are imported, whatever the run (docs/development.md). While a thread still works, the usual exit."""
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.exit(status)
+    atexit._run_exitfuncs()  # what the interpreter runs at exit, libraries' and site's alike
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main(prog=[sys.executable, sys.argv[0]], exiting=True))  # the resume command names this interpreter
+    _end(main(prog=[sys.executable, sys.argv[0]], exiting=True))  # the resume command names this interpreter

@@ -45,8 +45,14 @@ class Preparation:
         return np.hstack(parts) if len(parts) > 1 else parts[0]
 
     def scale(self, block: np.ndarray) -> np.ndarray:
-        """Prepared columns z-scored with the training rows' statistics, as float32."""
-        return ((block - self.mean) / self.std).astype(np.float32)
+        """Prepared columns z-scored with the training rows' statistics, as float32 (C order): each column worked
+        out in float64 on its own, as ``((block - mean) / std).astype(float32)`` would, without its float64 copy of
+        the whole block (a tenth of a second per 10^6 rows of 8 columns)."""
+        mean, std = np.asarray(self.mean, dtype=np.float64), np.asarray(self.std, dtype=np.float64)
+        out = np.empty(block.shape, dtype=np.float32)
+        for j in range(block.shape[1]):
+            np.divide(np.subtract(block[:, j], mean[j], dtype=np.float64), std[j], out=out[:, j], casting="same_kind")
+        return out
 
 
 def prepare_group(

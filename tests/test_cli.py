@@ -211,3 +211,39 @@ def test_a_runs_identity_is_what_it_sets_so_a_new_option_at_its_default_changes_
     assert identity_differs(older, now) == [] and identity_differs(now, now) == []
     assert identity_differs({"gal.weights": "learned"}, now) == ["data.dataset", "gal.weights"]
     assert identity_differs({**before, "gal.retired": 1}, now) == ["gal.retired"]  # an option since removed
+
+
+@pytest.mark.slow
+def test_the_command_line_ends_without_the_interpreters_teardown_and_loses_no_output(tmp_path):
+    """train.py ends with os._exit once main returned (the teardown of torch's and Lightning's modules is over a
+    second): its piped output, its exit status, its TensorBoard events and an exit function still come out; an
+    exception (here --help's exit) ends as usual."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(cli.__file__).resolve().parent
+    hook = tmp_path / "sitecustomize.py"  # an exit function registered as a library would (after train.py's)
+    hook.write_text(
+        "import atexit, os, sys\n"
+        "atexit.register(lambda: sys.stderr.write('exit function ran\\n'))\n"
+        "class Torn:\n"
+        "    def __del__(self):\n"
+        "        os.write(2, b'module torn down')\n"
+        "torn = Torn()  # freed when the interpreter tears its modules down\n"
+    )
+    env = {"PYTHONPATH": f"{tmp_path}", "PATH": "/usr/bin:/bin"}
+    out = tmp_path / "run"
+    args = ["--out", str(out), "--run.rounds", "1", "--data.organizations", "2", "--learner.epochs", "1"]
+    done = subprocess.run([sys.executable, str(root / "train.py"), *args], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "gal test accuracy" in done.stdout and "exit function ran" in done.stderr
+    assert "module torn down" not in done.stderr
+    assert json.loads((out / "results.json").read_text())["rounds"][-1]["round"] == 1
+    assert all(f.stat().st_size > 0 for f in (out / "tensorboard").rglob("events.out.tfevents.*"))
+    bad = subprocess.run([sys.executable, str(root / "train.py"), "--run.rounds", "-1"], capture_output=True,
+                         text=True, env=env)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("error:")
+    help_ = subprocess.run([sys.executable, str(root / "train.py"), "--help"], capture_output=True, text=True, env=env)
+    assert help_.returncode == 0 and "--learner.epochs" in help_.stdout and "exit function ran" in help_.stderr
+    assert "module torn down" in help_.stderr  # the usual exit

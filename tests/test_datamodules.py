@@ -340,3 +340,17 @@ def test_a_file_reads_as_float32_each_check_naming_the_first_offending_id_in_row
     write_csv(bob, ["id", "z"], [(f"k{i:02d}", -i) for i in range(n)] + [("k03", 1)])
     with pytest.raises(VCLInputError, match=r"b\.csv repeats ID 'k03'"):
         load_csv_organizations([alice, bob], task="classification")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_scaling_a_block_column_by_column_gives_the_whole_blocks_float64_result_bit_for_bit(dtype, order):
+    from vcl.datamodules.prepare import Preparation
+
+    rng = np.random.default_rng(0)
+    block = np.asarray(rng.normal(3.0, 7.0, size=(1000, 5)) ** 3, dtype=dtype, order=order)
+    prep = Preparation([f"c{j}" for j in range(5)], ["numeric"] * 5)
+    prep.mean, prep.std = block.astype(np.float64).mean(0), block.astype(np.float64).std(0)
+    scaled = prep.scale(block)
+    assert scaled.dtype == np.float32 and scaled.flags.c_contiguous
+    assert np.array_equal(scaled, ((block - prep.mean) / prep.std).astype(np.float32))

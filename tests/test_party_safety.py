@@ -283,3 +283,22 @@ def test_a_malformed_setup_is_refused_before_the_party_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "the Setup names no run (its id, name and deadline)"
     assert out[1] == "False False"
+
+
+def test_a_preloading_party_has_the_config_parser_and_vcls_families_ready_before_it_listens():
+    """What a Setup would otherwise make first, while every party of a run makes it at once on shared cores."""
+    import subprocess
+    import sys
+
+    code = (
+        "from vcl.config import _defaults\n"
+        "from vcl.family import load_family\n"
+        "from vcl.registry import FAMILIES\n"
+        "before = _defaults.cache_info().currsize, load_family.cache_info().currsize\n"
+        "from vcl.party import preload\n"
+        "preload()\n"
+        "print(before, (_defaults.cache_info().currsize, load_family.cache_info().currsize), len(FAMILIES))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    families = int(out[-1])
+    assert "".join(out[:-1]) == f"(0,0)(1,{families})" and families >= 4

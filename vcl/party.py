@@ -342,12 +342,25 @@ def _round(body: dict) -> int:
     return body["round"]
 
 
+def preload() -> None:
+    """What every Setup would otherwise make first: torch and Lightning imported, the config's parser built
+    (jsonargparse: most of a second of CPU, paid by every party at once at a run's start) and vcl's own method
+    families loaded."""
+    import vcl.build  # noqa: F401
+    from vcl.config import warm_parser
+    from vcl.family import FAMILIES, load_family
+
+    warm_parser()
+    for path in FAMILIES.values():
+        load_family(path)
+
+
 def serve(settings: PartySettings, ready=None) -> None:
     """Listen on ``settings.listen`` until SIGTERM or SIGINT; ``ready(port)`` once listening."""
     import grpc
 
     if settings.preload:  # a long-running server: torch, Lightning and the methods before it listens (seconds)
-        import vcl.build  # noqa: F401
+        preload()
     server_state = PartyServer(settings)
     limit = server_state.chunk + 2**16  # one piece of a frame (vcl.wire.pieces)
 

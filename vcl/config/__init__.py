@@ -247,6 +247,11 @@ def _defaults():
     return parser().get_defaults()
 
 
+def warm_parser() -> None:
+    """The parser and its defaults built now (a long-running party, before it listens), not at the first parse."""
+    _defaults()
+
+
 def parse_object(values: dict, source: str):
     """Nested values checked against the options' types, defaults filled in: a jsonargparse Namespace."""
     from argparse import ArgumentError
