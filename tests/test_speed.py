@@ -144,6 +144,47 @@ def test_reusing_freed_memory_serves_large_blocks_from_the_heap_and_keeps_them()
     assert runs["default"] == ["False", "False", "False"]
 
 
+ARENAS = """
+import ctypes, os, sys, threading
+from vcl.memory import reuse_freed_memory
+libc = ctypes.CDLL(None)
+if not hasattr(libc, "malloc_stats"):
+    print("no-glibc")
+    sys.exit()
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+if sys.argv[1] == "reuse":
+    reuse_freed_memory()
+held, ready = [], threading.Barrier(2 * (os.cpu_count() or 1) + 2)
+def work():
+    held.append(libc.malloc(1 << 20))  # each thread's first block: an arena of its own while the limit allows
+    ready.wait()
+threads = [threading.Thread(target=work) for _ in range(ready.parties - 1)]
+for t in threads:
+    t.start()
+ready.wait()
+for t in threads:
+    t.join()
+libc.malloc_stats()  # one "Arena k:" paragraph per arena, on stderr
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc arenas: Linux only")
+def test_reusing_freed_memory_keeps_one_malloc_arena_per_core():
+    """vcl.memory: glibc gives each new thread an arena of its own up to 8 per core, each holding its freed memory
+    (a 10^5-row run's threads: tens of MB); with reuse_freed_memory the threads share one per core (two at least)."""
+    import os
+
+    count = {}
+    for how in ("reuse", "default"):
+        proc = subprocess.run([sys.executable, "-c", ARENAS, how], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        if proc.stdout.strip() == "no-glibc":
+            pytest.skip("this C library is not glibc (no malloc_stats)")
+        count[how] = proc.stderr.count("Arena ")
+    cores = max(2, os.cpu_count() or 1)
+    assert 1 <= count["reuse"] <= cores < count["default"]
+
+
 @pytest.mark.slow
 def test_rounds_freeze_what_exists_and_leave_the_collector_as_they_found_it():
     """vcl.runner.long_lived_frozen: inside, the objects that existed on entry are frozen (out of the collector's
