@@ -25,11 +25,14 @@ from vcl.datamodules.reading import (
     complete_rows,
     empty_column,
     first_true,
+    keep_read,
     missing_cells,
     read_file,
+    read_kept,
     refuse_cell,
     string_array,
     text_cells,
+    unique_ids,
 )
 from vcl.datamodules.table import Table
 
@@ -50,27 +53,16 @@ def in_threads(function, items: list) -> list:
         return list(pool.map(function, items))
 
 
-def unique_ids(what: str, ids) -> None:
-    """One sentence for an ID its file lists twice (the first repeat, in file order): one dictionary encoding of
-    the file's IDs (Arrow's hash table), integer work after."""
-    ids = string_array(ids)
-    encoded = ids.dictionary_encode()
-    if len(encoded.dictionary) == len(ids):
-        return
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    first = np.full(len(encoded.dictionary), len(codes))
-    np.minimum.at(first, codes, np.arange(len(codes)))
-    again = int(np.flatnonzero(first[codes] != np.arange(len(codes)))[0])
-    raise VCLInputError(f"{what} repeats ID {ids[again].as_py()!r}; each ID must appear once per file.")
-
-
-def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label") -> list[str]:
+def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label", keep=False) -> list[str]:
     """The IDs in one organization's file (what it offers for row alignment; no feature value); with
-    ``drop_incomplete`` only those of its rows without a missing value (``missing: drop``)."""
+    ``drop_incomplete`` only those of its rows without a missing value (``missing: drop``). ``keep``: the file's
+    load on the aligned rows comes next in this process (:func:`vcl.datamodules.reading.keep_read`)."""
     own = read_file(path, id_column, label_column)
     unique_ids(own.what, own.ids)
     empty_column(own, label_column)
-    ids = own.ids
+    own.unique, ids = True, own.ids
+    if keep:
+        keep_read(own, id_column, label_column)
     if drop_incomplete:
         import pyarrow as pa
 
@@ -353,12 +345,12 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
         raise VCLInputError(f"data.csv_files lists {twice} twice; give each organization its own file.")
     policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
-    owns = {k: read_file(paths[k], id_column, label_column) for k in read}
+    owns = {k: (read_file if ids is None else read_kept)(paths[k], id_column, label_column) for k in read}
     encoding = None  # the IDs' one encoding, for the join (none where the rows are given)
     if ids is None:
         encoding = unique_in_each(list(owns.values()))
     else:
-        in_threads(lambda own: unique_ids(own.what, own.ids), list(owns.values()))
+        in_threads(lambda own: unique_ids(own.what, own.ids), [own for own in owns.values() if not own.unique])
     if 0 in owns and label_column not in owns[0].header:
         raise VCLInputError(
             f"Alice's file {paths[0]} has no label column {label_column!r}; add it or set label_column."

@@ -38,6 +38,7 @@ class OwnFile:
     header: list[str]
     ids: object  # pyarrow.Array of strings
     table: object  # pyarrow.Table
+    unique: bool = False  # its IDs were found unique already
 
     @property
     def what(self) -> str:
@@ -45,6 +46,34 @@ class OwnFile:
 
     def features(self, label_column: str) -> list[str]:
         return [c for c in self.header if c != label_column]
+
+
+_KEPT: dict = {}  # a file read for the row alignment, for the load that follows: its path -> (its key, OwnFile)
+
+
+def _version(path: Path):
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def keep_read(own: OwnFile, id_column: str, label_column: str) -> None:
+    """Keep ``own``, read for the row alignment, for the load of the same file that follows it (a party's Setup
+    after its half of the PSI; Alice's coordinator after hers): that load takes it instead of reading the file
+    again, unless the file changed meanwhile. One per file."""
+    path = own.path.absolute()
+    _KEPT[path] = ((_version(path), id_column, label_column), own)
+
+
+def read_kept(path, id_column: str = "id", label_column: str = "label") -> OwnFile:
+    """The file as :func:`keep_read` kept it (taken, so once), or read now (:func:`read_file`)."""
+    path = Path(path)
+    key, own = _KEPT.pop(path.absolute(), (None, None))
+    if own is not None and key == (_version(path.absolute()), id_column, label_column):
+        return own
+    return read_file(path, id_column, label_column)
 
 
 def _check_header(what: str, header: list[str], id_column: str) -> None:
@@ -260,6 +289,20 @@ def string_array(ids):
     if isinstance(ids, pa.Array):
         return ids
     return pa.array(list(ids), type=pa.string())
+
+
+def unique_ids(what: str, ids) -> None:
+    """One sentence for an ID its file lists twice (the first repeat, in file order): one dictionary encoding of
+    the file's IDs (Arrow's hash table), integer work after."""
+    ids = string_array(ids)
+    encoded = ids.dictionary_encode()
+    if len(encoded.dictionary) == len(ids):
+        return
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    first = np.full(len(encoded.dictionary), len(codes))
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    again = int(np.flatnonzero(first[codes] != np.arange(len(codes)))[0])
+    raise VCLInputError(f"{what} repeats ID {ids[again].as_py()!r}; each ID must appear once per file.")
 
 
 def first_true(mask) -> int | None:

@@ -110,3 +110,30 @@ def test_a_checkpoint_of_an_earlier_version_blake2b_digest_still_recognizes_its_
     now = kept_digest(config, data)
     assert now["hash"] == "sha256" and not data_differ(now, config, data) and data_differ(now, config, changed)
     assert not data_differ({**now, "transport": "grpc"}, config, changed)  # another transport's data: not compared
+
+
+def test_a_file_read_for_the_row_alignment_is_kept_for_the_load_on_the_aligned_rows(tmp_path, monkeypatch):
+    """A party's half of the PSI reads its whole file; its Setup's load on the aligned rows takes that read (once)
+    instead of reading the file again, unless the file changed meanwhile; a read not asked to be kept is not."""
+    import os
+
+    from vcl.datamodules import reading
+
+    alice = write_csv(tmp_path / "alice.csv", ["id", "a", "label"], [[f"p{i}", i, i % 2] for i in range(6)])
+    bob = write_csv(tmp_path / "bob.csv", ["id", "b"], [[f"p{i}", 10 * i] for i in (5, 3, 1, 0, 2, 4)])
+    reads = []
+    real = reading.read_file
+    monkeypatch.setattr(reading, "read_file", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    ids = sorted(csv_files.csv_ids(bob, keep=True))
+
+    def bobs_column():
+        return load_csv_organizations([alice, bob], "id", "label", "classification", only=1, ids=ids).X[:, 0]
+
+    assert np.array_equal(bobs_column(), [0, 10, 20, 30, 40, 50]) and reads == []  # the kept read, taken
+    assert np.array_equal(bobs_column(), [0, 10, 20, 30, 40, 50]) and len(reads) == 1  # nothing kept: read
+    csv_files.csv_ids(bob, keep=True)
+    write_csv(bob, ["id", "b"], [[f"p{i}", 11 * i] for i in (5, 3, 1, 0, 2, 4)])
+    os.utime(bob, ns=(os.stat(bob).st_atime_ns, os.stat(bob).st_mtime_ns + 10**9))  # changed since it was kept
+    assert np.array_equal(bobs_column(), [0, 11, 22, 33, 44, 55]) and len(reads) == 2
+    csv_files.csv_ids(bob)
+    assert reading._KEPT == {}

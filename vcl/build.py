@@ -174,7 +174,7 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
     drop = [m == "drop" for _, m in csv_policies(d.categorical, d.missing, len(d.csv_files))]
     names = [Path(f).stem for f in d.csv_files]
     if ids is None:
-        own = csv_ids(d.csv_files[0], d.id_column, drop[0], d.label_column)
+        own = csv_ids(d.csv_files[0], d.id_column, drop[0], d.label_column, keep=True)  # loaded below
         ids = shared_ids(psi_with_parties(config, names, own, drop), d.id_column, any(drop))
     new_ids = None
     if d.predict_files:  # train.py predict: the new people's rows are aligned as the training rows were

@@ -201,7 +201,7 @@ class PartyServer(Guard):
             key = "predict_csv" if new else "csv"
             raise PermissionError(f"this party holds no csv of its own for this (its config's {key}:)")
         id_column = self.settings.id_column
-        return answer_from_file(path, id_column, bool(body["drop"]), body["label_column"], body["offer"])
+        return answer_from_file(path, id_column, bool(body["drop"]), body["label_column"], body["offer"], not new)
 
     def op_setup(self, body: dict, who: str) -> dict:
         run = body.get("run")

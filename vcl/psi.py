@@ -105,12 +105,13 @@ def intersect(a: PSISide, b: PSISide) -> tuple[np.ndarray, np.ndarray]:
     return a.match(back_to_a), b.match(back_to_b)
 
 
-def answer_from_file(path: str, id_column: str, drop: bool, label_column: str, offer) -> dict:
+def answer_from_file(path: str, id_column: str, drop: bool, label_column: str, offer, keep: bool = False) -> dict:
     """A party's half of the star PSI, where its file is (a Ray task on its node, or its own party process under
-    grpc): Alice's blinded IDs blinded again, and its own IDs blinded once."""
+    grpc): Alice's blinded IDs blinded again, and its own IDs blinded once. ``keep``: this process loads the file
+    next, on the aligned rows (a party process's Setup), so the read is kept for it."""
     from pathlib import Path
 
     from vcl.datamodules.csv_files import csv_ids
 
-    side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column))
+    side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column, keep))
     return {"twice": side.answer(offer), "offer": side.offer()}
