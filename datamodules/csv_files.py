@@ -24,6 +24,7 @@ from vcl.datamodules.reading import (
     column_of,
     complete_rows,
     empty_column,
+    file_version,
     first_true,
     keep_read,
     missing_cells,
@@ -254,16 +255,8 @@ _AHEAD: dict = {}  # what read_ahead started: its call's key -> a Future of its 
 def _ahead_key(files, id_column, label_column, task, categorical, missing) -> tuple:
     """A call's arguments and each file's identity and version (device, inode, size, modification time): a file
     changed since its read began is read again."""
-
-    def version(path: Path):
-        try:
-            st = path.stat()
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-
     paths = [Path(f).absolute() for f in files]
-    names, versions = tuple(map(str, paths)), tuple(map(version, paths))
+    names, versions = tuple(map(str, paths)), tuple(map(file_version, paths))
     return names, versions, id_column, label_column, task, tuple(categorical), tuple(missing)
 
 

@@ -51,7 +51,8 @@ class OwnFile:
 _KEPT: dict = {}  # a file read for the row alignment, for the load that follows: its path -> (its key, OwnFile)
 
 
-def _version(path: Path):
+def file_version(path: Path):
+    """A file's identity and version (device, inode, size, modification time), or None if it cannot be read."""
     try:
         st = path.stat()
     except OSError:
@@ -64,14 +65,14 @@ def keep_read(own: OwnFile, id_column: str, label_column: str) -> None:
     after its half of the PSI; Alice's coordinator after hers): that load takes it instead of reading the file
     again, unless the file changed meanwhile. One per file."""
     path = own.path.absolute()
-    _KEPT[path] = ((_version(path), id_column, label_column), own)
+    _KEPT[path] = ((file_version(path), id_column, label_column), own)
 
 
 def read_kept(path, id_column: str = "id", label_column: str = "label") -> OwnFile:
     """The file as :func:`keep_read` kept it (taken, so once), or read now (:func:`read_file`)."""
     path = Path(path)
     key, own = _KEPT.pop(path.absolute(), (None, None))
-    if own is not None and key == (_version(path.absolute()), id_column, label_column):
+    if own is not None and key == (file_version(path.absolute()), id_column, label_column):
         return own
     return read_file(path, id_column, label_column)
 

@@ -128,18 +128,22 @@ print(applied, from_heap, libc.mallinfo2().arena >= 8 << 20)
 """
 
 
+def glibc_script(script: str, how: str) -> subprocess.CompletedProcess:
+    """``script`` run in a process of its own with ``how`` (reuse, default); skipped where the C library is not
+    glibc."""
+    proc = subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    if proc.stdout.strip() == "no-glibc":
+        pytest.skip("this C library is not glibc")
+    return proc
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds: Linux only")
 def test_reusing_freed_memory_serves_large_blocks_from_the_heap_and_keeps_them():
     """vcl.memory: with glibc's thresholds set, an 8 MiB block (a tensor of a round at M = 64) comes from malloc's
     heap and, freed, stays there for the next one; with malloc's own it is mapped from the kernel and given back
     (so the next round's tensor faults its pages in again)."""
-    runs = {}
-    for how in ("reuse", "default"):
-        proc = subprocess.run([sys.executable, "-c", HEAP, how], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr
-        if proc.stdout.strip() == "no-glibc":
-            pytest.skip("this C library is not glibc (no mallinfo2)")
-        runs[how] = proc.stdout.split()
+    runs = {how: glibc_script(HEAP, how).stdout.split() for how in ("reuse", "default")}
     assert runs["reuse"] == ["True", "True", "True"]
     assert runs["default"] == ["False", "False", "False"]
 
@@ -174,13 +178,7 @@ def test_reusing_freed_memory_keeps_one_malloc_arena_per_core():
     (a 10^5-row run's threads: tens of MB); with reuse_freed_memory the threads share one per core (two at least)."""
     import os
 
-    count = {}
-    for how in ("reuse", "default"):
-        proc = subprocess.run([sys.executable, "-c", ARENAS, how], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr
-        if proc.stdout.strip() == "no-glibc":
-            pytest.skip("this C library is not glibc (no malloc_stats)")
-        count[how] = proc.stderr.count("Arena ")
+    count = {how: glibc_script(ARENAS, how).stderr.count("Arena ") for how in ("reuse", "default")}
     cores = max(2, os.cpu_count() or 1)
     assert 1 <= count["reuse"] <= cores < count["default"]
 
