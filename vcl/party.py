@@ -343,16 +343,13 @@ def _round(body: dict) -> int:
 
 
 def preload() -> None:
-    """What every Setup would otherwise make first: torch and Lightning imported, the config's parser built
-    (jsonargparse: most of a second of CPU, paid by every party at once at a run's start) and vcl's own method
-    families loaded."""
+    """What every Setup would otherwise make first: torch and Lightning imported and the config's parser built
+    (jsonargparse: most of a second of CPU, paid by every party at once at a run's start). The method families
+    load at the first Setup that names them (loading all four imports scikit-learn: 79 MB a party)."""
     import vcl.build  # noqa: F401
     from vcl.config import warm_parser
-    from vcl.family import FAMILIES, load_family
 
     warm_parser()
-    for path in FAMILIES.values():
-        load_family(path)
 
 
 def serve(settings: PartySettings, ready=None) -> None:
