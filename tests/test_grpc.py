@@ -61,6 +61,34 @@ def test_a_frame_keeps_every_value_and_type():
     assert back["ids"] == value["ids"]
 
 
+def test_an_arrow_array_of_texts_crosses_as_its_buffers_and_arrives_as_one():
+    """The row IDs a run aligned cross as an Arrow array (vcl.build.party_ids): its bytes and lengths, and back an
+    Arrow array again, a slice of one too; missing texts or another type are refused at the sender."""
+    import pyarrow as pa
+
+    ids = pa.array([f"p{i}" for i in range(1000)] + ["", "é", "a\nb"])
+    for value in (ids, ids.slice(7, 300), ids.slice(0, 0), ids.cast(pa.large_string())):
+        frame = pack("Test", {"ids": value})
+        back = unpack(frame)[1]["ids"]
+        assert isinstance(back, pa.Array) and pa.types.is_string(back.type) and back.equals(value.cast(pa.string()))
+    assert int.from_bytes(pack("Test", {"ids": ids})[4:8], "little") < 200  # the texts are not in the header
+    for refused in (pa.array(["a", None]), pa.array([1, 2])):
+        with pytest.raises(TypeError, match="only texts"):
+            pack("Test", {"ids": refused})
+
+
+def test_an_arrow_array_of_texts_with_bad_bytes_or_lengths_is_refused():
+    import pyarrow as pa
+
+    frame = pack("Test", {"ids": pa.array(["ab", "cd", "é"])})  # ends with the lengths, three int64
+    assert unpack(frame)[1]["ids"].to_pylist() == ["ab", "cd", "é"]
+    with pytest.raises(WireError, match="not UTF-8"):
+        unpack(frame.replace("é".encode(), b"\xff\xfe"))  # the same length, bytes no text has
+    for lengths in ([2, 2, 3], [2, -2, 4], [2**63 - 1, 2**63 - 1, 8]):  # the last adds up to 6 in int64
+        with pytest.raises(WireError, match="do not add up"):
+            unpack(frame[:-24] + np.asarray(lengths, dtype=np.int64).tobytes())
+
+
 def test_messages_cross_as_themselves():
     for message in (
         PseudoResidual("alice", "org1", 2, torch.randn(5, 3)),
@@ -103,6 +131,7 @@ def frame_cases() -> dict[str, bytes]:
         "deep": swap(b'"round":0', b'"round":' + b"[" * 100_000 + b"]" * 100_000),  # past the recursion limit
         "long text": swap(b'"float32"', b'"' + b"x" * 2**20 + b'"'),  # a megabyte to echo back
         "texts": swap(b'{"$t":0}', b'{"$s":[0,0]}'),  # texts that name the residual as their bytes and lengths
+        "arrow texts": swap(b'{"$t":0}', b'{"$S":[0,0]}'),  # an Arrow array of them likewise
         "header over 8 MiB": swap(b'"round":0', b'"round":"' + b" " * (8 * 2**20) + b'"'),
     }
 

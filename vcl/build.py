@@ -189,10 +189,14 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
     )
 
 
-def party_ids(data) -> list[str] | dict | None:
+def party_ids(data):
     """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
-    ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``)."""
-    ids, new = getattr(data, "ids", None), getattr(data, "new_ids", None)
+    ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``), each as one Arrow array of texts
+    (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side)."""
+    from vcl.datamodules.reading import string_array
+
+    ids, new = (getattr(data, key, None) for key in ("ids", "new_ids"))
+    ids, new = (None if i is None else string_array(i) for i in (ids, new))
     return ids if new is None else {"rows": ids, "new": new}
 
 

@@ -6,7 +6,9 @@ header names the message's kind (a :class:`vcl.messages.Message` subclass, looke
 to run), its fields as JSON values, and each tensor's dtype and shape.
 Tensors and NumPy arrays travel as their bytes (little-endian, C order); tuples, dicts with keys other than
 strings, ints of any size, floats (NaN and infinities too), strings, booleans and None keep their type. A list of
-many texts (row IDs) crosses as two arrays, its UTF-8 bytes and their lengths, so that headers stay small.
+many texts (row IDs) crosses as two arrays, its UTF-8 bytes and their lengths, so that headers stay small; an
+Arrow array of texts (the row IDs a run aligned) crosses the same way and arrives as one, with no Python string
+made per text on either side.
 
 :func:`unpack` refuses, with :class:`WireError`, a frame that is larger than its limit, does not start with the
 magic bytes, has a header over ``HEADER_MB`` (before it is decoded) or one that is not JSON of this shape, a dtype
@@ -21,6 +23,7 @@ import json
 import math
 import numbers
 import struct
+import sys
 
 import numpy as np
 import torch
@@ -94,6 +97,9 @@ def _encode(value, arrays: list):
         return {"$a": len(arrays) - 1}
     if isinstance(value, tuple):
         return {"$tuple": [_encode(v, arrays) for v in value]}
+    if "pyarrow" in sys.modules and isinstance(value, sys.modules["pyarrow"].Array):
+        arrays.extend(_text_buffers(value))
+        return {"$S": [len(arrays) - 2, len(arrays) - 1]}
     if isinstance(value, list):
         if len(value) >= TEXTS_AS_BYTES and all(type(v) is str for v in value):  # row IDs: bytes, not header
             raw = [v.encode("utf-8", "surrogatepass") for v in value]
@@ -121,6 +127,8 @@ def _decode(value, arrays: list):
             return arrays[inner] if key == "$t" else arrays[inner].numpy()
         if key == "$s":
             return _texts(inner, arrays)
+        if key == "$S":
+            return _text_array(inner, arrays)
         if key == "$tuple" and isinstance(inner, list):
             return tuple(_decode(v, arrays) for v in inner)
         if key == "$dict" and isinstance(inner, list):
@@ -130,25 +138,61 @@ def _decode(value, arrays: list):
     return {k: _decode(v, arrays) for k, v in value.items()}
 
 
-def _texts(inner, arrays: list) -> list[str]:
-    """A list of texts that crossed as one array of their UTF-8 bytes and one of their lengths."""
+def _text_buffers(array) -> tuple[torch.Tensor, torch.Tensor]:
+    """An Arrow array of texts as what a ``$S`` carries: its UTF-8 bytes end to end, and each text's length."""
+    import pyarrow as pa
+
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)) or array.null_count:
+        raise TypeError(f"an Arrow array of {array.type} cannot cross: only texts, none missing")
+    _, offsets, data = array.buffers()
+    kind = np.dtype(np.int64 if pa.types.is_large_string(array.type) else np.int32)
+    ends = np.frombuffer(offsets, dtype=kind, count=len(array) + 1, offset=array.offset * kind.itemsize)
+    raw = np.frombuffer(data, dtype=np.uint8)[ends[0] : ends[-1]] if data is not None else np.empty(0, np.uint8)
+    return torch.from_numpy(raw.copy()), torch.from_numpy(np.diff(ends).astype(np.int64))
+
+
+def _text_parts(inner, arrays: list) -> tuple[torch.Tensor, np.ndarray]:
+    """The bytes and lengths a ``$s`` or ``$S`` names, checked: every length within the bytes, adding up to them."""
     ok = isinstance(inner, list) and len(inner) == 2 and all(type(k) is int and 0 <= k < len(arrays) for k in inner)
     if not ok:
-        raise WireError("a $s does not name its two tensors")
+        raise WireError("a list of texts does not name its two tensors")
     raw, lengths = (arrays[k] for k in inner)
     if raw.dtype != torch.uint8 or lengths.dtype != torch.int64 or raw.dim() != 1 or lengths.dim() != 1:
-        raise WireError("a $s is not bytes and their lengths")
-    sizes = lengths.tolist()
-    if min(sizes, default=0) < 0 or sum(sizes) != raw.numel():
-        raise WireError("a $s's lengths do not add up to its bytes")
+        raise WireError("a list of texts is not bytes and their lengths")
+    sizes = lengths.numpy()
+    if not (((sizes >= 0) & (sizes <= raw.numel())).all() and int(sizes.sum()) == raw.numel()):  # no overflow
+        raise WireError("a list of texts' lengths do not add up to its bytes")
+    return raw, sizes
+
+
+def _texts(inner, arrays: list) -> list[str]:
+    """A list of texts that crossed as one array of their UTF-8 bytes and one of their lengths."""
+    raw, sizes = _text_parts(inner, arrays)
     data, texts, start = raw.numpy().tobytes(), [], 0
     try:
-        for size in sizes:
+        for size in sizes.tolist():
             texts.append(data[start : start + size].decode("utf-8", "surrogatepass"))
             start += size
     except UnicodeDecodeError:
         raise WireError("a $s holds bytes that are not UTF-8") from None
     return texts
+
+
+def _text_array(inner, arrays: list):
+    """An Arrow array of texts that crossed as their bytes and lengths (:func:`_text_buffers`), its UTF-8 checked."""
+    import pyarrow as pa
+
+    raw, sizes = _text_parts(inner, arrays)
+    ends = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ends[1:])
+    large = ends[-1] >= 2**31
+    kind, offsets = (pa.large_string(), ends) if large else (pa.string(), ends.astype(np.int32))
+    array = pa.Array.from_buffers(kind, len(sizes), [None, pa.py_buffer(offsets), pa.py_buffer(raw.numpy())])
+    try:
+        array.validate(full=True)
+    except pa.ArrowInvalid:
+        raise WireError("a $S holds bytes that are not UTF-8") from None
+    return array
 
 
 def _key(key):
