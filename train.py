@@ -68,9 +68,9 @@ def _run(argv: list[str], prog: list[str]) -> int:
         return 2
     from vcl.datamodules.csv_files import forget_read_ahead
 
-    from vcl.memory import reuse_freed_memory
+    from vcl.memory import prepare_process
 
-    reuse_freed_memory()
+    prepare_process()
     _read_ahead(cfg)  # the organizations' files, read while torch and Lightning import (next)
     from vcl.rundir import PREVIOUS
     from vcl.runner import RunInterrupted, train

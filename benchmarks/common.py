@@ -14,10 +14,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from vcl.memory import reuse_freed_memory
+from vcl.memory import prepare_process
 from vcl.rundir import strict_json
 
-reuse_freed_memory()  # every benchmark's process allocates as the command line's does (vcl.memory)
+prepare_process()  # every benchmark's process allocates as the command line's does (vcl.memory)
 
 
 def add_cluster_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

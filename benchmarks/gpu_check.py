@@ -181,9 +181,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    from vcl.memory import reuse_freed_memory
+    from vcl.memory import prepare_process
 
-    reuse_freed_memory()  # as the command line does (vcl.memory)
+    prepare_process()  # as the command line does (vcl.memory)
     if args.step == "gal":
         print(json.dumps(gal_step(args)))
         return 0

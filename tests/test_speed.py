@@ -183,6 +183,37 @@ def test_reusing_freed_memory_keeps_one_malloc_arena_per_core():
     assert 1 <= count["reuse"] <= cores < count["default"]
 
 
+PROBE = """
+import sys
+from pathlib import Path
+from vcl.memory import prepare_process
+if sys.argv[1] == "prepared":
+    prepare_process()
+from vcl.datamodules.csv_files import load_csv_organizations
+folder = Path(sys.argv[2])
+for name, column in (("alice", "label"), ("org1", "x")):
+    rows = [f"p{i},{i % 2},{i * 0.5}" for i in range(20)]
+    (folder / f"{name}.csv").write_text(f"id,{column},y\\n" + "\\n".join(rows) + "\\n")
+table = load_csv_organizations([folder / "alice.csv", folder / "org1.csv"], task="classification")
+print(table.X.shape[0], "pandas" in sys.modules)
+import pyarrow as pa
+print(type(pa.table({"a": [1]}).to_pandas()).__name__)
+"""
+
+
+def test_a_prepared_process_reads_and_aligns_files_without_importing_pandas_and_can_still_use_it(tmp_path):
+    """vcl.memory.answer_pandas_probe: pyarrow's first conversion of a Python value imports pandas (0.2 s, 42 MB a
+    process); a prepared process reads, checks and aligns CSV files without it, and pandas still works after."""
+    runs = {}
+    for how in ("prepared", "plain"):
+        (tmp_path / how).mkdir()
+        proc = subprocess.run([sys.executable, "-c", PROBE, how, str(tmp_path / how)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        runs[how] = proc.stdout.split()
+    assert runs["prepared"] == ["20", "False", "DataFrame"]
+    assert runs["plain"] == ["20", "True", "DataFrame"]  # the probe this answers
+
+
 @pytest.mark.slow
 def test_rounds_freeze_what_exists_and_leave_the_collector_as_they_found_it():
     """vcl.runner.long_lived_frozen: inside, the objects that existed on entry are frozen (out of the collector's

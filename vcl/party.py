@@ -356,6 +356,9 @@ def serve(settings: PartySettings, ready=None) -> None:
     """Listen on ``settings.listen`` until SIGTERM or SIGINT; ``ready(port)`` once listening."""
     import grpc
 
+    from vcl.memory import prepare_process
+
+    prepare_process()  # as the command line does (vcl.memory)
     if settings.preload:  # a long-running server: torch, Lightning and the methods before it listens (seconds)
         preload()
     server_state = PartyServer(settings)

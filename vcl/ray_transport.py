@@ -83,11 +83,11 @@ class PartyHost(PartyRuntime):
     broadcast payloads fetched from the object store, and party-to-party messages sent actor to actor."""
 
     def __init__(self, threads: int):
-        from vcl.memory import reuse_freed_memory
+        from vcl.memory import prepare_process
 
         super().__init__()
         torch.set_num_threads(max(1, threads))
-        reuse_freed_memory()
+        prepare_process()
 
     def pid(self) -> int:
         return os.getpid()

@@ -31,10 +31,10 @@ class Job:
 
 def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
     """Run one config (no files written) and return its record."""
-    from vcl.memory import reuse_freed_memory
+    from vcl.memory import prepare_process
     from vcl.runner import train
 
-    reuse_freed_memory()  # as the command line does
+    prepare_process()  # as the command line does
     start = time.perf_counter()
     res = train(cfg, verbose=False, write=False)
     return _record(benchmark, cfg, method, model, res, time.perf_counter() - start, details, extra)
@@ -79,10 +79,10 @@ class Interleaved:
     def __call__(self) -> list[dict]:
         from vcl.build import build_protocol, check_config
         from vcl.family import compare_methods
-        from vcl.memory import reuse_freed_memory
+        from vcl.memory import prepare_process
         from vcl.runner import Run, long_lived_frozen, rounds, run_data
 
-        reuse_freed_memory()  # as the command line does
+        prepare_process()  # as the command line does
         runs, seconds = [], [0.0] * len(self.jobs)
         try:
             for i, job in enumerate(self.jobs):
