@@ -231,7 +231,7 @@ class VerticalData:
     task: str
     num_classes: int
     joint: FeatureView | None = None
-    ids: list[str] | None = None  # dataset=csv: the aligned IDs, in row order (before the split)
+    ids: list[str] | None = None  # dataset=csv: the aligned IDs, in row order (before the split); as given if given
     new_ids: list[str] | None = None  # train.py predict: the new people's aligned IDs (each view's split "new")
     classes: list[str] | None = None  # classification: the classes' names, in the order of the outputs
 
