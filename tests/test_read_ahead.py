@@ -137,3 +137,52 @@ def test_a_file_read_for_the_row_alignment_is_kept_for_the_load_on_the_aligned_r
     assert np.array_equal(bobs_column(), [0, 11, 22, 33, 44, 55]) and len(reads) == 2
     csv_files.csv_ids(bob)
     assert reading._KEPT == {}
+
+
+def test_a_party_set_up_again_for_the_same_config_and_rows_takes_the_data_it_loaded(tiny, signal_csvs, counted):
+    """vcl.build.party_data: a party process set up for a --compare method after the main one (the same config, the
+    same aligned rows) loads nothing again, as one process holding every party does; other rows, another config or
+    a changed file are loaded afresh. Each setup gets its views' splits in dicts of its own."""
+    import os
+
+    import pyarrow as pa
+
+    from vcl.build import party_data
+
+    config = tiny(**{"data.dataset": "csv", "data.task": "classification", "data.csv_files": signal_csvs})
+    ids = pa.array(sorted(csv_files.csv_ids(signal_csvs[1])))
+    first = party_data(config, "gal", 1, ids, "classification", 2)
+    again = party_data(config, "alone", 1, pa.array(ids.to_pylist()), "classification", 2)
+    assert len(counted) == 1 and again.views[1].splits["train"] is first.views[1].splits["train"]
+    again.views[1].splits["new"] = torch.zeros(1, 2)
+    assert "new" not in party_data(config, "gal", 1, ids, "classification", 2).views[1].splits and len(counted) == 1
+    party_data(config, "gal", 1, ids[1:], "classification", 2)
+    assert len(counted) == 2  # other rows
+    party_data(tiny(**{"data.dataset": "csv", "data.task": "classification", "data.csv_files": signal_csvs,
+                       "data.split_seed": 7}), "gal", 1, ids[1:], "classification", 2)  # fmt: skip
+    assert len(counted) == 3  # another config
+    party_data(config, "gal", 1, ids, "classification", 2)
+    stat = os.stat(signal_csvs[1])
+    os.utime(signal_csvs[1], ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    party_data(config, "gal", 1, ids, "classification", 2)
+    assert len(counted) == 5  # the file changed
+
+
+def test_alices_own_party_reads_her_file_during_the_psi_and_its_setup_takes_that_read(signal_csvs, monkeypatch):
+    """Under grpc Alice's coordinator aligns the rows with the other parties while her own party process, asked
+    without an offer (vcl.grpc_transport.psi_answers), reads her file and keeps it for its Setup's load."""
+    from pathlib import Path
+
+    from vcl.datamodules import reading
+    from vcl.party import PartyServer
+    from vcl.party_settings import PartySettings
+
+    party = PartyServer(PartySettings(name="alice", listen="127.0.0.1:0", coordinator="alice", csv=signal_csvs[0]))
+    answer = party.op_psi({"offer": None, "drop": False, "label_column": "label", "new": False}, "alice")
+    assert answer == {"rows": 120} and list(reading._KEPT) == [Path(signal_csvs[0]).absolute()]
+    ids = sorted(csv_files.csv_ids(signal_csvs[1]))
+    reads = []
+    real = reading.read_file
+    monkeypatch.setattr(reading, "read_file", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    table = load_csv_organizations(signal_csvs, "id", "label", "classification", only=0, ids=ids)
+    assert reads == [] and reading._KEPT == {} and table.X.shape == (120, 2)  # the kept read, taken
