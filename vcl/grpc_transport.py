@@ -320,26 +320,25 @@ def psi_answers(config, names: list[str], drop: list[bool], offer, new: bool = F
     """Star PSI of row IDs, the parties' halves: each party (``names[1:]``; ``drop``: its rows with a missing value
     left out) blinds Alice's ``offer`` again and sends its own IDs blinded once; no ID list crosses."""
     d = config.data
-    these = links(config, names[1:])
+
+    def body(k: int, offer) -> dict:
+        return {"offer": offer, "id_column": d.id_column, "drop": drop[k], "label_column": d.label_column, "new": new}
+
+    these = links(config, names)
+
+    def read_ahead() -> None:  # Alice's own party reads her file, kept for its Setup, while the others answer
+        try:
+            these[names[0]].ask("PSI", body(0, None), "the ID alignment")
+        except Exception:  # noqa: BLE001 - its Setup reads the file itself, and says what is wrong with it
+            pass
+
     try:
-        return in_parallel(  # a party that is down stands as its PartyLost under run.missing_parties: skip
-            [
-                lambda k=k, n=n: these[n].ask(
-                    "PSI",
-                    {
-                        "offer": offer,
-                        "id_column": d.id_column,
-                        "drop": drop[k],
-                        "label_column": d.label_column,
-                        "new": new,
-                    },
-                    "the ID alignment",
-                )
-                for k, n in enumerate(names)
-                if k > 0
-            ],
+        answers = in_parallel(  # a party that is down stands as its PartyLost under run.missing_parties: skip
+            [lambda k=k: these[names[k]].ask("PSI", body(k, offer), "the ID alignment") for k in range(1, len(names))]
+            + ([] if new else [read_ahead]),
             lost_in_place=config.run.missing_parties == "skip",
         )
+        return answers[: len(names) - 1]
     finally:
         for link in these.values():
             link.close()

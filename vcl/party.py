@@ -192,7 +192,9 @@ class PartyServer(Guard):
         return {"name": self.settings.name, "ready": self.runtime is not None}
 
     def op_psi(self, body: dict, who: str) -> dict:
-        """Star PSI, this party's half on its own file and its own ID column (:func:`vcl.psi.answer_from_file`)."""
+        """Star PSI, this party's half on its own file and its own ID column (:func:`vcl.psi.answer_from_file`).
+        Without an offer (Alice's own party, while the others answer her): its file read and kept for its Setup."""
+        from vcl.datamodules.csv_files import csv_ids
         from vcl.psi import answer_from_file
 
         new = bool(body.get("new"))  # train.py predict: its file of new people
@@ -200,8 +202,10 @@ class PartyServer(Guard):
         if not path:
             key = "predict_csv" if new else "csv"
             raise PermissionError(f"this party holds no csv of its own for this (its config's {key}:)")
-        id_column = self.settings.id_column
-        return answer_from_file(path, id_column, bool(body["drop"]), body["label_column"], body["offer"], not new)
+        id_column, drop, label_column = self.settings.id_column, bool(body["drop"]), body["label_column"]
+        if body["offer"] is None:
+            return {"rows": len(csv_ids(path, id_column, drop, label_column, not new))}
+        return answer_from_file(path, id_column, drop, label_column, body["offer"], not new)
 
     def op_setup(self, body: dict, who: str) -> dict:
         run = body.get("run")
