@@ -21,6 +21,17 @@ def test_each_side_learns_exactly_the_intersection_with_rows_aligned():
     assert [a_ids[r] for r in a_rows] == shared == [b_ids[r] for r in b_rows]
 
 
+def test_the_centre_of_a_star_takes_its_shared_rows_in_its_own_order():
+    """vcl.build.psi_with_parties intersects every party's share of Alice's IDs and sorts them once: Alice's
+    shared_rows are match's rows in her file's order."""
+    a_ids, b_ids = [f"p{i}" for i in (9, 4, 7, 1, 3)], [f"p{i}" for i in (3, 8, 9, 1)]
+    a, b = PSISide("a", a_ids), PSISide("b", b_ids)
+    offer_a, offer_b = a.offer(), b.offer()
+    back_to_a = b.answer(offer_a)
+    a.answer(offer_b)
+    assert a.shared_rows(back_to_a).tolist() == [0, 3, 4] and a.match(back_to_a).tolist() == [3, 4, 0]  # p1 p3 p9
+
+
 def test_disjoint_and_empty_sets():
     a_rows, b_rows = intersect(PSISide("a", ["x", "y"]), PSISide("b", ["z"]))
     assert len(a_rows) == len(b_rows) == 0

@@ -174,6 +174,7 @@ def test_alices_own_party_reads_her_file_during_the_psi_and_its_setup_takes_that
     from pathlib import Path
 
     from vcl.datamodules import reading
+
     from vcl.party import PartyServer
     from vcl.party_settings import PartySettings
 

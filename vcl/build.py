@@ -200,27 +200,27 @@ def party_ids(data):
     return ids if new is None else {"rows": ids, "new": new}
 
 
-def psi_with_parties(
-    config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False
-) -> list[list[str]]:
+def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False) -> list:
     """Alice's IDs, then for each other party the part of them it holds too, by private set intersection (star:
     Alice and each party, :mod:`vcl.psi`): each party reads its own file where it runs (its Ray node, or its
     machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice.
-    ``new``: the files of new people (``data.predict_files``, ``train.py predict``)."""
+    ``new``: the files of new people (``data.predict_files``, ``train.py predict``). Each list an Arrow array of
+    texts, in Alice's file order (:func:`vcl.datamodules.csv_files.shared_ids` intersects and sorts them)."""
+    from vcl.datamodules.reading import string_array
     from vcl.errors import PartyLost
     from vcl.psi import PSISide
 
     alice = PSISide(names[0], own)
     offer = alice.offer()
     answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer, new)
-    lists = [own]
+    lists = [string_array(own)]
     for answer in answers:
         if isinstance(answer, PartyLost):  # a party that is down (run.missing_parties: skip) aligns nothing
             if config.run.missing_parties != "skip":
                 raise answer
             continue
         alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
-        lists.append([own[row] for row in alice.match(answer["twice"])])
+        lists.append(lists[0].take(alice.shared_rows(answer["twice"])))
     return lists
 
 

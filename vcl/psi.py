@@ -80,9 +80,14 @@ class PSISide:
         in its secret order) against the other's values as this side blinded them again (:meth:`answer`). The
         rows come in the order of their IDs, which both sides hold for these rows: row k of either side's answer
         is the same individual."""
+        return np.asarray(sorted(self.shared_rows(own_twice).tolist(), key=lambda row: self.ids[row]), dtype=np.int64)
+
+    def shared_rows(self, own_twice: np.ndarray) -> np.ndarray:
+        """:meth:`match`'s rows in this side's own order: a star's centre intersects every party's and sorts them by
+        ID once (:func:`vcl.build.psi_with_parties`), not once a party."""
         theirs_twice = self._theirs_twice
         shared = [int(self._order[k]) for k, v in enumerate(decode(own_twice)) if v in theirs_twice]
-        return np.asarray(sorted(shared, key=lambda row: self.ids[row]), dtype=np.int64)
+        return np.sort(np.asarray(shared, dtype=np.int64))
 
 
 def encode(values: list[bytes]) -> np.ndarray:
