@@ -324,7 +324,7 @@ def psi_answers(config, names: list[str], drop: list[bool], offer, new: bool = F
     def body(k: int, offer) -> dict:
         return {"offer": offer, "id_column": d.id_column, "drop": drop[k], "label_column": d.label_column, "new": new}
 
-    these = links(config, names)
+    these = links(config, names if not new else names[1:])  # Alice's own party only for its read ahead
 
     def read_ahead() -> None:  # Alice's own party reads her file, kept for its Setup, while the others answer
         try:
