@@ -20,6 +20,10 @@ class RoundCheckpoint(RoundCallback):
     def on_round_end(self, run, record: dict) -> None:
         transport = run.protocol.federation.transport
         transport.save(run.out_dir / PARTIES, record["round"], run.stamp)
-        atomic_torch_save(run.checkpoint(), run.out_dir / "checkpoints" / self.filename)
-        run.saved_round = record["round"]
+        saved = record["round"]  # named as saved with the rename itself: a signal cannot fall between them
+        atomic_torch_save(
+            run.checkpoint(),
+            run.out_dir / "checkpoints" / self.filename,
+            then=lambda: setattr(run, "saved_round", saved),
+        )
         transport.prune(run.out_dir / PARTIES, record["round"])

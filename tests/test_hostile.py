@@ -350,6 +350,26 @@ def test_a_checkpoint_write_that_fails_leaves_no_partial_file(tmp_path, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
 
 
+def test_a_signal_during_a_checkpoints_rename_waits_until_the_saved_round_is_named(tmp_path, monkeypatch):
+    """Ctrl-C arriving as the rename lands used to stop the run before it named the round saved: it then said
+    "after round 0" over a checkpoint of round 1. The rename and the naming now happen together, then the signal."""
+    import signal
+
+    from vcl.checkpoints import atomic_torch_save
+
+    real, named = os.replace, []
+
+    def replace_then_signal(src, dst):
+        real(src, dst)
+        signal.raise_signal(signal.SIGINT)  # Python runs the handler at its next step: here, before then()
+
+    monkeypatch.setattr(os, "replace", replace_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_torch_save({"round": 1}, tmp_path / "last.ckpt", then=lambda: named.append(1))
+    assert named == [1] and (tmp_path / "last.ckpt").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler before it is back
+
+
 def test_a_read_only_folder_of_the_run_is_refused_before_work(finished, capsys, monkeypatch):
     out, before = finished
     real = os.access

@@ -14,6 +14,8 @@ import os
 import pickle
 import re
 import shutil
+import signal
+import threading
 import zipfile
 from pathlib import Path
 
@@ -26,10 +28,31 @@ KEYS = ("identity", "protocol", "records", "round_seconds", "run_id", "data")
 PARTY_KEYS = ("state", "party", "round", "run")
 
 
-def atomic_torch_save(obj, path: Path) -> None:
+@contextlib.contextmanager
+def interrupts_held():
+    """Ctrl-C or SIGTERM arriving inside the block take effect at its end, through the handlers in place before it
+    (main thread only; elsewhere signals never reach Python code). For steps that must happen together or not at
+    all: a checkpoint's rename and the round the run then reports as saved."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    held = [sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not None]  # None: not Python's
+    before = {sig: signal.signal(sig, lambda number, _frame: caught.append(number)) for sig in held}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        for number in dict.fromkeys(caught):
+            signal.raise_signal(number)
+
+
+def atomic_torch_save(obj, path: Path, then=None) -> None:
     """``obj`` written to ``path`` whole or not at all, readable by its owner only (0600: a checkpoint holds a party's
     models and data-derived state). A write that fails (a full disk, a read-only or vanished
-    directory: torch says so as a RuntimeError) leaves no partial file and raises an ``OSError`` naming ``path``."""
+    directory: torch says so as a RuntimeError) leaves no partial file and raises an ``OSError`` naming ``path``.
+    ``then()`` runs with the rename, no interrupt between them: both happen or neither."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -48,7 +71,10 @@ def atomic_torch_save(obj, path: Path) -> None:
             reason = str(err).strip().splitlines()[0][:120] if code == errno.EIO else os.strerror(code)
             raise OSError(code, reason, str(path)) from None
         raise
-    os.replace(tmp, path)
+    with interrupts_held():
+        os.replace(tmp, path)
+        if then is not None:
+            then()
 
 
 def _numpy_globals() -> list:
