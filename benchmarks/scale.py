@@ -182,7 +182,7 @@ def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
                                       "data.csv_files": [str(paths[0])] + names[1:], **fed.overrides(),
                                       "transport.deadline": 3600.0})  # fmt: skip
         start = time.perf_counter()
-        lists = psi_with_parties(config, names, csv_ids(paths[0]), [False] * len(names))
+        lists, _ = psi_with_parties(config, names, csv_ids(paths[0]), [False] * len(names))
         seconds = time.perf_counter() - start
     return {"benchmark": "scale", "psi": True, "rows": rows, "organizations": len(names), "seconds": seconds,
             "shared": min(len(x) for x in lists)}  # fmt: skip

@@ -62,12 +62,13 @@ def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label", k
     unique_ids(own.what, own.ids)
     empty_column(own, label_column)
     own.unique, ids = True, own.ids
-    if keep:
-        keep_read(own, id_column, label_column)
     if drop_incomplete:
         import pyarrow as pa
 
-        ids = ids.filter(pa.array(complete_rows(own)))
+        complete = complete_rows(own)
+        ids, own.listed = ids.filter(pa.array(complete)), np.flatnonzero(complete)
+    if keep:
+        keep_read(own, id_column, label_column)
     return ids.to_pylist()
 
 
@@ -127,12 +128,16 @@ def unique_in_each(owns: list[OwnFile]) -> tuple:
     return encoding
 
 
-def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, least=MIN_SHARED, encoding=None):
+def aligned(
+    id_lists, offered=None, id_column="id", dropped=False, given=None, least=MIN_SHARED, encoding=None, hints=None
+):
     """The rows every list shares, as (their IDs sorted, and each list's row of each of them).
 
     ``id_lists``: each organization's IDs (each unique), file order; ``offered``: for each, the rows it offers (a
     mask; ``missing: drop`` leaves out incomplete rows) or None for all; ``given``: the IDs to align on (the shared
-    IDs a party is sent), instead of intersecting (each of them looked up in a list: Arrow's ``index_in``).
+    IDs a party is sent), instead of intersecting (each of them looked up in a list: Arrow's ``index_in``, unless
+    ``hints`` holds for that list the rows of the given IDs, (IDs, rows), as the PSI's centre placed them, and the
+    list's IDs on those rows, all offered, are the given ones: a gather and a comparison of bytes).
     Intersecting is a hash join: one dictionary encoding of all the lists (``encoding``, from :func:`encode_ids`,
     if made already), then integer work in NumPy. ``least``: the rows a run needs (new rows to predict need one)."""
     import pyarrow as pa
@@ -149,11 +154,15 @@ def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, l
         def where(value_set) -> np.ndarray:  # each given ID's position among value_set's, -1 where it has none
             return pc.index_in(base, value_set=value_set).fill_null(-1).to_numpy(zero_copy_only=False)
 
-        offers = [ids if mask is None else ids.filter(pa.array(mask)) for ids, mask in zip(lists, offered, strict=True)]
-        positions = in_threads(where, offers)
-        return base, [
-            r[p] if (p >= 0).all() else np.where(p >= 0, r[p], -1) for r, p in zip(rows, positions, strict=True)
+        checked = [
+            _checked_hint(hint, base, ids, mask)
+            for ids, mask, hint in zip(lists, offered, hints or [None] * len(lists), strict=True)
         ]
+        looked_up = [k for k, hint in enumerate(checked) if hint is None]
+        offers = [lists[k] if offered[k] is None else lists[k].filter(pa.array(offered[k])) for k in looked_up]
+        for k, p in zip(looked_up, in_threads(where, offers), strict=True):
+            checked[k] = rows[k][p] if (p >= 0).all() else np.where(p >= 0, rows[k][p], -1)
+        return base, checked
     dictionary, codes = encoding or encode_ids(lists)
     held = np.zeros(len(dictionary), dtype=np.int32)  # how many lists offer each ID
     for c, r in zip(codes, rows, strict=True):
@@ -178,6 +187,20 @@ def aligned(id_lists, offered=None, id_column="id", dropped=False, given=None, l
         row_of[c] = np.arange(len(c))
         file_rows.append(row_of[shared])
     return keys, file_rows
+
+
+def _checked_hint(hint, base, ids, mask) -> np.ndarray | None:
+    """A hint's rows, if they hold the IDs ``base`` (the given ones, in order) and are all offered; else None."""
+    if hint is None:
+        return None
+    hinted, rows = hint
+    if hinted is not base and not string_array(hinted).equals(base):
+        return None
+    if len(rows) != len(base) or (len(rows) and (rows.min() < 0 or rows.max() >= len(ids))):
+        return None
+    if mask is not None and not mask[rows].all():
+        return None
+    return rows if ids.take(rows).equals(base) else None
 
 
 def holds_every(own: OwnFile, rows: np.ndarray, keys) -> None:
@@ -358,7 +381,8 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     offered = [complete_rows(own) if policies[k][1] == "drop" else None for k, own in owns.items()]
     dropped = any(m is not None and not m.all() for m in offered)
     ids_of = [own.ids for own in owns.values()]
-    keys, file_rows = aligned(ids_of, offered, id_column, dropped, ids, encoding=encoding)
+    hints = [own.rows_hint for own in owns.values()]
+    keys, file_rows = aligned(ids_of, offered, id_column, dropped, ids, encoding=encoding, hints=hints)
     width = sum(len(own.features(label_column)) for own in owns.values())
     X = np.empty((len(keys), width), dtype=np.float32, order="F")  # column by column: each written, read at once
     columns, groups, kinds, text, seen = [], [], [], {}, set()

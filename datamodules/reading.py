@@ -39,6 +39,9 @@ class OwnFile:
     ids: object  # pyarrow.Array of strings
     table: object  # pyarrow.Table
     unique: bool = False  # its IDs were found unique already
+    listed: object = None  # the file rows of the IDs it offered for alignment (None: every row), file order
+    offer_rows: object = None  # the file row at each place of its PSI offer (its secret order; note_offer)
+    rows_hint: object = None  # (the aligned IDs, the file row of each), as the PSI's centre placed them (use_places)
 
     @property
     def what(self) -> str:
@@ -66,6 +69,32 @@ def keep_read(own: OwnFile, id_column: str, label_column: str) -> None:
     again, unless the file changed meanwhile. One per file."""
     path = own.path.absolute()
     _KEPT[path] = ((file_version(path), id_column, label_column), own)
+
+
+def note_offer(path, id_column: str, label_column: str, order: np.ndarray) -> None:
+    """With the kept read of ``path`` (:func:`keep_read`), which of its rows sits at each place of the PSI offer it
+    made (``order``: the place's index among the IDs it offered), for the places the Setup brings back."""
+    key, own = _KEPT.get(Path(path).absolute(), (None, None))
+    if own is not None and key[1:] == (id_column, label_column):
+        own.offer_rows = order if own.listed is None else own.listed[order]
+
+
+def use_places(path, ids, places) -> None:
+    """The places in its PSI offer of the aligned ``ids`` (sent with the Setup by Alice, who matched them) as a
+    hint of the file rows the load takes, checked there against the IDs (:func:`vcl.datamodules.csv_files.aligned`):
+    anything else than places of its offer, one per ID, is ignored, and the IDs are looked up instead."""
+    _, own = _KEPT.get(Path(path).absolute(), (None, None))
+    rows = getattr(own, "offer_rows", None)
+    if rows is None or not isinstance(places, np.ndarray) or places.dtype.kind not in "iu" or places.ndim != 1:
+        return
+    try:  # whatever a peer sent: IDs of any kind or none, places out of range
+        if len(places) != len(ids) or isinstance(ids, dict) or not (len(places) == 0 or 0 <= places.min()):
+            return
+        if len(places) and places.max() >= len(rows):
+            return
+    except TypeError:
+        return
+    own.rows_hint = (ids, rows[places])
 
 
 def read_kept(path, id_column: str = "id", label_column: str = "label") -> OwnFile:

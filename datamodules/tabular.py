@@ -10,7 +10,7 @@ Features are z-scored with training statistics. Alice is organization 0 and hold
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytorch_lightning as pl
@@ -234,6 +234,9 @@ class VerticalData:
     ids: list[str] | None = None  # dataset=csv: the aligned IDs, in row order (before the split); as given if given
     new_ids: list[str] | None = None  # train.py predict: the new people's aligned IDs (each view's split "new")
     classes: list[str] | None = None  # classification: the classes' names, in the order of the outputs
+    # grpc: by party, where Alice's PSI found each aligned ID in that party's offer (a hint its Setup checks, not
+    # data: no digest of the data holds it, as a resumed run, which aligns no rows again, has none)
+    places: dict | None = field(default=None, repr=False, metadata={"digest": False})
 
     def joint_view(self) -> FeatureView:
         if self.joint is not None:

@@ -32,6 +32,18 @@ def test_the_centre_of_a_star_takes_its_shared_rows_in_its_own_order():
     assert a.shared_rows(back_to_a).tolist() == [0, 3, 4] and a.match(back_to_a).tolist() == [3, 4, 0]  # p1 p3 p9
 
 
+def test_the_centre_learns_where_each_shared_id_sits_in_the_other_sides_offer():
+    """psi_with_parties sends each party back the places in its offer of the shared IDs; only that party's secret
+    order turns them into its rows, which hold the same IDs as the centre's rows."""
+    a_ids, b_ids = [f"p{i}" for i in (9, 4, 7, 1, 3)], [f"p{i}" for i in (3, 8, 9, 1, 6)]
+    a, b = PSISide("a", a_ids), PSISide("b", b_ids)
+    back_to_a = b.answer(a.offer())
+    a.answer(b.offer())
+    rows, places = a.shared(back_to_a)
+    assert rows.tolist() == [0, 3, 4] and len(places) == 3
+    assert [b_ids[k] for k in b.offer_rows()[places]] == [a_ids[r] for r in rows] == ["p9", "p1", "p3"]
+
+
 def test_disjoint_and_empty_sets():
     a_rows, b_rows = intersect(PSISide("a", ["x", "y"]), PSISide("b", ["z"]))
     assert len(a_rows) == len(b_rows) == 0

@@ -79,6 +79,65 @@ def test_the_join_gives_each_files_row_of_each_shared_id_in_id_order():
     assert keys.to_pylist() == ["a", "b"] and [list(r) for r in rows] == [[1, 2], [3, 0], [0, 3]]
 
 
+def test_given_ids_take_the_rows_a_hint_names_only_where_they_hold_those_ids(monkeypatch):
+    """A party sent the aligned IDs and, from the PSI, the rows that hold them takes those rows without looking
+    the IDs up, once the rows are checked to hold exactly them (all offered); any other hint is ignored."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = pa.array(["d", "b", "a", "c"])
+    given = pa.array(["a", "b", "d"])
+    right = np.array([2, 1, 0])
+    looked_up = []
+    real = pc.index_in
+    monkeypatch.setattr(pc, "index_in", lambda *a, **k: looked_up.append(1) or real(*a, **k))
+    assert aligned([ids], given=given, hints=[(given, right)])[1][0].tolist() == [2, 1, 0] and not looked_up
+    for wrong in (np.array([2, 1, 3]), np.array([2, 1]), np.array([2, 1, 4]), np.array([2, 1, -1])):
+        assert aligned([ids], given=given, hints=[(given, wrong)])[1][0].tolist() == [2, 1, 0]
+    assert aligned([ids], given=given, hints=[(pa.array(["a", "b", "c"]), right)])[1][0].tolist() == [2, 1, 0]
+    unoffered = [np.array([True, False, True, True])]  # "b" is not offered (missing: drop)
+    assert aligned([ids], unoffered, given=given, hints=[(given, right)])[1][0].tolist() == [2, -1, 0]
+    offered = [np.array([True, True, True, True])]
+    assert aligned([ids], offered, given=given, hints=[(given, right)])[1][0].tolist() == [2, 1, 0]
+    assert len(looked_up) == 6  # every wrong hint, and none of the right ones
+
+
+def test_a_party_takes_its_rows_from_the_places_alice_found_in_its_psi_offer(signal_csvs, monkeypatch):
+    """grpc: the coordinator's PSI finds each aligned ID's place in a party's offer and sends the places with the
+    Setup; the party's load takes its rows from them (no ID looked up), and the same rows as looking up gives.
+    Places that are not of its offer are ignored (the IDs are looked up), whatever a peer sent."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from vcl.datamodules import reading
+
+    from vcl.party import PartyServer
+    from vcl.party_settings import PartySettings
+    from vcl.psi import PSISide
+
+    party = PartyServer(PartySettings(name="bob", listen="127.0.0.1:0", coordinator="alice", csv=signal_csvs[1]))
+    alice = PSISide("alice", sorted(csv_files.csv_ids(signal_csvs[0]))[5:])  # Alice lacks five of bob's people
+    answer = party.op_psi({"offer": alice.offer(), "drop": False, "label_column": "label", "new": False}, "alice")
+    alice.answer(answer["offer"])
+    rows, places = alice.shared(answer["twice"])
+    ids = pa.array([alice.ids[r] for r in rows])  # Alice's IDs are sorted: so are the aligned ones
+    looked_up = []
+    real = pc.index_in
+    monkeypatch.setattr(pc, "index_in", lambda *a, **k: looked_up.append(1) or real(*a, **k))
+
+    def bobs_table(places_sent):
+        reading.use_places(signal_csvs[1], ids, places_sent)
+        return load_csv_organizations(signal_csvs, "id", "label", "classification", only=1, ids=ids)
+
+    hinted = bobs_table(places)
+    assert not looked_up and len(hinted.ids) == 115 and reading._KEPT == {}
+    looked = load_csv_organizations(signal_csvs, "id", "label", "classification", only=1, ids=ids)
+    assert looked_up and np.array_equal(hinted.X, looked.X)
+    for sent in (places[::-1].copy(), places.astype(float), np.full(len(places), 10**6), "rows", None):
+        party.op_psi({"offer": alice.offer(), "drop": False, "label_column": "label", "new": False}, "alice")
+        looked_up.clear()
+        assert np.array_equal(bobs_table(sent).X, looked.X) and looked_up
+
+
 def test_packed_ids_come_back_and_a_crafted_field_is_refused(tmp_path):
     ids = ["p1", "Zoë", "😀-7", "x" * 300]
     packed = pack_ids(ids)

@@ -164,7 +164,7 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
             a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
             return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
-    from vcl.datamodules.csv_files import csv_ids, csv_policies, shared_ids
+    from vcl.datamodules.csv_files import aligned, csv_ids, csv_policies, shared_ids
 
     d = config.data
     if not d.csv_files:
@@ -173,20 +173,24 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
         )
     drop = [m == "drop" for _, m in csv_policies(d.categorical, d.missing, len(d.csv_files))]
     names = [Path(f).stem for f in d.csv_files]
+    places = None
     if ids is None:
         own = csv_ids(d.csv_files[0], d.id_column, drop[0], d.label_column, keep=True)  # loaded below
-        ids = shared_ids(psi_with_parties(config, names, own, drop), d.id_column, any(drop))
+        lists, offered_at = psi_with_parties(config, names, own, drop)
+        keys, rows = aligned(lists, id_column=d.id_column, dropped=any(drop))
+        ids, places = keys.to_pylist(), {name: at[r] for (name, at), r in zip(offered_at.items(), rows, strict=True)}
     new_ids = None
     if d.predict_files:  # train.py predict: the new people's rows are aligned as the training rows were
         own = csv_ids(d.predict_files[0], d.id_column, drop[0], d.label_column)
-        new_ids = shared_ids(psi_with_parties(config, names, own, drop, new=True), d.id_column, any(drop), least=1)
+        new_ids = shared_ids(psi_with_parties(config, names, own, drop, new=True)[0], d.id_column, any(drop), least=1)
     dm = datamodule_for(config, only=0, ids=ids if new_ids is None else {"rows": ids, "new": new_ids})
     dm.setup()
     alice = dm.data
     views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in d.csv_files[1:]]
     return VerticalData(
-        views, alice.labels, alice.task, alice.num_classes, ids=ids, new_ids=new_ids, classes=alice.classes
-    )
+        views, alice.labels, alice.task, alice.num_classes, ids=ids, new_ids=new_ids, classes=alice.classes,
+        places=places,
+    )  # fmt: skip
 
 
 def party_ids(data):
@@ -200,12 +204,19 @@ def party_ids(data):
     return ids if new is None else {"rows": ids, "new": new}
 
 
-def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False) -> list:
+def psi_with_parties(
+    config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False
+) -> tuple[list, dict]:
     """Alice's IDs, then for each other party the part of them it holds too, by private set intersection (star:
     Alice and each party, :mod:`vcl.psi`): each party reads its own file where it runs (its Ray node, or its
     machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice.
     ``new``: the files of new people (``data.predict_files``, ``train.py predict``). Each list an Arrow array of
-    texts, in Alice's file order (:func:`vcl.datamodules.csv_files.shared_ids` intersects and sorts them)."""
+    texts, in Alice's file order (:func:`vcl.datamodules.csv_files.shared_ids` intersects and sorts them).
+    With them, by party (those that answered, Alice first), the place of each of its list's IDs in that party's
+    PSI offer (Alice's: the index among her IDs): sent back with its Setup, a party takes its rows from them
+    instead of looking up every ID (it checks them; :func:`vcl.datamodules.reading.use_places`)."""
+    import numpy as np
+
     from vcl.datamodules.reading import string_array
     from vcl.errors import PartyLost
     from vcl.psi import PSISide
@@ -213,15 +224,16 @@ def psi_with_parties(config: RunConfig, names: list[str], own: list[str], drop: 
     alice = PSISide(names[0], own)
     offer = alice.offer()
     answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer, new)
-    lists = [string_array(own)]
-    for answer in answers:
+    lists, places = [string_array(own)], {names[0]: np.arange(len(own))}
+    for name, answer in zip(names[1:], answers, strict=True):
         if isinstance(answer, PartyLost):  # a party that is down (run.missing_parties: skip) aligns nothing
             if config.run.missing_parties != "skip":
                 raise answer
             continue
         alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
-        lists.append(lists[0].take(alice.shared_rows(answer["twice"])))
-    return lists
+        rows, places[name] = alice.shared(answer["twice"])
+        lists.append(lists[0].take(rows))
+    return lists, places
 
 
 _LAST_LOADED: list = []  # the CSV data this process loaded last, as a party: [(its key, its IDs, the data)]

@@ -238,9 +238,14 @@ class GrpcTransport(Transport):
             "names": list(names),
             "addresses": book,
         }
+        places = getattr(data, "places", None) or {}  # where Alice's PSI found the IDs in each party's offer
+
+        def body(m: int, n: str) -> dict:
+            return {**setup, "index": m, **({"places": places[n]} if n in places else {})}
+
         try:
             placed = in_parallel(
-                [lambda n=n, m=m: self._links[n].ask("Setup", {**setup, "index": m}) for m, n in enumerate(names)],
+                [lambda n=n, m=m: self._links[n].ask("Setup", body(m, n)) for m, n in enumerate(names)],
                 lost_in_place=True,
             )
             self.placed = [p for p in self.tolerate(placed) if p is not None]

@@ -204,7 +204,13 @@ class PartyServer(Guard):
             raise PermissionError(f"this party holds no csv of its own for this (its config's {key}:)")
         id_column, drop, label_column = self.settings.id_column, bool(body["drop"]), body["label_column"]
         if body["offer"] is None:
-            return {"rows": len(csv_ids(path, id_column, drop, label_column, not new))}
+            import numpy as np
+
+            from vcl.datamodules.reading import note_offer
+
+            listed = len(csv_ids(path, id_column, drop, label_column, not new))
+            note_offer(path, id_column, label_column, np.arange(listed))  # Alice's IDs, unshuffled, are her offer
+            return {"rows": listed}
         return answer_from_file(path, id_column, drop, label_column, body["offer"], not new)
 
     def op_setup(self, body: dict, who: str) -> dict:
@@ -238,6 +244,10 @@ class PartyServer(Guard):
             group, _, name = key.partition(".")
             settings[group][name] = int(self.settings.secrets.get(key, 0))
         settings["data"] = self.own_data(settings["data"], index)
+        if self.settings.csv and "places" in body:  # where Alice found the aligned IDs in its PSI offer: a hint
+            from vcl.datamodules.reading import use_places
+
+            use_places(self.settings.csv, body.get("ids"), body["places"])
         if self.settings.device:
             settings["run"]["device"] = self.settings.device
         runtime = PartyRuntime()

@@ -21,6 +21,7 @@ import hashlib
 import os
 import secrets
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 
 import numpy as np
 
@@ -53,7 +54,7 @@ class PSISide:
         rng = np.random.default_rng(int.from_bytes(secrets.token_bytes(8), "big"))
         self._order = rng.permutation(len(ids))  # position k of what it sends is its row _order[k]
         self.workers = workers or min(4, os.cpu_count() or 1)
-        self._theirs_twice: set[bytes] = set()
+        self._theirs_twice: dict[bytes, int] = {}  # the other's values blinded by both -> their place in its offer
 
     def blind(self, values: list[bytes]) -> list[bytes]:
         """``values`` multiplied by this side's secret, in the same order (in chunks over threads)."""
@@ -72,7 +73,7 @@ class PSISide:
     def answer(self, theirs: np.ndarray) -> np.ndarray:
         """Message 2: the other side's values blinded again, in the order they came (kept here for the match)."""
         twice = self.blind(decode(theirs))
-        self._theirs_twice = set(twice)
+        self._theirs_twice = dict(zip(twice, range(len(twice)), strict=True))
         return encode(twice)
 
     def match(self, own_twice: np.ndarray) -> np.ndarray:
@@ -85,9 +86,23 @@ class PSISide:
     def shared_rows(self, own_twice: np.ndarray) -> np.ndarray:
         """:meth:`match`'s rows in this side's own order: a star's centre intersects every party's and sorts them by
         ID once (:func:`vcl.build.psi_with_parties`), not once a party."""
-        theirs_twice = self._theirs_twice
-        shared = [int(self._order[k]) for k, v in enumerate(decode(own_twice)) if v in theirs_twice]
-        return np.sort(np.asarray(shared, dtype=np.int64))
+        return self.shared(own_twice)[0]
+
+    def shared(self, own_twice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`shared_rows`, and for each of them its place in the other side's offer (the other side's secret
+        order, which only it can turn into its rows). Sent back to that side, the places tell it which of its rows
+        are shared, as the shared IDs themselves do, and spare it looking each ID up (:func:`offer_rows`)."""
+        own = decode(own_twice)
+        places = np.fromiter(map(self._theirs_twice.get, own, repeat(-1)), dtype=np.int64, count=len(own))
+        found = places >= 0
+        rows, places = self._order[found], places[found]
+        by_row = np.argsort(rows)
+        return rows[by_row], places[by_row]
+
+    def offer_rows(self) -> np.ndarray:
+        """For each place in this side's offer, its index among this side's IDs (its secret order, kept by a party
+        for its Setup: :func:`vcl.datamodules.reading.note_offer`)."""
+        return self._order
 
 
 def encode(values: list[bytes]) -> np.ndarray:
@@ -117,6 +132,9 @@ def answer_from_file(path: str, id_column: str, drop: bool, label_column: str, o
     from pathlib import Path
 
     from vcl.datamodules.csv_files import csv_ids
+    from vcl.datamodules.reading import note_offer
 
     side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column, keep))
+    if keep:
+        note_offer(path, id_column, label_column, side.offer_rows())
     return {"twice": side.answer(offer), "offer": side.offer()}

@@ -168,6 +168,8 @@ def data_digest(data, algorithm: str = DIGEST) -> str:
             digest.update(np.ascontiguousarray(value).data if value.dtype != object else repr(value).encode())
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             for f in dataclasses.fields(value):
+                if f.metadata.get("digest") is False:  # a hint, not data (VerticalData.places)
+                    continue
                 digest.update(f.name.encode())
                 feed(getattr(value, f.name))
         elif isinstance(value, dict):
