@@ -21,6 +21,7 @@ from vcl.datamodules.reading import (
     OwnFile,
     as_float64,
     cell_text,
+    checked_hint,
     column_of,
     complete_rows,
     empty_column,
@@ -155,7 +156,7 @@ def aligned(
             return pc.index_in(base, value_set=value_set).fill_null(-1).to_numpy(zero_copy_only=False)
 
         checked = [
-            _checked_hint(hint, base, ids, mask)
+            checked_hint(hint, base, ids, mask)
             for ids, mask, hint in zip(lists, offered, hints or [None] * len(lists), strict=True)
         ]
         looked_up = [k for k, hint in enumerate(checked) if hint is None]
@@ -187,20 +188,6 @@ def aligned(
         row_of[c] = np.arange(len(c))
         file_rows.append(row_of[shared])
     return keys, file_rows
-
-
-def _checked_hint(hint, base, ids, mask) -> np.ndarray | None:
-    """A hint's rows, if they hold the IDs ``base`` (the given ones, in order) and are all offered; else None."""
-    if hint is None:
-        return None
-    hinted, rows = hint
-    if hinted is not base and not string_array(hinted).equals(base):
-        return None
-    if len(rows) != len(base) or (len(rows) and (rows.min() < 0 or rows.max() >= len(ids))):
-        return None
-    if mask is not None and not mask[rows].all():
-        return None
-    return rows if ids.take(rows).equals(base) else None
 
 
 def holds_every(own: OwnFile, rows: np.ndarray, keys) -> None:

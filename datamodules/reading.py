@@ -97,6 +97,21 @@ def use_places(path, ids, places) -> None:
     own.rows_hint = (ids, rows[places])
 
 
+def checked_hint(hint, base, ids, mask) -> np.ndarray | None:
+    """A hint's rows (:func:`use_places`), if ``ids`` on them are the IDs ``base`` (the given ones, in order) and
+    ``mask`` (the rows offered, or None: all) holds them all; else None."""
+    if hint is None:
+        return None
+    hinted, rows = hint
+    if hinted is not base and not string_array(hinted).equals(base):
+        return None
+    if len(rows) != len(base) or (len(rows) and (rows.min() < 0 or rows.max() >= len(ids))):
+        return None
+    if mask is not None and not mask[rows].all():
+        return None
+    return rows if ids.take(rows).equals(base) else None
+
+
 def read_kept(path, id_column: str = "id", label_column: str = "label") -> OwnFile:
     """The file as :func:`keep_read` kept it (taken, so once), or read now (:func:`read_file`)."""
     path = Path(path)
