@@ -2,6 +2,9 @@
 (``read_ahead``); the join is one dictionary encoding of every file's IDs; a checkpoint keeps the row IDs as two tensors
 and digests the data with SHA-256 (an earlier version's BLAKE2b digest still recognized)."""
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -136,6 +139,40 @@ def test_a_party_takes_its_rows_from_the_places_alice_found_in_its_psi_offer(sig
         party.op_psi({"offer": alice.offer(), "drop": False, "label_column": "label", "new": False}, "alice")
         looked_up.clear()
         assert np.array_equal(bobs_table(sent).X, looked.X) and looked_up
+
+
+def test_the_coordinator_sends_each_party_the_places_of_the_aligned_ids_in_its_own_offer(
+    tiny, signal_csvs, tmp_path, monkeypatch
+):
+    """vcl.build.coordinator_data: after the star PSI and the intersection, each party's places (VerticalData.places,
+    which grpc sends with its Setup) are where each aligned ID sits in that party's shuffled offer; Alice's are her
+    rows among her IDs. The data's digest does not hold them (a resumed run has none)."""
+    from vcl.datamodules import reading
+
+    import vcl.build
+    from vcl.psi import answer_from_file
+    from vcl.runner import data_digest
+
+    rng = np.random.default_rng(1)
+    carol = write_csv(tmp_path / "carol.csv", ["id", "c1"], [[f"p{i:03d}", i] for i in rng.permutation(110) + 7])
+    files = [*signal_csvs, str(carol)]
+
+    class Apart:
+        @staticmethod
+        def psi_answers(config, names, drop, offer, new=False):  # each party's half, here, its read kept
+            return [answer_from_file(f, "id", False, "label", offer, keep=True) for f in files[1:]]
+
+    monkeypatch.setattr(vcl.build, "transport_class", lambda kind: Apart)
+    config = tiny(**{"data.dataset": "csv", "data.task": "classification", "data.csv_files": files})
+    data = vcl.build.coordinator_data(config)
+    assert data.ids == [f"p{i:03d}" for i in range(7, 117)] and list(data.places) == ["alice", "bob", "carol"]
+    alice_ids = csv_files.csv_ids(files[0])
+    assert [alice_ids[k] for k in data.places["alice"]] == data.ids
+    for f in files[1:]:
+        own = reading._KEPT[Path(f).absolute()][1]
+        assert own.ids.take(own.offer_rows[data.places[Path(f).stem]]).to_pylist() == data.ids
+    assert data_digest(data) == data_digest(replace(data, places=None))
+    reading._KEPT.clear()
 
 
 def test_packed_ids_come_back_and_a_crafted_field_is_refused(tmp_path):
