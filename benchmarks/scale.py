@@ -15,7 +15,8 @@ preparing, the prediction stage, the interpreter and its imports), of which the 
 ``data_seconds``: under grpc the star PSI of every party's IDs and Alice's own file), peak RSS of the run's process
 and of its largest party process, bytes per round, the final test accuracy (and, on a GPU, peak GPU memory and median
 utilization). Beside them, each in a process of its own: the bare read of the same files by pyarrow alone, and
-``import torch, pytorch_lightning``; with ``--psi``, the star PSI alone.
+``import torch, pytorch_lightning``, each the median of three processes (their samples kept in the record: on this
+machine one such process took 5.4 s and the next 7.0 s); with ``--psi``, the star PSI alone.
 
 Targets (the 2-core development machine): the rest ≤ 3× the bare read plus the imports (under grpc, the rest less
 the data step, whose PSI is the libsodium operations' cost: ``benchmarks/psi.py``); peak RSS ≤ 1.2 GB + 6× the
@@ -100,12 +101,18 @@ def child(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
     return wall, usage.ru_maxrss * 1024, out
 
 
+FLOOR_SAMPLES = 3  # each floor is the median of this many processes: one alone moved by ±1 s here from call to call
+
+
 def floors(paths: list[Path]) -> dict:
-    read, read_rss, out = child([sys.executable, "-c", BARE_READ, *map(str, paths)])
-    imports, import_rss, _ = child([sys.executable, "-c", "import torch, pytorch_lightning"])
-    return {"bare_read_seconds": float(out.strip().splitlines()[-1]), "bare_read_process_seconds": read,
-            "file_bytes": sum(p.stat().st_size for p in paths),
-            "bare_read_rss": read_rss, "import_seconds": imports, "import_rss": import_rss}  # fmt: skip
+    reads = [child([sys.executable, "-c", BARE_READ, *map(str, paths)]) for _ in range(FLOOR_SAMPLES)]
+    imports = [child([sys.executable, "-c", "import torch, pytorch_lightning"]) for _ in range(FLOOR_SAMPLES)]
+    read_seconds = [float(out.strip().splitlines()[-1]) for _, _, out in reads]
+    return {"bare_read_seconds": statistics.median(read_seconds), "bare_read_samples": read_seconds,
+            "bare_read_process_seconds": statistics.median(r[0] for r in reads),
+            "file_bytes": sum(p.stat().st_size for p in paths), "bare_read_rss": max(r[1] for r in reads),
+            "import_seconds": statistics.median(i[0] for i in imports), "import_samples": [i[0] for i in imports],
+            "import_rss": max(i[1] for i in imports)}  # fmt: skip
 
 
 def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True, batch=0) -> dict:

@@ -65,6 +65,7 @@ def test_a_tiny_run_of_the_command_line_is_one_record(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     floor, run = json.loads(out.read_text())
     assert floor["floor"] and floor["bare_read_seconds"] > 0 and floor["import_seconds"] > 0
+    assert floor["import_seconds"] == sorted(floor["import_samples"])[1] and len(floor["bare_read_samples"]) == 3
     assert run["rows"] == 400 and run["rounds"] == 1 and len(run["round_seconds"]) == 1 and run["alone_seconds"] == 0
     assert 0.0 < run["accuracy"] <= 1.0 and run["peak_rss"] > 0 and run["bytes_per_round"] > 0
     assert 0.0 < run["data_seconds"] < run["rest_seconds"]  # results.json's: reading, aligning, preparing
