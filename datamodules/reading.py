@@ -85,15 +85,14 @@ def use_places(path, ids, places) -> None:
     anything else than places of its offer, one per ID, is ignored, and the IDs are looked up instead."""
     _, own = _KEPT.get(Path(path).absolute(), (None, None))
     rows = getattr(own, "offer_rows", None)
-    if rows is None or not isinstance(places, np.ndarray) or places.dtype.kind not in "iu" or places.ndim != 1:
+    if rows is None or isinstance(ids, dict) or not isinstance(places, np.ndarray):
         return
-    try:  # whatever a peer sent: IDs of any kind or none, places out of range
-        if len(places) != len(ids) or isinstance(ids, dict) or not (len(places) == 0 or 0 <= places.min()):
-            return
-        if len(places) and places.max() >= len(rows):
-            return
-    except TypeError:
-        return
+    if (
+        places.dtype.kind not in "iu"
+        or places.ndim != 1
+        or (len(places) and not 0 <= places.min() <= places.max() < len(rows))
+    ):
+        return  # one ID each and in order is checked_hint's to say
     own.rows_hint = (ids, rows[places])
 
 

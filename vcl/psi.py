@@ -93,7 +93,8 @@ class PSISide:
         order, which only it can turn into its rows). Sent back to that side, the places tell it which of its rows
         are shared, as the shared IDs themselves do, and spare it looking each ID up (:func:`offer_rows`)."""
         own = decode(own_twice)
-        places = np.fromiter(map(self._theirs_twice.get, own, repeat(-1)), dtype=np.int64, count=len(own))
+        wide = np.int32 if len(self._theirs_twice) < 2**31 else np.int64  # half the bytes a place: 4 MB at 10^6
+        places = np.fromiter(map(self._theirs_twice.get, own, repeat(-1)), dtype=wide, count=len(own))
         found = places >= 0
         rows, places = self._order[found], places[found]
         by_row = np.argsort(rows)
