@@ -57,6 +57,8 @@ def test_every_epochs_permutations_at_once_are_what_each_generator_draws_alone(d
         ((4, 9, 4), torch.bfloat16, 0),
         ((4, 9, 1), torch.float64, 0),
         ((4, 9, 2), torch.float32, 1),  # a word's rows not aligned in memory: selected as rows
+        ((4, 9, 4), torch.float32, 0),  # rows of 16 bytes: selected as complex128 words
+        ((4, 9, 4), torch.float32, 2),  # not aligned to 16 bytes: as rows
         ((4, 9), torch.float32, 0),
     ],
 )
@@ -76,6 +78,18 @@ def test_own_rows_are_each_models_rows_of_the_stack(shape, dtype, offset):
     expected = torch.zeros(shape)
     expected[rows, idx] = 1.0
     assert torch.equal(leaf.grad, expected)
+
+
+def test_rows_selected_as_words_keep_every_bit():
+    """Rows of 4, 8 and 16 bytes selected as words copy their bytes as they are: NaNs of any payload,
+    infinities and negative zeros included (a 16-byte row goes as a complex128)."""
+    bits = torch.randint(-(2**31), 2**31 - 1, (4, 9, 4), dtype=torch.int32)
+    bits[0, :, 0] = torch.tensor([0x7F800001, 0x7FC00000, -1, 0x7F800000, -(2**31), 1, 0x00000001, 0, 5])
+    idx = torch.stack([torch.randperm(9)[:5] for _ in range(4)])
+    rows = torch.arange(4).unsqueeze(1)
+    for width in (1, 2, 4):
+        t = bits[..., :width].contiguous()
+        assert torch.equal(own_rows(t.view(torch.float32), idx).view(torch.int32), t[rows, idx])
 
 
 def test_minibatches_in_order_draw_nothing():
