@@ -166,8 +166,8 @@ def aligned(
         return base, checked
     dictionary, codes = encoding or encode_ids(lists)
     held = np.zeros(len(dictionary), dtype=np.int32)  # how many lists offer each ID
-    for c, r in zip(codes, rows, strict=True):
-        held[c[r]] += 1
+    for c, mask in zip(codes, offered, strict=True):
+        held[c if mask is None else c[mask]] += 1
     shared = np.flatnonzero(held == len(lists))
     after = " once rows with a missing value are dropped (data.missing: drop)" if dropped else ""
     if len(shared) == 0:
@@ -182,12 +182,13 @@ def aligned(
             f"the csv files share only {len(shared)} value(s) of {id_column!r} ({shown}){after}; a run needs at "
             f"least {MIN_SHARED} shared rows (2 to train on, 1 to test), so align more rows."
         )
-    file_rows = []
-    for c in codes:
+
+    def file_rows(c: np.ndarray) -> np.ndarray:  # each shared ID's row in the list whose codes are c
         row_of = np.full(len(dictionary), -1, dtype=np.int64)
         row_of[c] = np.arange(len(c))
-        file_rows.append(row_of[shared])
-    return keys, file_rows
+        return row_of[shared]
+
+    return keys, in_threads(file_rows, codes)
 
 
 def holds_every(own: OwnFile, rows: np.ndarray, keys) -> None:
@@ -240,7 +241,7 @@ def _block(
     for j, (c, col, kind) in enumerate(zip(feats, cols, kinds, strict=True)):
         if kind == "numeric":  # checked, then written into its column of ``out`` (one column in float64 at a time)
             x = as_float64(col)
-            i = first_true(np.abs(np.nan_to_num(x, nan=0.0)) > FLOAT32_MAX)
+            i = first_true(np.abs(x) > FLOAT32_MAX)  # infinities too; a NaN (missing) compares False
             if i is not None:
                 refuse_cell(cell_text(own, c, int(rows[i])), own.path, c, keys[i])  # raises, naming the fix
             out[:, start + j] = x
@@ -376,16 +377,20 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     for (k, own), rows in zip(owns.items(), file_rows, strict=True):
         holds_every(own, rows, keys)
         feats = own.features(label_column)
-        start = len(columns)
-        groups.append(list(range(start, start + len(feats))))
+        groups.append(list(range(len(columns), len(columns) + len(feats))))
         for c in feats:
             columns.append(f"{paths[k].stem}.{c}" if c in seen else c)
             seen.add(c)
-        block_kinds, block_text = _block(own, feats, rows, _Keys(keys), policies[k], X, start)
+    if 0 in owns:
+        labels = pc.take(column_of(owns[0], label_column), file_rows[0])
+
+    def block(i: int):  # the i-th file's columns into its own columns of X, the files on the machine's cores
+        k, own = list(owns.items())[i]
+        return _block(own, own.features(label_column), file_rows[i], _Keys(keys), policies[k], X, groups[i][0])
+
+    for (block_kinds, block_text), own in zip(in_threads(block, range(len(owns))), owns.values(), strict=True):
         kinds += block_kinds
         text.update(block_text)
-        if k == 0:
-            labels = pc.take(column_of(own, label_column), rows)
         own.table = None  # the file's columns are in X now
     if 0 not in owns:  # another organization's own file: its features, no labels
         table = Table(X, np.zeros(len(keys), dtype=np.int64), columns, task)
