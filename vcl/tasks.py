@@ -74,16 +74,17 @@ class Task:
             target = one_hot(y, self.num_outputs).to(F64.device, torch.float64)
             n = F64.shape[0]
             f_y, d_y = float((F64 * target).sum()) / n, float((d * target).sum()) / n  # the true classes' means
+            F64, d = (t.t().contiguous() for t in (F64, d))  # K × N: each step over classes is on whole rows
             if xp is np:
                 F64, d = F64.numpy(), d.numpy()
 
             def cross_entropy(eta: float) -> tuple[float, float]:
                 z = F64 + eta * d
-                top = xp.amax(z, axis=1, keepdims=True)
+                top = xp.amax(z, axis=0)
                 e = xp.exp(z - top)
-                total = e.sum(axis=1)
-                loss = float((top[:, 0] + xp.log(total)).mean()) - f_y - eta * d_y
-                return loss, float(((e * d).sum(axis=1) / total).mean()) - d_y
+                total = e.sum(axis=0)
+                loss = float((top + xp.log(total)).mean()) - f_y - eta * d_y
+                return loss, float(((e * d).sum(axis=0) / total).mean()) - d_y
 
             return cross_entropy
         r = y.to(F64.device, torch.float64).reshape(F64.shape) - F64
