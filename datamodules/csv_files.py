@@ -188,7 +188,7 @@ def aligned(
         row_of[c] = np.arange(len(c))
         return row_of[shared]
 
-    return keys, in_threads(file_rows, codes)
+    return keys, [file_rows(c) for c in codes]
 
 
 def holds_every(own: OwnFile, rows: np.ndarray, keys) -> None:
@@ -384,14 +384,12 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     if 0 in owns:
         labels = pc.take(column_of(owns[0], label_column), file_rows[0])
 
-    def block(i: int):  # the i-th file's columns into its own columns of X, the files on the machine's cores
-        k, own = list(owns.items())[i]
-        return _block(own, own.features(label_column), file_rows[i], _Keys(keys), policies[k], X, groups[i][0])
-
-    for (block_kinds, block_text), own in zip(in_threads(block, range(len(owns))), owns.values(), strict=True):
+    # one file at a time: two at once (on both cores) took ~0.3 s less at 10^6 rows and ~0.15 GB more memory
+    for (k, own), rows, group in zip(owns.items(), file_rows, groups, strict=True):
+        block_kinds, block_text = _block(own, own.features(label_column), rows, _Keys(keys), policies[k], X, group[0])
         kinds += block_kinds
         text.update(block_text)
-        own.table = None  # the file's columns are in X now
+        own.table = None  # the file's columns are in X now (its memory goes as X fills)
     if 0 not in owns:  # another organization's own file: its features, no labels
         table = Table(X, np.zeros(len(keys), dtype=np.int64), columns, task)
     else:
