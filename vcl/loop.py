@@ -355,7 +355,7 @@ def _select_rows(t: Tensor, index: Tensor) -> Tensor:
     """``t.index_select(0, index)``. Rows of one machine word (at most 8 bytes, e.g. one or two float32 columns:
     a one-column organization's inputs and their column of ones) are selected as integer words of a 1-D view,
     which torch does in half the time of short rows; rows of 16 bytes (four float32 targets) as complex128 words,
-    in a third to a half of the time (from an 800,000-row table, 8192 rows a step); the bytes are the same."""
+    in about half the time (8192 rows a step from an 800,000-row table: docs/development.md); the same bytes."""
     size = math.prod(t.shape[1:]) * t.element_size()  # bytes a row
     word = _WORDS.get(size) if t.dim() > 1 and t.is_contiguous() and not t.requires_grad else None
     if word is None or t.storage_offset() * t.element_size() % size:  # a word view needs aligned rows
