@@ -146,9 +146,6 @@ def aligned(
 
     lists = [string_array(ids) for ids in id_lists]
     offered = offered or [None] * len(lists)
-    rows = [
-        np.arange(len(ids)) if mask is None else np.flatnonzero(mask) for ids, mask in zip(lists, offered, strict=True)
-    ]
     if given is not None:
         base = string_array(given)
 
@@ -162,7 +159,8 @@ def aligned(
         looked_up = [k for k, hint in enumerate(checked) if hint is None]
         offers = [lists[k] if offered[k] is None else lists[k].filter(pa.array(offered[k])) for k in looked_up]
         for k, p in zip(looked_up, in_threads(where, offers), strict=True):
-            checked[k] = rows[k][p] if (p >= 0).all() else np.where(p >= 0, rows[k][p], -1)
+            rows = np.arange(len(lists[k])) if offered[k] is None else np.flatnonzero(offered[k])  # offer -> file
+            checked[k] = rows[p] if (p >= 0).all() else np.where(p >= 0, rows[p], -1)
         return base, checked
     dictionary, codes = encoding or encode_ids(lists)
     held = np.zeros(len(dictionary), dtype=np.int32)  # how many lists offer each ID
