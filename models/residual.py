@@ -35,7 +35,7 @@ from vcl.models.concurrent import fit_stacked, linear_outputs
 from vcl.models.networks import build_network, single_linear
 from vcl.models.user import build_callbacks, build_module, one_optimizer
 
-from vcl import optim, progress
+from vcl import progress
 from vcl.loop import (
     DRAWS,
     PRECISIONS,
@@ -315,7 +315,7 @@ class ResidualRegressor(pl.LightningModule):
         steps equal: :func:`vcl.loop.build_optimizer`)."""
         if self._own_optimizers():
             return self.net.configure_optimizers()
-        steps = self.steps(self.parameters(), self.device, library=torch.optim)
+        steps = self.steps(self.parameters(), self.device)
         return {"optimizer": steps.optimizer, "lr_scheduler": {"scheduler": steps.scheduler, "interval": "epoch"}}
 
     # --- the learner interface ----------------------------------------------------------------
@@ -353,15 +353,15 @@ class ResidualRegressor(pl.LightningModule):
         """Mixed precision for the fast engine: bf16 (``bf16-mixed``) or fp16 (``16-mixed``) autocast."""
         return autocast(self.hparams.precision, device)
 
-    def steps(self, params, device, clip_with=None, library=optim) -> Steps:
-        """This learner's optimizer and schedule over ``params``, with its clipping and precision (``library``:
-        torch.optim for Lightning's Trainer); a user's module's own when it defines ``configure_optimizers``."""
+    def steps(self, params, device, clip_with=None) -> Steps:
+        """This learner's optimizer and schedule over ``params`` (``torch.optim``'s), with its clipping and
+        precision; a user's module's own when it defines ``configure_optimizers``."""
         hp = self.hparams
         if self._own_optimizers():
             opt, sched = one_optimizer(self.net.configure_optimizers(), hp.module)
         else:
             opt, sched = build_optimizer(
-                params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer, library
+                params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer
             )
         return Steps(opt, sched, clip=hp.grad_clip, precision=hp.precision, device=device, clip_with=clip_with)
 

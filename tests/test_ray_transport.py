@@ -278,8 +278,7 @@ def test_ray_equals_sequential_fits_in_every_round_figure_and_concurrent_ones_to
     one_by_one = train(tiny(**{"run.concurrent": False}, out=str(tmp_path / "seq"), **base), verbose=False)
     together = train(tiny(out=str(tmp_path / "conc"), **base), verbose=False)
     assert whole_rounds(ray_run) == whole_rounds(one_by_one)
-    a, b = whole_rounds(ray_run), whole_rounds(together)
-    assert a != b  # they do differ, in the last digits
+    a, b = whole_rounds(ray_run), whole_rounds(together)  # equal here, or different in the last digits
     for x, y in zip(a, b, strict=True):
         assert x["metrics"] == y["metrics"]
         for key in ("train_loss", "eta", "weights", "coefficients"):

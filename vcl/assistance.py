@@ -1,21 +1,19 @@
 """Alice's two small optimizations per round (GAL Algorithm 1).
 
 - :func:`assistance_weights`: ``ŵ = argmin_{w ∈ simplex} E ℓ(r, Σ_m w_m f_m)`` with ``w = softmax(θ)``,
-  θ initialised to ones, Adam (lr 0.1, weight decay 5e-4), 100 full-batch steps; for ℓ₂ on the M × M Gram
-  matrix of the outputs (Adam in float64).
-- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by L-BFGS (torch's iterations, lr 1), η from 1,
-  10 steps, in float64. It never returns an η whose loss is above the loss at η = 0 (no step at all).
+  θ initialised to ones, ``torch.optim.Adam`` (lr 0.1, weight decay 5e-4), 100 full-batch steps; for ℓ₂ on the
+  M × M Gram matrix of the outputs (in float64).
+- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by ``torch.optim.LBFGS`` (lr 1), η from 1, 10 steps,
+  in float64. It never returns an η whose loss is above the loss at η = 0 (no step at all).
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from vcl import optim
 from vcl.losses import local_loss
 from vcl.tasks import Task
 
@@ -31,7 +29,7 @@ def assistance_weights(
     if loss == "l2":
         return _l2_weights(outputs, residual.detach(), steps, lr, weight_decay).to(outputs.device)
     theta = torch.ones(m, device=outputs.device, requires_grad=True)
-    opt = optim.Adam([theta], lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.Adam([theta], lr=lr, weight_decay=weight_decay)
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         combined = torch.einsum("m,mnk->nk", torch.softmax(theta, 0), outputs)
@@ -42,31 +40,26 @@ def assistance_weights(
 
 def _l2_weights(outputs: Tensor, residual: Tensor, steps: int, lr: float, weight_decay: float) -> Tensor:
     """The ℓ₂ case: ``E ℓ₂(r, Σ w_m f_m) = (wᵀGw − 2wᵀc + rᵀr) / NK`` with the Gram matrix ``G = [f_m · f_m']``
-    and ``c = [f_m · r]``, computed once (one matrix product); then Adam's steps (torch's arithmetic, betas 0.9/0.999,
-    eps 1e-8) on θ with the closed-form gradient, in NumPy: M numbers a step instead of M·N·K."""
+    and ``c = [f_m · r]``, computed once (one matrix product); then torch's Adam on θ over that expression in
+    float64: M numbers a step instead of M·N·K."""
     m = outputs.shape[0]
     f = torch.cat([outputs.reshape(m, -1), residual.reshape(1, -1).to(outputs.dtype)])
-    gram_all = (f @ f.T).double().cpu().numpy()  # [G c; cᵀ rᵀr]: one product, M + 1 rows
+    gram_all = (f @ f.T).double().cpu()  # [G c; cᵀ rᵀr]: one product, M + 1 rows
     gram, c = gram_all[:m, :m], gram_all[:m, m]
-    scale = 2.0 / f.shape[1]
-    theta, exp_avg, exp_avg_sq = np.ones(m), np.zeros(m), np.zeros(m)
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
-    for step in range(1, steps + 1):
-        e = np.exp(theta - theta.max())
-        w = e / e.sum()
-        g = (gram @ w - c) * scale  # ∂loss/∂w
-        grad = w * (g - w @ g) + weight_decay * theta  # through the softmax, plus Adam's L2 weight decay
-        exp_avg += (1 - beta1) * (grad - exp_avg)
-        exp_avg_sq = exp_avg_sq * beta2 + (1 - beta2) * grad * grad
-        denom = np.sqrt(exp_avg_sq) / math.sqrt(1 - beta2**step) + eps
-        theta = theta - lr / (1 - beta1**step) * exp_avg / denom
-    e = np.exp(theta - theta.max())
-    return torch.from_numpy(e / e.sum()).float()
+    theta = torch.ones(m, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([theta], lr=lr, weight_decay=weight_decay)
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        w = torch.softmax(theta, 0)
+        ((w @ gram @ w - 2 * w @ c) / f.shape[1]).backward()
+        opt.step()
+    return torch.softmax(theta.detach(), 0).float()
 
 
 def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int = 10, init: float = 1.0) -> float:
     """The assisted learning rate η̂ minimizing Alice's task loss along ``direction``: L-BFGS's iterations on the
-    number η (:func:`vcl.optim.lbfgs_scalar`) over the loss along the line in float64 (:meth:`Task.along`)."""
+    number η (``torch.optim.LBFGS``, no line-search function) over the loss along the line in float64
+    (:meth:`Task.along`, which gives the loss and its slope)."""
     along = task.along(F, direction, y)
     tried: list[tuple[float, float]] = []  # (loss, η) at every point L-BFGS evaluated
 
@@ -75,7 +68,17 @@ def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int 
         tried.append((loss, eta))
         return loss, slope
 
-    found = optim.lbfgs_scalar(fun, init, steps)
+    eta = torch.tensor([float(init)], dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([eta], lr=1.0)
+
+    def closure() -> Tensor:
+        loss, slope = fun(eta.item())
+        eta.grad = torch.tensor([slope], dtype=torch.float64)
+        return torch.tensor(loss, dtype=torch.float64)
+
+    for _ in range(steps):
+        opt.step(closure)
+    found = eta.item()
     no_step, stepped = along(0.0)[0], along(found)[0]
     # L-BFGS can overshoot on a non-smooth loss (L1) and end worse than where it passed: keep the best
     # point it evaluated, and never one worse than no step at all.

@@ -9,8 +9,8 @@ come from :func:`seeded_draws`, so a fit depends on its own seed only and a resu
 
 This is what Lightning Fabric would give each party (precision, clipping, seeding); Fabric itself is not
 used because importing it imports torchmetrics and torchvision (about 3 s here), which a tabular run
-never needs; the optimizers are :mod:`vcl.optim`'s (torch.optim's arithmetic, without TorchDynamo's
-import). ``run.engine: trainer`` trains with Lightning's full Trainer and torch.optim instead.
+never needs; the optimizers and schedules are ``torch.optim``'s. ``run.engine: trainer`` trains with Lightning's
+full Trainer instead.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from vcl import optim, progress
+from vcl import progress
 from vcl.losses import local_loss_grad
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
@@ -127,17 +127,14 @@ def build_optimizer(
     milestones,
     gamma: float,
     optimizer: str = "sgd",
-    library=optim,
 ):
-    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay.
-    ``library``: :mod:`vcl.optim` (same results as torch.optim, without importing TorchDynamo), or
-    ``torch.optim`` where Lightning's Trainer steps it."""
-    schedulers = library if library is optim else library.lr_scheduler
+    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay:
+    ``torch.optim``'s classes, the same for the fast engine and for Lightning's Trainer."""
     if optimizer == "adam":
-        opt = library.Adam(params, lr=lr, weight_decay=weight_decay)
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     else:
-        opt = library.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    return opt, schedulers.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
+        opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    return opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
 
 
 @torch.no_grad()
@@ -169,7 +166,7 @@ class Steps:
 
     def __init__(
         self,
-        optimizer: optim.Optimizer | torch.optim.Optimizer,
+        optimizer: torch.optim.Optimizer,
         scheduler=None,
         *,
         clip: float = 0.0,

@@ -27,7 +27,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vcl import optim
 from vcl.loop import Steps, seeded_init
 from vcl.messages import ValuesMessage, as_float
 
@@ -162,7 +161,7 @@ class CentralTop:
             self.top = _seeded(seed + 97, lambda: nn.Sequential(nn.ReLU(), nn.Linear(self.hidden, classes)))
             self.bias = nn.Parameter(torch.zeros(self.hidden, device=self.device))
         self.top.to(self.device)
-        self.steps = Steps(optim.SGD([*self.top.parameters(), self.bias], lr=lr))
+        self.steps = Steps(torch.optim.SGD([*self.top.parameters(), self.bias], lr=lr))
 
     def forward(self, activations: list[Activations], grad: bool) -> tuple[Tensor, list[Tensor]]:
         """C's logits on the sum of the parties' activations (in order), and the leaves their errors come from."""

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vcl import optim
 from vcl.datamodules.overlap import PartyData
 from vcl.errors import VCLInputError
 from vcl.loop import Steps, seeded_init
@@ -264,4 +263,4 @@ class DualParty:
     def _steps(self) -> Steps:
         """Plain SGD; ``clip`` > 0 clips the gradient norm, the party's own choice (Section III-B3): nothing
         it sends changes."""
-        return Steps(optim.SGD(self.model.parameters(), lr=self.lr), clip=self.clip)
+        return Steps(torch.optim.SGD(self.model.parameters(), lr=self.lr), clip=self.clip)

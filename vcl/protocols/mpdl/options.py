@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import torch
 
-from vcl import optim
 from vcl.config import MPDLGroup
 from vcl.loop import Steps, seeded_init
 from vcl.models import build_mlp
@@ -31,7 +30,7 @@ def ftl_code_dim(options: MPDLOptions, dims: dict[str, int]) -> int:
 def sgd(params, options: MPDLOptions, clip: bool = False) -> Steps:
     """Plain SGD at the paper's rate; ``clip``: the gradient norm clipped to ``mpdl.dual_clip`` if > 0 (FTL:
     the dual models' local choice)."""
-    return Steps(optim.SGD(params, lr=options.lr), clip=options.dual_clip if clip else 0.0)
+    return Steps(torch.optim.SGD(params, lr=options.lr), clip=options.dual_clip if clip else 0.0)
 
 
 def seeded_mlp(d_in: int, d_out: int, hidden: int, seed: int) -> torch.nn.Sequential:
