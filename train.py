@@ -68,12 +68,12 @@ def _run(argv: list[str], prog: list[str]) -> int:
         return 2
     from vcl.datamodules.csv_files import forget_read_ahead
 
-    from vcl.memory import prepare_process
+    from vcl.engine.memory import prepare_process
 
     prepare_process()
     _read_ahead(cfg)  # the organizations' files, read while torch and Lightning import (next)
-    from vcl.rundir import PREVIOUS
-    from vcl.runner import RunInterrupted, train
+    from vcl.coordinator.rundir import PREVIOUS
+    from vcl.coordinator.runner import RunInterrupted, train
 
     again = shlex.join([*prog, *[a for a in argv if a not in ("--overwrite", "--resume")], "--resume"])
     try:
@@ -133,10 +133,10 @@ def _read_ahead(cfg) -> None:
 
 
 def _predict(argv: list[str]) -> int:
-    """``train.py predict``: a finished run's models score new people (:mod:`vcl.predict`)."""
+    """``train.py predict``: a finished run's models score new people (:mod:`vcl.use.predict`)."""
     import argparse
 
-    from vcl.predict import add_run_arguments, one_sentence, predict
+    from vcl.use.predict import add_run_arguments, one_sentence, predict
 
     parser = argparse.ArgumentParser(
         prog="train.py predict",

@@ -39,7 +39,7 @@ from pathlib import Path
 from common import parse_args, run_all, summarize, write_records
 
 from vcl.config import RunConfig
-from vcl.sweep import Job
+from vcl.coordinator.sweep import Job
 
 TREE_DEPTH = 2  # weak decision trees: unlimited depth fits the training rows exactly (α = ∞, nothing to boost)
 FOREST = {"learner.n_trees": 20, "learner.max_depth": 4}
@@ -97,7 +97,7 @@ def details(res: dict) -> dict:
 
 def raw_bytes_of_b(cfg: RunConfig) -> int:
     """What the oracle needs moved: B's (the second agent's) training columns as float32."""
-    from vcl.build import datamodule_for
+    from vcl.coordinator.build import datamodule_for
 
     dm = datamodule_for(cfg)
     dm.setup()

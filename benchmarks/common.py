@@ -14,10 +14,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from vcl.memory import prepare_process
-from vcl.rundir import strict_json
+from vcl.coordinator.rundir import strict_json
+from vcl.engine.memory import prepare_process
 
-prepare_process()  # every benchmark's process allocates as the command line's does (vcl.memory)
+prepare_process()  # every benchmark's process allocates as the command line's does (vcl.engine.memory)
 
 
 def add_cluster_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -42,7 +42,7 @@ def parse_args(description: str, extra=None) -> argparse.Namespace:
 
 def run_all(jobs: list, args: argparse.Namespace) -> list[dict]:
     """Every job's record, in the order given: here, or ``--workers`` at once as Ray tasks."""
-    from vcl.sweep import run_jobs
+    from vcl.coordinator.sweep import run_jobs
 
     if args.workers < 1 or args.cpus_per_run <= 0 or args.gpus_per_run < 0:
         print(

@@ -79,7 +79,7 @@ def run(benchmark: str, values: dict, trial: int, **extra) -> list[dict]:
     """One run (no files written) → one record per score, with the contract's keys."""
     import time
 
-    from vcl.runner import train
+    from vcl.coordinator.runner import train
 
     cfg = RunConfig.from_dict({"run.seed": trial, "data.split_seed": trial, **values})
     start = time.perf_counter()
@@ -292,7 +292,7 @@ def plot_anchors(path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from vcl.build import build_protocol, datamodule_for
+    from vcl.coordinator.build import build_protocol, datamodule_for
 
     methods = ["dc_raw", "dc_rand", "dc_tsvd", "dc_smote"]
     fig, axes = plt.subplots(1, len(methods), figsize=(4 * len(methods), 4), sharex=True, sharey=True)

@@ -39,8 +39,8 @@ from pathlib import Path
 from common import add_cluster_args, run_all, summarize, write_records
 
 from vcl.config import RunConfig
-from vcl.runner import train
-from vcl.sweep import Job
+from vcl.coordinator.runner import train
+from vcl.coordinator.sweep import Job
 
 TABULAR = ["diabetes", "boston", "blob", "iris", "wine", "breast_cancer"]
 IMAGES = ["mnist", "cifar10", "mnist_subset"]
@@ -246,7 +246,7 @@ def plot_weights(out_png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from vcl.protocols.organizations import organization_set
+    from vcl.methods.columns import organization_set
 
     cfg = RunConfig.from_dict({"data.dataset": "wine", "gal.noise_sigma": 1.0, "compare": [], "run.device": "cpu"})
     res = train(cfg, verbose=False, write=False)

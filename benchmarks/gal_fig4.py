@@ -25,7 +25,7 @@ from pathlib import Path
 from common import parse_args, run_all, write_records
 
 from vcl.config import RunConfig
-from vcl.sweep import Job
+from vcl.coordinator.sweep import Job
 
 ROUNDS = 10
 METHODS = {  # label: config values

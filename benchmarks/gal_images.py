@@ -28,7 +28,7 @@ from pathlib import Path
 from common import add_cluster_args, run_all, summarize, write_records
 
 from vcl.config import RunConfig
-from vcl.sweep import Job
+from vcl.coordinator.sweep import Job
 
 METHODS = ["interm", "late", "joint", "alone", "al", "al_authors", "gal", "gal_dms"]
 # Tables 12 (M=2), 13 (M=4), 2 (M=8): method -> (MNIST mean, std, CIFAR-10 mean, std), accuracy in %

@@ -19,7 +19,7 @@ import argparse
 from common import parse_args, run_all, summarize, write_records
 
 from vcl.config import RunConfig
-from vcl.sweep import Job
+from vcl.coordinator.sweep import Job
 
 DATASETS = ["diabetes", "boston", "blob", "iris", "wine", "breast_cancer"]
 # (dataset, M, method, model) -> paper mean (std): accuracy in %, MAD in target units

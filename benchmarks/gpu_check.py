@@ -68,8 +68,8 @@ def gal_step(args) -> dict:
     import torch
 
     from vcl.config import RunConfig
-    from vcl.runner import train
-    from vcl.sweep import seconds_per_round
+    from vcl.coordinator.runner import train
+    from vcl.coordinator.sweep import seconds_per_round
 
     values = {
         "data.dataset": "mnist_subset",
@@ -181,9 +181,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    from vcl.memory import prepare_process
+    from vcl.engine.memory import prepare_process
 
-    prepare_process()  # as the command line does (vcl.memory)
+    prepare_process()  # as the command line does (vcl.engine.memory)
     if args.step == "gal":
         print(json.dumps(gal_step(args)))
         return 0

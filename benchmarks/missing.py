@@ -19,7 +19,7 @@ from common import parse_args, write_records
 from vcl.callbacks import RoundCallback
 
 from vcl.config import RunConfig
-from vcl.runner import train
+from vcl.coordinator.runner import train
 
 DATASETS = ["diabetes", "boston", "blob", "iris", "wine", "breast_cancer"]
 

@@ -29,7 +29,7 @@ completes with its dual model) on the test rows, and MPDL_A on the rows only A h
 gives FTL_A. MLP dual and central models and K = 5 as in the paper, with its per-dataset settings (Section
 IV-B): T = 0.15, m = 2, epsilon = 0.5 for breast_cancer and MNIST; T = 0.1, m = 4, epsilon = 2 for CIFAR-10 and
 Bank Marketing (``--epsilon`` overrides epsilon; 0 = no privacy). Every record carries gamma, epsilon and the
-privacy scores of the run (:mod:`vcl.protocols.mpdl.attacks`, normalized units, both parties' rows):
+privacy scores of the run (:mod:`vcl.methods.mpdl.attacks`, normalized units, both parties' rows):
 ``h0_attack_mae`` (the
 best reconstruction of a party's normalized features from all its h0 outputs and released means),
 ``attack_mae`` (the same attacker through what actually crosses: the h0 outputs it reads off the plaintext
@@ -134,7 +134,7 @@ def config(dataset: str, seed: int, **overrides) -> RunConfig:
 
 def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
     """One mpdl run (with FTL beside it): records for joint_t, dual_t, mpdl_a and ftl_a."""
-    from vcl.runner import train
+    from vcl.coordinator.runner import train
 
     cfg = config(dataset, seed, **overrides)
     res = train(cfg, verbose=False, write=False)

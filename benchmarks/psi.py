@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Seconds of a private set intersection of row IDs (``vcl/psi.py``: ECDH over X25519), per size.
+"""Seconds of a private set intersection of row IDs (``vcl/alignment/psi.py``: ECDH over X25519), per size.
 
     python benchmarks/psi.py --quick --out runs/bench/psi_quick.json   # 10^3, 10^4, 10^5 IDs per side
     python benchmarks/psi.py --out runs/bench/psi.json                 # and 10^6
@@ -18,7 +18,7 @@ import time
 
 from common import write_records
 
-from vcl.psi import PROTOCOL, PSISide, intersect
+from vcl.alignment.psi import PROTOCOL, PSISide, intersect
 
 TARGETS = {10**5: 6.0, 10**6: 60.0}  # seconds, on the 2-core development machine
 

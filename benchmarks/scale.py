@@ -178,9 +178,9 @@ def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
     and blinds Alice's IDs and its own; Alice blinds each party's (what a grpc run does before its Setup)."""
     from vcl.datamodules.csv_files import csv_ids
 
-    from vcl.build import psi_with_parties
     from vcl.config import RunConfig
-    from vcl.loopback import Federation
+    from vcl.coordinator.build import psi_with_parties
+    from vcl.transports.loopback import Federation
 
     names = [p.stem for p in paths]
     own = {p.stem: {"csv": str(p)} for p in paths}
@@ -303,7 +303,7 @@ def main() -> None:
                     if transport == "local":
                         records.append(run(paths, *common, None, not args.no_alone, batch))
                     else:
-                        from vcl.loopback import Federation
+                        from vcl.transports.loopback import Federation
 
                         own = {p.stem: {"csv": str(p)} for p in paths}
                         names = [p.stem for p in paths]

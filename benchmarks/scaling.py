@@ -13,9 +13,9 @@ Two sweeps, each run concurrent and sequential, with the default learner (Linear
 - rows: 10³ … 10⁶ training rows of the wide table at M = 8.
 
 The organizations sweep's runs of one dataset, seed and fit (concurrent or sequential), every size, are stepped a
-round at a time in turn in one process (``vcl.sweep.Interleaved``): a shared machine's speed drifts by tens of percent
-within seconds, and a ratio of M = 64 to M = 8 taken from runs made one after another measures that drift as much
-as the code. ``--repeats N`` runs that sweep N times. A record carries ``organizations``, ``rows`` (training
+round at a time in turn in one process (``vcl.coordinator.sweep.Interleaved``): a shared machine's speed drifts by tens
+of percent within seconds, and a ratio of M = 64 to M = 8 taken from runs made one after another measures that drift as
+much as the code. ``--repeats N`` runs that sweep N times. A record carries ``organizations``, ``rows`` (training
 rows), ``seconds_per_round`` (the median of a run's rounds; median over seeds and repeats in the tables),
 ``round_seconds`` (every round's), ``repeat``, ``interleaved``, ``transport``, ``device`` and ``concurrent``; a
 config's value must be the same in every run, concurrent or sequential, whatever the repeat (the tables say
@@ -36,7 +36,7 @@ from pathlib import Path
 from common import add_cluster_args, run_all, write_records
 
 from vcl.config import RunConfig
-from vcl.sweep import Interleaved, Job
+from vcl.coordinator.sweep import Interleaved, Job
 
 WIDE = "ascii_blobs_redundant"  # the synthetic wide table: 200 columns (5 informative), 10 classes
 DIGITS_TRAIN = int(1797 * (1 - 0.2))  # digits' training rows: its 1,797 rows less the default test fraction

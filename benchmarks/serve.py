@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""The prediction service's latency and throughput: ``python -m vcl.serve`` answering batches of 1, 100 and 10,000 IDs,
-one request at a time (a bounded load: one client that waits for each answer), on 127.0.0.1, with the organizations
+"""The prediction service's latency and throughput: ``python -m vcl.use.serve`` answering batches of 1, 100 and 10,000
+IDs, one request at a time (a bounded load: one client that waits for each answer), on 127.0.0.1, with the organizations
 in the service's process (``local``) and as party processes (``grpc``, mutual TLS, each party on its own file).
 
     python benchmarks/serve.py --quick --out serve_quick.json   # 10^4 people, fewer requests (a few minutes)
@@ -33,7 +33,17 @@ BATCHES = (1, 100, 10_000)
 
 
 def start_service(run: Path, files: list[str]) -> tuple[subprocess.Popen, int]:
-    argv = [sys.executable, "-m", "vcl.serve", "--out", str(run), "--listen", "127.0.0.1:0", "--data.csv_files", *files]
+    argv = [
+        sys.executable,
+        "-m",
+        "vcl.use.serve",
+        "--out",
+        str(run),
+        "--listen",
+        "127.0.0.1:0",
+        "--data.csv_files",
+        *files,
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     if "serving" not in line:
@@ -119,7 +129,7 @@ def _line(r: dict) -> str:
 def main() -> None:
     from scale import generate  # noqa: I001 (a script beside this one, imported where it runs)
 
-    from vcl.loopback import Federation
+    from vcl.transports.loopback import Federation
 
     args = parse_args(__doc__.splitlines()[0])
     rows = 10_000 if args.quick else 20_000

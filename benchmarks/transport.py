@@ -25,9 +25,9 @@ from pathlib import Path
 from common import add_cluster_args, write_records
 
 from vcl.config import RunConfig
+from vcl.coordinator.runner import train
+from vcl.coordinator.sweep import seconds_per_round
 from vcl.messages import ModelsRequest
-from vcl.runner import train
-from vcl.sweep import seconds_per_round
 
 SETTINGS = {
     "wine": {"data.dataset": "wine", "learner.model": ["linear"], "learner.epochs": 100},
@@ -101,7 +101,7 @@ def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: s
 
 def message_overhead(fed, calls: int = 200) -> dict:
     """Seconds per request/reply of a tiny message (a ModelsRequest), one party, local vs ray vs grpc."""
-    from vcl.build import build_protocol, coordinator_data, datamodule_for
+    from vcl.coordinator.build import build_protocol, coordinator_data, datamodule_for
 
     out = {}
     for transport in ("local", "ray", "grpc"):
@@ -162,7 +162,8 @@ def report(records: list[dict]) -> str:
     lines.append(f"bytes per round equal across transports: {all(len(v) == 1 for v in same.values())}")
     security = [r for r in records if r.get("benchmark") == "transport_security"]
     if security:
-        lines += ["", "| grpc party (vcl.probes), case | refused | still serving | party's peak MB before → after |",
+        lines += ["", "| grpc party (vcl.testing.probes), case | refused | still serving | "
+                  "party's peak MB before → after |",
                   "|---|---|---|---|"]  # fmt: skip
         lines += [
             f"| {r['case']} | {r['refused']} | {r['still_serving']} | "
@@ -181,7 +182,7 @@ def main() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
-    from vcl.loopback import Federation
+    from vcl.transports.loopback import Federation
 
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     rounds = 3 if args.quick else 5
@@ -193,7 +194,7 @@ def main() -> None:
                 for transport, concurrent in (("local", True), ("local", False), ("ray", False), ("grpc", False)):
                     records.append(one_run(name, m, seed, rounds, args.device, transport, concurrent, fed))
         records.append({"benchmark": "transport", "message_seconds": message_overhead(fed)})
-    from vcl.probes import NAMES, PROBED, probe_all
+    from vcl.testing.probes import NAMES, PROBED, probe_all
 
     with tempfile.TemporaryDirectory() as folder, Federation(Path(folder), NAMES, own={"org1": PROBED}) as fed:
         for record in probe_all(fed):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 class RoundCallback:
-    def on_run_start(self, run) -> None:  # run: vcl.runner.Run
+    def on_run_start(self, run) -> None:  # run: vcl.coordinator.runner.Run
         pass
 
     def on_round_end(self, run, record: dict) -> None:

@@ -1,11 +1,11 @@
-"""A checkpoint of the run after every round (:mod:`vcl.checkpoints` writes and loads the files)."""
+"""A checkpoint of the run after every round (:mod:`vcl.storage.checkpoints` writes and loads the files)."""
 
 from __future__ import annotations
 
 from vcl.callbacks.base import RoundCallback
 
-from vcl.checkpoints import atomic_torch_save
-from vcl.rundir import PARTIES
+from vcl.coordinator.rundir import PARTIES
+from vcl.storage.checkpoints import atomic_torch_save
 
 
 class RoundCheckpoint(RoundCallback):

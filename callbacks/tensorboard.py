@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from vcl.callbacks.base import RoundCallback
 
-from vcl.logs import after_last_event_file
+from vcl.storage.logs import after_last_event_file
 
 
 def hparams_of(config: dict) -> dict:

@@ -4,7 +4,7 @@ Party A and party B hold different features; B holds the labels. ``test_fraction
 the paper, seeded by ``split_seed``) are test rows with every feature. The rest, N rows shuffled by
 ``seed``, are cut by the co-occurrence probability γ:
 
-- D_C = N·[0, γ]: rows both parties hold (found by private set intersection, :mod:`vcl.protocols.mpdl.psi`);
+- D_C = N·[0, γ]: rows both parties hold (found by private set intersection, :mod:`vcl.methods.mpdl.blinding`);
 - D_B = N·(γ, 0.5 + γ/2]: rows only B holds (with labels);
 - D_A = N·(0.5 + γ/2, 1]: rows only A holds (no labels; the experimenter scores MPDL_A / FTL_A on them).
 

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
-from vcl.losses import one_hot
+from vcl.engine.losses import one_hot
 
 
 def label_targets(labels: Tensor, task: str, num_classes: int) -> Tensor:

@@ -24,13 +24,13 @@ from vcl.models.classifier import (
     check_model_name,
     check_weighted,
 )
-from vcl.models.concurrent import LinearRound, concurrency_key, fit_and_predict, fit_concurrently, fit_linear_rounds
 from vcl.models.dms import RoundHead, SharedExtractorRegressor
 from vcl.models.networks import build_mlp, build_network
 from vcl.models.residual import ResidualRegressor
 from vcl.models.sklearn import SklearnRegressor, make_estimator
 from vcl.models.user import is_module_spec
 
+from vcl.engine.concurrent import LinearRound, concurrency_key, fit_and_predict, fit_concurrently, fit_linear_rounds
 from vcl.errors import VCLInputError
 
 LEARNERS = ("linear", "mlp", "cnn", "lstm", "gb", "svm")

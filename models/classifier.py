@@ -24,8 +24,8 @@ from torch import Tensor
 from vcl.models.residual import ResidualRegressor
 from vcl.models.user import check_module, is_module_spec
 
+from vcl.engine.losses import one_hot
 from vcl.errors import VCLInputError
-from vcl.losses import one_hot
 
 CLASSIFIERS = ("linear", "mlp", "tree", "forest", "logistic", "gb", "svm")
 

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 from vcl.models.residual import ResidualRegressor
 
-from vcl.loop import seeded_draws, seeded_init
+from vcl.engine.loop import seeded_draws, seeded_init
 
 
 class SharedExtractorRegressor(ResidualRegressor):

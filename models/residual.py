@@ -7,10 +7,10 @@ suite uses it through ``fit(features, targets, sample_weight=None)`` and ``predi
 engines that drive the same module:
 
 - ``fast`` (default): data stays on its device as whole tensors and vcl's one training loop
-  (:func:`vcl.loop.train_epochs`) steps the module's own loss and optimizer there — what tabular data this small
+  (:func:`vcl.engine.loop.train_epochs`) steps the module's own loss and optimizer there — what tabular data this small
   needs (the authors' per-sample DataLoader spends half its time in Python) and what keeps a GPU busy on
   images; mixed precision by ``precision``. Linear, MLP and CNN learners take the stacked fit
-  (:func:`vcl.models.concurrent.fit_stacked`, alone or with other organizations'), the others their own
+  (:func:`vcl.engine.concurrent.fit_stacked`, alone or with other organizations'), the others their own
   :meth:`~ResidualRegressor.training_step` batch by batch;
 - ``trainer``: ``pytorch_lightning.Trainer.fit`` on a party data module
   (:class:`vcl.datamodules.PartyDataModule`), for data or hardware that needs Lightning's machinery
@@ -31,12 +31,12 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor, nn
-from vcl.models.concurrent import fit_stacked, linear_outputs
 from vcl.models.networks import build_network, single_linear
 from vcl.models.user import build_callbacks, build_module, one_optimizer
 
-from vcl import progress
-from vcl.loop import (
+from vcl.engine import progress
+from vcl.engine.concurrent import fit_stacked, linear_outputs
+from vcl.engine.loop import (
     DRAWS,
     PRECISIONS,
     Steps,
@@ -48,7 +48,7 @@ from vcl.loop import (
     seeded_init,
     train_epochs,
 )
-from vcl.losses import check_local_loss, local_loss
+from vcl.engine.losses import check_local_loss, local_loss
 
 
 def _resettable(net: nn.Module) -> bool:
@@ -312,7 +312,7 @@ class ResidualRegressor(pl.LightningModule):
 
     def configure_optimizers(self):
         """The paper's optimizer and schedule for this learner (torch.optim's classes, which the fast engine's own
-        steps equal: :func:`vcl.loop.build_optimizer`)."""
+        steps equal: :func:`vcl.engine.loop.build_optimizer`)."""
         if self._own_optimizers():
             return self.net.configure_optimizers()
         steps = self.steps(self.parameters(), self.device)
@@ -372,14 +372,14 @@ class ResidualRegressor(pl.LightningModule):
 
     def schedule(self, n: int, generator, device) -> list:
         """An epoch's minibatches: in order when one batch holds every row, else shuffled by ``generator`` (or by
-        each of several learners' generators, or those a function returns: :func:`vcl.loop.minibatches`)."""
+        each of several learners' generators, or those a function returns: :func:`vcl.engine.loop.minibatches`)."""
         hp = self.hparams
         min_rows = 2 if hp.arch == "cnn" else 1  # BatchNorm cannot train on a single row
         return minibatches(n, hp.batch_size, generator, shuffle=n > hp.batch_size, min_rows=min_rows, device=device)
 
     @property
     def stackable(self) -> bool:
-        """Fitted by the stacked fit (:func:`vcl.models.concurrent.fit_stacked`), alone or with others: the fast
+        """Fitted by the stacked fit (:func:`vcl.engine.concurrent.fit_stacked`), alone or with others: the fast
         engine, this class's own forward and loss, and a network ``vmap`` can batch without changing its draws —
         not an LSTM (no batching rule for ``aten::lstm``), not a user's module (its own code), no active dropout
         (under ``vmap`` every organization's masks would come from one generator). Others take
@@ -424,7 +424,7 @@ class ResidualRegressor(pl.LightningModule):
 
     def _linear_layer(self) -> nn.Linear | None:
         """The network's one Linear layer when the learner is ``x Wᵀ + b`` trained in float32 (its steps then take
-        closed-form gradients, :class:`vcl.loop.LinearSteps`), else None."""
+        closed-form gradients, :class:`vcl.engine.loop.LinearSteps`), else None."""
         return None if self._linear is None else self.net.get_submodule(self._linear)
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vcl.callbacks import RoundCallback
 
-from vcl.testing import assert_same_run, rounds_of  # noqa: F401  (what the test modules import from here)
+from vcl.testing.suite import assert_same_run, rounds_of  # noqa: F401  (what the test modules import from here)
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -62,7 +62,7 @@ def sigterm_after_first_checkpoint(args: list[str], out: Path) -> tuple[int, str
     import subprocess
     import time
 
-    from vcl.checkpoints import load_checkpoint
+    from vcl.storage.checkpoints import load_checkpoint
 
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, str(root / "train.py"), "--out", str(out), *args]
@@ -77,7 +77,7 @@ def sigterm_after_first_checkpoint(args: list[str], out: Path) -> tuple[int, str
 
 
 class KillParty(RoundCallback):
-    """Ends ``party``'s process of a :class:`vcl.loopback.Federation` at the end of round ``at``."""
+    """Ends ``party``'s process of a :class:`vcl.transports.loopback.Federation` at the end of round ``at``."""
 
     def __init__(self, at, federation, party):
         self.at, self.federation, self.party = at, federation, party

@@ -14,17 +14,17 @@ from vcl.datamodules import TabularDataModule
 from vcl.datamodules.tabular import FeatureView
 from vcl.models import ClassifierSettings, LearnerSettings, NetClassifier, SklearnClassifier
 
-from vcl.build import build_protocol, check_config
+from vcl.coordinator.build import build_protocol, check_config
+from vcl.coordinator.federation import Federation
+from vcl.coordinator.runner import train
+from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
 from vcl.family import compare_methods
-from vcl.federation import Federation
 from vcl.messages import Ack, Labels, PredictionRequest
-from vcl.protocols.ascii.coordinator import ASCIIOptions, AssistedClassification
-from vcl.protocols.ascii.messages import ClassVotes, IgnoranceScores, Interchange
-from vcl.protocols.ascii.party import IgnoranceAgent
-from vcl.protocols.ascii.updates import joint_factor, model_weight, pass_on, samme_code
-from vcl.runner import train
-from vcl.tasks import Task
+from vcl.methods.ascii.coordinator import ASCIIOptions, AssistedClassification
+from vcl.methods.ascii.messages import ClassVotes, IgnoranceScores, Interchange
+from vcl.methods.ascii.party import IgnoranceAgent
+from vcl.methods.ascii.updates import joint_factor, model_weight, pass_on, samme_code
 
 
 class Fixed:

@@ -8,7 +8,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 import train as cli
-from vcl.tasks import Task
+from vcl.engine.tasks import Task
 
 BINARY = Task("classification", 2, "ce")
 
@@ -52,9 +52,9 @@ def test_a_binary_run_reports_auroc_per_round_in_results_and_tensorboard(tmp_pat
 def test_gal_auroc_is_that_of_the_kept_models_through_the_prediction_stage(tmp_path):
     """GAL's reported rounds are recomputed from the models it keeps; the AUROC goes with them (with Deep Model
     Sharing Alice's round-time figures stay beside them)."""
-    from vcl.build import build_protocol, datamodule_for
     from vcl.config import RunConfig
-    from vcl.runner import Run, run_rounds
+    from vcl.coordinator.build import build_protocol, datamodule_for
+    from vcl.coordinator.runner import Run, run_rounds
 
     cfg = RunConfig.from_dict({"data.dataset": "breast_cancer", "run.rounds": 2, "learner.epochs": 10,
                                "compare": [], "out": str(tmp_path / "k"), "run.device": "cpu"})  # fmt: skip

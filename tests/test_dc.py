@@ -10,11 +10,12 @@ from scipy.stats import wasserstein_distance
 from vcl.datamodules.grid import GridDataModule
 
 import train as cli
-from vcl.build import build_protocol, datamodule_for
 from vcl.config import RunConfig
+from vcl.coordinator.build import build_protocol, datamodule_for
+from vcl.coordinator.runner import train
 from vcl.messages import EXPERIMENTER, Ack, Labels, Step
-from vcl.protocols.dc.anchors import smote
-from vcl.protocols.dc.messages import (
+from vcl.methods.dc.anchors import smote
+from vcl.methods.dc.messages import (
     AnchorPredictions,
     AnchorShare,
     KeptModel,
@@ -22,9 +23,8 @@ from vcl.protocols.dc.messages import (
     ReducedRepresentation,
     Scores,
 )
-from vcl.protocols.dc.metrics import amd, dice, emd, nmi, top_features
-from vcl.protocols.dc.models import collaboration_maps
-from vcl.runner import train
+from vcl.methods.dc.metrics import amd, dice, emd, nmi, top_features
+from vcl.methods.dc.models import collaboration_maps
 
 
 def dc_config(tmp_path, **overrides) -> RunConfig:
@@ -301,7 +301,7 @@ def test_dc_xgboost_without_xgboost_installed_is_refused_before_work(tmp_path, c
 
 
 def test_random_anchors_spread_over_a_wider_range_about_the_middle():
-    from vcl.protocols.dc.anchors import GridLayout, make_anchor_construction
+    from vcl.methods.dc.anchors import GridLayout, make_anchor_construction
 
     layout = GridLayout(1, [[0, 1]])
     shares = {(0, 0): {"low": np.array([0.0, -2.0]), "high": np.array([1.0, 2.0])}}

@@ -6,8 +6,8 @@ import torch
 from vcl.models import ResidualRegressor, SharedExtractorRegressor, fit_concurrently
 
 from tests.helpers import TINY_CNN
-from vcl.losses import local_loss
-from vcl.runner import train
+from vcl.coordinator.runner import train
+from vcl.engine.losses import local_loss
 
 CNN = dict(arch="cnn", widths=(4, 8), epochs=15, batch_size=16, milestones=())
 
@@ -59,7 +59,7 @@ def _images(tiny, **kw):
 
 
 def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny):
-    from vcl.build import build_protocol, datamodule_for
+    from vcl.coordinator.build import build_protocol, datamodule_for
 
     cfg = _images(tiny, **{"gal.dms": True, "run.rounds": 2})
     dm = datamodule_for(cfg)
@@ -165,7 +165,7 @@ def test_learners_with_dropout_are_not_vmapped_together():
 def test_cnn_pools_after_every_block_as_table_8_and_the_authors_variant_is_an_option(tiny):
     from vcl.models import LearnerSettings, build_learner, build_network
 
-    from vcl.protocols.organizations import learner_settings
+    from vcl.methods.columns import learner_settings
 
     def pools(net):
         return [m for m in net.modules() if isinstance(m, torch.nn.MaxPool2d)]
@@ -188,7 +188,7 @@ def test_the_round_bar_counts_every_epoch_of_every_model_concurrent_or_not():
 
     from rich.console import Console
 
-    from vcl import progress
+    from vcl.engine import progress
 
     xs = [torch.randn(40, 1, 4, 4, generator=torch.Generator().manual_seed(i)) for i in range(3)]
     y = torch.randn(40, 3, generator=torch.Generator().manual_seed(9))

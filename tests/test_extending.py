@@ -58,7 +58,7 @@ def _same(run: dict, local: dict) -> None:
 
 @pytest.mark.slow
 def test_the_own_method_runs_from_outside_the_project_under_every_transport(tmp_path, monkeypatch):
-    from vcl.loopback import Federation
+    from vcl.transports.loopback import Federation
 
     folder = tmp_path / "outside"
     folder.mkdir()

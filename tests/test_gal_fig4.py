@@ -2,9 +2,9 @@
 real run's records."""
 
 from tests.helpers import benchmark
-from vcl.build import check_config
-from vcl.runner import train
-from vcl.sweep import run_record
+from vcl.coordinator.build import check_config
+from vcl.coordinator.runner import train
+from vcl.coordinator.sweep import run_record
 
 fig4 = benchmark("gal_fig4")
 

@@ -8,7 +8,7 @@ import torch
 
 from tests.helpers import TINY_CNN, TINY_MPDL
 from vcl.config import RunConfig
-from vcl.runner import train
+from vcl.coordinator.runner import train
 
 pytestmark = [
     pytest.mark.gpu,
@@ -76,8 +76,8 @@ def test_gal_on_cuda_matches_cpu(tmp_path):
 )
 def test_alices_line_and_weights_on_cuda_equal_the_cpu(kind, k, loss):
     """The line search's loss along the line (torch on the device, NumPy on the CPU) and the ℓ₂ weights."""
-    from vcl.assistance import assistance_weights
-    from vcl.tasks import Task
+    from vcl.engine.tasks import Task
+    from vcl.methods.gal.assistance import assistance_weights
 
     task, g = Task(kind, k, loss), torch.Generator().manual_seed(5)
     F, d = torch.randn(60, k, generator=g) * 2, torch.randn(60, k, generator=g)

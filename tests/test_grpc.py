@@ -18,13 +18,13 @@ import torch
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
 from tests.helpers import KillParty, rounds_of
-from vcl import certs
+from vcl.coordinator.runner import train
 from vcl.errors import PartyLost, VCLInputError
-from vcl.loopback import Federation
 from vcl.messages import FittedValues, Labels, PseudoResidual, Step
-from vcl.runner import train
-from vcl.testing import GAL_NAMES, PARTY_NAMES, PARTY_SETTINGS, TransportSuite
-from vcl.wire import WireError, pack, pack_message, unpack, unpack_message
+from vcl.testing.suite import GAL_NAMES, PARTY_NAMES, PARTY_SETTINGS, TransportSuite
+from vcl.transports import certs
+from vcl.transports.loopback import Federation
+from vcl.transports.wire import WireError, pack, pack_message, unpack, unpack_message
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,8 +62,8 @@ def test_a_frame_keeps_every_value_and_type():
 
 
 def test_an_arrow_array_of_texts_crosses_as_its_buffers_and_arrives_as_one():
-    """The row IDs a run aligned cross as an Arrow array (vcl.build.party_ids): its bytes and lengths, and back an
-    Arrow array again, a slice of one too; missing texts or another type are refused at the sender."""
+    """The row IDs a run aligned cross as an Arrow array (vcl.coordinator.build.party_ids): its bytes and lengths, and
+    back an Arrow array again, a slice of one too; missing texts or another type are refused at the sender."""
     import pyarrow as pa
 
     ids = pa.array([f"p{i}" for i in range(1000)] + ["", "é", "a\nb"])
@@ -149,7 +149,7 @@ def test_a_frame_over_the_limit_is_refused_before_it_is_read():
 
 
 def test_a_frame_crosses_in_pieces_and_a_stream_over_the_limit_is_cut_off():
-    from vcl.wire import FrameTooLarge, joined, pieces
+    from vcl.transports.wire import FrameTooLarge, joined, pieces
 
     frame = pack_message(PseudoResidual("alice", "org1", 0, torch.randn(1000, 7)))
     parts = list(pieces(frame, 4096))
@@ -171,8 +171,11 @@ def test_a_frame_crosses_in_pieces_and_a_stream_over_the_limit_is_cut_off():
 def test_code_never_crosses_nor_is_loaded():
     """No module of the cross-silo path imports pickle or its kin, nor calls eval, exec or __import__."""
     banned = {"pickle", "cloudpickle", "dill", "marshal", "shelve", "joblib"}
-    for name in ("wire", "party", "grpc_transport", "certs", "psi"):
-        tree = ast.parse((ROOT / "vcl" / f"{name}.py").read_text())
+    paths = [p for side in ("transports", "party", "alignment") for p in sorted((ROOT / "vcl" / side).glob("*.py"))]
+    assert {"wire.py", "grpc.py", "server.py", "certs.py", "psi.py"} <= {p.name for p in paths}
+    for path in paths:
+        name = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 assert not {a.name.split(".")[0] for a in node.names} & banned, name
@@ -197,7 +200,10 @@ def test_certs_are_signed_by_the_ca_and_keys_kept_private(tmp_path):
     assert (tmp_path / "bob.key").stat().st_mode & 0o777 == 0o600 and (tmp_path / "ca.key").stat().st_mode & 0o077 == 0
     with pytest.raises(FileExistsError):
         certs.make(tmp_path, ["bob"])  # never overwrites
-    assert subprocess.run([sys.executable, "-m", "vcl.certs", "--out", str(tmp_path), "Bad Name"]).returncode == 2
+    assert (
+        subprocess.run([sys.executable, "-m", "vcl.transports.certs", "--out", str(tmp_path), "Bad Name"]).returncode
+        == 2
+    )
 
 
 @pytest.mark.parametrize(
@@ -229,7 +235,7 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
     error or a party that started and failed later."""
     import yaml
 
-    from vcl.party_settings import load_settings
+    from vcl.party.settings import load_settings
 
     certs.make(tmp_path / "keys", ["alice", "bob"])
     certs.make(tmp_path / "other", ["bob"])
@@ -317,8 +323,8 @@ def federation(tmp_path_factory):
 
 @pytest.mark.slow
 class TestGrpc(TransportSuite):
-    """The transport suite (:mod:`vcl.testing`) with every party its own process, every frame crossing in pieces of
-    1 KiB."""
+    """The transport suite (:mod:`vcl.testing.suite`) with every party its own process, every frame crossing in pieces
+    of 1 KiB."""
 
     apart = True
 
@@ -348,7 +354,7 @@ def test_a_lost_party_is_one_sentence_and_resume_after_it_is_back_equals_uninter
 
 # --- refused cases ---
 def hello_from(federation, party: str, client: str, ca_dir: Path | None = None, name: str | None = None):
-    from vcl.grpc_transport import Link
+    from vcl.transports.grpc import Link
 
     tls = federation.tls(client)
     if ca_dir is not None:
@@ -372,7 +378,7 @@ def still_serving(federation, party="org1") -> bool:
 def test_refused_cases_are_refused_and_the_party_keeps_serving(federation, tmp_path):
     import grpc
 
-    from vcl.grpc_transport import Link
+    from vcl.transports.grpc import Link
 
     assert still_serving(federation)
     certs.make(tmp_path / "other", ["alice"])  # another CA's certificate with the coordinator's name
@@ -405,7 +411,7 @@ def test_refused_cases_are_refused_and_the_party_keeps_serving(federation, tmp_p
 def test_a_party_takes_its_caller_from_the_name_the_coordinator_checks_too(federation, tmp_path):
     """The party trusted the certificate's common name, the coordinator its alternative name: a CA-signed
     certificate with CN=alice and SAN=intruder was taken for the coordinator. Both now read the one SAN."""
-    from vcl.probes import signed
+    from vcl.testing.probes import signed
 
     for i, alternative in enumerate((["intruder"], ["alice", "intruder"], [])):
         signed(federation, "alice", alternative, tmp_path / str(i))
@@ -417,9 +423,9 @@ def test_a_party_takes_its_caller_from_the_name_the_coordinator_checks_too(feder
 @pytest.mark.slow
 def test_a_kind_parties_never_send_each_other_is_refused_before_it_reaches_the_party(federation, tiny, tmp_path):
     """Another party of the run injects a residual into org1 (a Forward): refused before org1's state changes."""
-    from vcl.grpc_transport import Link
     from vcl.messages import PredictionRequest, PseudoResidual
-    from vcl.wire import pack_message, unpack_message
+    from vcl.transports.grpc import Link
+    from vcl.transports.wire import pack_message, unpack_message
 
     base = {"data.organizations": 3, "run.rounds": 1, "learner.epochs": 2}
     train(tiny(**federation.overrides(GAL_NAMES), **base, out=str(tmp_path / "run")), verbose=False)
@@ -447,7 +453,7 @@ def test_a_save_or_prune_of_a_round_the_party_does_not_hold_changes_nothing(fede
     prunes only behind a checkpoint it holds and saves only rounds 0 to 10^9; its files are its owner's only."""
     import stat
 
-    from vcl.grpc_transport import Link
+    from vcl.transports.grpc import Link
 
     base = {"data.organizations": 3, "run.rounds": 2, "learner.epochs": 2}
     train(tiny(**federation.overrides(GAL_NAMES), **base, out=str(tmp_path / "run")), verbose=False)
@@ -495,7 +501,7 @@ def test_every_spelling_of_a_class_counts_against_allow_classes():
 
 @pytest.mark.slow
 def test_a_class_spelled_as_scikit_learns_is_refused_unless_its_party_allows_it(federation):
-    from vcl.grpc_transport import Link
+    from vcl.transports.grpc import Link
 
     link = Link("org1", f"127.0.0.1:{federation.ports['org1']}", federation.tls("alice"), 2**20, 10.0, 0)
     run = {"id": "r", "name": "a run", "deadline": 10.0}
@@ -554,7 +560,7 @@ def test_csv_rows_aligned_by_psi_over_grpc_equal_the_plain_intersection(tiny, tm
 def test_psi_answers_reveal_no_id_to_a_curious_alice(tmp_path):
     """Alice holds the party's answer and every candidate ID (the party's whole list among them): hashing each
     to the curve, as the party did before blinding, finds none of them in what the party sent."""
-    from vcl.psi import PSISide, answer_from_file, decode, hash_to_curve
+    from vcl.alignment.psi import PSISide, answer_from_file, decode, hash_to_curve
 
     files, shared = write_party_files(tmp_path)
     alice_ids = [line.split(",")[0] for line in files[0].read_text().splitlines()[1:]]
@@ -632,10 +638,10 @@ def test_every_message_class_crosses_once_its_family_is_loaded():
     from vcl.family import load_family
     from vcl.messages import Message
     from vcl.registry import FAMILIES
-    from vcl.wire import message_classes
+    from vcl.transports.wire import message_classes
 
     for info in pkgutil.walk_packages(vcl.__path__, "vcl."):
-        if info.name.startswith("vcl.protocols") or info.name == "vcl.split_network":
+        if info.name.startswith("vcl.methods") or info.name == "vcl.engine.split_network":
             importlib.import_module(info.name)
     for path in FAMILIES.values():
         load_family(path)

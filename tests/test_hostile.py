@@ -16,8 +16,8 @@ from vcl.datamodules.prepare import prepare_group
 
 import train as cli
 from tests.conftest import write_csv
+from vcl.coordinator.rundir import PREVIOUS
 from vcl.errors import VCLInputError
-from vcl.rundir import PREVIOUS
 
 QUICK = ["--run.rounds", "3", "--learner.epochs", "5", "--data.organizations", "3", "--compare", "--quiet"]
 
@@ -51,13 +51,13 @@ def finished(tmp_path):
 @pytest.fixture
 def add_callback(monkeypatch):
     """Run the CLI with one more round callback after the default ones."""
-    import vcl.runner
+    import vcl.coordinator.runner
 
-    real = vcl.runner.default_callbacks
+    real = vcl.coordinator.runner.default_callbacks
 
     def add(callback=None):  # None: the default callbacks alone again
         extra = [] if callback is None else [callback]
-        monkeypatch.setattr(vcl.runner, "default_callbacks", lambda c, v: [*real(c, v), *extra])
+        monkeypatch.setattr(vcl.coordinator.runner, "default_callbacks", lambda c, v: [*real(c, v), *extra])
 
     return add
 
@@ -287,7 +287,7 @@ def test_a_diverging_run_writes_strict_json(tmp_path):
 
 
 def test_strict_json_writes_every_non_finite_number_as_null():
-    from vcl.rundir import strict_json
+    from vcl.coordinator.rundir import strict_json
 
     text = strict_json({"a": float("nan"), "b": [1.5, float("inf"), (float("-inf"), 2)], "c": "NaN"})
     assert json.loads(text) == {"a": None, "b": [1.5, None, [None, 2]], "c": "NaN"}
@@ -333,7 +333,7 @@ def test_a_run_that_runs_out_of_memory_says_so_and_takes_back_what_it_wrote(tmp_
 def test_a_checkpoint_write_that_fails_leaves_no_partial_file(tmp_path, monkeypatch):
     import torch
 
-    from vcl.checkpoints import atomic_torch_save
+    from vcl.storage.checkpoints import atomic_torch_save
 
     path = tmp_path / "last.ckpt"
     atomic_torch_save({"a": 1}, path)
@@ -355,7 +355,7 @@ def test_a_signal_during_a_checkpoints_rename_waits_until_the_saved_round_is_nam
     "after round 0" over a checkpoint of round 1. The rename and the naming now happen together, then the signal."""
     import signal
 
-    from vcl.checkpoints import atomic_torch_save
+    from vcl.storage.checkpoints import atomic_torch_save
 
     real, named = os.replace, []
 
@@ -432,7 +432,7 @@ def test_a_text_file_given_as_npz_is_called_what_it_is(tmp_path, capsys):
     "address,message", [("not a host:::", "is not host:port or auto"), ("127.0.0.1:1", "nothing answers")]
 )
 def test_a_ray_address_where_nothing_answers_is_one_sentence_not_minutes_of_retries(address, message):
-    from vcl.ray_transport import answering
+    from vcl.transports.ray import answering
 
     with pytest.raises(VCLInputError, match=f"transport.address='{re.escape(address)}'.*{message}.*ray start --head"):
         answering(address, "start one with `ray start --head`", seconds=1.0)
@@ -481,12 +481,12 @@ def test_an_input_refused_only_once_the_rounds_meet_the_data_leaves_nothing_behi
 
 
 def test_an_interrupt_after_the_results_are_written_says_the_run_is_whole(tmp_path, capsys, monkeypatch):
-    import vcl.runner
+    import vcl.coordinator.runner
 
     def interrupted(results):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(vcl.runner, "summary", interrupted)
+    monkeypatch.setattr(vcl.coordinator.runner, "summary", interrupted)
     out = tmp_path / "run"
     assert _run(out) == 130
     _one_line(capsys, f"interrupted after the run completed (results in {out / 'results.json'})")
@@ -560,7 +560,7 @@ def test_torchs_words_for_a_full_disk_become_no_space_left(tmp_path, monkeypatch
 
     import torch
 
-    from vcl.checkpoints import atomic_torch_save
+    from vcl.storage.checkpoints import atomic_torch_save
 
     def full_disk(obj, target):
         raise RuntimeError("basic_ios::clear: iostream error")

@@ -95,8 +95,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_every_folder_and_imports_inside_functions():
     graph = import_graph()
     assert {"vcl.datamodules.tabular", "vcl.models.residual", "vcl.callbacks.checkpoint", "train"} <= set(graph)
-    assert "vcl.datamodules.csv_files" in graph["vcl.psi"]  # imported inside answer_from_file
-    assert "vcl.build" in graph["vcl.runner"]
+    assert "vcl.datamodules.csv_files" in graph["vcl.alignment.psi"]  # imported inside answer_from_file
+    assert "vcl.coordinator.build" in graph["vcl.coordinator.runner"]
 
 
 def test_no_import_circles():
@@ -112,7 +112,10 @@ def test_a_circle_is_found_when_there_is_one():
 def test_the_method_table_imports_nothing_and_infrastructure_never_imports_the_callbacks():
     graph = import_graph()
     assert graph["vcl.registry"] == set()  # the command line lists the methods from it alone
-    outer_loop = {"vcl.runner", "vcl.testing"}  # the rounds' driver calls the callbacks (the suite drives runs)
+    outer_loop = {
+        "vcl.coordinator.runner",
+        "vcl.testing.suite",
+    }  # the rounds' driver calls the callbacks (the suite drives runs)
     offenders = {
         name: sorted(m for m in deps if m.startswith("vcl.callbacks"))
         for name, deps in graph.items()
@@ -121,7 +124,7 @@ def test_the_method_table_imports_nothing_and_infrastructure_never_imports_the_c
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-PARTY_SIDE = ("party", "dual", "psi")  # a family's modules that run at a party, never at its coordinator
+PARTY_SIDE = ("party", "dual", "blinding")  # a family's modules that run at a party, never at its coordinator
 
 
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -136,7 +139,7 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_a_familys_coordinator_never_imports_its_party_code():
     graph = import_graph()
-    coordinators = [name for name in graph if name.startswith("vcl.protocols.") and name.endswith(".coordinator")]
+    coordinators = [name for name in graph if name.startswith("vcl.methods.") and name.endswith(".coordinator")]
     assert coordinators
     for name in coordinators:
         family = name.rpartition(".")[0]
@@ -166,20 +169,20 @@ def test_the_newcomers_map_names_files_that_exist():
 
 
 def test_one_gal_round_passes_through_the_files_design_md_lists_in_order():
-    """design.md's walk through one GAL round of the default run: the files a round enters, traced, are its eight
+    """design.md's walk through one GAL round of the default run: the files a round enters, traced, are its nine
     (entered first in the order listed) and the helpers it names; no round reaches into another file unlisted."""
     import sys
 
-    from vcl.build import build_protocol
     from vcl.config import parse_args
-    from vcl.runner import run_data
+    from vcl.coordinator.build import build_protocol
+    from vcl.coordinator.runner import run_data
 
     text = (ROOT / "docs" / "design.md").read_text()
     walk = text[text.index("One GAL round of the default run") :]
     walk = walk[: walk.index("How a config value reaches a party")]
     steps = re.findall(r"^\d+\. `([\w/.]+)`", walk, flags=re.M)
     helpers = set(re.findall(r"`((?:vcl|models)/[\w/]+\.py)`", walk.split("What the round calls")[1]))
-    assert len(steps) <= 8 and steps[0] == "vcl/runner.py"
+    assert len(steps) <= 9 and steps[0] == "vcl/coordinator/runner.py"
     protocol = build_protocol(config := parse_args(["--run.device", "cpu"]), run_data(config))
     protocol.run_round()  # round 1 imports what it needs; round 2 is traced
     entered: dict[str, None] = {}

@@ -17,8 +17,8 @@ from vcl.models import (
     learner_prototype,
 )
 
+from vcl.engine.losses import local_loss, local_loss_grad
 from vcl.errors import VCLInputError
-from vcl.losses import local_loss, local_loss_grad
 
 
 def _data(widths, n=64, k=3, seed=0):
@@ -45,7 +45,7 @@ def test_concurrent_fit_equals_sequential_fit(hidden, batch_size):
 def test_permutations_drawn_a_block_of_epochs_at_a_time_train_the_same_bits(monkeypatch, hidden):
     """Organizations fitted together draw their epochs' permutations in blocks bounded in bytes (one epoch a block
     here): each generator continues its own stream, so the fit is the one that drew every epoch at once."""
-    import vcl.models.concurrent as concurrent
+    import vcl.engine.concurrent as concurrent
 
     widths = [1, 3, 2]
     xs, y = _data(widths)
@@ -66,7 +66,8 @@ def test_stacked_linear_forward_equals_vmap(hidden):
     import copy
 
     from torch.func import functional_call, stack_module_state, vmap
-    from vcl.models.concurrent import _stacked_forward
+
+    from vcl.engine.concurrent import _stacked_forward
 
     nets = [ResidualRegressor(5, 3, hidden=hidden, seed=i).net for i in range(4)]
     x = torch.randn(4, 40, 5, generator=torch.Generator().manual_seed(0))
@@ -279,7 +280,7 @@ def test_build_learner_names():
 
 @pytest.mark.parametrize("loss", ["l1.5", "l4"])
 def test_gb_refuses_a_local_loss_it_cannot_fit(tiny, loss):
-    from vcl.build import check_config
+    from vcl.coordinator.build import check_config
 
     with pytest.raises(VCLInputError, match=f"learner.model=gb \\(organization 0\\) cannot fit gal.local_loss={loss}"):
         check_config(tiny(**{"learner.model": ["gb"], "gal.local_loss": [loss]}))
@@ -298,7 +299,7 @@ def test_gb_refuses_a_local_loss_it_cannot_fit(tiny, loss):
 
 def test_a_learner_fitted_alone_trains_on_its_own_rows_without_a_copy():
     """The stacked fit of one MLP learner (M = 1) reads the learner's rows where they are."""
-    from vcl.models.concurrent import _padded
+    from vcl.engine.concurrent import _padded
 
     x = torch.randn(50, 4)
     assert _padded([x], 4).data_ptr() == x.data_ptr()

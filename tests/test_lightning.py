@@ -19,9 +19,9 @@ from vcl.models import LearnerSettings, NetClassifier, ResidualRegressor, Shared
 from vcl.models.user import one_optimizer
 
 from tests.lightning_user import CountEpochs
+from vcl.coordinator.runner import train
+from vcl.engine.losses import local_loss
 from vcl.errors import VCLInputError
-from vcl.losses import local_loss
-from vcl.runner import train
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The one training loop (vcl/loop.py): schedules, steps, clipping of a network split between parties."""
+"""The one training loop (vcl/engine/loop.py): schedules, steps, clipping of a network split between parties."""
 
 import math
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from vcl import progress
-from vcl.loop import LinearSteps, Steps, minibatches, own_rows, permutations, train_epochs
+from vcl.engine import progress
+from vcl.engine.loop import LinearSteps, Steps, minibatches, own_rows, permutations, train_epochs
 
 
 def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
@@ -190,14 +190,14 @@ def test_an_epochs_largest_batch_takes_the_whole_datas_sums_less_the_others(stac
 
 
 def test_a_derived_seed_is_numpys_seed_sequence_first_word():
-    """vcl.loop.derived_seed (every round's and organization's seed) computes what
+    """vcl.engine.loop.derived_seed (every round's and organization's seed) computes what
     ``numpy.random.SeedSequence(parts).generate_state(1)[0]`` gives, masked to 31 bits: for short and long seeds, zeros,
     and integers of one, two and three 32-bit words."""
     import random
 
     import numpy as np
 
-    from vcl.loop import derived_seed
+    from vcl.engine.loop import derived_seed
 
     rng = random.Random(0)
     values = [0, 1, 7, 2**31 - 1, 2**32 - 1, 2**32, 2**64, 2**70 + 5]

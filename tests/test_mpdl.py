@@ -14,19 +14,19 @@ from vcl.datamodules.overlap import OverlapDataModule, PartyData, image_masks, o
 
 from tests.conftest import write_cifar_batches
 from tests.helpers import TINY_MPDL
-from vcl.build import check_config
+from vcl.alignment.psi import hash_to_curve
 from vcl.config import RunConfig
+from vcl.coordinator.build import check_config
+from vcl.coordinator.runner import train
+from vcl.engine.privacy import FeatureDPLayer, laplace
+from vcl.engine.split_network import Activations, CanvasConv
 from vcl.errors import VCLInputError
 from vcl.messages import EXPERIMENTER, Ack, Channel, Step
-from vcl.privacy import FeatureDPLayer, laplace
-from vcl.protocols.mpdl.attacks import h0_attack, reconstruction_attack, trivial_mae
-from vcl.protocols.mpdl.dual import DualParty, duality_loss
-from vcl.protocols.mpdl.kde import GaussianKDE, bandwidth
-from vcl.protocols.mpdl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
-from vcl.protocols.mpdl.psi import PSIParty, decode, private_set_intersection
-from vcl.psi import hash_to_curve
-from vcl.runner import train
-from vcl.split_network import Activations, CanvasConv
+from vcl.methods.mpdl.attacks import h0_attack, reconstruction_attack, trivial_mae
+from vcl.methods.mpdl.blinding import PSIParty, decode, private_set_intersection
+from vcl.methods.mpdl.dual import DualParty, duality_loss
+from vcl.methods.mpdl.kde import GaussianKDE, bandwidth
+from vcl.methods.mpdl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
 
 MPDL_KINDS = {
     "BlindedIDs",
@@ -359,7 +359,7 @@ def test_encrypted_and_plaintext_exchange_give_the_same_gradients():
 
 # --- the protocol -----------------------------------------------------------------------------------------
 def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
-    from vcl.build import build_protocol, datamodule_for
+    from vcl.coordinator.build import build_protocol, datamodule_for
 
     cfg = mpdl_config(tmp_path, **{"mpdl.epsilon": 0.0})  # no DP noise: the hardest case for the raw-row check
     dm = datamodule_for(cfg)
@@ -390,7 +390,7 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
 def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
     """FTL_A (Liu et al.'s objective): B's codes learn the label through C's classifier, A's codes are pulled
     onto B's on D_C, so C's classifier works on A's codes of the A-only rows; only B and C see labels."""
-    from vcl.build import build_protocol, datamodule_for
+    from vcl.coordinator.build import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path, method="ftl", **{"mpdl.central_epochs": 40, "mpdl.epsilon": 0.0}
@@ -409,7 +409,7 @@ def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
 
 
 def test_canvas_conv_is_one_convolution_of_the_stacked_canvases():
-    from vcl.split_network import CanvasConv
+    from vcl.engine.split_network import CanvasConv
 
     mask_a, mask_b = image_masks(1, 8, 8)
     pa, pb = np.flatnonzero(mask_a), np.flatnonzero(mask_b)
@@ -435,7 +435,7 @@ def test_canvas_conv_is_one_convolution_of_the_stacked_canvases():
 def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kernel, convs, pools):
     """CIFAR-10: three 3×3 convolutions (16, 32, 32) then one 2×2 max-pool; MNIST: 5×5 convolutions (16, 32).
     Split at the first convolution: each party's bottom layer is that convolution on its own pixels."""
-    from vcl.split_network import CentralTop, party_bottom
+    from vcl.engine.split_network import CentralTop, party_bottom
 
     c, h, w = shape
     mask_a, mask_b = image_masks(c, h, w)
@@ -474,7 +474,7 @@ def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kerne
 
 
 def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
-    from vcl.build import build_protocol, datamodule_for
+    from vcl.coordinator.build import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path,
@@ -571,7 +571,7 @@ def test_h0_noise_is_each_partys_secret_and_a_redraw_from_the_config_fails(tmp_p
     old seeding (the run seed's ``0xA`` + index) it rebuilds the unclipped entries exactly; with each party's
     own secret it does no better than the received values."""
     from vcl.config import SECRETS, party_copy
-    from vcl.loop import seed_for
+    from vcl.engine.loop import seed_for
 
     base = {"mpdl.epsilon": 300.0, "mpdl.max_iterations": 1}  # little noise: few entries clipped
     old = mpdl_config(tmp_path, **base)

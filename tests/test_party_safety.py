@@ -1,6 +1,6 @@
 """A party that faces the network keeps serving, obeys only its own config and says what happened: each hostile
-call of :mod:`vcl.probes` against party processes on 127.0.0.1, and the cases that need a run in progress, a party
-with few files to open, or a party that cannot write."""
+call of :mod:`vcl.testing.probes` against party processes on 127.0.0.1, and the cases that need a run in progress, a
+party with few files to open, or a party that cannot write."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import pytest
 from vcl.callbacks import RoundCallback
 
 from tests.helpers import rounds_of
+from vcl.coordinator.runner import train
 from vcl.errors import PartyFailed, PartyLost, VCLInputError
-from vcl.loopback import Federation
-from vcl.probes import NAMES, PROBED, PROBES, attempt, config, hello, link, peak_mb, set_up
-from vcl.runner import train
+from vcl.testing.probes import NAMES, PROBED, PROBES, attempt, config, hello, link, peak_mb, set_up
+from vcl.transports.loopback import Federation
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def test_each_hostile_call_is_refused_and_the_party_keeps_serving(fed, tmp_path,
 
 
 def test_every_refused_or_failed_request_is_a_line_of_the_partys_log_with_the_caller(fed, tmp_path):
-    from vcl.probes import malformed
+    from vcl.testing.probes import malformed
 
     start = len(fed.log["org1"])
     assert attempt(lambda: hello(fed, who="intruder"))["refused"] and malformed(fed, tmp_path)["refused"]
@@ -92,8 +92,8 @@ def test_a_second_run_is_refused_while_the_first_goes_on_to_its_own_figures(fed,
     """Two coordinators against one federation: the first run finished with other numbers and no error. The
     second's Setup is now refused naming both runs; the first ends as if alone; a run whose coordinator never
     ended it (killed) is taken up again by its own --resume, and by no other."""
-    from vcl.build import build_protocol
-    from vcl.runner import run_data
+    from vcl.coordinator.build import build_protocol
+    from vcl.coordinator.runner import run_data
 
     alone = train(config(fed, str(tmp_path / "alone"), **{"run.rounds": 2}), verbose=False, write=False)
     pause, done = Pause(), {}
@@ -138,7 +138,7 @@ def test_a_save_the_party_cannot_write_is_its_failure_not_its_loss(fed):
 def test_a_peer_that_stalls_is_blamed_and_holds_the_relaying_party_no_longer_than_the_deadline(fed, tmp_path):
     """ASCII's agents relay to each other. org2 stops (SIGSTOP) after round 1: the run ends naming org2 within the
     run's deadline, and org1 answers its coordinator's next request at once (it held its lock up to 600 s)."""
-    from vcl.grpc_transport import Link
+    from vcl.transports.grpc import Link
 
     class Stop(RoundCallback):
         def on_round_end(self, run, record):
@@ -161,7 +161,7 @@ def test_a_party_out_of_files_to_open_serves_again_once_connections_without_tls_
     starts TLS, and its coordinator was told the certificate was wrong; an idle connection was kept forever."""
     import grpc
 
-    from vcl.wire import SERVICE, pack
+    from vcl.transports.wire import SERVICE, pack
 
     own = {"org1": {"handshake_s": 1, "idle_s": 1}}
     with Federation(tmp_path, ["org1"], own=own, open_files=96) as small:
@@ -271,8 +271,8 @@ def test_a_malformed_setup_is_refused_before_the_party_imports_torch():
 
     code = (
         "import sys\n"
-        "from vcl.party import PartyServer\n"
-        "from vcl.party_settings import PartySettings\n"
+        "from vcl.party.server import PartyServer\n"
+        "from vcl.party.settings import PartySettings\n"
         "party = PartyServer(PartySettings(name='org1', listen='127.0.0.1:0', coordinator='alice'))\n"
         "try:\n"
         "    party.op_setup({'index': 0}, 'alice')\n"
@@ -295,7 +295,7 @@ def test_a_preloading_party_has_the_config_parser_ready_before_it_listens_and_no
         "import sys\n"
         "from vcl.config import _defaults\n"
         "before = _defaults.cache_info().currsize\n"
-        "from vcl.party import preload\n"
+        "from vcl.party.server import preload\n"
         "preload()\n"
         "print(before, _defaults.cache_info().currsize, 'torch' in sys.modules, 'sklearn' in sys.modules)\n"
     )

@@ -16,9 +16,9 @@ from vcl.datamodules.tabular import seeded_row_splits
 
 from tests.helpers import KillParty
 from train import main
-from vcl.build import datamodule_for
-from vcl.predict import predict
-from vcl.runner import default_callbacks, train
+from vcl.coordinator.build import datamodule_for
+from vcl.coordinator.runner import default_callbacks, train
+from vcl.use.predict import predict
 
 COLUMNS = {"alice": [0, 1, 2, 3, 4], "bob": [5, 6, 7, 8], "carol": [9, 10, 11, 12]}
 
@@ -201,7 +201,7 @@ def test_under_ray_each_party_scores_its_own_new_rows_in_its_own_process(tiny, t
 
 @pytest.mark.slow
 def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(tiny, tmp_path):
-    from vcl.loopback import Federation
+    from vcl.transports.loopback import Federation
 
     files = federation_files(tmp_path / "data")
     new = new_files_of_test_split(files, tiny(**CSV), tmp_path / "new")
@@ -220,7 +220,7 @@ def test_a_party_killed_after_round_2_is_left_out_and_prediction_goes_on_without
     """run.missing_parties: skip under grpc: Carol's process ends after round 2; rounds 3 and 4 weigh Alice and
     Bob only, the run completes and says so; predict with Carol still down scores every row without her and marks
     them, as the run's own prediction stage did."""
-    from vcl.loopback import Federation
+    from vcl.transports.loopback import Federation
 
     files = federation_files(tmp_path / "data")
     base = {**CSV, "run.rounds": 4, "run.missing_parties": "skip", "transport.deadline": 20.0}
@@ -251,7 +251,7 @@ def test_a_party_killed_after_round_2_is_left_out_and_prediction_goes_on_without
 
 
 def test_skip_is_refused_for_a_method_that_cannot_leave_an_organization_out(tiny):
-    from vcl.build import check_config
+    from vcl.coordinator.build import check_config
     from vcl.errors import VCLInputError
 
     with pytest.raises(VCLInputError, match="method late cannot leave an organization out"):
@@ -272,8 +272,8 @@ def test_dc_scores_the_test_split_through_each_workers_mapping_as_the_run_did(ti
     from contextlib import ExitStack
 
     from tests.helpers import TINY_DC
-    from vcl.loopback import Federation
-    from vcl.testing import DC_NAMES
+    from vcl.testing.suite import DC_NAMES
+    from vcl.transports.loopback import Federation
 
     with ExitStack() as stack:
         if transport == "ray":
@@ -315,7 +315,7 @@ def test_gal_and_al_go_on_without_an_organization_lost_from_round_2(tiny, monkey
     """The skip logic on its own, in one process: org2 answers nothing from round 2 on (its place holds its
     PartyLost, as a transport whose party died returns it)."""
     from vcl.errors import PartyLost
-    from vcl.transport import LocalTransport
+    from vcl.transports.local import LocalTransport
 
     real = LocalTransport.deliver
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from tests.helpers import TINY_CNN
-from vcl.build import build_protocol, datamodule_for
-from vcl.runner import Run, run_rounds, train
+from vcl.coordinator.build import build_protocol, datamodule_for
+from vcl.coordinator.runner import Run, run_rounds, train
 
 SMALL = {
     "tabular": {"data.dataset": "wine", "data.organizations": 4, "run.rounds": 2},

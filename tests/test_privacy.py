@@ -4,10 +4,10 @@ import pytest
 import torch
 from vcl.datamodules import TabularDataModule
 
-from vcl.assistance import assistance_weights
-from vcl.build import build_protocol
+from vcl.coordinator.build import build_protocol
+from vcl.engine.privacy import IntervalPrivacy, LaplaceMechanism
 from vcl.messages import FittedValues, PseudoResidual
-from vcl.privacy import IntervalPrivacy, LaplaceMechanism
+from vcl.methods.gal.assistance import assistance_weights
 
 
 def test_laplace_noise_scale_matches_quantile_range_over_alpha():
@@ -101,7 +101,7 @@ def test_repeated_draws_send_the_same_standard_laplace_noise_every_round(tiny, d
 
 
 def test_privacy_scope_is_checked(tiny):
-    from vcl.build import check_config
+    from vcl.coordinator.build import check_config
     from vcl.errors import VCLInputError
 
     with pytest.raises(VCLInputError, match="privacy_scope"):
@@ -125,7 +125,7 @@ def test_noisy_organizations_get_smaller_assistance_weights(tiny, half):
 
 def test_the_random_half_is_drawn_per_seed_as_in_the_paper():
     """``half``: M − M//2 organizations drawn from the run seed, Alice among the candidates; seeds differ."""
-    from vcl.protocols.organizations import organization_set
+    from vcl.methods.columns import organization_set
 
     halves = [organization_set(["half"], 4, "gal.noisy_organizations", seed) for seed in range(40)]
     assert all(len(h) == 2 for h in halves) and len(organization_set(["half"], 5, "k", 0)) == 3
@@ -167,9 +167,9 @@ def test_a_receiver_holding_the_whole_config_cannot_redraw_alices_noise(tiny, pr
 def test_alices_secret_is_in_her_checkpoint_not_in_the_parties_config_and_a_resume_draws_the_same(tiny, crash_at):
     from vcl.callbacks import RoundCheckpoint
 
-    from vcl.checkpoints import load_checkpoint
     from vcl.config import RunConfig, config_integers, party_copy
-    from vcl.runner import train
+    from vcl.coordinator.runner import train
+    from vcl.storage.checkpoints import load_checkpoint
 
     cfg = tiny(**{"gal.privacy": "dp", "run.rounds": 3})
     with pytest.raises(KeyboardInterrupt):
@@ -188,7 +188,7 @@ def test_what_the_organizations_read_of_alices_labels_is_reported_and_privacy_lo
     """GAL's classification residual onehot(y) − softmax(F) has one positive entry, the label's: every other
     organization reads Alice's training labels exactly (Late fusion is sent them). DP and IP on the residuals
     lower what it reads; a regression run reports nothing of the kind."""
-    from vcl.runner import train
+    from vcl.coordinator.runner import train
 
     plain = train(tiny(**{"run.rounds": 2, "compare": ["late", "alone"]}), verbose=False, write=False)
     assert plain["label_attack_accuracy"] == 1.0 and 0 < plain["label_majority_rate"] < 0.5  # wine: 3 classes

@@ -1,4 +1,4 @@
-"""ECDH private set intersection over X25519 (vcl/psi.py): the intersection exactly, rows aligned, and nothing
+"""ECDH private set intersection over X25519 (vcl/alignment/psi.py): the intersection exactly, rows aligned, and nothing
 but blinded values crossing."""
 
 import hashlib
@@ -6,8 +6,8 @@ import hashlib
 import numpy as np
 import pytest
 
+from vcl.alignment.psi import POINT, TAG, PSISide, decode, hash_to_curve, intersect
 from vcl.errors import VCLInputError
-from vcl.psi import POINT, TAG, PSISide, decode, hash_to_curve, intersect
 
 
 def test_each_side_learns_exactly_the_intersection_with_rows_aligned():
@@ -22,7 +22,7 @@ def test_each_side_learns_exactly_the_intersection_with_rows_aligned():
 
 
 def test_the_centre_of_a_star_takes_its_shared_rows_in_its_own_order():
-    """vcl.build.psi_with_parties intersects every party's share of Alice's IDs and sorts them once: Alice's
+    """vcl.coordinator.build.psi_with_parties intersects every party's share of Alice's IDs and sorts them once: Alice's
     shared_rows are match's rows in her file's order."""
     a_ids, b_ids = [f"p{i}" for i in (9, 4, 7, 1, 3)], [f"p{i}" for i in (3, 8, 9, 1)]
     a, b = PSISide("a", a_ids), PSISide("b", b_ids)

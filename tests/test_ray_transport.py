@@ -11,15 +11,15 @@ import pytest
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
 from tests.helpers import TINY_DC, rounds_of
+from vcl.coordinator.runner import train
 from vcl.errors import PartyLost, VCLInputError
-from vcl.runner import train
-from vcl.testing import TransportSuite
+from vcl.testing.suite import TransportSuite
 
 pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.slow]
 
 
 class TestRay(TransportSuite):
-    """The transport suite (:mod:`vcl.testing`) with every party a Ray actor."""
+    """The transport suite (:mod:`vcl.testing.suite`) with every party a Ray actor."""
 
     apart = True
 
@@ -60,10 +60,10 @@ def test_a_lost_party_ends_the_run_in_one_sentence_and_resume_equals_uninterrupt
 
 def test_the_cli_names_the_lost_party_and_the_resume_command(tiny, tmp_path, capsys, monkeypatch):
     import train as cli
-    import vcl.runner
+    import vcl.coordinator.runner
 
     monkeypatch.setattr(
-        vcl.runner, "default_callbacks", lambda config, verbose: [RoundCheckpoint(), KillParty(1, "alice")]
+        vcl.coordinator.runner, "default_callbacks", lambda config, verbose: [RoundCheckpoint(), KillParty(1, "alice")]
     )
     out = tmp_path / "cli"
     code = cli.main(
@@ -126,7 +126,7 @@ def test_csv_the_coordinator_opens_only_alices_file_and_gets_no_other_feature(ti
 
     sys.addaudithook(audit)  # audit hooks cannot be removed: this one only records names of .csv files
     received = []
-    from vcl import ray_transport
+    from vcl.transports import ray as ray_transport
 
     deliver = ray_transport.RayTransport.deliver
 
@@ -170,7 +170,7 @@ def test_csv_the_coordinator_opens_only_alices_file_and_gets_no_other_feature(ti
 
 
 def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):
-    from vcl.sweep import Job, run_jobs
+    from vcl.coordinator.sweep import Job, run_jobs
 
     jobs = [
         Job(
@@ -193,7 +193,7 @@ def test_a_benchmark_job_has_the_threads_its_cpus_give_whatever_the_workers():
     process's threads, as a Ray task int(--cpus-per-run); float sums depend on how many threads share them."""
     import torch
 
-    from vcl.sweep import run_jobs
+    from vcl.coordinator.sweep import run_jobs
 
     jobs = [torch.get_num_threads] * 2
     for cpus in (1.0, 2.0):
@@ -312,7 +312,7 @@ class Stop(RoundCallback):
 def test_a_run_stopped_in_one_process_resumes_under_ray_and_ends_as_uninterrupted(tiny, tmp_path):
     """Where parties run is not part of a run's identity: the data check compares like with like (the coordinator
     holds every party's data in one process, only Alice's labels under ray) and lets the switch through."""
-    from vcl.runner import RunInterrupted
+    from vcl.coordinator.runner import RunInterrupted
 
     base = {"data.organizations": 3, "run.rounds": 3, "learner.epochs": 5, "run.concurrent": False}
     whole = train(tiny(out=str(tmp_path / "whole"), **base), verbose=False)
@@ -349,7 +349,7 @@ def test_a_broadcast_crosses_the_driver_once_and_arrives_whole(ray_cluster):
     import torch
 
     from vcl.messages import PseudoResidual
-    from vcl.ray_transport import _fetched, _stored_once
+    from vcl.transports.ray import _fetched, _stored_once
 
     shared, own = torch.randn(50, 3), torch.randn(50, 3)
     messages = [PseudoResidual("alice", n, 1, shared) for n in ("bob", "carol")]

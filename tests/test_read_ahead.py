@@ -13,8 +13,8 @@ from vcl.datamodules.csv_files import aligned, load_csv_organizations, read_ahea
 
 import train as cli
 from tests.conftest import write_csv
-from vcl.checkpoints import pack_ids, unpack_ids
 from vcl.errors import VCLInputError
+from vcl.storage.checkpoints import pack_ids, unpack_ids
 
 
 @pytest.fixture
@@ -113,9 +113,9 @@ def test_a_party_takes_its_rows_from_the_places_alice_found_in_its_psi_offer(sig
     import pyarrow.compute as pc
     from vcl.datamodules import reading
 
-    from vcl.party import PartyServer
-    from vcl.party_settings import PartySettings
-    from vcl.psi import PSISide
+    from vcl.alignment.psi import PSISide
+    from vcl.party.server import PartyServer
+    from vcl.party.settings import PartySettings
 
     party = PartyServer(PartySettings(name="bob", listen="127.0.0.1:0", coordinator="alice", csv=signal_csvs[1]))
     alice = PSISide("alice", sorted(csv_files.csv_ids(signal_csvs[0]))[5:])  # Alice lacks five of bob's people
@@ -144,14 +144,14 @@ def test_a_party_takes_its_rows_from_the_places_alice_found_in_its_psi_offer(sig
 def test_the_coordinator_sends_each_party_the_places_of_the_aligned_ids_in_its_own_offer(
     tiny, signal_csvs, tmp_path, monkeypatch
 ):
-    """vcl.build.coordinator_data: after the star PSI and the intersection, each party's places (VerticalData.places,
-    which grpc sends with its Setup) are where each aligned ID sits in that party's shuffled offer; Alice's are her
-    rows among her IDs. The data's digest does not hold them (a resumed run has none)."""
+    """vcl.coordinator.build.coordinator_data: after the star PSI and the intersection, each party's places
+    (VerticalData.places, which grpc sends with its Setup) are where each aligned ID sits in that party's shuffled
+    offer; Alice's are her rows among her IDs. The data's digest does not hold them (a resumed run has none)."""
     from vcl.datamodules import reading
 
-    import vcl.build
-    from vcl.psi import answer_from_file
-    from vcl.runner import data_digest
+    import vcl.coordinator.build
+    from vcl.alignment.psi import answer_from_file
+    from vcl.coordinator.runner import data_digest
 
     rng = np.random.default_rng(1)
     carol = write_csv(tmp_path / "carol.csv", ["id", "c1"], [[f"p{i:03d}", i] for i in rng.permutation(110) + 7])
@@ -162,9 +162,9 @@ def test_the_coordinator_sends_each_party_the_places_of_the_aligned_ids_in_its_o
         def psi_answers(config, names, drop, offer, new=False):  # each party's half, here, its read kept
             return [answer_from_file(f, "id", False, "label", offer, keep=True) for f in files[1:]]
 
-    monkeypatch.setattr(vcl.build, "transport_class", lambda kind: Apart)
+    monkeypatch.setattr(vcl.coordinator.build, "transport_class", lambda kind: Apart)
     config = tiny(**{"data.dataset": "csv", "data.task": "classification", "data.csv_files": files})
-    data = vcl.build.coordinator_data(config)
+    data = vcl.coordinator.build.coordinator_data(config)
     assert data.ids == [f"p{i:03d}" for i in range(7, 117)] and list(data.places) == ["alice", "bob", "carol"]
     alice_ids = csv_files.csv_ids(files[0])
     assert [alice_ids[k] for k in data.places["alice"]] == data.ids
@@ -197,7 +197,7 @@ def test_packed_ids_come_back_and_a_crafted_field_is_refused(tmp_path):
 
 def test_a_checkpoint_of_an_earlier_version_blake2b_digest_still_recognizes_its_data():
     from vcl.config import RunConfig
-    from vcl.runner import data_differ, data_digest, kept_digest
+    from vcl.coordinator.runner import data_differ, data_digest, kept_digest
 
     config = RunConfig.from_dict({"data.dataset": "wine"})
     data, changed = {"x": np.arange(10.0), "ids": ["a", "b"]}, {"x": np.arange(10.0), "ids": ["a", "c"]}
@@ -236,14 +236,14 @@ def test_a_file_read_for_the_row_alignment_is_kept_for_the_load_on_the_aligned_r
 
 
 def test_a_party_set_up_again_for_the_same_config_and_rows_takes_the_data_it_loaded(tiny, signal_csvs, counted):
-    """vcl.build.party_data: a party process set up for a --compare method after the main one (the same config, the
-    same aligned rows) loads nothing again, as one process holding every party does; other rows, another config or
-    a changed file are loaded afresh. Each setup gets its views' splits in dicts of its own."""
+    """vcl.coordinator.build.party_data: a party process set up for a --compare method after the main one (the same
+    config, the same aligned rows) loads nothing again, as one process holding every party does; other rows, another
+    config or a changed file are loaded afresh. Each setup gets its views' splits in dicts of its own."""
     import os
 
     import pyarrow as pa
 
-    from vcl.build import party_data
+    from vcl.coordinator.build import party_data
 
     config = tiny(**{"data.dataset": "csv", "data.task": "classification", "data.csv_files": signal_csvs})
     ids = pa.array(sorted(csv_files.csv_ids(signal_csvs[1])))
@@ -266,13 +266,13 @@ def test_a_party_set_up_again_for_the_same_config_and_rows_takes_the_data_it_loa
 
 def test_alices_own_party_reads_her_file_during_the_psi_and_its_setup_takes_that_read(signal_csvs, monkeypatch):
     """Under grpc Alice's coordinator aligns the rows with the other parties while her own party process, asked
-    without an offer (vcl.grpc_transport.psi_answers), reads her file and keeps it for its Setup's load."""
+    without an offer (vcl.transports.grpc.psi_answers), reads her file and keeps it for its Setup's load."""
     from pathlib import Path
 
     from vcl.datamodules import reading
 
-    from vcl.party import PartyServer
-    from vcl.party_settings import PartySettings
+    from vcl.party.server import PartyServer
+    from vcl.party.settings import PartySettings
 
     party = PartyServer(PartySettings(name="alice", listen="127.0.0.1:0", coordinator="alice", csv=signal_csvs[0]))
     answer = party.op_psi({"offer": None, "drop": False, "label_column": "label", "new": False}, "alice")

@@ -10,13 +10,13 @@ from vcl.models.sklearn import dump_estimator, estimator_class, load_estimator
 
 import train as cli
 from tests.conftest import write_csv
-from vcl.build import build_protocol, check_config, datamodule_for
-from vcl.checkpoints import load_checkpoint
 from vcl.config import RunConfig
+from vcl.coordinator.build import build_protocol, check_config, datamodule_for
+from vcl.coordinator.rundir import LOCK
+from vcl.coordinator.runner import train
 from vcl.errors import VCLInputError
-from vcl.protocols.organizations import learner_settings
-from vcl.rundir import LOCK
-from vcl.runner import train
+from vcl.methods.columns import learner_settings
+from vcl.storage.checkpoints import load_checkpoint
 
 QUICK = ["--run.rounds", "2", "--learner.epochs", "5", "--data.organizations", "3", "--compare", "--quiet"]
 
@@ -373,17 +373,17 @@ def test_an_unknown_flag_prints_one_line_and_a_hint(capsys):
 
 @pytest.mark.slow
 def test_ctrl_c_says_where_to_resume_and_resume_finishes_the_run(tmp_path, capsys, monkeypatch, crash_at):
-    import vcl.runner
+    import vcl.coordinator.runner
 
     full, cut = tmp_path / "full", tmp_path / "cut"
     args = ["--run.rounds", "4", "--learner.epochs", "5", "--compare", "--quiet"]
     assert cli.main(["--out", str(full), *args]) == 0
-    real = vcl.runner.default_callbacks
-    monkeypatch.setattr(vcl.runner, "default_callbacks", lambda c, v: [*real(c, v), crash_at(2)])
+    real = vcl.coordinator.runner.default_callbacks
+    monkeypatch.setattr(vcl.coordinator.runner, "default_callbacks", lambda c, v: [*real(c, v), crash_at(2)])
     capsys.readouterr()
     assert cli.main(["--out", str(cut), *args]) == 130
     _one_error_line(capsys, f"interrupted after round 2 (checkpoint in {cut}); resume with: python train.py --out")
-    monkeypatch.setattr(vcl.runner, "default_callbacks", real)
+    monkeypatch.setattr(vcl.coordinator.runner, "default_callbacks", real)
     assert cli.main(["--out", str(cut), *args, "--resume"]) == 0
     a, b = (json.loads((d / "results.json").read_text())["rounds"] for d in (full, cut))
     assert [r["metrics"] for r in a] == [r["metrics"] for r in b]
@@ -408,8 +408,8 @@ def test_interm_with_hidden_layers_is_accepted(tiny):
 
 def test_an_organization_name_cannot_point_a_checkpoint_outside_the_run(tiny, tmp_path):
     """Each party checkpoints under parties/<name>/: a name like ../x is refused before any work."""
+    from vcl.coordinator.runner import train
     from vcl.errors import VCLInputError
-    from vcl.runner import train
 
     bad = {"alice": ["alcohol", "malic_acid"], "../../outside": ["ash", "alcalinity_of_ash"]}
     with pytest.raises(VCLInputError, match=r"^assignment names organization '\.\./\.\./outside'; use letters"):
@@ -420,7 +420,7 @@ def test_an_organization_name_cannot_point_a_checkpoint_outside_the_run(tiny, tm
 def test_party_checkpoints_are_private_name_whole_rounds_and_are_pruned_only_behind_a_kept_one(tmp_path):
     import stat
 
-    from vcl.checkpoints import party_file, prune_party, save_party
+    from vcl.storage.checkpoints import party_file, prune_party, save_party
 
     class Party:
         def state_dict(self):

@@ -1,5 +1,5 @@
-"""python -m vcl.serve: Alice's prediction service answers batches of IDs with the predictions train.py predict writes
-for them, and keeps serving whatever a client sends."""
+"""python -m vcl.use.serve: Alice's prediction service answers batches of IDs with the predictions train.py predict
+writes for them, and keeps serving whatever a client sends."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from tests.test_predict import CSV, federation_files, new_files_of_test_split
-from vcl.predict import Deployed, predict
-from vcl.runner import train
-from vcl.serve import main, serve
+from vcl.coordinator.runner import train
+from vcl.use.predict import Deployed, predict
+from vcl.use.serve import main, serve
 
 
 @pytest.fixture

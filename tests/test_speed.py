@@ -93,7 +93,7 @@ def test_replies_that_lie_in_order_in_one_block_are_stacked_without_a_copy():
     (organizations fitted together), else a copy; equal to ``torch.stack`` either way."""
     import torch
 
-    from vcl.organization import _stacked
+    from vcl.methods.organization import _stacked
 
     block = torch.randn(5, 7, 3)
     in_order = [block[m].detach() for m in range(5)]
@@ -109,7 +109,7 @@ def test_replies_that_lie_in_order_in_one_block_are_stacked_without_a_copy():
 
 HEAP = """
 import ctypes, sys
-from vcl.memory import reuse_freed_memory
+from vcl.engine.memory import reuse_freed_memory
 libc = ctypes.CDLL(None)
 if not hasattr(libc, "mallinfo2"):
     print("no-glibc")
@@ -140,9 +140,9 @@ def glibc_script(script: str, how: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds: Linux only")
 def test_reusing_freed_memory_serves_large_blocks_from_the_heap_and_keeps_them():
-    """vcl.memory: with glibc's thresholds set, an 8 MiB block (a tensor of a round at M = 64) comes from malloc's
-    heap and, freed, stays there for the next one; with malloc's own it is mapped from the kernel and given back
-    (so the next round's tensor faults its pages in again)."""
+    """vcl.engine.memory: with glibc's thresholds set, an 8 MiB block (a tensor of a round at M = 64) comes from
+    malloc's heap and, freed, stays there for the next one; with malloc's own it is mapped from the kernel and given
+    back (so the next round's tensor faults its pages in again)."""
     runs = {how: glibc_script(HEAP, how).stdout.split() for how in ("reuse", "default")}
     assert runs["reuse"] == ["True", "True", "True"]
     assert runs["default"] == ["False", "False", "False"]
@@ -150,7 +150,7 @@ def test_reusing_freed_memory_serves_large_blocks_from_the_heap_and_keeps_them()
 
 ARENAS = """
 import ctypes, os, sys, threading
-from vcl.memory import reuse_freed_memory
+from vcl.engine.memory import reuse_freed_memory
 libc = ctypes.CDLL(None)
 if not hasattr(libc, "malloc_stats"):
     print("no-glibc")
@@ -174,8 +174,9 @@ libc.malloc_stats()  # one "Arena k:" paragraph per arena, on stderr
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc arenas: Linux only")
 def test_reusing_freed_memory_keeps_one_malloc_arena_per_core():
-    """vcl.memory: glibc gives each new thread an arena of its own up to 8 per core, each holding its freed memory
-    (a 10^5-row run's threads: tens of MB); with reuse_freed_memory the threads share one per core (two at least)."""
+    """vcl.engine.memory: glibc gives each new thread an arena of its own up to 8 per core, each holding its freed
+    memory (a 10^5-row run's threads: tens of MB); with reuse_freed_memory the threads share one per core (two at
+    least)."""
     import os
 
     count = {how: glibc_script(ARENAS, how).stderr.count("Arena ") for how in ("reuse", "default")}
@@ -186,7 +187,7 @@ def test_reusing_freed_memory_keeps_one_malloc_arena_per_core():
 PROBE = """
 import sys
 from pathlib import Path
-from vcl.memory import prepare_process
+from vcl.engine.memory import prepare_process
 if sys.argv[1] == "prepared":
     prepare_process()
 from vcl.datamodules.csv_files import load_csv_organizations
@@ -202,8 +203,8 @@ print(type(pa.table({"a": [1]}).to_pandas()).__name__)
 
 
 def test_a_prepared_process_reads_and_aligns_files_without_importing_pandas_and_can_still_use_it(tmp_path):
-    """vcl.memory.answer_pandas_probe: pyarrow's first conversion of a Python value imports pandas (0.2 s, 42 MB a
-    process); a prepared process reads, checks and aligns CSV files without it, and pandas still works after."""
+    """vcl.engine.memory.answer_pandas_probe: pyarrow's first conversion of a Python value imports pandas (0.2 s, 42 MB
+    a process); a prepared process reads, checks and aligns CSV files without it, and pandas still works after."""
     runs = {}
     for how in ("prepared", "plain"):
         (tmp_path / how).mkdir()
@@ -216,12 +217,12 @@ def test_a_prepared_process_reads_and_aligns_files_without_importing_pandas_and_
 
 @pytest.mark.slow
 def test_rounds_freeze_what_exists_and_leave_the_collector_as_they_found_it():
-    """vcl.runner.long_lived_frozen: inside, the objects that existed on entry are frozen (out of the collector's
-    scans); after, none are; objects a caller froze stay frozen, and its freeze is left alone."""
+    """vcl.coordinator.runner.long_lived_frozen: inside, the objects that existed on entry are frozen (out of the
+    collector's scans); after, none are; objects a caller froze stay frozen, and its freeze is left alone."""
     # in a fresh process, from no frozen objects (the GPU machine's Python starts with 375 frozen, even with -S)
     script = """
 import gc
-from vcl.runner import long_lived_frozen
+from vcl.coordinator.runner import long_lived_frozen
 gc.unfreeze()
 with long_lived_frozen():
     assert gc.get_freeze_count() > 0

@@ -1,9 +1,9 @@
-"""vcl.sweep.Interleaved: runs stepped a round at a time in turn give the records they give run alone."""
+"""vcl.coordinator.sweep.Interleaved: runs stepped a round at a time in turn give the records they give run alone."""
 
 import pytest
 
-from vcl.protocols.gal import GradientAssistedLearning
-from vcl.sweep import Interleaved, Job
+from vcl.coordinator.sweep import Interleaved, Job
+from vcl.methods.gal import GradientAssistedLearning
 
 
 def _timeless(record):

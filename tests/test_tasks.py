@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from vcl.assistance import assistance_weights, line_search
-from vcl.tasks import Task
+from vcl.engine.tasks import Task
+from vcl.methods.gal.assistance import assistance_weights, line_search
 
 
 @pytest.mark.parametrize(

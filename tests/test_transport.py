@@ -6,13 +6,13 @@ import pytest
 import torch
 from vcl.datamodules import TabularDataModule
 
-from vcl.build import build_protocol
 from vcl.config import RunConfig
+from vcl.coordinator.build import build_protocol
+from vcl.coordinator.runner import Run, run_rounds
 from vcl.messages import Ack, FittedValues, ModelsReport, PredictionRequest, PseudoResidual
-from vcl.protocols.ascii.messages import ClassVotes, Discarded, IgnoranceScores
-from vcl.runner import Run, run_rounds
-from vcl.testing import TransportSuite
-from vcl.transport import LOCAL_CALLS, LocalTransport
+from vcl.methods.ascii.messages import ClassVotes, Discarded, IgnoranceScores
+from vcl.testing.suite import TransportSuite
+from vcl.transports.local import LOCAL_CALLS, LocalTransport
 
 
 class BoundaryCrossed(Exception):
@@ -210,7 +210,7 @@ def test_a_message_goes_only_to_the_party_it_names(tiny):
 @pytest.mark.parametrize("method", ["dc_smote", "dc_rand", "centralized", "local"])
 def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_path, method):
     """The master reaches the c × d workers and the experimenter only by messages: the same results."""
-    from vcl.build import datamodule_for
+    from vcl.coordinator.build import datamodule_for
 
     cfg = RunConfig.from_dict(
         dict(
@@ -229,7 +229,7 @@ def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_pat
 @pytest.mark.parametrize("method", ["mpdl", "ftl"])
 def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guard(tmp_path, method):
     """The collaborator reaches A, B and the experimenter only by messages: the same results."""
-    from vcl.build import datamodule_for
+    from vcl.coordinator.build import datamodule_for
 
     cfg = RunConfig.from_dict(
         dict(
@@ -255,7 +255,7 @@ def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guar
 
 @pytest.mark.slow
 class TestLocal(TransportSuite):
-    """The transport suite (:mod:`vcl.testing`) with every party in this process, each fitting alone."""
+    """The transport suite (:mod:`vcl.testing.suite`) with every party in this process, each fitting alone."""
 
     @pytest.fixture
     def transport(self):

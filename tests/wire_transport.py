@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from vcl.family import family_of
 from vcl.messages import Message
-from vcl.runtime import PartyRuntime
+from vcl.party.runtime import PartyRuntime
 from vcl.transport import Parties, Transport
-from vcl.wire import pack_message, unpack_message
+from vcl.transports.wire import pack_message, unpack_message
 
 LIMIT = 2**30
 

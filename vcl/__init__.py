@@ -1,7 +1,7 @@
 """vcl: vertical collaborative learning.
 
 Organizations hold different features of the same individuals; Alice (organization 0) holds the
-labels. The protocols in :mod:`vcl.protocols` let the others assist her through typed messages
+labels. The protocols in :mod:`vcl.methods` let the others assist her through typed messages
 (:mod:`vcl.messages`) without sharing raw data, models or objective functions.
 """
 

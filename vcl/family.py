@@ -2,15 +2,16 @@
 
 A **family** is the methods that split the data alike and may be compared with each other (GAL with Alone, Joint,
 AL, Late and Interm fusion; ASCII with its variants; DC with its references; MPDL with FTL). A family is a subclass
-of :class:`Family` in a package of its own, built-in or the user's; the run builder (:mod:`vcl.build`) asks it for
+of :class:`Family` in a package of its own, built-in or the user's; the run builder (:mod:`vcl.coordinator.build`) asks
+it for
 
 - ``check(config)``: what the options' types cannot say and needs no data (one :class:`VCLInputError` sentence);
 - ``datamodule(config, only, ids)``: the data module its runs read (``only``: party ``only``'s own file alone,
-  on the aligned ``ids``); :class:`vcl.protocols.organizations.OrganizationFamily` reads the organizations' column
+  on the aligned ``ids``); :class:`vcl.methods.columns.OrganizationFamily` reads the organizations' column
   views, as GAL and ASCII do;
 - ``parties(config, method, data, only)``: its parties, every one or only party ``only`` (what a party's own
   process builds from the config, under ``ray`` or ``grpc``); each has ``name`` and ``handle(message)``;
-- ``build(config, data, method)``: its coordinator (a :class:`vcl.protocols.base.Protocol`), whose
+- ``build(config, data, method)``: its coordinator (a :class:`vcl.protocol.Protocol`), whose
   ``run_round()`` sends messages to the parties through ``build.open_transport``'s transport, returns the round's
   record, and whose ``predict(split)`` is the prediction stage;
 
@@ -100,7 +101,7 @@ def load_family(path: str) -> Family:
 
     cls = import_class(path.replace(":", "."), f"method={path}", Family, "method family")
     family = cls()
-    from vcl.wire import register_messages
+    from vcl.transports.wire import register_messages
 
     register_messages(family.messages)
     return family

@@ -2,10 +2,10 @@
 
 Everything that leaves an organization is a :class:`Message`. Here are the base class and the messages
 several methods share (GAL's residuals, labels and fitted values, predictions, acknowledgements and steps);
-each method's own messages sit with the method (ASCII's in :mod:`vcl.protocols.ascii`, DC's in
-:mod:`vcl.protocols.dc`, MPDL's in :mod:`vcl.protocols.mpdl` (its
+each method's own messages sit with the method (ASCII's in :mod:`vcl.methods.ascii`, DC's in
+:mod:`vcl.methods.dc`, MPDL's in :mod:`vcl.methods.mpdl` (its
 ``psi``, ``dual`` and ``messages``), the split
-network's in :mod:`vcl.split_network`). The :class:`Channel` records every message's type, shapes and size
+network's in :mod:`vcl.engine.split_network`). The :class:`Channel` records every message's type, shapes and size
 per round, so a run reports its communication cost; a :class:`vcl.transport.Transport` delivers messages to
 parties and counts each message and reply in it.
 """
@@ -82,7 +82,7 @@ class Labels(Message):
 @dataclass(frozen=True)
 class PredictionRequest(Message):
     """Alice → organization: predict the rows of ``split`` (the organization's own) with every round model; ``rows``:
-    only those rows of it, by position (a prediction service's batch of IDs, :mod:`vcl.serve`)."""
+    only those rows of it, by position (a prediction service's batch of IDs, :mod:`vcl.use.serve`)."""
 
     split: str = "test"
     rows: Tensor | None = field(default=None, repr=False)

@@ -17,17 +17,17 @@ import re
 CLASS_PATH = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[.:][A-Za-z_]\w*$")
 
 FAMILIES = {
-    "GAL": "vcl.protocols.gal:GAL",
-    "ASCII": "vcl.protocols.ascii:ASCII",
-    "DC": "vcl.protocols.dc:DC",
-    "MPDL": "vcl.protocols.mpdl:MPDL",
+    "GAL": "vcl.methods.gal:GAL",
+    "ASCII": "vcl.methods.ascii:ASCII",
+    "DC": "vcl.methods.dc:DC",
+    "MPDL": "vcl.methods.mpdl:MPDL",
 }
 
 # transport.kind: its class (vcl.transport.Transport, the contract); a transport outside vcl is named by its class path
 TRANSPORTS = {
-    "local": "vcl.transport:LocalTransport",
-    "ray": "vcl.ray_transport:RayTransport",
-    "grpc": "vcl.grpc_transport:GrpcTransport",
+    "local": "vcl.transports.local:LocalTransport",
+    "ray": "vcl.transports.ray:RayTransport",
+    "grpc": "vcl.transports.grpc:GrpcTransport",
 }
 
 # method: its family

@@ -1,13 +1,13 @@
-"""How the coordinator reaches the parties: the transport contract, and the transport that keeps them in this process.
+"""How the coordinator reaches the parties: the transport contract.
 
 A :class:`Transport` delivers a message to the party it names and brings back the party's reply. Nothing else
 crosses: the coordinator never calls a party's methods or reads its attributes. Every message and every reply goes
 through the run's ledger (:class:`vcl.messages.Channel`) the same way whatever carries it, so a run's byte counts do
 not depend on the transport. What a party does with what arrives is the one party runtime's
-(:class:`vcl.runtime.PartyRuntime`), wherever the party runs; a transport only carries.
+(:class:`vcl.party.runtime.PartyRuntime`), wherever the party runs; a transport only carries.
 
 The contract, what a transport implements (docs/extending.md, "Write a transport"; the suite every transport passes,
-:mod:`vcl.testing`):
+:mod:`vcl.testing.suite`):
 
 - ``open(config, method, data, parties)`` (a class method): the transport of one run, its parties started;
 - ``deliver(requests)``: each ``(party, message)``, already counted, handed to that party's runtime; the replies (a
@@ -23,35 +23,26 @@ A transport whose parties run apart from the coordinator (``apart = True``: each
 also answers ``psi_answers``, the parties' half of the row alignment of CSV files, and may refuse a config before
 any work (``check``).
 
-:class:`LocalTransport` keeps the parties in this process. Its ``deliver`` fits the parties that received a fit
-request (a pseudo-residual, or labels) and share a learner architecture together in one vmapped pass
-(:mod:`vcl.models.concurrent`): a simulation speed-up inside the transport that no protocol knows about;
-``concurrent=False`` is the sequential reference (each party's ``handle``). :mod:`vcl.ray_transport` puts each party
-in a Ray actor; :mod:`vcl.grpc_transport` reaches parties on their own machines.
+The transports themselves live in :mod:`vcl.transports`: ``local`` keeps the parties in this process, ``ray`` puts
+each party in a Ray actor, ``grpc`` reaches parties on their own machines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vcl.messages import Channel, Labels, Message, PseudoResidual
-from vcl.runtime import PartyRuntime
-
-FIT_REQUESTS = (PseudoResidual, Labels)
-# What the local transport calls on a party besides ``handle``: the two halves of a fit, for the batched
-# executor (:func:`vcl.models.concurrent.fit_jobs`), the party's outbox of party-to-party messages, its own
-# checkpoint, and the device it trains on (results.json says where each party ran).
-LOCAL_CALLS = ("begin_fit", "finish_fit", "outgoing", "state_dict", "load_state_dict", "device")
+from vcl.messages import Channel, Message
 
 
 @dataclass
 class Parties:
     """What a transport is given to start a run's parties: their ``names`` (Alice or the coordinator's first
     counterpart first); ``here()``, which builds every one in this process; ``own(config, method, index, ids, kind,
-    num_classes)``, which builds one where it runs, from its own copy of the config (:func:`vcl.build.own_party`);
-    ``concurrent``: fit same-architecture parties together (the local transport's speed-up)."""
+    num_classes)``, which builds one where it runs, from its own copy of the config
+    (:func:`vcl.coordinator.build.own_party`); ``concurrent``: fit same-architecture parties together (the local
+    transport's speed-up)."""
 
     names: list[str]
     here: Callable[[], list]
@@ -88,8 +79,8 @@ class Transport:
     @classmethod
     def psi_answers(cls, config, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:
         """(``apart`` transports) Each party's but Alice's half of the row alignment of CSV files: its answer to
-        Alice's blinded IDs, read from its own file where it runs (:func:`vcl.psi.answer_from_file`); ``new``: its
-        file of new people (``data.predict_files``, for ``train.py predict``)."""
+        Alice's blinded IDs, read from its own file where it runs (:func:`vcl.alignment.psi.answer_from_file`);
+        ``new``: its file of new people (``data.predict_files``, for ``train.py predict``)."""
         raise NotImplementedError(f"{cls.__name__} runs the parties in this process, which reads every file")
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
@@ -99,12 +90,12 @@ class Transport:
 
     def relay(self, parties: list[str]) -> None:
         """Hand what ``parties`` addressed to other parties to their receivers, party to party
-        (:meth:`vcl.runtime.PartyRuntime.relay`), and add the ledger's line for each to ``channel``. Alice's
+        (:meth:`vcl.party.runtime.PartyRuntime.relay`), and add the ledger's line for each to ``channel``. Alice's
         coordinator never gets these messages."""
         raise NotImplementedError
 
     def each(self, op: str, args: dict[str, tuple]) -> list:
-        """Runtime operation ``op`` (one of :data:`vcl.runtime.OPS`) at every party in ``args``, with its
+        """Runtime operation ``op`` (one of :data:`vcl.party.runtime.OPS`) at every party in ``args``, with its
         arguments; the answers, in the order of ``args``."""
         raise NotImplementedError
 
@@ -163,7 +154,7 @@ class Transport:
 
     def save(self, root: Path, round_: int, run: str) -> None:
         """Every party writes its own state of ``round_`` under ``root/<name>/`` (or its own root), where it runs,
-        stamped with ``run`` (the run's identity, :attr:`vcl.runner.Run.stamp`)."""
+        stamped with ``run`` (the run's identity, :attr:`vcl.coordinator.runner.Run.stamp`)."""
         self._every("save", round_, run, root=root)
 
     def load(self, root: Path, round_: int, run: str) -> None:
@@ -201,54 +192,3 @@ def transport_class(kind: str) -> type[Transport]:
 
     path = TRANSPORTS.get(kind, kind)
     return import_class(path.replace(":", "."), f"transport.kind={kind}", Transport, "transport")
-
-
-class LocalTransport(Transport):
-    """Parties in this process. ``concurrent``: fit same-architecture parties' requests in one pass."""
-
-    def __init__(
-        self, parties: Mapping[str, object] | list, channel: Channel | None = None, concurrent=True, peer_messages=None
-    ):
-        parties = dict(parties) if isinstance(parties, Mapping) else {p.name: p for p in parties}
-        super().__init__(list(parties), channel)
-        self._runtimes = {name: PartyRuntime(party, name, peer_messages) for name, party in parties.items()}
-        self.concurrent = concurrent
-        self._stacked: dict = {}  # the parties' inputs stacked for fits together (fit_jobs), kept between rounds
-
-    @classmethod
-    def open(cls, config, method: str, data, parties: Parties) -> LocalTransport:
-        from vcl.family import family_of
-
-        return cls(parties.here(), concurrent=parties.concurrent, peer_messages=family_of(config, method).peer_messages)
-
-    def party(self, name: str):
-        """The party object itself: for what happens at the party (its own new rows) and for tests; a
-        coordinator never uses it."""
-        return self._runtimes[name].party
-
-    def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
-        fits = [i for i, (_, m) in enumerate(requests) if isinstance(m, FIT_REQUESTS)]
-        replies: list[Message | None] = [None] * len(requests)
-        if self.concurrent and len(fits) > 1:
-            parties = [self._runtimes[requests[i][0]].party for i in fits]
-            jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
-            from vcl.models.concurrent import fit_jobs
-
-            fit_jobs(jobs, concurrent=True, stacked=self._stacked)
-            for i, p, job in zip(fits, parties, jobs, strict=True):
-                replies[i] = p.finish_fit(job)
-        for i, (party, message) in enumerate(requests):
-            if replies[i] is None:
-                replies[i] = self._runtimes[party].handle(message)
-        return replies
-
-    def relay(self, parties: list[str]) -> None:
-        for party in parties:  # the ledger's tap sees each message, as it sees what the coordinator sends
-            for record in self._runtimes[party].relay(self._forward, self.names, self.channel.tap):
-                self.channel.add(record)
-
-    def _forward(self, message: Message) -> None:
-        self._runtimes[message.receiver].forward(message)
-
-    def each(self, op: str, args: dict[str, tuple]) -> list:
-        return [self._runtimes[name].call(op, *a) for name, a in args.items()]

@@ -255,8 +255,8 @@ class TransportGroup:
 
     kind: str = "local"
     """local (every party in this process), ray (one Ray actor per party, each loading only its own data), grpc
-    (each organization's party on its own machine, started there with python -m vcl.party, reached over mutual TLS),
-    or the class path of a transport of your own (my_pkg.module.MyTransport, a vcl.transport.Transport)"""
+    (each organization's party on its own machine, started there with python -m vcl.party, reached over mutual
+    TLS), or the class path of a transport of your own (my_pkg.module.MyTransport, a vcl.transport.Transport)"""
     address: str = ""
     """kind=ray: the Ray cluster to join (auto, or host:port); empty starts a local one"""
     party_cpus: PositiveFloat | list[PositiveFloat] = field(default_factory=lambda: [1.0])

@@ -1,0 +1,294 @@
+"""How a run is put together from its config: the run builder.
+
+The method's family (:class:`vcl.family.Family`) says what its runs are made of: its checks, its data module, its
+parties and its coordinator. Here is what every family shares: the device a run asks for, the transport that
+reaches its parties (in this process, one Ray actor per party, or one gRPC party process per organization, each of
+which builds its own party through :func:`own_party`), and, where parties run apart, what the coordinator loads (no
+party's features; the rows aligned by private set intersection) and what each party loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from vcl.config import RunConfig
+from vcl.datamodules.grid import GridData
+from vcl.datamodules.overlap import OverlapData
+from vcl.datamodules.tabular import FeatureView, VerticalData
+from vcl.errors import VCLInputError
+from vcl.family import compare_methods, family_name, family_of, methods_of
+from vcl.transport import Parties, Transport, transport_class
+
+if TYPE_CHECKING:
+    from vcl.protocol import Protocol
+
+
+def resolve_device(name: str, option: str = "run.device") -> torch.device:
+    """The device ``name`` (``auto``: a GPU if one is visible) on this machine; one sentence naming ``option`` if it
+    is no device or a GPU this machine does not have."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise VCLInputError(f"{option}={name!r} is not a device; use cpu, cuda, cuda:N or auto.") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise VCLInputError(f"{option}={name!r} but no such CUDA device is visible; use cpu or auto.")
+    return device
+
+
+def per_organization(values: list, count: int, what: str, who: str = "organizations") -> list:
+    """One setting for all organizations, or one each; ``gb-svm`` = GB for the first half, SVM after."""
+    if len(values) == 1 and values[0] == "gb-svm":
+        return ["gb"] * (count // 2) + ["svm"] * (count - count // 2)
+    if len(values) == 1:
+        return list(values) * count
+    if len(values) != count:
+        raise VCLInputError(f"{what} lists {len(values)} values for {count} {who}; give 1 or {count}.")
+    return list(values)
+
+
+def open_transport(config: RunConfig, method: str, data, names: list[str], parties, concurrent=False) -> Transport:
+    """How the coordinator reaches ``method``'s parties ``names``: the transport ``transport.kind`` names, given
+    ``parties()`` (which builds them in this process) and :func:`own_party` (which builds one where it runs);
+    ``concurrent``: the local transport's batched fits."""
+    dirs = per_organization(config.transport.party_dirs, len(names), "transport.party_dirs", who="parties")
+    cls = transport_class(config.transport.kind)
+    transport = cls.open(config, method, data, Parties(list(names), parties, own_party, concurrent))
+    transport.skip_missing = config.run.missing_parties == "skip"
+    transport.relays = bool(family_of(config, method).peer_messages)  # GAL's parties send each other nothing
+    transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
+    return transport
+
+
+def shared_data_options(config: RunConfig) -> dict:
+    """What every data module takes from the ``data`` group alike."""
+    d = config.data
+    from vcl.datamodules.tabular import Resampling
+
+    return {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction,
+            "resample": Resampling(d.folds, d.fold, d.bootstrap)}  # fmt: skip
+
+
+# --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---
+def build_protocol(config: RunConfig, data, method: str | None = None) -> Protocol:
+    """``method``'s protocol (default: the config's), built by its family from the config and the data."""
+    method = method or config.method
+    return family_of(config, method).build(config, data, method)
+
+
+def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
+    """The data module the config's method reads (``only``, ``ids``: one CSV organization's file alone)."""
+    return family_of(config).datamodule(config, only, ids)
+
+
+def own_party(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int):
+    """Party ``index`` of ``method``, built in its own process from the config (a Ray actor, a gRPC party)."""
+    family = family_of(config, method)
+    if family.party_loads_all_data:  # it keeps its own part at once (the experimenter keeps everything)
+        dm = family.datamodule(config)
+        dm.setup()
+        data = dm.data
+    else:
+        data = party_data(config, method, index, ids, kind, num_classes)
+    return family.parties(config, method, data, only=index)[0]
+
+
+SKIPS_MISSING = ("gal", "al", "alone")  # the methods whose rounds go on without an organization that is down
+
+
+def check_config(config: RunConfig) -> None:
+    """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded)."""
+    from vcl.datamodules.csv_files import csv_policies
+
+    own = family_of(config)
+    for m in compare_methods(config):
+        if m not in methods_of(config):
+            mine, name = ", ".join(methods_of(config)), family_name(config.method)
+            raise VCLInputError(
+                f"compare lists {m!r} beside method={config.method!r}, which is {name}; methods of different "
+                f"families split the data differently, so compare it with {name}'s own: {mine}."
+            )
+    if config.data.dataset == "csv":
+        csv_policies(config.data.categorical, config.data.missing, len(config.data.csv_files) or 1)
+    skipping = [m for m in (config.method, *compare_methods(config)) if m not in SKIPS_MISSING]
+    if config.run.missing_parties == "skip" and skipping:
+        raise VCLInputError(
+            f"run.missing_parties=skip: method {skipping[0]} cannot leave an organization out of a round yet; use it "
+            f"with {', '.join(SKIPS_MISSING)} (compare included), or run.missing_parties=fail."
+        )
+    if config.data.module:
+        if own.party_loads_all_data:
+            raise VCLInputError(
+                f"data.module gives organizations' column views, which the GAL and ASCII methods read; {own.name}'s "
+                f"method {config.method!r} splits its data itself: leave data.module empty and name data.dataset."
+            )
+        from vcl.datamodules.user import build_datamodule
+
+        build_datamodule(config.data.module)  # the class imports and takes its init_args, before any work
+    resolve_device(config.run.device)
+    own.own_options(config)
+    own.check(config)
+    transport_class(config.transport.kind).check(config)
+
+
+# --- where parties run apart (transport.kind: ray or grpc): what the coordinator and each party load ---
+def hollow(view: FeatureView) -> FeatureView:
+    """A party's name without its data: what the coordinator knows of a party that runs elsewhere."""
+    return FeatureView(view.name, [], {})
+
+
+def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> VerticalData:
+    """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
+
+    For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
+    process (on its node) for the row alignment; ``ids``: the rows a run aligned already (kept in its checkpoint:
+    ``train.py predict`` rebuilds the parties on the training rows without aligning them again).
+    """
+    if config.data.dataset != "csv" or config.data.module:
+        dm = datamodule_for(config)
+        dm.setup()
+        if config.data.module:
+            from vcl.datamodules.user import check_vertical
+
+            check_vertical(dm)
+        data = dm.data
+        if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
+            parties = [[hollow(v) for v in row] for row in data.parties]
+            return replace(data, parties=parties, group_labels=[], public=torch.empty(0))
+        if isinstance(data, OverlapData):  # MPDL: C's view: each party's width and image layout, labels for metrics
+            a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
+            return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
+        return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
+    from vcl.datamodules.csv_files import aligned, csv_ids, csv_policies, shared_ids
+
+    d = config.data
+    if not d.csv_files:
+        raise VCLInputError(
+            "data.dataset=csv needs data.csv_files: one CSV per organization, Alice's (with the label) first."
+        )
+    drop = [m == "drop" for _, m in csv_policies(d.categorical, d.missing, len(d.csv_files))]
+    names = [Path(f).stem for f in d.csv_files]
+    places = None
+    if ids is None:
+        own = csv_ids(d.csv_files[0], d.id_column, drop[0], d.label_column, keep=True)  # loaded below
+        lists, offered_at = psi_with_parties(config, names, own, drop)
+        keys, rows = aligned(lists, id_column=d.id_column, dropped=any(drop))
+        ids, places = keys.to_pylist(), {name: at[r] for (name, at), r in zip(offered_at.items(), rows, strict=True)}
+    new_ids = None
+    if d.predict_files:  # train.py predict: the new people's rows are aligned as the training rows were
+        own = csv_ids(d.predict_files[0], d.id_column, drop[0], d.label_column)
+        new_ids = shared_ids(psi_with_parties(config, names, own, drop, new=True)[0], d.id_column, any(drop), least=1)
+    dm = datamodule_for(config, only=0, ids=ids if new_ids is None else {"rows": ids, "new": new_ids})
+    dm.setup()
+    alice = dm.data
+    views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in d.csv_files[1:]]
+    return VerticalData(
+        views, alice.labels, alice.task, alice.num_classes, ids=ids, new_ids=new_ids, classes=alice.classes,
+        places=places,
+    )  # fmt: skip
+
+
+def party_ids(data):
+    """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
+    ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``), each as one Arrow array of texts
+    (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side)."""
+    from vcl.datamodules.reading import string_array
+
+    ids, new = (getattr(data, key, None) for key in ("ids", "new_ids"))
+    ids, new = (None if i is None else string_array(i) for i in (ids, new))
+    return ids if new is None else {"rows": ids, "new": new}
+
+
+def psi_with_parties(
+    config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False
+) -> tuple[list, dict]:
+    """Alice's IDs, then for each other party the part of them it holds too, by private set intersection (star:
+    Alice and each party, :mod:`vcl.alignment.psi`): each party reads its own file where it runs (its Ray node, or its
+    machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice.
+    ``new``: the files of new people (``data.predict_files``, ``train.py predict``). Each list an Arrow array of
+    texts, in Alice's file order (:func:`vcl.datamodules.csv_files.shared_ids` intersects and sorts them).
+    With them, by party (those that answered, Alice first), the place of each of its list's IDs in that party's
+    PSI offer (Alice's: the index among her IDs): sent back with its Setup, a party takes its rows from them
+    instead of looking up every ID (it checks them; :func:`vcl.datamodules.reading.use_places`)."""
+    import numpy as np
+
+    from vcl.alignment.psi import PSISide
+    from vcl.datamodules.reading import string_array
+    from vcl.errors import PartyLost
+
+    alice = PSISide(names[0], own)
+    offer = alice.offer()
+    answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer, new)
+    lists, places = [string_array(own)], {names[0]: np.arange(len(own))}
+    for name, answer in zip(names[1:], answers, strict=True):
+        if isinstance(answer, PartyLost):  # a party that is down (run.missing_parties: skip) aligns nothing
+            if config.run.missing_parties != "skip":
+                raise answer
+            continue
+        alice.answer(answer["offer"])  # the party's IDs blinded by both (kept inside Alice's side)
+        rows, places[name] = alice.shared(answer["twice"])
+        lists.append(lists[0].take(rows))
+    return lists, places
+
+
+_LAST_LOADED: list = []  # the CSV data this process loaded last, as a party: [(its key, its IDs, the data)]
+
+
+def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
+    """What party ``index`` loads in its own process: its own view (every view for Joint, which is one
+    party holding every feature), no labels (they come, if at all, in messages). A CSV party set up again for a
+    run of the same config on the same rows (a ``--compare`` method after the main one) takes the data it loaded
+    for the run before, as one process running every party does, unless its file changed meanwhile."""
+    everything = method in ("joint", "oracle")
+    if config.data.dataset == "csv" and not everything:
+        key = _loaded_key(config, index, kind, num_classes)
+        if _LAST_LOADED and _LAST_LOADED[0][0] == key and _same_ids(_LAST_LOADED[0][1], ids):
+            return _own_splits(_LAST_LOADED[0][2])
+        _LAST_LOADED.clear()
+        dm = datamodule_for(config, only=index, ids=ids)
+        dm.setup()
+        views = [FeatureView(Path(f).stem, [], {}) for f in config.data.csv_files]
+        views[index] = dm.data.views[0]
+        data = VerticalData(views, {}, kind, num_classes, new_ids=dm.data.new_ids)
+        _LAST_LOADED.append((key, ids, data))
+        return _own_splits(data)
+    dm = datamodule_for(config, ids=ids) if config.data.dataset == "csv" else datamodule_for(config)
+    dm.setup()
+    data = dm.data
+    views = [v if everything or m == index else hollow(v) for m, v in enumerate(data.views)]
+    return VerticalData(views, {}, kind, num_classes, joint=data.joint if everything else None)
+
+
+def _loaded_key(config: RunConfig, index: int, kind: str, num_classes: int) -> str:
+    """What a CSV party's data follow from: the whole config, its place, the task, and its files' versions."""
+    import json
+
+    from vcl.datamodules.reading import file_version
+
+    d = config.data
+    files = [d.csv_files[index], *(d.predict_files[index : index + 1] if d.predict_files else [])]
+    versions = [file_version(Path(f)) for f in files]
+    return json.dumps([config.to_dict(), index, kind, num_classes, versions], sort_keys=True, default=str)
+
+
+def _same_ids(a, b) -> bool:
+    """Whether two alignments a party was sent name the same rows (IDs as Arrow arrays or lists; dicts of them)."""
+    from vcl.datamodules.reading import string_array
+
+    if isinstance(a, dict) or isinstance(b, dict):
+        both = isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
+        return both and all(_same_ids(a[k], b[k]) for k in a)
+    if a is None or b is None:
+        return a is b
+    return string_array(a).equals(string_array(b))
+
+
+def _own_splits(data: VerticalData) -> VerticalData:
+    """``data`` with each view's splits in a dict of its own (a run may add a split, ``new``; the tensors are shared,
+    and nothing writes into them)."""
+    return replace(data, views=[replace(v, splits=dict(v.splits)) for v in data.views])

@@ -1,0 +1,442 @@
+"""One config in, one run out: data → organizations → protocol rounds → results.json.
+
+The run directory holds ``results.json`` (written atomically, only when the run completes),
+``checkpoints/last.ckpt`` (after every round) and ``tensorboard/`` events. ``resume=True`` continues
+from the checkpoint and ends with exactly the results of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+from vcl.callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
+from vcl.config import RunConfig, identity_differs
+from vcl.coordinator.build import build_protocol, check_config, datamodule_for
+from vcl.coordinator.results import kept_records, prediction_stage
+from vcl.coordinator.rundir import PARTIES, RunDirectory, atomic_write_json
+from vcl.engine.progress import round_bar
+from vcl.errors import OutOfMemory, PartyLost, VCLInputError
+from vcl.family import compare_methods
+from vcl.messages import EXPERIMENTER
+from vcl.protocol import Protocol
+from vcl.storage.checkpoints import load_checkpoint, pack_ids
+from vcl.transport import transport_class
+
+
+class Run:
+    """The state callbacks see: config, protocol, per-round records, and the run directory."""
+
+    def __init__(self, config: RunConfig, protocol: Protocol, out_dir: Path, verbose: bool = True):
+        self.config = config
+        self.protocol = protocol
+        self.out_dir = out_dir
+        self.records: list[dict] = []
+        self.should_stop = False
+        self.round_seconds: list[float] = []  # each round's wall seconds, in order (resumed runs: all rounds)
+        self.data_seconds: float | None = None  # this process's reading, aligning and preparing of the data
+        self.verbose = verbose
+        self.saved_round: int | None = None  # the last round whose checkpoint is on disk
+        self.run_id = secrets.token_hex(8)  # this run's own name, in every checkpoint it writes (kept on resume)
+        self.data_digest: dict = {}  # the transport and the digest of the data it gave this process (data_digest)
+        self.ids: dict | None = None  # dataset=csv: the aligned row IDs (Alice holds them, packed), kept for predict
+
+    @property
+    def metric_name(self) -> str:
+        return self.protocol.task.metric_name
+
+    @property
+    def organization_names(self) -> list[str]:
+        return [n for n in self.protocol.federation.names if n != EXPERIMENTER]
+
+    def log(self, line: str) -> None:
+        if self.verbose:
+            print(line, flush=True)
+
+    def record_round(self, record: dict) -> dict:
+        channel = self.protocol.federation.channel
+        metrics = self.protocol.evaluate()
+        auroc = self.protocol.auroc(splits=list(metrics))  # a binary task's, beside its accuracy
+        record = {
+            **record,
+            "metrics": metrics,
+            **({"auroc": auroc} if auroc else {}),
+            "bytes_sent": channel.bytes_by_round().get(record["round"], 0),
+        }
+        self.records.append(record)
+        return record
+
+    @property
+    def stamp(self) -> str:
+        """What binds a party's checkpoint to this run: the run's name and its settings' digest."""
+        return run_stamp(self.run_id, self.config)
+
+    def checkpoint(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "data": self.data_digest,
+            "identity": self.config.identity(),
+            "protocol": self.protocol.state_dict(),
+            "records": self.records,
+            "round_seconds": self.round_seconds,
+            **({"ids": self.ids} if self.ids is not None else {}),
+        }
+
+    def results(self, compare: dict) -> dict:
+        """Metrics of the models the run keeps (:mod:`vcl.coordinator.results`), with the prediction stage's."""
+        channel = self.protocol.federation.channel
+        sent = channel.total_bytes()  # the rounds' messages; the prediction stage's are counted apart
+        task, (recs, kept) = self.protocol.task, kept_records(self.protocol, self.records)
+        tests = [r["metrics"]["test"] for r in recs]
+        best = max(tests) if task.higher_is_better else min(tests)
+        if "val" in recs[-1]["metrics"]:
+            vals = [r["metrics"]["val"] for r in recs]
+            pick = vals.index(max(vals) if task.higher_is_better else min(vals))
+            selection = "validation"
+        else:
+            pick, selection = len(recs) - 1, "final round"
+        stage, stage_round = prediction_stage(self.protocol, recs[pick]["round"], kept)
+        return {
+            "method": self.protocol.name,
+            "dataset": self.config.data.dataset,
+            "metric": task.metric_name,
+            "organizations": self.organization_names,
+            "value": tests[pick],
+            "value_round": recs[pick]["round"],
+            "value_selection": selection,
+            "best_value": best,
+            **({"auroc": recs[pick]["auroc"]} if "auroc" in recs[pick] else {}),  # binary tasks: at value_round
+            "final": recs[-1]["metrics"],
+            "prediction_stage": stage,
+            "prediction_stage_round": stage_round,
+            "rounds": recs,
+            "bytes_sent": sent,
+            "prediction_bytes": channel.total_bytes() - sent,
+            "seconds": sum(self.round_seconds),
+            "round_seconds": list(self.round_seconds),
+            **({"data_seconds": self.data_seconds} if self.data_seconds is not None else {}),
+            "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
+            **self.missing(recs),
+            **self.protocol.summary(recs),  # GAL's: what the other organizations read of Alice's labels and residuals
+            "transport": self.config.transport.kind,
+            "parties": self.protocol.federation.transport.where(),  # where each party ran
+            "coordinator_pid": os.getpid(),
+            "compare": dict(compare),
+            "config": self.config.to_dict(),
+        }
+
+    def missing(self, records: list[dict]) -> dict:
+        """With ``run.missing_parties: skip``: the rounds each organization was left out of, and those left out of
+        the prediction stage."""
+        if self.config.run.missing_parties != "skip":
+            return {}
+        rounds: dict[str, list[int]] = {}
+        for record in records:
+            for name in record.get("missing", []):
+                rounds.setdefault(name, []).append(record["round"])
+        return {"missing_rounds": rounds, "missing_at_prediction": self.protocol.federation.missing()}
+
+
+DIGEST = "sha256"  # SHA-NI makes it ~3x BLAKE2b's speed on x86 (256 MB: 0.17 s against 0.46 s); before: blake2b
+
+
+def data_digest(data, algorithm: str = DIGEST) -> str:
+    """A digest of the data the coordinating process holds (every party's under the local transport; Alice's labels,
+    the row IDs and the parties' names under ray): tensors and arrays by dtype, shape and bytes, dataclasses, dicts
+    and lists by their contents. A run resumed on the same transport must find the same data its checkpoint was made
+    with (on the other transport the coordinator holds other data, and the check is skipped): :func:`data_differ`."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    digest = hashlib.blake2b(digest_size=16) if algorithm == "blake2b" else hashlib.sha256()
+
+    def feed(value) -> None:
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().contiguous().numpy()
+        if isinstance(value, np.ndarray):
+            digest.update(f"{value.dtype}{value.shape}".encode())
+            digest.update(np.ascontiguousarray(value).data if value.dtype != object else repr(value).encode())
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                if f.metadata.get("digest") is False:  # a hint, not data (VerticalData.places)
+                    continue
+                digest.update(f.name.encode())
+                feed(getattr(value, f.name))
+        elif isinstance(value, dict):
+            for key in sorted(value, key=str):
+                digest.update(str(key).encode())
+                feed(value[key])
+        elif isinstance(value, list | tuple):
+            digest.update(f"[{len(value)}".encode())
+            if value and all(type(item) is str for item in value):  # row IDs: the same bytes, in one update
+                digest.update("".join(map(repr, value)).encode())
+                return
+            for item in value:
+                feed(item)
+        else:
+            digest.update(repr(value).encode())
+
+    feed(data)
+    return digest.hexdigest()[:32]
+
+
+def kept_digest(config: RunConfig, data) -> dict:
+    """What a checkpoint keeps of the data (:func:`data_digest`): the transport, the algorithm and the digest."""
+    return {"transport": config.transport.kind, "hash": DIGEST, "digest": data_digest(data)}
+
+
+def data_differ(kept: dict, config: RunConfig, data) -> bool:
+    """Whether ``data`` differ from those a checkpoint's ``kept`` digest was made from, on the same transport (a
+    checkpoint of an earlier version digested with BLAKE2b and names no algorithm)."""
+    if kept.get("transport") != config.transport.kind:
+        return False
+    return kept.get("digest") != data_digest(data, kept.get("hash", "blake2b"))
+
+
+OUT_OF_MEMORY = ("can't allocate memory", "out of memory")  # torch's words for a failed allocation
+
+
+def run_stamp(run_id: str, config: RunConfig) -> str:
+    """``<run id>/<digest of the settings a resume must share>``, stamped on every party checkpoint."""
+    settings = json.dumps(config.identity(), sort_keys=True, default=str)
+    return f"{run_id}/{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
+
+
+def default_callbacks(config: RunConfig, verbose: bool) -> list[RoundCallback]:
+    cbs: list[RoundCallback] = [TensorBoardRounds(), RoundCheckpoint()]
+    if verbose:
+        cbs.insert(0, ProgressTable())
+    if config.gal.early_stop_eta > 0:
+        cbs.append(EarlyStopOnEta(config.gal.early_stop_eta))
+    return cbs
+
+
+def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> None:
+    with long_lived_frozen():
+        for _ in rounds(run, callbacks, max_rounds):
+            pass
+
+
+@contextmanager
+def long_lived_frozen():
+    """Inside, the objects that exist on entry (imported code, the data, the parties) are out of the cyclic garbage
+    collector's scans (``gc.freeze``): a full collection during the rounds then looks only at what the rounds made.
+    With torch imported such a collection took 40-120 ms, and rounds that build a learner per organization set one
+    off every few rounds at M = 64. Nothing is frozen if something else froze objects already."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Iterator[dict]:
+    """The run's rounds up to ``max_rounds``, one per ``next``: each is timed (``run.round_seconds``), recorded,
+    passed to the callbacks and yielded. Round 0's record (no training) comes first, untimed and not yielded.
+    :func:`run_rounds` runs them all; :class:`vcl.coordinator.sweep.Interleaved` steps several runs in turn."""
+    for cb in callbacks:
+        cb.on_run_start(run)
+    if not run.records:
+        record = run.record_round(run.protocol._record())  # round 0: F⁰
+        for cb in callbacks:
+            cb.on_round_end(run, record)
+    limit = min(max_rounds, run.protocol.max_rounds or max_rounds)
+    while run.protocol.round < limit and not run.should_stop and not run.protocol.stopped:
+        start = time.perf_counter()
+        with round_bar(f"round {run.protocol.round + 1}: local training", run.verbose and sys.stdout.isatty()):
+            record = run.protocol.run_round()
+        run.round_seconds.append(time.perf_counter() - start)
+        record = run.record_round(record)
+        for cb in callbacks:
+            cb.on_round_end(run, record)
+        if run.protocol.stopped:
+            run.log(f"stopped at round {run.protocol.round}: {run.protocol.stopped}")
+        yield record
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during the rounds; ``saved_round`` is the last round whose checkpoint is on disk.
+    ``completed``: it came after the run had written its results (the run is whole)."""
+
+    def __init__(self, saved_round: int | None, out_dir: Path, completed: bool = False):
+        super().__init__(f"interrupted after round {saved_round}")
+        self.saved_round, self.out_dir, self.completed = saved_round, out_dir, completed
+
+
+def train(
+    config: RunConfig,
+    resume: bool = False,
+    verbose: bool = True,
+    callbacks: list[RoundCallback] | None = None,
+    write: bool = True,
+    overwrite: bool = False,
+) -> dict:
+    """Run ``config`` (and its ``compare`` methods) and return the results written to results.json.
+
+    Every input is checked before work starts; ``--out`` is locked for the run (:mod:`vcl.coordinator.rundir`), and a
+    directory that already holds files needs ``resume`` or ``overwrite``. ``write=False`` touches no file.
+    """
+    done: list[dict] = []  # the results, once they are written
+    try:
+        return _train(config, resume, verbose, callbacks, write, overwrite, done)
+    except KeyboardInterrupt:
+        if not done:
+            raise
+        rounds = done[0]["rounds"]
+        raise RunInterrupted(rounds[-1]["round"] if rounds else None, config.run_dir, completed=True) from None
+
+
+def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> dict:
+    check_config(config)
+    out_dir = config.run_dir
+    here = config.transport.kind == "local" or (config.transport.kind == "ray" and not config.transport.address)
+    party_roots = config.transport.party_dirs if here else ()
+    rundir = RunDirectory(out_dir, resume=resume, overwrite=overwrite, party_roots=party_roots) if write else None
+    if rundir is not None:
+        rundir.check()
+    with rundir if rundir is not None else nullcontext():
+        state = _resume_state(config, out_dir) if resume else None
+        try:  # the row alignment and the parties' set-up may find a party unreachable (transport: grpc)
+            started = time.perf_counter()
+            data = run_data(config)
+            data_seconds = time.perf_counter() - started
+            digest = kept_digest(config, data) if write else {}
+            if state is not None and data_differ(state["data"], config, data):
+                raise VCLInputError(
+                    f"--resume: the data differ from those the checkpoint in {out_dir} was made with (rows, labels or "
+                    "features changed); resume with the original data, or start afresh with --overwrite."
+                )
+            protocol = build_protocol(config, data)
+        except PartyLost as err:
+            err.saved_round, err.out_dir = (state["protocol"]["round"] if state else None), out_dir
+            raise
+        run = Run(config, protocol, out_dir, verbose)
+        ids = getattr(data, "ids", None)
+        run.data_digest, run.ids = digest, (pack_ids(ids) if ids is not None else None)
+        run.data_seconds = data_seconds
+        if callbacks is None:
+            callbacks = default_callbacks(config, verbose) if write else []
+        try:  # the rounds and the kept models' metrics; then the parties go, before a comparison's start
+            if rundir is not None:
+                rundir.begin()
+                protocol.federation.transport.open_logs(out_dir / PARTIES)
+            if state is not None:
+                run.run_id = state["run_id"]
+                restore(protocol, state, out_dir, config)
+                run.records, run.round_seconds = state["records"], state["round_seconds"]
+                run.saved_round = protocol.round
+                run.log(f"resumed {out_dir} at round {protocol.round}")
+            try:
+                run_rounds(run, callbacks, config.run.rounds)
+                results = run.results({})
+                for cb in callbacks:
+                    cb.on_run_end(run, results)
+            finally:
+                for cb in callbacks:
+                    cb.teardown(run)
+        except KeyboardInterrupt:
+            raise RunInterrupted(run.saved_round, out_dir) from None
+        except PartyLost as err:
+            err.saved_round, err.out_dir = run.saved_round, out_dir
+            raise
+        except (MemoryError, RuntimeError) as err:
+            if isinstance(err, MemoryError) or any(words in str(err) for words in OUT_OF_MEMORY):
+                raise OutOfMemory(str(err).strip().splitlines()[0][:200] if str(err).strip() else "") from None
+            raise
+        finally:
+            protocol.federation.transport.close()
+        for method in compare_methods(config):
+            if method == config.method:
+                continue
+            other = Run(config, build_protocol(config, data, method), out_dir, verbose=False)
+            board = [TensorBoardRounds(fresh=True)] if write else []  # its own TensorBoard run, beside the main
+            try:
+                run_rounds(other, board, config.run.rounds)
+                results["compare"][method] = other.results({})
+                for cb in board:
+                    cb.on_run_end(other, results["compare"][method])
+            finally:
+                for cb in board:
+                    cb.teardown(other)
+                other.protocol.federation.transport.close()
+            results["compare"][method].pop("config")
+        if write:
+            atomic_write_json(results, out_dir / "results.json")
+        done.append(results)
+    if verbose or write:
+        summary(results)
+    return results
+
+
+def restore(protocol: Protocol, state: dict, out_dir: Path, config: RunConfig) -> None:
+    """``protocol`` and its parties as the checkpoint ``state`` of the run in ``out_dir`` left them: each party reads
+    its own files where it runs (unless the coordinator's checkpoint holds every party's), then Alice's side.
+    ``--resume`` and ``train.py predict`` (:class:`vcl.use.predict.Deployed`) both start from it."""
+    if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
+        stamp = run_stamp(state["run_id"], config)
+        protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"], stamp)
+    protocol.load_state_dict(state["protocol"])
+
+
+def run_data(config: RunConfig, ids: list[str] | None = None):
+    """What the coordinating process holds of a checked config's data: all of it for the local transport (every
+    data error is raised here, before training), Alice's labels and the parties' names for the ray transport.
+    ``ids``: the rows aligned already (a run's checkpoint keeps them), where parties run apart."""
+    if transport_class(config.transport.kind).apart:
+        from vcl.coordinator.build import coordinator_data
+
+        return coordinator_data(config, ids)
+    dm = datamodule_for(config)
+    dm.setup()
+    if config.data.module:
+        from vcl.datamodules.user import check_vertical
+
+        check_vertical(dm)
+    return dm.data
+
+
+def _resume_state(config: RunConfig, out_dir: Path) -> dict:
+    """The checkpoint to continue from, after checking it belongs to this config and stops no later than it."""
+    ckpt_path = out_dir / "checkpoints" / RoundCheckpoint.filename
+    if not ckpt_path.is_file():
+        raise VCLInputError(
+            f"--resume: no checkpoint at {ckpt_path}; start the run without --resume or point --out at it."
+        )
+    state = load_checkpoint(ckpt_path)
+    diff = identity_differs(state["identity"], config.identity())
+    if diff:
+        raise VCLInputError(
+            f"--resume: the checkpoint in {out_dir} was made with other settings ({', '.join(diff) or 'unknown'}); "
+            "resume with the same config or use another --out."
+        )
+    done = state["records"][-1]["round"] if state["records"] else 0
+    if config.run.rounds < done:
+        raise VCLInputError(
+            f"--resume: run.rounds={config.run.rounds} is below the {done} rounds already run in {out_dir}; "
+            f"resume with rounds >= {done}."
+        )
+    return state
+
+
+def summary(results: dict) -> None:
+    name = results["metric"]
+    print(
+        f"{results['method']} test {name}: {results['value']:.4f} ({results['value_selection']}, round "
+        f"{results['value_round']}); best over rounds {results['best_value']:.4f}; "
+        f"{results['bytes_sent']} bytes sent; {results['seconds']:.2f} s in rounds"
+    )
+    for method, other in results["compare"].items():
+        print(f"{method:>5} test {name}: {other['value']:.4f}; best over rounds {other['best_value']:.4f}")

@@ -1,0 +1,191 @@
+"""Many runs at once: a benchmark's runs, in this process one after another, or as Ray tasks on a cluster.
+
+A :class:`Job` is one run of a config that writes no file; :func:`run_jobs` returns the jobs' records in the
+order the jobs were given, whatever order they finish in, so ``--workers 4`` writes the records
+``--workers 1`` writes (their ``seconds`` aside). Each task sizes torch's thread pool to the CPUs it was
+given: several runs sharing a machine with torch's default threads each are many times slower. An
+:class:`Interleaved` job runs several configs in one process a round at a time, in turn, for timings taken side
+by side; its result is a list of records.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Job:
+    benchmark: str
+    config: object  # vcl.config.RunConfig
+    method: str
+    model: str
+    details: Callable | None = None  # details(results) -> extra keys for the record
+    extra: dict = field(default_factory=dict)
+
+    def __call__(self) -> dict:
+        return run_record(self.benchmark, self.config, self.method, self.model, self.details, **self.extra)
+
+
+def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
+    """Run one config (no files written) and return its record."""
+    from vcl.coordinator.runner import train
+    from vcl.engine.memory import prepare_process
+
+    prepare_process()  # as the command line does
+    start = time.perf_counter()
+    res = train(cfg, verbose=False, write=False)
+    return _record(benchmark, cfg, method, model, res, time.perf_counter() - start, details, extra)
+
+
+def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: float, details, extra: dict) -> dict:
+    from vcl.methods.gal.coordinator import LEAKS
+
+    return {
+        "benchmark": benchmark,
+        "dataset": cfg.data.dataset,
+        "method": method,
+        "model": model,
+        "organizations": cfg.data.organizations,
+        "seed": cfg.run.seed,
+        "metric": res["metric"],
+        "value": res["value"],
+        "best_value": res["best_value"],
+        **({"auroc": res["auroc"]["test"]} if "test" in res.get("auroc", {}) else {}),  # binary tasks
+        **extra,
+        "seconds": seconds,
+        "seconds_per_round": seconds_per_round(res),
+        "round_seconds": res["round_seconds"],
+        "stored_parameters": res["stored_parameters"],
+        "bytes_sent": res["bytes_sent"],
+        **{k: res[k] for k in LEAKS if k in res},  # what the other organizations read (GAL's runs)
+        **(details(res) if details else {}),
+    }
+
+
+@dataclass
+class Interleaved:
+    """Several jobs run in one process a round at a time, in turn: round 1 of each in the order given, round 2 of
+    each in the reverse order, and so on; each job's record is what it gives run alone (:class:`Job`), but its
+    rounds' seconds were measured side by side with the others'. A shared machine's speed drifts by tens of
+    percent within seconds; runs of different sizes taken one after another measure that drift as much as the
+    code, and stepping them in turn in one thread puts both under the same conditions (two equal runs stepped so
+    took the same time to 1 %). Jobs' configs must compare no other method."""
+
+    jobs: list[Job]
+
+    def __call__(self) -> list[dict]:
+        from vcl.coordinator.build import build_protocol, check_config
+        from vcl.coordinator.runner import Run, long_lived_frozen, rounds, run_data
+        from vcl.engine.memory import prepare_process
+        from vcl.family import compare_methods
+
+        prepare_process()  # as the command line does
+        runs, seconds = [], [0.0] * len(self.jobs)
+        try:
+            for i, job in enumerate(self.jobs):
+                start, cfg = time.perf_counter(), job.config
+                check_config(cfg)
+                if set(compare_methods(cfg)) - {cfg.method}:
+                    raise ValueError(f"Interleaved runs one method a config; {cfg.run_dir} compares others")
+                runs.append(Run(cfg, build_protocol(cfg, run_data(cfg)), cfg.run_dir, verbose=False))
+                seconds[i] += time.perf_counter() - start
+            with long_lived_frozen():
+                steps = [rounds(run, [], run.config.run.rounds) for run in runs]
+                live, turn = list(range(len(runs))), 0
+                while live:
+                    for i in list(live) if turn % 2 == 0 else live[::-1]:
+                        start = time.perf_counter()
+                        if next(steps[i], None) is None:
+                            live.remove(i)
+                        seconds[i] += time.perf_counter() - start
+                    turn += 1
+            results = []
+            for i, run in enumerate(runs):  # the kept models' metrics (the prediction stage)
+                start = time.perf_counter()
+                results.append(run.results({}))
+                seconds[i] += time.perf_counter() - start
+        finally:
+            for run in runs:
+                run.protocol.federation.transport.close()
+        return [
+            _record(job.benchmark, job.config, job.method, job.model, res, secs, job.details, job.extra)
+            for job, res, secs in zip(self.jobs, results, seconds, strict=True)
+        ]
+
+
+def seconds_per_round(res: dict) -> float:
+    """A run's seconds per round (``res`` from :func:`vcl.coordinator.runner.train`): the median of its rounds' wall
+    seconds. The median, not the mean, so that one slow round does not set the figure: the first round pays one-time
+    costs (the process's heap grows to a round's size, ~2,500 page faults at 64 organizations on digits; the
+    learners are built) and a busy machine stalls a round now and then. Records keep every round's seconds
+    (``round_seconds``), so the mean and the first round can be read from them too."""
+    return statistics.median(res["round_seconds"]) if res["round_seconds"] else 0.0
+
+
+def report(record) -> None:
+    if isinstance(record, list):  # an Interleaved job's records
+        for one in record:
+            report(one)
+        return
+    if not isinstance(record, dict) or "value" not in record:
+        return  # a script's own job (e.g. one run giving several records) reports itself
+    extra = {k: record[k] for k in ("concurrent", "variant", "setting") if k in record}
+    print(
+        f"{record['dataset']} M={record['organizations']} {record['method']} {record['model']} {extra or ''} "
+        f"seed={record['seed']}: {record['metric']} {record['value']:.4f} (best {record['best_value']:.4f}) "
+        f"{record['seconds']:.2f}s",
+        flush=True,
+    )
+
+
+def _task(job: Callable, threads: int):
+    """``job`` with ``threads`` torch threads, here or in a Ray worker: a run's float sums depend on how many threads
+    share them, so one setting gives one set of figures whatever the parallelism (the count is restored after)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        return job()
+    finally:
+        torch.set_num_threads(before)
+
+
+def run_jobs(jobs: list[Callable], workers: int = 1, address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> list:
+    """Every job's result, in order. A job is a zero-argument callable: a :class:`Job` (its record) or a
+    script's own ``functools.partial`` of a module-level function. Here one by one (``workers=1``, no
+    address), or as Ray tasks, at most ``workers`` at once, each holding ``cpus`` CPUs and ``gpus`` GPUs (a
+    cluster at ``address``, or a local Ray instance sized to ``workers × cpus``). A job runs with ``int(cpus)``
+    torch threads either way, so ``--workers 1`` and ``--workers 2`` give the same records."""
+    threads = max(1, int(cpus))
+    if workers == 1 and not address:
+        records = []
+        for job in jobs:
+            records.append(_task(job, threads))
+            report(records[-1])
+        return records
+    import ray
+
+    if not ray.is_initialized():
+        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=max(1, round(workers * cpus)), num_gpus=None if gpus else 0, **kwargs)
+    task = ray.remote(_task).options(num_cpus=cpus, num_gpus=gpus)
+    records: list = [None] * len(jobs)
+    pending: dict = {}
+    queue = list(enumerate(jobs))
+    while queue or pending:
+        while queue and len(pending) < workers:
+            i, job = queue.pop(0)
+            pending[task.remote(job, threads)] = i
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            i = pending.pop(ref)
+            records[i] = ray.get(ref)
+            report(records[i])
+    return records

@@ -1,0 +1,370 @@
+"""The fast engine's stacked fit: one learner, or several organizations' same-architecture learners at once, in
+one pass on one device.
+
+The organizations of a GAL round are independent: each fits the same pseudo-residual on its own
+columns. When their learners are :class:`ResidualRegressor` s with the same hyper-parameters, their
+parameters are stacked (``torch.func.stack_module_state``) and trained under ``vmap`` (MLPs in fp32: one
+``baddbmm`` per layer): one batched forward/backward per step instead of M. Linear learners in fp32 are stacked
+as ``[Wᵀ; 0; b]`` and take closed-form steps (:class:`vcl.engine.loop.LinearSteps`). Inputs narrower than the widest
+are zero-padded and the matching weights start at zero, so they get zero gradient and stay zero; gradient
+clipping is per organization. The result equals fitting each learner alone (``tests/test_learners.py``).
+:func:`fit_and_predict` also gives every organization's outputs on its splits (Linear: one batched product).
+A learner fitted alone takes the same fit with M = 1 (:meth:`ResidualRegressor._fit_fast`): one fast path per
+architecture.
+
+This is a single-host execution strategy of the simulation: each organization's data and model are
+still only used to compute that organization's own fit and outputs; nothing is sent anywhere.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Callable
+
+import torch
+from pytorch_lightning.utilities.parsing import AttributeDict
+from torch import Tensor
+from torch.func import functional_call, stack_module_state, vmap
+
+from vcl.engine.loop import LinearSteps, own_rows, pack, permutations, train_epochs, unpack
+from vcl.engine.losses import local_loss, local_losses
+
+
+def concurrency_key(learner) -> tuple | None:
+    """Learners with equal keys can be fitted together (:meth:`ResidualRegressor.stack_key`); ``None`` means fit
+    alone. Kept with the learner (and its :meth:`ResidualRegressor.renewed` copies) once computed."""
+    if not hasattr(learner, "stack_key"):  # a scikit-learn learner
+        return None
+    if "_concurrency_key" not in learner.__dict__:
+        learner._concurrency_key = learner.stack_key()
+    return learner._concurrency_key
+
+
+def linear_outputs(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """``x Wᵀ + b`` in one ``addmm``: a Linear learner's prediction, whether it keeps a module or only its tensors
+    (:class:`LinearRound`), so both give the same numbers."""
+    return torch.addmm(bias, x, weight.t())
+
+
+def _first_linear(net: torch.nn.Module) -> tuple[str, torch.nn.Module]:
+    return next((n, m) for n, m in net.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)))
+
+
+def _padded_net(learner, width: int | None) -> torch.nn.Module:
+    """The learner's network, or (narrower than ``width``) a copy whose first Linear layer takes ``width`` inputs,
+    the extra weights zero. Stacking copies the parameters, so the network itself is never changed here."""
+    name, first = _first_linear(learner.net)
+    if width is None or not isinstance(first, torch.nn.Linear) or first.in_features >= width:
+        return learner.net
+    net = copy.deepcopy(learner.net)
+    name, first = _first_linear(net)
+    wide = torch.nn.Linear(width, first.out_features, device=first.weight.device)
+    with torch.no_grad():
+        wide.weight.zero_()
+        wide.weight[:, : first.in_features] = first.weight
+        wide.bias.copy_(first.bias)
+    net.set_submodule(name, wide)
+    return net
+
+
+def fit_concurrently(
+    learners: list,
+    features: list[Tensor],
+    targets: Tensor,
+    sample_weight: Tensor | None = None,
+) -> list:
+    """Train ``learners[m]`` on ``(features[m], targets)`` for every m at once; returns the learners."""
+    _check_together(learners)
+    fit_stacked(learners, features, targets, sample_weight)
+    return learners
+
+
+def _check_together(learners: list) -> None:
+    keys = {concurrency_key(lr) for lr in learners}
+    if len(keys) != 1 or None in keys:
+        raise ValueError("fit_concurrently needs fast-engine ResidualRegressors with equal hyper-parameters.")
+
+
+def fit_and_predict(
+    learners: list,
+    inputs: list[dict[str, Tensor]],
+    targets: Tensor,
+    sample_weight: Tensor | None = None,
+    stacked: dict | None = None,
+) -> dict[str, Tensor]:
+    """Train ``learners[m]`` on ``(inputs[m]["train"], targets)`` for every m at once, then predict every split of
+    ``inputs[m]`` with it: {split: (M, N, K)} float32. Linear learners predict as one batched product with their
+    stacked parameters (what each computes alone, to float rounding: tested); other learners one by one.
+    ``stacked``: a dict the caller keeps from round to round, where the organizations' zero-padded inputs stay
+    while they are the same, unchanged tensors (no stacking every round)."""
+    _check_together(learners)
+    linear = fit_stacked(learners, [i["train"] for i in inputs], targets, sample_weight, stacked)
+    if linear is None:
+        return {s: torch.stack([lr.predict(i[s]) for lr, i in zip(learners, inputs, strict=True)]) for s in inputs[0]}
+    return _linear_outputs(*linear, inputs, stacked)
+
+
+def fit_linear_rounds(
+    prototypes: list,
+    seeds: list[int],
+    inputs: list[dict[str, Tensor]],
+    targets: Tensor,
+    stacked: dict | None = None,
+) -> tuple[list[LinearRound], dict[str, Tensor]]:
+    """:func:`fit_and_predict` for Linear learners that are not made: ``prototypes[m].renewed(seeds[m])`` (one
+    Linear layer in fp32, :attr:`ResidualRegressor.linear_drawn`; equal but for their input width), fitted on
+    ``inputs[m]``. Their parameters are drawn as those copies would draw them and trained together; each
+    organization keeps a :class:`LinearRound` (its weight and bias), not a module tree. Returns them and the
+    outputs."""
+    m, k = len(prototypes), targets.shape[1]
+    dims = [i["train"].shape[1] for i in inputs]
+    width = max(dims)
+    weights, biases, generator = torch.zeros(m, k, width), torch.empty(m, k), torch.Generator()
+    for prototype, seed, d, weight, bias in zip(prototypes, seeds, dims, weights, biases, strict=True):
+        own = weight if d == width else torch.empty(k, d)  # drawn into the block where it is a whole row
+        prototype.linear_start(seed, out=(own, bias), generator=generator)
+        if d < width:
+            weight[:, :d] = own
+    start = torch.cat([weights.transpose(1, 2), biases.unsqueeze(1)], 1)  # [Wᵀ; 0; b] of each, M × (width+1) × K
+    theta, x = _fit_linear(prototypes[0], seeds, [i["train"] for i in inputs], targets, None, stacked, start)
+    rounds = [  # each its own memory (a d = 1 slice made contiguous would be a view of every organization's)
+        LinearRound(prototype, seed, own[:d].t().clone(memory_format=torch.contiguous_format), own[-1].clone())
+        for prototype, seed, own, d in zip(prototypes, seeds, theta, dims, strict=True)
+    ]
+    return rounds, _linear_outputs(theta, x, inputs, stacked)
+
+
+def _linear_outputs(theta: Tensor, x: Tensor, inputs: list[dict[str, Tensor]], stacked) -> dict[str, Tensor]:
+    """Every split's outputs of the stacked Linear models ``theta`` (M × (d+1) × K): one batched product each."""
+    return {
+        s: torch.bmm(x if s == "train" else _padded([i[s] for i in inputs], x.shape[-1], True, stacked), theta)
+        for s in inputs[0]
+    }
+
+
+def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -> tuple[Tensor, Tensor] | None:
+    """Fit :attr:`~ResidualRegressor.stackable` learners of one architecture and hyper-parameters (but their seeds
+    and input widths) together, in training mode, one or many; for Linear learners returns their trained
+    ``[Wᵀ; 0; b]`` stack and the padded training inputs (:func:`_fit_linear`), else None."""
+    for learner in learners:
+        learner.train()
+    hp = learners[0].hparams
+    device = targets.device
+    n, m = targets.shape[0], len(learners)
+    seeds = [lr.hparams.seed for lr in learners]
+    if learners[0]._linear_layer() is not None and features[0].dim() == 2:
+        layers = [lr.to(device)._linear_layer() for lr in learners]
+        width = max(f.shape[1] for f in features)
+        start = torch.stack([pack(layer, width) for layer in layers])  # [Wᵀ; 0; b] of each, M × (width+1) × K
+        theta, x = _fit_linear(learners[0], seeds, features, targets, sample_weight, stacked, start)
+        unpack(theta, layers)
+        return theta, x
+    schedule = _schedule(learners[0], seeds, n, device)
+    y_all = targets.expand(m, *targets.shape)
+    w_all = None if sample_weight is None else sample_weight.expand(m, n)
+    if features[0].dim() == 2:  # rows: zero-pad to the widest organization
+        width = max(f.shape[1] for f in features)
+        x = _padded(features, width, stacked=stacked)  # M,N,d
+    else:  # images of one shape
+        width = None
+        x = torch.stack(features)  # M,N,C,H,W
+    nets = [_padded_net(lr.to(device), width) for lr in learners]
+    params, buffers = stack_module_state(nets)
+    base = copy.deepcopy(nets[0]).to("meta")
+    stacked = _stacked_forward(base) if hp.precision == "32-true" else None  # autocast casts vmap's linear its way
+    forward = stacked or vmap(lambda p, b, xi: functional_call(base, (p, b), (xi,)))
+    steps = learners[0].steps(params.values(), device, clip_with=_clip_per_model)
+
+    def loss(epoch: int, idx) -> Tensor:
+        wb = None if w_all is None else own_rows(w_all, idx)
+        return local_loss(forward(params, buffers, own_rows(x, idx)).float(), own_rows(y_all, idx), hp.loss, wb)
+
+    train_epochs(steps, hp.epochs, schedule, loss, models=m)
+    with torch.no_grad():
+        for i, lr in enumerate(learners):
+            for name, p in (*lr.net.named_parameters(), *lr.net.named_buffers()):
+                stacked = params[name][i] if name in params else buffers[name][i]
+                p.copy_(stacked[tuple(slice(0, d) for d in p.shape)])  # drop the zero padding
+    return None
+
+
+PERMUTATION_BYTES = 64 * 2**20  # the most one block of drawn permutations holds (its epochs are drawn at once)
+
+
+def _schedule(learner, seeds: list[int], n: int, device) -> Callable[[int], list]:
+    """An epoch's minibatches of every organization, as each learner of ``learner``'s kind with its own seed would
+    draw them alone: row indices (M, B), or slices when batches are in order (the same for all epochs, computed
+    once). The epochs' permutations are drawn a block of epochs at a time (:func:`vcl.engine.loop.permutations`), as
+    many as fit in ``PERMUTATION_BYTES`` (all of a small fit's at once; two of M = 8 at 10^6 rows): each generator
+    continues its own stream, so the numbers are those drawn all at once, in bounded memory."""
+    block: dict[int, Tensor] = {}
+    gens: list[torch.Generator] = []
+    in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
+    dtype = torch.int32 if n < 2**31 else torch.long  # own_rows widens its flat row numbers if need be
+
+    def drawn(epoch: int) -> Tensor:  # this epoch's permutations, drawing the next block when it starts
+        if epoch not in block:
+            if not gens:
+                gens.extend(torch.Generator(device="cpu").manual_seed(seed) for seed in seeds)
+            per_epoch = len(seeds) * n * torch.empty((), dtype=dtype).element_size()
+            count = max(1, min(learner.hparams.epochs - epoch, PERMUTATION_BYTES // per_epoch))
+            block.clear()
+            block.update(enumerate(permutations(n, gens, count, dtype), start=epoch))
+        return block[epoch]
+
+    def schedule(epoch: int) -> list:
+        if in_order:
+            return in_order
+        pieces = learner.schedule(n, lambda: drawn(epoch), device)
+        if not pieces or isinstance(pieces[0], slice):  # in order, nothing drawn: the same for all epochs
+            in_order.extend(pieces)
+        return pieces
+
+    return schedule
+
+
+def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dict | None = None) -> Tensor:
+    """Rows zero-padded to ``width`` columns, stacked: M × N × width; ``ones``: the last column is ones instead.
+    Kept in ``stacked`` (its last four) and taken from there while ``features`` are the same tensors, unchanged; a
+    single learner's rows of that width are a view of them."""
+    if len(features) == 1 and not ones and features[0].shape[1] == width and features[0].is_contiguous():
+        return features[0].unsqueeze(0)  # one learner's own rows, as they are: no copy
+    key = (width, ones, *map(id, features))
+    if stacked is not None and key in stacked:
+        kept, versions, x = stacked[key]
+        if all(f is k and f._version == v for f, k, v in zip(features, kept, versions, strict=True)):
+            return x
+    x = features[0].new_zeros(len(features), features[0].shape[0], width)
+    if ones:
+        x[..., -1] = 1.0
+    for m, f in enumerate(features):
+        x[m, :, : f.shape[1]] = f
+    if stacked is not None:
+        while len(stacked) >= 4:
+            stacked.pop(next(iter(stacked)))
+        stacked[key] = (list(features), [f._version for f in features], x)
+    return x
+
+
+def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start: Tensor) -> tuple[Tensor, Tensor]:
+    """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``start`` (their ``[Wᵀ; 0; b]``,
+    M × (d+1) × K), trained together with closed-form gradients (:class:`vcl.engine.loop.LinearSteps`): inputs
+    zero-padded to the widest organization plus a column of ones, M × N × (d+1). Returns the trained parameters and the
+    inputs."""
+    hp, device = learner.hparams, targets.device
+    width = max(f.shape[1] for f in features)
+    x = _padded(features, width + 1, True, stacked)
+    theta = start.detach().to(device)
+    linear = LinearSteps(
+        theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
+    )
+    schedule = _schedule(learner, seeds, targets.shape[0], device)
+
+    def batches(epoch: int) -> list:
+        return linear.epoch(schedule(epoch))
+
+    train_epochs(linear.steps, hp.epochs, batches, lambda epoch, batch: linear.step(batch), models=len(seeds))
+    return linear.theta.detach(), x
+
+
+def _stacked_forward(base: torch.nn.Module):
+    """For an MLP (``nn.Sequential`` of Linear layers and parameter-free activations; a lone Linear in fp32 takes
+    :func:`_fit_linear` instead): the M networks' forward as one batched matrix product per layer,
+    ``baddbmm(b, x, Wᵀ)`` — what ``vmap`` computes (bit for bit, tested), without its per-call overhead (about
+    0.25 ms a step on a CPU, most of a small fit). None otherwise."""
+    layers: list = []
+
+    def chain(module: torch.nn.Module, prefix: str) -> bool:  # nested Sequentials in order (extractor, head)
+        if isinstance(module, torch.nn.Sequential):
+            return all(chain(child, f"{prefix}{name}.") for name, child in module.named_children())
+        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+            layers.append((f"{prefix}weight", f"{prefix}bias"))
+            return True
+        if isinstance(module, (torch.nn.ReLU, torch.nn.Tanh, torch.nn.Sigmoid, torch.nn.Identity)):
+            layers.append(module)
+            return True
+        return False
+
+    if not chain(base, ""):
+        return None
+
+    def forward(params: dict, buffers: dict, x: Tensor) -> Tensor:
+        for layer in layers:
+            if isinstance(layer, tuple):
+                weight, bias = params[layer[0]], params[layer[1]]
+                x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+            else:
+                x = layer(x)
+        return x
+
+    return forward
+
+
+def _clip_per_model(params: list[Tensor], max_norm: float) -> None:
+    """``clip_grad_norm_`` applied to each organization's slice of the stacked parameters."""
+    sq = sum(p.grad.pow(2).flatten(1).sum(1) for p in params if p.grad is not None)
+    coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+    for p in params:
+        if p.grad is not None:
+            p.grad.mul_(coef.view(-1, *([1] * (p.grad.dim() - 1))))
+
+
+def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
+    """Fit every :class:`vcl.methods.organization.FitJob`; jobs with the same targets and learner architecture are
+    fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
+    on the training rows (else the organization computes them in ``finish_fit``). ``stacked``: where their inputs
+    stay stacked from one call to the next (:func:`vcl.models.fit_and_predict`)."""
+    groups: dict[object, list] = {}
+    for i, job in enumerate(jobs):
+        key = concurrency_key(job.prototype if job.learner is None else job.learner) if concurrent else None
+        groups.setdefault((key, id(job.targets)) if key is not None else i, []).append(job)
+    for group in groups.values():
+        first, inputs = group[0], [j.inputs for j in group]
+        if len(group) == 1:
+            first.built().fit(first.features, first.targets)
+            continue
+        if first.features.dim() == 2 and all(j.learner is None and j.prototype.linear_drawn for j in group):
+            prototypes, seeds = [j.prototype for j in group], [j.seed for j in group]
+            rounds, outputs = fit_linear_rounds(prototypes, seeds, inputs, first.targets, stacked)
+            for job, model in zip(group, rounds, strict=True):
+                job.learner = model
+        else:
+            outputs = fit_and_predict([j.built() for j in group], inputs, first.targets, stacked=stacked)
+        losses = local_losses(outputs["train"], first.targets, first.learner.hparams.loss).tolist()
+        for m, job in enumerate(group):
+            job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]
+
+
+class LinearRound:
+    """A Linear learner's round model as its two tensors, weight (K × d) and bias (K): what the one Linear layer of
+    ``prototype.renewed(seed)`` holds after the same fit (:func:`fit_linear_rounds`). It predicts and gives its
+    parameters and ``state_dict`` (the learner's keys: a checkpoint loads into a learner) as that learner does,
+    without a module tree per organization and round."""
+
+    def __init__(self, prototype, seed: int, weight: Tensor, bias: Tensor):
+        self.prototype, self.seed, self.weight, self.bias = prototype, seed, weight, bias
+
+    @property
+    def hparams(self) -> AttributeDict:
+        return AttributeDict({**self.prototype.hparams, "seed": self.seed})
+
+    @property
+    def device(self) -> torch.device:
+        return self.weight.device
+
+    @torch.no_grad()
+    def predict(self, features: Tensor) -> Tensor:
+        """``x Wᵀ + b``: what the learner predicts (:meth:`ResidualRegressor.predict`), by the same function."""
+        return linear_outputs(features.to(self.device), self.weight, self.bias)
+
+    def parameters(self):
+        return iter((self.weight, self.bias))
+
+    def state_dict(self) -> OrderedDict:
+        template = self.prototype.__dict__.get("_state_template")
+        if template is None:  # the learner's keys and version metadata, once per prototype
+            template = self.prototype.__dict__["_state_template"] = self.prototype.state_dict()
+        state = OrderedDict(zip(template, (self.weight, self.bias), strict=True))
+        state._metadata = template._metadata
+        return state

@@ -1,0 +1,451 @@
+"""The one training loop of vcl's torch models, and the one optimizer step every party takes.
+
+Every gradient step in vcl goes through :class:`Steps`: an optimizer (and its step schedule) with its
+precision (fp32, bf16 or fp16 autocast; fp16 with a gradient scaler), its gradient clipping and its
+device. :func:`train_epochs` is the epochs × minibatches loop around it, drawn by :func:`minibatches` from a
+seeded generator; a party whose step is split by messages (a split network's bottom, a dual model) calls
+:meth:`Steps.backward` and :meth:`Steps.update` itself, between what it sends and receives. Dropout draws
+come from :func:`seeded_draws`, so a fit depends on its own seed only and a resumed run draws the same.
+
+This is what Lightning Fabric would give each party (precision, clipping, seeding); Fabric itself is not
+used because importing it imports torchmetrics and torchvision (about 3 s here), which a tabular run
+never needs; the optimizers and schedules are ``torch.optim``'s. ``run.engine: trainer`` trains with Lightning's
+full Trainer instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from vcl.engine import progress
+from vcl.engine.losses import local_loss_grad
+
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
+DRAWS = 0xD809  # the purpose tag of a fit's draws from torch's global generator (dropout)
+
+
+def derived_seed(*parts: int) -> int:
+    """A 31-bit seed from (run or learner seed, round, place, purpose, ...), so independent draws get independent
+    streams: the first word of ``numpy.random.SeedSequence(parts).generate_state(1)`` masked to 31 bits (tested
+    equal), in plain integer arithmetic: NumPy's object took 10-25 µs, and a round derives one per organization."""
+    words = []
+    for p in parts:
+        p = int(p)
+        if p < 0:
+            raise ValueError(f"a seed part must be a non-negative integer, got {p}.")
+        words.append(p & _MASK32)
+        while p > _MASK32:  # a large integer: its 32-bit words, least significant first, as NumPy splits it
+            p >>= 32
+            words.append(p & _MASK32)
+    # SeedSequence's mix_entropy into a pool of 4 words (after M. O'Neill's seed_seq): "hashmix" number h is
+    # (v ^ A_h) · A_(h+1) mod 2³² then v ^ (v >> 16), with A_h = INIT_A · MULT_Aʰ; "mix" is (L·x − R·y) mod 2³² then
+    # the same shift; then generate_state's first word from the pool's first.
+    hash_a = _hash_constants(16 + 4 * max(0, len(words) - 4))
+    words += [0] * (4 - len(words))
+    pool = []
+    for h in range(4):
+        v = (words[h] ^ hash_a[h]) * hash_a[h + 1] & _MASK32
+        pool.append(v ^ (v >> 16))
+    h = 4
+    for src, dst in _POOL_MIXES:
+        v = (pool[src] ^ hash_a[h]) * hash_a[h + 1] & _MASK32
+        r = (_MIX_L * pool[dst] - _MIX_R * (v ^ (v >> 16))) & _MASK32
+        pool[dst] = r ^ (r >> 16)
+        h += 1
+    for word in words[4:]:
+        for dst in range(4):
+            v = (word ^ hash_a[h]) * hash_a[h + 1] & _MASK32
+            r = (_MIX_L * pool[dst] - _MIX_R * (v ^ (v >> 16))) & _MASK32
+            pool[dst] = r ^ (r >> 16)
+            h += 1
+    v = (pool[0] ^ _INIT_B) * (_INIT_B * _MULT_B) & _MASK32
+    return (v ^ (v >> 16)) & 0x7FFFFFFF
+
+
+seed_for = derived_seed  # (run seed, round, place, purpose, ...) → a 31-bit seed: draws don't share RNG state
+
+
+def _hash_constants(n: int) -> list[int]:
+    """SeedSequence's hash constants A_0 … A_n (``derived_seed``): the table, or for longer seeds a new list (the
+    table is never changed, so threads may share it)."""
+    if n < len(_HASH_A):
+        return _HASH_A
+    return [_HASH_A[0] * pow(_MULT_A, k, 1 << 32) & _MASK32 for k in range(n + 1)]
+
+
+_MASK32, _MULT_A, _INIT_B, _MULT_B = 0xFFFFFFFF, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
+_HASH_A = [0x43B0D7E5 * pow(_MULT_A, k, 1 << 32) & _MASK32 for k in range(33)]  # A_k = INIT_A · MULT_Aᵏ: 8 words
+_POOL_MIXES = tuple((src, dst) for src in range(4) for dst in range(4) if src != dst)
+
+
+@contextlib.contextmanager
+def seeded_draws(seed: int, device):
+    """Inside, torch's global generator on ``device`` (what dropout draws from) starts at ``seed``; outside,
+    its state is as it was. A fit's draws then depend on its own seed only, not on what ran before it."""
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+    index = device.index if device.index is not None else (torch.cuda.current_device() if cuda else None)
+    with torch.random.fork_rng(devices=[index] if cuda else []):
+        torch.default_generator.manual_seed(seed)
+        if cuda:
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(seed)
+        yield
+
+
+@contextlib.contextmanager
+def seeded_init(seed: int):
+    """Inside, torch's CPU generator (what a new module's initial weights draw from) starts at ``seed``; outside,
+    its state is as it was. Only the CPU generator is touched: ``torch.manual_seed`` would also seed every
+    accelerator, and on a machine without one that costs about a millisecond a call (its lazy seeding records
+    a stack trace), a noticeable part of a round with many organizations."""
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        yield
+
+
+def autocast(precision: str, device) -> contextlib.AbstractContextManager:
+    """Mixed precision: bf16 (``bf16-mixed``) or fp16 (``16-mixed``) autocast on ``device``; none for ``32-true``."""
+    if precision == "32-true":
+        return contextlib.nullcontext()
+    dtype = torch.float16 if precision == "16-mixed" else torch.bfloat16
+    return torch.autocast(torch.device(device).type, dtype=dtype)
+
+
+def build_optimizer(
+    params,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    milestones,
+    gamma: float,
+    optimizer: str = "sgd",
+):
+    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay:
+    ``torch.optim``'s classes, the same for the fast engine and for Lightning's Trainer."""
+    if optimizer == "adam":
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    else:
+        opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    return opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
+
+
+@torch.no_grad()
+def clip_norm(params: list[Tensor], max_norm: float, total: Tensor | None = None) -> None:
+    """Scale the gradients so their joint norm is at most ``max_norm`` (``total``: that norm, if computed
+    elsewhere, as for a network split between parties). ``torch.nn.utils.clip_grad_norm_``'s arithmetic (its
+    foreach path, taken on CPU and CUDA; tested equal), without its per-call grouping by device and dtype: a
+    third of its time, on a step of a small model. Gradients on several devices or of several dtypes go to torch's."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    if len({(g.device, g.dtype) for g in grads}) > 1 or grads[0].device.type not in ("cpu", "cuda"):
+        if total is None:
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+        else:
+            torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+        return
+    if total is None:
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0).to(grads[0].device))
+
+
+class Steps:
+    """One model's optimizer steps: zero the gradients, back-propagate (scaled under fp16), clip, step.
+
+    ``scheduler`` steps once per epoch (:meth:`epoch_end`); ``clip`` > 0 bounds the gradient norm,
+    ``clip_with(params, clip)`` replacing the joint norm (organizations fitted together clip each their own).
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        scheduler=None,
+        *,
+        clip: float = 0.0,
+        precision: str = "32-true",
+        device="cpu",
+        clip_with: Callable[[list[Tensor], float], None] | None = None,
+    ):
+        if precision not in PRECISIONS:
+            raise ValueError(f"run.precision={precision!r}; use one of {', '.join(PRECISIONS)}.")
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.clip, self.clip_with = clip, clip_with
+        self.precision, self.device = precision, torch.device(device)
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.scaler = torch.amp.GradScaler(self.device.type) if precision == "16-mixed" else None
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return autocast(self.precision, self.device)
+
+    def backward(self, loss: Tensor, grad: Tensor | None = None) -> None:
+        """Fresh gradients of ``loss`` (or of ``loss`` · ``grad``, when ``loss`` is an output whose gradient
+        ``grad`` came from another party)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward(grad)
+
+    def grad_norms(self) -> Tensor:
+        """Each parameter's gradient norm (one part of a network clipped as one)."""
+        return torch.stack([torch.linalg.vector_norm(p.grad) for p in self.params if p.grad is not None])
+
+    def update(self, total_norm: Tensor | None = None) -> None:
+        """Clip (by ``total_norm``, the whole network's gradient norm, when given) and take the step."""
+        if self.clip:
+            if self.scaler is not None:
+                self.scaler.unscale_(self.optimizer)
+            params = [p for p in self.params if p.grad is not None]
+            if self.clip_with is not None:
+                self.clip_with(params, self.clip)
+            else:
+                clip_norm(params, self.clip, None if total_norm is None else total_norm.to(params[0].device))
+        if self.scaler is None:
+            self.optimizer.step()
+        else:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+
+    def step(self, loss: Tensor, grad: Tensor | None = None) -> None:
+        self.backward(loss, grad)
+        self.update()
+
+    def epoch_end(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.step()
+
+
+class LinearSteps:
+    """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.engine.losses.local_loss` with closed-form gradients, W and b
+    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`pack`; (d+1, K), or M models stacked, (M, d+1, K)) on the
+    inputs ``x`` with a column of ones ((N, d+1), or (M, N, d+1)); targets ``y`` (N, K) and sample weights ``w``
+    (N,) are the same for every model. No autograd graph:
+
+    - ℓ₂: the gradient is ``(2/K)(G Θ − C)`` with ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` (D: the batch's rows and their
+      weights); in-order batches compute them once, shuffled ones per step, in operations on x (N × (d+1) per
+      model), never on the M × N × K outputs;
+    - other losses: ``g = ∂loss/∂(x̃Θ)`` on the batch (:func:`vcl.engine.losses.local_loss_grad`), then ``x̃ᵀg``.
+
+    Then one parameter's update by the learner's :class:`Steps` (clipping, weight decay, momentum, schedule).
+    What autograd computes on W and b, to float rounding (tested). float32 only (no autocast)."""
+
+    def __init__(self, theta: Tensor, make_steps: Callable[[list[Tensor]], Steps], x, y, loss: str, w=None):
+        self.theta = theta.detach().clone().requires_grad_()
+        self.steps = make_steps([self.theta])
+        self.x, self.y, self.loss, self.w = x, y, loss, w
+        self.fixed: dict = {}  # ℓ₂'s (G, C) of in-order batches
+        self.planned: dict = {}  # ℓ₂'s (G, C) of this epoch's shuffled batches, by id (:meth:`epoch`)
+        self.total: tuple | None = None  # ℓ₂'s sums over all rows (:meth:`_sums`)
+
+    def epoch(self, pieces: list) -> list:
+        """Before an epoch's steps on ``pieces``: when they are shuffled row indices that partition the N rows and
+        one holds more than half of them, ℓ₂'s G and C of the others are computed from their rows (gathered) and
+        its own as the whole data's less theirs, a fraction of the work of either from all N rows; its steps
+        then use them. Returns ``pieces``."""
+        self.planned = {}
+        n = self.x.shape[-2]
+        if self.loss != "l2" or not pieces or isinstance(pieces[0], slice) or sum(_rows(p) for p in pieces) != n:
+            return pieces
+        big = max(range(len(pieces)), key=lambda i: _rows(pieces[i]))
+        if 2 * _rows(pieces[big]) <= n:
+            return pieces
+        others = [p for i, p in enumerate(pieces) if i != big]
+        if self.total is None:
+            self.total = self._sums(None)
+        (g, c, w), (g_rest, c_rest, w_rest) = self.total, self._sums(torch.cat(others, -1))
+        self.planned[id(pieces[big])] = ((g - g_rest) / (w - w_rest), (c - c_rest) / (w - w_rest))
+        if len(others) == 1:
+            self.planned[id(others[0])] = (g_rest / w_rest, c_rest / w_rest)
+        return pieces
+
+    def _sums(self, idx) -> tuple[Tensor, Tensor, Tensor | float]:
+        """``x̃ᵀ W x̃``, ``x̃ᵀ W y`` and the sum of the weights W over the rows ``idx`` (all rows for None)."""
+        if idx is None:
+            x, y, w = self.x, self.y, self.w
+        else:
+            x = self.x[idx] if self.x.dim() == 2 else own_rows(self.x, idx)
+            y, w = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
+        xt = (x if w is None else x * w.unsqueeze(-1)).transpose(-1, -2)
+        total = float(x.shape[-2]) if w is None else w.sum(-1).clamp_min(1e-12)[..., None, None]
+        return xt @ x, xt @ y, total
+
+    def _batch_weights(self, idx) -> Tensor | float:
+        """Each of the batch's rows' weight in the loss's mean (1/B, or w_i / Σ w)."""
+        if self.w is None:
+            return 1.0 / (idx.stop - idx.start if isinstance(idx, slice) else idx.shape[-1])
+        wb = self.w[idx]
+        return wb / wb.sum(-1, keepdim=True).clamp_min(1e-12)
+
+    def _gram(self, idx) -> tuple[Tensor, Tensor]:
+        """ℓ₂'s ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` of the batch: an in-order one's once, a shuffled one's as the rows'
+        weights scattered over all N rows (no gather of the batch's targets)."""
+        key = (idx.start, idx.stop) if isinstance(idx, slice) else None
+        if key in self.fixed:
+            return self.fixed[key]
+        weights = self._batch_weights(idx)
+        if key is not None:
+            x, y = self.x[..., idx, :], self.y[idx]
+            xw = x * (weights.unsqueeze(-1) if isinstance(weights, Tensor) else weights)
+        else:
+            x, y = self.x, self.y
+            coef = x.new_zeros(x.shape[:-1])
+            coef.scatter_(-1, idx, weights if isinstance(weights, Tensor) else coef.new_full(idx.shape, weights))
+            xw = x * coef.unsqueeze(-1)
+        xw = xw.transpose(-1, -2)
+        gram = (xw @ x, xw @ y)
+        if key is not None:
+            self.fixed[key] = gram
+        return gram
+
+    @torch.no_grad()
+    def step(self, idx) -> None:
+        """One step on the batch ``idx`` of the N rows: a slice (in order, the same for every model) or row
+        indices, (B,) or, stacked, (M, B)."""
+        n = self.x.shape[-2]
+        if self.loss == "l2" and id(idx) in self.planned:
+            gram, c = self.planned[id(idx)]
+            self.theta.grad = torch.matmul(gram, self.theta).sub_(c).mul_(2.0 / self.y.shape[-1])
+        elif self.loss == "l2" and (isinstance(idx, slice) or 4 * idx.shape[-1] >= n):  # else gathering costs less
+            gram, c = self._gram(idx)
+            self.theta.grad = torch.matmul(gram, self.theta).sub_(c).mul_(2.0 / self.y.shape[-1])
+        else:
+            if isinstance(idx, slice):
+                xb = self.x[..., idx, :]
+            else:
+                xb = self.x[idx] if self.x.dim() == 2 else own_rows(self.x, idx)
+            yb, wb = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
+            g = local_loss_grad(xb @ self.theta, yb, self.loss, wb)
+            self.theta.grad = xb.transpose(-1, -2) @ g
+        self.steps.update()
+
+
+def own_rows(t: Tensor, idx) -> Tensor:
+    """Each model's own rows of a stack ``t`` (M, N, ...): ``t[arange(M)[:, None], idx]`` for indices (M, B),
+    ``t[:, idx]`` for a slice. One ``index_select`` of the flattened rows (advanced indexing took 4× as long at
+    M = 64); a stack that is one tensor expanded (stride 0: the same targets for every model) selects from it."""
+    if isinstance(idx, slice):
+        return t[:, idx]
+    if t.stride(0) == 0:
+        return _rows_of(t[0], idx)
+    m, n = t.shape[:2]
+    dtype = idx.dtype if idx.dtype == torch.int32 and m * n < 2**31 else torch.long  # int32 rows stay int32
+    offsets = torch.arange(0, m * n, n, device=idx.device, dtype=dtype).unsqueeze(1)
+    return _select_rows(t.reshape(m * n, *t.shape[2:]), (idx + offsets).view(-1)).view(*idx.shape, *t.shape[2:])
+
+
+def _rows_of(t: Tensor, idx) -> Tensor:
+    """``t[idx]`` for rows shared by every model (``index_select``: a fraction of advanced indexing's time)."""
+    if isinstance(idx, slice):
+        return t[idx]
+    return _select_rows(t, idx.reshape(-1)).view(*idx.shape, *t.shape[1:])
+
+
+_WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.complex128}
+
+
+def _select_rows(t: Tensor, index: Tensor) -> Tensor:
+    """``t.index_select(0, index)``. Rows of one machine word (at most 8 bytes, e.g. one or two float32 columns:
+    a one-column organization's inputs and their column of ones) are selected as integer words of a 1-D view,
+    which torch does in half the time of short rows; rows of 16 bytes (four float32 targets) as complex128 words,
+    in about half the time (8192 rows a step from an 800,000-row table: docs/development.md); the same bytes."""
+    size = math.prod(t.shape[1:]) * t.element_size()  # bytes a row
+    word = _WORDS.get(size) if t.dim() > 1 and t.is_contiguous() and not t.requires_grad else None
+    if word is None or t.storage_offset() * t.element_size() % size:  # a word view needs aligned rows
+        return t.index_select(0, index)
+    return t.view(-1).view(word).index_select(0, index).view(t.dtype).view(-1, *t.shape[1:])
+
+
+def pack(layer: torch.nn.Linear, width: int | None = None) -> Tensor:
+    """A Linear layer as ``Θ = [Wᵀ; 0; b]``, (width + 1, K): zero rows for inputs beyond its own (padding)."""
+    weight = layer.weight.detach().t()
+    pad = (width or layer.in_features) - layer.in_features
+    return torch.cat([weight, weight.new_zeros(pad, weight.shape[1]), layer.bias.detach().unsqueeze(0)])
+
+
+@torch.no_grad()
+def unpack(theta: Tensor, layers: torch.nn.Linear | list[torch.nn.Linear]) -> None:
+    """Write ``Θ`` (from :func:`pack`, trained) back into the layer's weight and bias; for a list of layers, ``Θ``'s
+    stack (M × (width + 1) × K, zero rows for padding) into each layer in turn."""
+    if isinstance(layers, torch.nn.Linear):
+        layers, theta = [layers], theta.unsqueeze(0)
+    for layer, own in zip(layers, theta, strict=True):
+        layer.weight.copy_(own[: layer.in_features].t())
+        layer.bias.copy_(own[-1])
+
+
+def minibatches(
+    n: int,
+    batch_size: int,
+    generator: torch.Generator | list[torch.Generator] | Callable[[], list[torch.Generator]],
+    *,
+    shuffle: bool = True,
+    min_rows: int = 1,
+    device=None,
+) -> list:
+    """One epoch's minibatches of ``n`` rows: a permutation drawn from ``generator`` cut into ``batch_size``
+    pieces of row indices on ``device`` (``shuffle=False``: slices in order, nothing drawn); a last piece under
+    ``min_rows`` rows is left out (BatchNorm cannot train on one row). Parties holding the same generator draw
+    the same. Several generators (models trained together): each draws its own permutation, and a piece holds
+    every model's indices, (M, B). ``generator`` may also be a function that returns them, or the epoch's
+    permutations themselves, called only to shuffle."""
+    if shuffle:
+        if callable(generator):
+            generator = generator()
+        if isinstance(generator, Tensor):  # the epoch's permutations, drawn already (:func:`permutations`)
+            order = generator
+        elif isinstance(generator, list):
+            order = permutations(n, generator)[0]
+        else:
+            order = torch.randperm(n, generator=generator)
+        pieces = list(order.to(device).split(batch_size, dim=-1))
+    else:
+        pieces = [slice(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
+    if pieces and _rows(pieces[-1]) < min_rows:
+        pieces = pieces[:-1]
+    return pieces
+
+
+def permutations(n: int, generators: list[torch.Generator], epochs: int = 1, dtype=torch.long) -> list[Tensor]:
+    """Each generator's next ``epochs`` permutations of ``n``, what it gives drawing alone: one (M, n) stack per
+    epoch, views of one block (M, epochs, n) filled a generator at a time (a round's draws at M = 64 then cost no
+    copy per epoch). Drawing in threads did not pay: the draws are short and each thread waits for the GIL.
+    ``dtype=torch.int32`` draws the same numbers 15 % faster (n = 1,437), for consumers that take int32 indices."""
+    drawn = torch.empty(len(generators), epochs, n, dtype=dtype)
+    rows = iter(drawn.view(len(generators) * epochs, n).unbind(0))  # each draw into its own row: no stack, no copy
+    for generator in generators:
+        for _ in range(epochs):
+            torch.randperm(n, generator=generator, out=next(rows))
+    return [drawn[:, epoch] for epoch in range(epochs)]
+
+
+def _rows(piece) -> int:
+    return piece.stop - piece.start if isinstance(piece, slice) else piece.shape[-1]
+
+
+def train_epochs(
+    steps: Steps,
+    epochs: int,
+    batches: Callable[[int], Iterable],
+    loss: Callable[[int, Any], Tensor | None],
+    *,
+    models: int = 1,
+    epoch_end: Callable[[int], None] | None = None,
+) -> None:
+    """``epochs`` passes over ``batches(epoch)``: each batch's ``loss(epoch, batch)`` under the precision's
+    autocast, and one step on it (a body that returns None has stepped itself, between messages). After each
+    epoch the schedule steps, ``epoch_end(epoch)`` runs, and the progress bar counts ``models`` model-epochs."""
+    for epoch in range(epochs):
+        for batch in batches(epoch):
+            with steps.autocast():
+                value = loss(epoch, batch)
+            if value is not None:
+                steps.step(value)
+        steps.epoch_end()
+        if epoch_end is not None:
+            epoch_end(epoch)
+        progress.advance(models)

@@ -1,0 +1,199 @@
+"""Privacy mechanisms for what a protocol sends out (GAL Section 4.5, and the GAL authors' code).
+
+Both clip to the [a, b] = 2.5%–97.5% quantiles of the tensor being sent:
+
+- :class:`LaplaceMechanism` (differential privacy): ``clip(y, a, b) + Laplace((b − a)/α)``;
+- :class:`IntervalPrivacy` (one interval): draw ``t ~ U(a, b)`` and send ``2t − b`` if ``y < t`` else
+  ``2t − a`` — unbiased for ``y ∈ [a, b]``.
+
+A mechanism is called with a seeded ``torch.Generator`` so runs are reproducible and resumable. The seed is the
+sender's secret (GAL: Alice's ``noise_secret``, :class:`vcl.methods.gal.coordinator.GALFederation`), never
+derived from anything another party holds: a receiver who could redraw the noise could take it off again.
+``attack(received, clean, generator)`` is that receiver: given the generator that drew the noise (and, to be strong,
+the clean values' clipping bounds), its best estimate of the clean values; the run scores it with every seed a
+receiver knows. The sender keeps the clean values for its own use (Alice's weights and line search).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from vcl.errors import VCLInputError
+
+MECHANISMS = ("none", "dp", "ip")
+
+
+def _bounds(values: Tensor, quantiles: tuple[float, float]) -> tuple[Tensor, Tensor]:
+    q = torch.tensor(quantiles, dtype=values.dtype, device=values.device)
+    a, b = torch.quantile(values.flatten(), q)
+    return a, b
+
+
+def laplace(shape, scale, generator: torch.Generator, device=None, dtype=torch.float32) -> Tensor:
+    """Laplace(0, ``scale``) draws by inverse transform of one seeded uniform per entry."""
+    u = torch.rand(shape, generator=generator, device=device, dtype=dtype) - 0.5
+    return -scale * torch.sign(u) * torch.log1p(-2.0 * u.abs())
+
+
+class LaplaceMechanism:
+    def __init__(self, alpha: float = 1.0, quantiles: tuple[float, float] = (0.025, 0.975)):
+        if alpha <= 0:
+            raise VCLInputError(f"gal.privacy_alpha={alpha}; use a positive number (smaller is more private).")
+        self.alpha, self.quantiles = alpha, quantiles
+
+    def scale(self, values: Tensor) -> Tensor:
+        a, b = _bounds(values, self.quantiles)
+        return (b - a) / self.alpha
+
+    def __call__(self, values: Tensor, generator: torch.Generator) -> Tensor:
+        a, b = _bounds(values, self.quantiles)
+        noise = laplace(values.shape, (b - a) / self.alpha, generator, values.device, values.dtype)
+        return values.clamp(a, b) + noise
+
+    def attack(self, received: Tensor, clean: Tensor, generator: torch.Generator) -> Tensor:
+        """The receiver that redraws the noise with ``generator`` (and knows the clipping bounds): received − noise."""
+        a, b = _bounds(clean, self.quantiles)
+        return received - laplace(received.shape, (b - a) / self.alpha, generator, received.device, received.dtype)
+
+
+class IntervalPrivacy:
+    def __init__(self, quantiles: tuple[float, float] = (0.025, 0.975)):
+        self.quantiles = quantiles
+
+    @staticmethod
+    def transform(values: Tensor, t: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        return torch.where(values < t, 2 * t - b, 2 * t - a)
+
+    def __call__(self, values: Tensor, generator: torch.Generator) -> Tensor:
+        a, b = _bounds(values, self.quantiles)
+        t = a + (b - a) * torch.rand(values.shape, generator=generator, device=values.device, dtype=values.dtype)
+        return self.transform(values, t, a, b)
+
+    def attack(self, received: Tensor, clean: Tensor, generator: torch.Generator) -> Tensor:
+        """The receiver that redraws each threshold t with ``generator`` (and knows the bounds): the value sent says
+        on which side of t the clean one lies (2t − b below it, 2t − a above); its estimate is that side's middle."""
+        a, b = _bounds(clean, self.quantiles)
+        t = a + (b - a) * torch.rand(received.shape, generator=generator, device=received.device, dtype=received.dtype)
+        return torch.where(received < t, (a + t) / 2, (t + b) / 2)
+
+
+def make_mechanism(name: str, alpha: float = 1.0):
+    """``none`` → None, ``dp`` → Laplace, ``ip`` → interval privacy."""
+    if name not in MECHANISMS:
+        raise VCLInputError(f"gal.privacy={name!r} is unknown; use one of {', '.join(MECHANISMS)}.")
+    return None if name == "none" else LaplaceMechanism(alpha) if name == "dp" else IntervalPrivacy()
+
+
+DP_NOISE = ("per_row", "offset_no_dp")
+REMOVED_DP_NOISE = {
+    "shared": "mpdl.dp_noise=shared is no longer accepted: one offset per feature is not differential privacy "
+    "(each party's mean-centring cancels it and the receiver can subtract it); use per_row (ε-DP per row, "
+    "the default), or offset_no_dp to run that offset knowingly, without any guarantee."
+}
+
+
+def check_dp_noise(noise: str) -> None:
+    if noise in REMOVED_DP_NOISE:
+        raise VCLInputError(REMOVED_DP_NOISE[noise])
+    if noise not in DP_NOISE:
+        raise VCLInputError(f"mpdl.dp_noise={noise!r}; use one of {', '.join(DP_NOISE)}.")
+
+
+class FeatureDPLayer:
+    """MPDL's DP layer h₀ (Section III-C1): normalize each row to [0, 1]^d, then perturb it.
+
+    Normalization: min–max with per-feature ``bounds`` (low, high). With ``bounds=None`` they are the
+    party's own training minimum and maximum — data statistics that are *not* protected by ε (they are
+    treated as public; the docs list them as released in the clear). Image parties pass the public pixel
+    range (0, 1). Values outside the bounds are clipped to them, so every normalized row lies in [0, 1]^d.
+
+    ``noise="per_row"`` (the default) is the Laplace mechanism on each row: every entry (row and feature;
+    training and test rows alike) gets its own draw of Lap(d/ε), and the result is clipped to the public
+    range [0, 1]. Neighbouring datasets differ in one row (replace-one-row, same bounds): that row's
+    normalized features change by at most 1 per coordinate, an L1 sensitivity of d, so scale d/ε makes the
+    release of each row ε-DP (the budget split evenly: ε/d per feature); rows get independent noise, so the
+    whole set of h₀ outputs is ε-DP for the dataset (parallel composition), and so is anything computed from
+    them alone (post-processing: the clipping, the released means, a dual model trained on them). Each row
+    must pass through the layer only once: a second draw for the same row would spend ε again.
+
+    ``noise="offset_no_dp"``: the paper's eq. 14 taken literally — one draw (1/L)·Lap(Δ/ε), Δ = 2·d·L, per
+    feature, the same for every row. It is a constant shift per feature, **not differential privacy**: it
+    leaves the differences between rows exact, mean-centring cancels it, and anyone who knows the range of
+    the normalized features can subtract it (:mod:`vcl.methods.mpdl.attacks`). Kept only to reproduce that reading.
+
+    The affine map is the identity (|h₀| = d neurons, W = I, b = 0). ``epsilon = 0`` means no noise
+    (ε = ∞, no privacy).
+    """
+
+    def __init__(
+        self,
+        train: Tensor,
+        epsilon: float,
+        generator: torch.Generator,
+        noise: str = "per_row",
+        bounds: tuple[float, float] | None = None,
+    ):
+        if epsilon < 0:
+            raise VCLInputError(f"mpdl.epsilon={epsilon}; use a privacy budget > 0, or 0 for no privacy (ε = ∞).")
+        check_dp_noise(noise)
+        self.public_bounds = bounds is not None
+        if bounds is None:
+            self.low, high = train.min(0).values, train.max(0).values
+        else:
+            self.low = torch.full((train.shape[1],), float(bounds[0]), dtype=train.dtype)
+            high = torch.full((train.shape[1],), float(bounds[1]), dtype=train.dtype)
+        span = high - self.low
+        self.span = torch.where(span > 0, span, torch.ones_like(span))
+        self.rows, self.width = train.shape[0], train.shape[1]  # L and d = |h₀|
+        self.epsilon, self.noise, self.generator = epsilon, noise, generator
+        self.offset = torch.zeros(self.width)
+        if noise == "per_row":
+            self.sensitivity = float(self.width)  # L1 change of one normalized row in [0, 1]^d
+            self.scale = self.sensitivity / epsilon if epsilon > 0 else 0.0  # Laplace scale of every entry
+        else:
+            self.sensitivity = 2.0 * self.width * self.rows  # the paper's Δ = 2·|h₀|·L (eq. 13)
+            self.scale = self.sensitivity / epsilon if epsilon > 0 else 0.0  # Δ/ε, on each feature's sum
+            if epsilon > 0:
+                self.offset = laplace((self.width,), self.scale, generator) / self.rows  # (1/L)·Lap(Δ/ε)
+
+    @property
+    def private(self) -> bool:
+        """Whether the output carries an ε-DP guarantee (per_row with ε > 0)."""
+        return self.noise == "per_row" and self.epsilon > 0
+
+    @property
+    def entry_scale(self) -> float:
+        """The Laplace scale of the noise on one entry: d/ε (per_row); offset_no_dp: Δ/(ε·L) = 2d/ε."""
+        return self.scale if self.noise == "per_row" else self.scale / self.rows
+
+    @property
+    def feature_epsilon(self) -> float:
+        """The share of ε each feature of a row spends (per_row): ε/d."""
+        return self.epsilon / self.width
+
+    def normalize(self, x: Tensor) -> Tensor:
+        return ((x - self.low) / self.span).clamp(0.0, 1.0)
+
+    def redraw(self, released: Tensor, generator: torch.Generator) -> Tensor:
+        """A receiver's estimate of the normalized training rows behind ``released`` (the layer's first output)
+        if ``generator`` repeats the holder's draws: the noise subtracted where the output was not clipped; where
+        it was, the middle of the interval of [0, 1] that the clipping and the known noise leave."""
+        if self.epsilon == 0:
+            return released
+        if self.noise != "per_row":  # the one draw per feature the layer made first (its offset)
+            return released - laplace((self.width,), self.scale, generator) / self.rows
+        noise = laplace(released.shape, self.scale, generator, dtype=released.dtype)
+        top = (1.0 - noise).clamp(0.0, 1.0)  # released = 1: x ≥ 1 − noise
+        bottom = (-noise).clamp(0.0, 1.0)  # released = 0: x ≤ −noise
+        inside = (released - noise).clamp(0.0, 1.0)
+        return torch.where(released >= 1.0, (top + 1.0) / 2, torch.where(released <= 0.0, bottom / 2, inside))
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """h₀ of rows ``x`` (raw features). Call it once per row: every call draws fresh noise."""
+        if self.noise == "per_row":
+            if self.epsilon == 0:
+                return self.normalize(x)
+            noisy = self.normalize(x) + laplace(x.shape, self.scale, self.generator, dtype=x.dtype)
+            return noisy.clamp(0.0, 1.0)  # post-processing with the public range
+        return self.normalize(x) + self.offset

@@ -1,0 +1,230 @@
+"""What the organization-based families (GAL and its baselines, ASCII) share: each organization holds a column view
+of the same rows; its learner, local loss, device and settings come from the config; Alice holds the labels.
+
+:func:`organizations` is where such a family's ``build`` starts (its task, its plan, Alice's labels and the
+transport to its parties); :func:`build_parties` makes the parties ``Family.parties`` returns, every one or only
+the one a party's own process builds; :func:`organizations_datamodule` is the data module they read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vcl.config import RunConfig
+from vcl.coordinator.build import open_transport, per_organization, resolve_device, shared_data_options
+from vcl.datamodules.image import ImageDataModule
+from vcl.datamodules.sequence import SequenceDataModule
+from vcl.datamodules.tabular import FeatureView, TabularDataModule, VerticalData
+from vcl.engine.loop import seed_for
+from vcl.engine.tasks import Task
+from vcl.errors import VCLInputError
+from vcl.family import Family
+from vcl.models import LearnerSettings, deep_arch
+from vcl.registry import DATASETS
+
+REGRESSION_L1_DATASETS = ("diabetes", "boston")
+
+
+def make_task(config: RunConfig, data: VerticalData) -> Task:
+    loss = config.gal.task_loss
+    if loss == "auto":
+        loss = "ce" if data.task == "classification" else "l1"
+    return Task(data.task, data.num_classes, loss)
+
+
+HALF = 0x4A1F  # the purpose tag of the draw of the random half: seed_for(run seed, HALF)
+
+
+def organization_set(values: list, count: int, key: str, seed: int = 0) -> set[int]:
+    """Indices from a config list (GAL Tables 6 and 17–21): ``half`` = a random half of the M organizations,
+    M − M//2 of them drawn from the run seed as the paper's "randomly chosen half" (Alice among the candidates);
+    ``last_half`` = M//2 .. M−1, the half the GAL authors' code fixes."""
+    out: set[int] = set()
+    size = count - count // 2 if count > 1 else 0
+    for v in values:
+        if v == "half":
+            order = torch.randperm(count, generator=torch.Generator().manual_seed(seed_for(seed, HALF)))
+            out |= set(order[:size].tolist())
+        elif v == "last_half":
+            out |= set(range(count - size, count))
+        elif v >= count:
+            raise VCLInputError(f"{key} lists organization {v}, but there are {count}; use 0..{count - 1}.")
+        else:
+            out.add(int(v))
+    return out
+
+
+def noninformative(view: FeatureView, seed: int) -> FeatureView:
+    """The same organization with inputs replaced by N(0, 1) noise: no predictive power (GAL Tables 19–21)."""
+    gen = torch.Generator().manual_seed(seed)
+    return FeatureView(
+        view.name, view.columns, {s: torch.randn(x.shape, generator=gen) for s, x in view.splits.items()}
+    )
+
+
+def views_for(method: str, views: list[FeatureView], data: VerticalData) -> list[FeatureView]:
+    if method in ("alone", "single"):
+        return views[:1]
+    if method in ("joint", "oracle"):
+        return [VerticalData(views, data.labels, data.task, data.num_classes, data.joint).joint_view()]
+    return views
+
+
+def learner_settings(config: RunConfig, method: str) -> LearnerSettings:
+    """The local learners' settings; 0 / auto values are left unset so each learner takes the paper's."""
+    epochs = config.learner.epochs or None
+    if method in ("late", "interm") and config.gal.baseline_epochs:
+        epochs = config.gal.baseline_epochs
+    devices = config.run.devices
+    return LearnerSettings(
+        epochs=epochs,
+        lr=config.learner.lr or None,
+        optimizer=None if config.learner.optimizer == "auto" else config.learner.optimizer,
+        momentum=config.learner.momentum,
+        weight_decay=config.learner.weight_decay,
+        milestones=None if config.learner.milestones == ["auto"] else tuple(config.learner.milestones),
+        gamma=config.learner.gamma,
+        batch_size=config.learner.batch_size or None,
+        grad_clip=config.learner.grad_clip,
+        hidden=tuple(config.learner.hidden),
+        widths=tuple(config.learner.cnn_widths),
+        last_pool=config.learner.cnn_last_pool,
+        lstm_hidden=config.learner.lstm_hidden,
+        dropout=config.learner.dropout,
+        engine=config.run.engine,
+        accelerator=config.run.accelerator,
+        devices=int(devices) if devices.isdigit() else devices,
+        strategy=config.run.strategy,
+        precision=config.run.precision,
+        dms=config.gal.dms,
+        callbacks=tuple(config.learner.callbacks),
+    )
+
+
+def organization_devices(device: torch.device, count: int) -> list[torch.device]:
+    """Where each organization's data and models live: with ``cuda`` and several GPUs, round-robin over them."""
+    if device.type == "cuda" and device.index is None and torch.cuda.device_count() > 1:
+        return [torch.device("cuda", m % torch.cuda.device_count()) for m in range(count)]
+    return [device] * count
+
+
+@dataclass
+class PartyPlan:
+    """What every organization of a GAL-family or ASCII run is: its view, learner, local loss, output noise."""
+
+    views: list[FeatureView]
+    learners: list[str]
+    losses: list[str]
+    noisy: set[int]
+    settings: LearnerSettings
+
+
+def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPlan:
+    """The organizations ``method`` runs with (Alone: Alice only; Joint: one holding every feature). A view
+    without rows (a party that runs elsewhere, :func:`hollow`) is planned but not transformed."""
+    task = make_task(config, data)
+    m_all = len(data.views)
+    blank = organization_set(
+        config.gal.noninformative_organizations, m_all, "gal.noninformative_organizations", config.run.seed
+    )
+    views = [
+        noninformative(v, seed_for(config.run.seed, m, 0xB1A)) if m in blank and v.splits else v
+        for m, v in enumerate(data.views)
+    ]
+    views = views_for(method, views, data)
+    noisy = (
+        organization_set(config.gal.noisy_organizations, m_all, "gal.noisy_organizations", config.run.seed)
+        if config.gal.noise_sigma
+        else set()
+    )
+    learners = per_organization(config.learner.model, m_all, "learner.model")[: len(views)]
+    default_loss = "l1" if (config.data.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
+    losses = [
+        default_loss if q == "auto" else q for q in per_organization(config.gal.local_loss, m_all, "gal.local_loss")
+    ]
+    for m, (v, name) in enumerate(zip(views, learners, strict=False)):
+        if v.splits and not deep_arch(name) and len(v.example_shape) > 1:
+            raise VCLInputError(
+                f"learner.model={name!r} for organization {m} takes rows, but it holds examples of shape "
+                f"{v.example_shape}; "
+                "use cnn (images), lstm (sequences), linear or mlp."
+            )
+    return PartyPlan(views, learners, losses[: len(views)], noisy, learner_settings(config, method))
+
+
+def build_parties(config: RunConfig, method: str, data: VerticalData, make, only=None, plan=None) -> list:
+    """The organizations of a GAL-family or ASCII run, Alice first: every one, or only party ``only`` (what a
+    party's own process builds from the config, :mod:`vcl.transports.ray`). ``make(plan, m, device)`` is the
+    method's own party; ``plan``: already made."""
+    plan = plan or plan_parties(config, method, data)
+    places = organization_devices(resolve_device(config.run.device), len(plan.views))
+    return [make(plan, m, places[m]) for m in (range(len(plan.views)) if only is None else [only])]
+
+
+def organizations(config: RunConfig, method: str, data: VerticalData, parties, concurrent: bool):
+    """What an organization-based method's builder starts from: its task, its plan (every setting checked
+    before a party is built), Alice's labels on her device, and the transport to the parties that
+    ``parties(config, method, data, plan=plan)`` builds."""
+    task = make_task(config, data)
+    plan = plan_parties(config, method, data)
+    device = resolve_device(config.run.device)
+    labels = {s: y.to(device) for s, y in data.labels.items()}
+    names = [v.name for v in plan.views]
+    build = lambda: parties(config, method, data, plan=plan)  # noqa: E731
+    return task, plan, labels, open_transport(config, method, data, names, build, concurrent)
+
+
+def organizations_datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
+    """The data module of a GAL-family or ASCII run: image patches, sequence feature groups, or columns
+    (``only``, ``ids``: one CSV organization's file alone; with new people's IDs, ``{"rows": ..., "new": ...}``)."""
+    d = config.data
+    new_ids = None
+    if isinstance(ids, dict):  # train.py predict where parties run apart (vcl.coordinator.build.party_ids)
+        ids, new_ids = ids["rows"], ids["new"]
+    if d.module:  # the user's own (vcl.models.user)
+        from vcl.datamodules.user import build_datamodule
+
+        shared_data_options(config)["resample"].refuse("a data.module makes its own splits")
+
+        return build_datamodule(d.module)
+    common = shared_data_options(config)
+    common |= {"organizations": d.organizations, "val_fraction": d.val_fraction, "root": d.root}
+    batch = config.learner.batch_size
+    if DATASETS[d.dataset] == "image":
+        return ImageDataModule(
+            **common,
+            download=d.download,
+            view=d.image_view,
+            max_train=d.max_train,
+            batch_size=batch or 512,
+        )
+    common["feature_seed"] = config.run.seed
+    if DATASETS[d.dataset] == "sequence":
+        return SequenceDataModule(**common, size=d.sequence_size, batch_size=batch or 8)
+    return TabularDataModule(
+        **common,
+        assignment=d.assignment or None,
+        csv_files=d.csv_files,
+        id_column=d.id_column,
+        label_column=d.label_column,
+        task=d.task or None,
+        batch_size=batch or 1024,
+        synthetic_train=d.synthetic_train,
+        synthetic_test=d.synthetic_test,
+        only=only,
+        ids=ids,
+        categorical=d.categorical,
+        missing=d.missing,
+        new_files=d.predict_files,
+        new_ids=new_ids,
+    )
+
+
+class OrganizationFamily(Family):
+    """A family whose organizations each hold a column view of the same rows, Alice the labels (GAL, ASCII): it
+    reads :func:`organizations_datamodule`, and its ``parties`` may build on :func:`build_parties`."""
+
+    def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None):
+        return organizations_datamodule(config, only, ids)

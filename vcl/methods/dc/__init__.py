@@ -1,0 +1,137 @@
+"""Interpretable Data Collaboration (DC) analysis (SMOTE-anchor paper, Algorithm 1) and its references.
+
+c × d workers: worker (i, j) holds X_{i,j} (row group i, column group j) and Y_i. One shot:
+
+1. the workers agree on anchor data X^anc (:mod:`vcl.methods.dc.anchors`; shares go worker → worker);
+2. each fits its own dimensionality reduction f_ij on X_{i,j} and sends the master only the reduced
+   representations of its rows and of the anchors (:class:`ReducedRepresentation`);
+   one worker per row group sends Y_i;
+3. the master takes the top m̂ left singular vectors Z of [X̃_1^anc, …, X̃_c^anc] (scaled by √r so the
+   collaboration features have unit mean square on the anchors; any nonsingular scaling is allowed),
+   G_i = argmin ‖Z − X̃_i^anc G_i‖ (least squares), X̂ = [X̃_1 G_1; …; X̃_c G_c], fits the central
+   model h(X̂) ≈ Y and returns Y_i^anc = h(X̃_i^anc G_i) to row group i's workers;
+4. each worker fits the interpretable model t_i(X^anc) ≈ Y_i^anc (a decision tree with a split limit,
+   or gradient boosting) whose feature importances say which features matter.
+
+References (Section 4): Centralized shares the raw rows and fits the interpretable model on (X, Y);
+Local fits it on each party's own (X_{i,j}, Y_i). Evaluation uses an experimenter's view of the data
+(:class:`Evaluation`) that no party or master reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from vcl.config import RunConfig
+from vcl.coordinator.build import open_transport, shared_data_options
+from vcl.coordinator.federation import Federation
+from vcl.datamodules.grid import GridData, GridDataModule
+from vcl.engine.tasks import Task
+from vcl.family import Family
+from vcl.messages import EXPERIMENTER
+from vcl.methods.dc.anchors import GridLayout, make_anchor_construction
+from vcl.methods.dc.coordinator import Centralized, CollaborationProtocol, DataCollaboration, Local
+from vcl.methods.dc.experimenter import DCExperimenter, Evaluation
+from vcl.methods.dc.messages import (
+    AnchorPredictions,
+    AnchorShare,
+    KeptModel,
+    RawFeatures,
+    ReducedRepresentation,
+    ScoreRequest,
+    Scores,
+)
+from vcl.methods.dc.models import make_central, make_interpretable, make_reduction
+from vcl.methods.dc.options import DCOptions
+from vcl.methods.dc.party import DCWorker
+
+
+def dc_options(config: RunConfig, method: str) -> DCOptions:
+    return DCOptions(**asdict(config.dc), anchor=method.removeprefix("dc_"))
+
+
+class DC(Family):
+    """The DC family: DC analysis with each anchor construction (dc_smote, dc_tsvd, dc_rand, dc_raw) and its
+    Centralized / Local references, on c × d workers; the master coordinates, the experimenter scores."""
+
+    name = "DC"
+    methods = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
+    reference = "local"
+    messages = (AnchorShare, ReducedRepresentation, AnchorPredictions, RawFeatures, KeptModel, ScoreRequest, Scores)
+    peer_messages = (AnchorShare, KeptModel)  # a worker's anchor to its row group, its model to the experimenter
+    party_loads_all_data = True
+
+    def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> GridDataModule:
+        """c × d parties: row groups by column groups, plus the public rows the anchors start from."""
+        d, dc = config.data, config.dc
+        return GridDataModule(
+            **shared_data_options(config),
+            row_groups=dc.row_groups,
+            column_groups=dc.column_groups,
+            feature_split=dc.feature_split,
+            public_rows=dc.public_rows,
+            seed=config.run.seed,
+            standardize=dc.standardize,
+            assignment=d.assignment or None,
+        )
+
+    def parties(self, config: RunConfig, method: str, data: GridData, only: int | None = None, plan=None) -> list:
+        """The c × d workers in row-major order, then the experimenter: every one, or only party ``only``
+        (what a party's own process builds from the config, :mod:`vcl.transports.ray`)."""
+        options = dc_options(config, method)
+        c = len(data.parties)
+        count = c * len(data.column_groups) + 1
+        construction = None
+        if method.startswith("dc_"):
+            construction = make_anchor_construction(
+                options.anchor,
+                config.dc.anchor_rows,
+                config.dc.smote_k,
+                config.dc.smote_alpha,
+                config.dc.tsvd_rank,
+                config.dc.tsvd_delta,
+                config.dc.rand_spread,
+            )
+        layout = GridLayout(c, data.column_groups)
+        parties = []
+        for k in range(count) if only is None else [only]:
+            if k == count - 1:
+                evaluation = Evaluation({s: data.full(s) for s in data.labels}, data.labels, options, config.run.seed)
+                rows = [row[0].splits["train"].shape[0] for row in data.parties]
+                parties.append(DCExperimenter(evaluation, rows, data.num_classes))
+                continue
+            i, j = divmod(k, len(data.column_groups))
+            worker = DCWorker(
+                data.parties[i][j],
+                (i, j),
+                data.column_groups[j],
+                data.group_labels[i],
+                data.public,
+                data.num_classes,
+                options,
+                config.run.seed,
+                construction,
+                layout,
+            )
+            _ = worker.dim  # a party too small for dc_dim fails here, before any work
+            parties.append(worker)
+        return parties
+
+    def build(self, config: RunConfig, data: GridData, method: str) -> CollaborationProtocol:
+        """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d workers,
+        with the master as the coordinator and the experimenter as one more party."""
+        grid = [[v.name for v in row] for row in data.parties]
+        names = [n for row in grid for n in row] + [EXPERIMENTER]
+        transport = open_transport(config, method, data, names, lambda: self.parties(config, method, data))
+        task = Task(data.task, data.num_classes, "ce")
+        cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
+        layout = GridLayout(len(grid), data.column_groups)
+        options = dc_options(config, method)
+        fed = Federation(transport=transport)
+        return cls(task, fed, data.labels, grid, layout, options, seed=config.run.seed, name=method)
+
+    def check(self, config: RunConfig) -> None:
+        """The reduction, the central model and the interpretable model are ones DC knows."""
+        make_reduction(config.dc.reduction, 1, 0)
+        make_central(config.dc.central, 0)
+        make_interpretable(config.dc.interpretable, config.dc.tree_splits, 0)

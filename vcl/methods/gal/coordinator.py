@@ -1,0 +1,259 @@
+"""GAL's protocol at Alice: the rounds of Algorithm 1, GAL's options (the config group plus what the run decides),
+and Alice's federation with the privacy of her broadcast and the scores of what a receiver reads of it."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from vcl.config import GALGroup, RunConfig, config_integers, party_copy
+from vcl.coordinator.federation import Federation
+from vcl.engine.loop import seed_for
+from vcl.messages import as_float
+from vcl.methods.gal.assistance import assistance_weights, line_search
+from vcl.protocol import Protocol, weighted_sum
+
+
+@dataclass
+class GALOptions(GALGroup):
+    """The ``gal`` options (the config group's, spelled there once) and what the run decides: AL's one organization
+    at a time, Alice's local loss for the weights, and the fit of the weights and of η."""
+
+    sequential: bool = False  # AL: one organization at a time within a round
+    weight_loss: str = "l2"  # Alice's own local loss ℓ₁, for fitting the weights
+    weight_steps: int = 100
+    weight_lr: float = 0.1
+    weight_decay: float = 5e-4
+    linesearch_steps: int = 10
+
+
+class GradientAssistedLearning(Protocol):
+    """The assistance loop: GAL's Algorithm 1, one round per :meth:`run_round`, on Alice's device.
+
+    Learning stage, round t (the paper's lines → this code):
+
+    1. Alice computes the pseudo-residual ``r^t = −∂L(y, F^{t−1})/∂F^{t−1}`` → ``self.task.pseudo_residual``
+       on ``self.F["train"]`` (Alice's running prediction F, per split, on her device) and her labels;
+    2. she broadcasts ``r^t``, and each organization m fits ``f_m^t = argmin ℓ_m(r^t, f(x_m))`` with its own
+       LightningModule (or estimator) and local loss, on its own data, and returns ``f_m^t(x_m)`` →
+       ``self.federation.gather_fits`` (messages through the run's transport; a party with Deep Model Sharing,
+       ``gal.dms``, trains one shared extractor with a new head per round,
+       :class:`vcl.models.SharedExtractorRegressor`);
+    3. Alice learns the assistance weights ``w^t`` on the simplex, ``argmin ℓ₁(r^t, Σ_m w_m f_m^t)`` →
+       :meth:`_weights` (:func:`vcl.methods.gal.assistance.assistance_weights`);
+    4. she line-searches the assisted learning rate ``η^t = argmin_η L(y, F^{t−1} + η Σ_m w_m f_m^t)`` by L-BFGS →
+       :meth:`_eta` (:func:`vcl.methods.gal.assistance.line_search`);
+    5. ``F^t = F^{t−1} + η^t Σ_m w_m^t f_m^t`` on every split.
+
+    Prediction stage: every organization sends each kept round model's outputs on new rows and Alice adds them
+    up with the η and w she learned (:meth:`Protocol.predict`). :func:`vcl.coordinator.runner.train` drives the rounds
+    (checkpoints, callbacks, --resume); the options (:class:`GALOptions`) give the paper's baselines."""
+
+    name = "gal"
+
+    def __init__(self, task, federation, labels, options: GALOptions | None = None, seed: int = 0, name=None):
+        super().__init__(task, federation, labels, seed, name)
+        self.options = options or GALOptions()
+
+    @property
+    def shares_models(self) -> bool:
+        """Deep Model Sharing: each round retrains the extractor that the earlier rounds' models use."""
+        return any(r.shared for r in self.federation.models(self.round))
+
+    def stored_parameters(self) -> int:
+        return sum(r.parameters for r in self.federation.models(self.round))
+
+    def kept_round_metrics(self) -> dict[int, dict]:
+        """Round t's metrics from the models the run keeps (rounds 1..t), through the prediction stage. With
+        Deep Model Sharing that is the final extractor with heads 1..t, while Alice's running F used each
+        round's extractor as it was then; without it the two agree (tested)."""
+        return self.metrics_by_round()
+
+    def _weights(self, outputs: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        o, m = self.options, outputs.shape[0]
+        if o.weights == "learned":
+            return assistance_weights(outputs, residual, o.weight_loss, o.weight_steps, o.weight_lr, o.weight_decay)
+        if o.weights == "bag":
+            return torch.full((m,), 1.0 / m, device=outputs.device)
+        w = torch.zeros(m, device=outputs.device)
+        w[-1] = 1.0
+        return w
+
+    def _eta(self, direction: torch.Tensor) -> float:
+        o = self.options
+        if o.eta == "constant":
+            eta = o.eta_value
+        else:
+            eta = line_search(
+                self.task, self.F["train"], direction, self.labels["train"], o.linesearch_steps, o.eta_value
+            )
+        return min(abs(eta), o.eta_cap) if o.eta_cap else eta  # 0: no cap (the paper)
+
+    def summary(self, records: list[dict]) -> dict:
+        return leak_summary(records)
+
+    def run_round(self) -> dict:
+        t = self.round + 1
+        everyone = list(range(len(self.federation)))
+        steps = [[m] for m in everyone] if self.options.sequential else [everyone]
+        weights = [0.0] * len(everyone)
+        coefficients = [0.0] * len(everyone)
+        etas = []
+        for group in steps:
+            residual = self.task.pseudo_residual(self.F["train"], self.labels["train"])
+            truth = self.labels["train"] if self.task.kind == "classification" else None
+            outputs = self.federation.gather_fits(t, residual, group, truth=truth)
+            group = [m for m in group if m not in self.federation.absent]  # run.missing_parties: skip
+            if not group:
+                continue
+            w = self._weights(outputs["train"], residual)  # on the simplex of the organizations that answered
+            direction = weighted_sum(w, outputs)
+            eta = self._eta(direction["train"])
+            for s in self.F:
+                self.F[s] = self.F[s] + eta * direction[s]
+            for m, wm in zip(group, w.tolist(), strict=True):
+                weights[m] = wm
+                coefficients[m] = eta * wm
+            etas.append(eta)
+        self.round = t
+        leak = self.federation.leaks.get(t, {})  # what a receiver reads of the labels, recovers of the residual
+        eta = etas[-1] if len(etas) == 1 else etas
+        missing = {"missing": self.federation.missing()} if self.federation.missing() else {}
+        return self._record(eta=eta, weights=weights, coefficients=coefficients, **leak, **missing)
+
+
+NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret, round, NOISE)
+BLIND = 0xB11D  # other draws from her secret: the attack's estimate without the noise's own draws
+
+
+LEAKS = ("label_attack_accuracy", "label_majority_rate", "residual_received_mae", "residual_attack_mae",
+         "residual_blind_mae")  # fmt: skip
+
+
+def leak_summary(records: list[dict]) -> dict[str, float]:
+    """A run's leak scores over its round records: the labels the other organizations read in the round they read
+    most (with the majority rate), the residual's errors averaged over the rounds (:meth:`GALFederation.leak`)."""
+    out = {}
+    for key in LEAKS:
+        values = [r[key] for r in records if key in r]
+        if values:
+            out[key] = max(values) if key == "label_attack_accuracy" else sum(values) / len(values)
+    return out
+
+
+class GALFederation(Federation):
+    """Alice's federation: the organizations through ``transport``, and ``privacy`` (a :mod:`vcl.engine.privacy`
+    mechanism) on what she sends them. ``privacy_scope``: "others" (Alice fits her own model on the clean residual) or
+    "all" (on the same perturbed broadcast, as the authors' code does). ``privacy_draws``: "per_round" (a new draw each
+    round) or "repeated" (round 1's draw every round, as the authors' code does). ``noise_secret``: the seed of
+    her noise, given (``gal.privacy_secret``, which no other party's copy of the config holds) or fresh from the
+    operating system; kept in her checkpoint, so a resumed run draws the same. ``known_seeds``: every whole
+    number of a receiver's copy of the config, the attack's tries."""
+
+    def __init__(
+        self,
+        transport,
+        privacy=None,
+        privacy_scope: str = "others",
+        privacy_draws: str = "per_round",
+        noise_secret: int | None = None,
+        known_seeds: tuple[int, ...] = (),
+    ):
+        super().__init__(transport=transport)
+        self.privacy, self.privacy_scope, self.privacy_draws = privacy, privacy_scope, privacy_draws
+        self.noise_secret = int(noise_secret) if noise_secret else secrets.randbits(62)
+        self.known_seeds = tuple(known_seeds)
+        self.leaks: dict[int, dict[str, float]] = {}  # round → what a receiver recovers of the clean residual
+
+    def gather_fits(
+        self,
+        round_: int,
+        targets: Tensor,
+        participants: list[int],
+        labels: bool = False,
+        loss: str | None = None,
+        truth: Tensor | None = None,
+    ) -> dict[str, Tensor]:
+        """:meth:`Federation.gather_fits`, with a privacy mechanism: the others get one perturbed broadcast (drawn
+        per round from Alice's secret); her own fit uses the clean values, or with ``privacy_scope="all"`` the same
+        perturbed broadcast. Either way the returned outputs are weighed by Alice against the clean residual.
+        ``truth``: Alice's class labels of the rows, for scoring what the other organizations can read of them
+        (:meth:`label_leak`)."""
+        clean = as_float(targets)
+        public = clean
+        others = any(m != 0 for m in participants)  # someone besides Alice receives it: what it reads is scored
+        if self.privacy is not None and not labels:
+            draw = round_ if self.privacy_draws == "per_round" else 1  # repeated: the first round's draw each round
+            gen = torch.Generator(device=clean.device).manual_seed(seed_for(self.noise_secret, draw, NOISE))
+            public = self.privacy(clean, gen)
+            if others:
+                self.leaks.setdefault(round_, {}).update(self.leak(clean, public, round_))
+        if truth is not None and others:
+            self.leaks.setdefault(round_, {}).update(self.label_leak(public, truth))
+        values = {m: clean if m == 0 and self.privacy_scope == "others" else public for m in participants}
+        return self.send_fits(round_, values, clean.device, labels, loss)
+
+    def leak(self, clean: Tensor, public: Tensor, round_: int) -> dict[str, float]:
+        """What a receiver of the perturbed residual recovers, as mean absolute errors against the clean one:
+        ``residual_received_mae`` taking the values as they came; ``residual_attack_mae`` the best of that and of
+        redrawing the noise (:meth:`privacy.attack`, the clipping bounds given) from every seed it could derive from
+        what it holds: each whole number of its config, alone, per round, per round and organization, and with the
+        tag Alice's noise uses; ``residual_blind_mae`` the same estimate from draws it cannot know. With Alice's
+        secret none of the seeds is hers: the attack does no better than the values as they came (Laplace) or than
+        the blind estimate (interval privacy, whose values alone already say something)."""
+
+        def attacked(seed: int) -> float:
+            guess = self.privacy.attack(public, clean, torch.Generator(device=clean.device).manual_seed(seed))
+            return float((guess - clean).abs().mean())
+
+        received = float((public - clean).abs().mean())
+        best = min([received, *(attacked(seed) for seed in self.candidate_seeds(round_))])
+        blind = attacked(seed_for(self.noise_secret, round_, BLIND))  # from draws the receiver cannot know
+        return {"residual_received_mae": received, "residual_attack_mae": best, "residual_blind_mae": blind}
+
+    @staticmethod
+    def label_leak(received: Tensor, truth: Tensor) -> dict[str, float]:
+        """A curious organization's guess of Alice's class labels from what it received (N × K, one column per
+        class): each row's largest entry. GAL's classification residual is onehot(y) − softmax(F), whose one
+        positive entry is the label's (Late fusion sends the labels themselves). ``label_majority_rate``: the
+        guess that knows nothing but the most frequent class."""
+        truth = truth.reshape(-1).long().to(received.device)
+        guess = received.argmax(1)
+        majority = torch.bincount(truth).max() / truth.numel()
+        return {
+            "label_attack_accuracy": float((guess == truth).float().mean()),
+            "label_majority_rate": float(majority),
+        }
+
+    def candidate_seeds(self, round_: int) -> list[int]:
+        seeds = []
+        for s in self.known_seeds:
+            seeds += [s, seed_for(s, round_), seed_for(s, round_, NOISE), seed_for(s, NOISE)]
+            seeds += [seed_for(s, round_, m) for m in range(len(self))]
+        return list(dict.fromkeys(seeds))
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "noise_secret": self.noise_secret, "leaks": dict(self.leaks)}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.noise_secret = state.get("noise_secret", self.noise_secret)
+        self.leaks = dict(state.get("leaks", {}))
+
+
+def federation(config: RunConfig, transport):
+    """Alice's federation in a GAL-family run: the transport to the organizations and the privacy of her broadcast
+    (the noise from her own secret; the attack scored with every number a receiver's copy of the config holds)."""
+    from vcl.engine.privacy import make_mechanism
+
+    return GALFederation(
+        transport=transport,
+        privacy=make_mechanism(config.gal.privacy, config.gal.privacy_alpha),
+        privacy_scope=config.gal.privacy_scope,
+        privacy_draws=config.gal.privacy_draws,
+        noise_secret=config.gal.privacy_secret or None,
+        known_seeds=config_integers(party_copy(config.to_dict())),  # all a receiver's copy of the config holds
+    )

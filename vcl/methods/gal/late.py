@@ -1,0 +1,63 @@
+"""Late fusion (a centralized baseline of the GAL paper): every organization trains a model on the
+labels themselves and Alice fuses their outputs (logits for classification). One round.
+
+``fusion="mean"`` (default) averages the outputs, as the GAL authors' code does; ``fusion="sum"`` adds
+them, as the paper's text describes Late fusion ("sums up the final prediction of each separate local
+model"). Each model is trained alone on the labels either way, so for classification both give the
+same class (the softmax of the sum is sharper than that of the mean; accuracy is equal). For
+regression the sum of M models that each estimate y estimates M·y; the paper's regression figures for
+Late (GAL Tables 1, 10, 11) are those of the mean.
+"""
+
+from __future__ import annotations
+
+from vcl.config import RunConfig
+from vcl.methods.columns import organizations
+from vcl.methods.gal.coordinator import federation, leak_summary
+from vcl.protocol import Protocol
+
+FUSIONS = ("sum", "mean")
+
+
+class LateFusion(Protocol):
+    name = "late"
+    max_rounds = 1
+    starts_from_prior = False
+
+    def __init__(self, task, federation, labels, fusion: str = "mean", seed: int = 0):
+        super().__init__(task, federation, labels, seed)
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion={fusion!r}; use one of {', '.join(FUSIONS)}.")
+        self.fusion = fusion
+
+    def summary(self, records: list[dict]) -> dict:
+        return leak_summary(records)
+
+    def run_round(self) -> dict:
+        task = self.task
+        loss = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
+        everyone = list(range(len(self.federation)))
+        truth = self.labels["train"] if task.kind == "classification" else None
+        outputs = self.federation.gather_fits(
+            1, task.targets(self.labels["train"]), everyone, labels=True, loss=loss, truth=truth
+        )
+        fuse = (lambda o: o.sum(0)) if self.fusion == "sum" else (lambda o: o.mean(0))
+        self.F = {s: fuse(o) for s, o in outputs.items()}
+        self.round = 1
+        m = len(everyone)
+        leak = self.federation.leaks.get(1, {})  # the labels themselves went out
+        return self._record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m, **leak)
+
+    def stored_parameters(self) -> int:
+        return sum(r.parameters for r in self.federation.models(self.round))
+
+    def kept_round_metrics(self) -> dict[int, dict]:
+        return self.metrics_by_round()
+
+
+def build(config: RunConfig, data, method: str, parties) -> LateFusion:
+    """Late fusion over the GAL family's organizations (``parties``: :meth:`vcl.methods.gal.GAL.parties`), each
+    fitting the labels."""
+    task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
+    fed = federation(config, transport)
+    return LateFusion(task, fed, labels, fusion=config.gal.late_fusion, seed=config.run.seed)

@@ -1,0 +1,120 @@
+"""Multi-party dual learning (MPDL, Algorithm 1 with Algorithm 2 inside) and the FTL reference.
+
+Parties A (features only) and B (features and labels) share only the co-occurring rows D_C, found by
+PSI in the first round. The collaborator C runs the protocol (it is the coordinator) and reaches A and B
+only through the transport: it asks for steps (:class:`~vcl.messages.Step`), the parties answer and send
+each other what Algorithm 2 exchanges (party to party, relayed by the transport and counted). Every round
+j = 1..m of Algorithm 1 (dual cross-validation):
+
+1. pick a fold k of D_C; train the dual models f: A→B and g: B→A for ``dual_epochs`` on D_C with the
+   privacy-preserving exchange of Algorithm 2 (:mod:`.dual`; the dual models are never re-initialized);
+2. B generates A's features of its B-only rows, D_P = {(g(x^B), x^B)}, and sends them to A;
+3. re-initialize the central models (split networks: each party's bottom layer at the party, the rest at
+   C, :mod:`vcl.engine.split_network`): M_C (joint_T) on D_T^k, M_D (dual_T) on D_T^k ∪ D_P; score both on D_V^k
+   with the validation labels B sends: V_C, V_D;
+4. stop when V_D − V_C > T (or at round m); then M_C and M_D are refitted on all of D_C (∪ D_P).
+
+The minibatch schedules (Algorithm 2's over D_C, the central fits') come from the run's seed, which every
+party holds, so only a step's number crosses, not row indices.
+
+Evaluation: dual_T and joint_T on the test rows (all features, each party through its own h₀); MPDL_A on
+the rows only A holds, B's side completed by A's f (x̂^B sent A → B); the inference MAE of Section IV-F
+and the attacks of :mod:`.attacks`, computed by the experimenter (:class:`OverlapExperimenter`) from its
+own view of the raw data and what each party reports of what it holds; the experimenter's messages are not
+the protocol's communication. C scores with the experimenter's test labels.
+
+FTL_A (:class:`FederatedTransfer`): each party trains an autoencoder; B's code learns the label through C's
+classifier on B's labeled rows and both codes are pulled together on D_C (Liu et al.'s supervised and
+alignment losses); C's classifier is then applied to A's codes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vcl.config import RunConfig, config_integers, party_copy
+from vcl.coordinator.build import open_transport, resolve_device, shared_data_options
+from vcl.coordinator.federation import Federation
+from vcl.datamodules.image import IMAGE_DATASETS
+from vcl.datamodules.overlap import OverlapData, OverlapDataModule
+from vcl.engine.split_network import ActivationGradient, Activations
+from vcl.engine.tasks import Task
+from vcl.errors import VCLInputError
+from vcl.family import Family
+from vcl.messages import EXPERIMENTER
+from vcl.methods.mpdl.blinding import BlindedIDs, FoldAssignment, IntersectionIndices
+from vcl.methods.mpdl.coordinator import FederatedTransfer, MultiPartyDualLearning, PartialOverlapProtocol
+from vcl.methods.mpdl.dual import (
+    CrossGradient,
+    DensityDifference,
+    GeneratedData,
+    OutputGradient,
+    PerturbedMeans,
+    PublicKey,
+)
+from vcl.methods.mpdl.experimenter import OverlapExperimenter
+from vcl.methods.mpdl.messages import Report
+from vcl.methods.mpdl.options import MPDLOptions
+from vcl.methods.mpdl.paillier import check_key_bits
+from vcl.methods.mpdl.party import OverlapParty
+
+
+def options_of(config: RunConfig) -> MPDLOptions:
+    iterations = min(config.mpdl.max_iterations, config.run.rounds)
+    device = str(resolve_device(config.run.device))
+    return MPDLOptions(**dataclasses.asdict(config.mpdl), iterations=iterations, device=device)
+
+
+class MPDL(Family):
+    """The MPDL family: multi-party dual learning and its FTL reference, between A, B (partly overlapping rows) and
+    the collaborator C, with the experimenter scoring."""
+
+    name = "MPDL"
+    methods = ("mpdl", "ftl")
+    reference = "ftl"
+    messages = (PublicKey, PerturbedMeans, GeneratedData, OutputGradient, DensityDifference, CrossGradient, Report)
+    messages += (BlindedIDs, IntersectionIndices, FoldAssignment, Activations, ActivationGradient)  # + split network
+    peer_messages = (BlindedIDs, IntersectionIndices, FoldAssignment, PublicKey, PerturbedMeans, GeneratedData)
+    peer_messages += (OutputGradient, DensityDifference, CrossGradient, Activations, Report)  # A ↔ B, → experimenter
+    party_loads_all_data = True
+
+    def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> OverlapDataModule:
+        """Two parties whose rows partly overlap (γ of them in common), with the labels at B."""
+        d = config.data
+        return OverlapDataModule(
+            **shared_data_options(config),
+            gamma=config.mpdl.gamma,
+            seed=config.run.seed,
+            assignment=d.assignment or None,
+            root=d.root,
+            max_rows=config.mpdl.max_rows,
+        )
+
+    def parties(self, config: RunConfig, method: str, data: OverlapData, only: int | None = None, plan=None) -> list:
+        """A, B and the experimenter (every one, or only ``only``: what a party's own process builds)."""
+        options, seed, k, dual = options_of(config), config.run.seed, data.num_classes, method == "mpdl"
+        makers = [
+            lambda: OverlapParty(data.a, data.b, options, seed, k, dual),
+            lambda: OverlapParty(data.b, data.a, options, seed, k, dual),
+            lambda: OverlapExperimenter(data, options, k, config_integers(party_copy(config.to_dict()))),
+        ]
+        return [make() for i, make in enumerate(makers) if only is None or i == only]
+
+    def build(self, config: RunConfig, data: OverlapData, method: str) -> PartialOverlapProtocol:
+        """MPDL or FTL at C; A, B and the experimenter reached through the transport."""
+        names = ["a", "b", EXPERIMENTER]
+        transport = open_transport(config, method, data, names, lambda: self.parties(config, method, data))
+        dims = {"a": data.a.num_features, "b": data.b.num_features}
+        cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
+        task = Task(data.task, data.num_classes, "ce")
+        fed = Federation(transport=transport)
+        return cls(task, fed, data.labels, dims, data.a.image_shape, options_of(config), seed=config.run.seed)
+
+    def check(self, config: RunConfig) -> None:
+        """A CNN central or dual model needs images; Paillier's key is a size it can use."""
+        for key in ("central", "dual_arch"):
+            if getattr(config.mpdl, key) == "cnn" and config.data.dataset not in IMAGE_DATASETS:
+                raise VCLInputError(
+                    f"mpdl.{key}=cnn needs an image dataset ({', '.join(IMAGE_DATASETS)}), not {config.data.dataset!r}."
+                )
+        check_key_bits(config.mpdl.key_bits)

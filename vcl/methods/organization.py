@@ -1,0 +1,302 @@
+"""An organization: its private feature view, its own learner and local loss, behind messages.
+
+Nothing outside reads an organization's features or calls its methods: it answers messages
+(:meth:`Organization.handle`) — a :class:`PseudoResidual` (or :class:`Labels`) with a
+:class:`FittedValues` of its new round model's outputs, a :class:`PredictionRequest` with every kept
+model's outputs, a :class:`ModelsRequest` with a :class:`ModelsReport`. A fit is split into
+``begin_fit`` (a :class:`FitJob`: a fresh learner, made when needed, and local data) and ``finish_fit`` so the
+local transport may run several organizations' jobs at once (:mod:`vcl.transport`); jobs never leave the host.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from vcl.engine.loop import seed_for
+from vcl.engine.losses import local_loss
+from vcl.messages import (
+    FittedValues,
+    Labels,
+    Message,
+    ModelsReport,
+    ModelsRequest,
+    PredictionRequest,
+    PseudoResidual,
+    as_float,
+)
+from vcl.models import LearnerSettings, build_learner, learner_prototype
+
+if TYPE_CHECKING:
+    from vcl.datamodules.tabular import FeatureView
+
+
+@dataclass
+class FitJob:
+    """Work one organization does locally for one message: fit ``learner`` on its own training rows, then
+    predict its own rows of every split (``inputs``). An executor that fits several jobs at once may also fill in
+    ``outputs`` ({split: N × K}) and ``train_loss`` (the local loss on the training rows); else the organization
+    computes them itself. A torch learner is not made until needed (:meth:`built`: ``prototype.renewed(seed)``):
+    Linear learners fitted together keep only their parameters (:func:`vcl.models.fit_linear_rounds`), which the
+    executor puts in ``learner``."""
+
+    message: Message
+    learner: object | None
+    inputs: dict[str, Tensor]
+    targets: Tensor
+    seed: int
+    prototype: object | None = None
+    outputs: dict[str, Tensor] | None = None
+    train_loss: float | None = None
+    fit_options: dict | None = None  # engine trainer: the Trainer's log folder and callbacks for this fit
+
+    @property
+    def features(self) -> Tensor:
+        return self.inputs["train"]
+
+    def built(self):
+        """The learner, made from the prototype if it was not made yet."""
+        if self.learner is None:
+            self.learner = self.prototype.renewed(self.seed)
+        if self.fit_options is not None:
+            self.learner.fit_options = self.fit_options
+        return self.learner
+
+
+class Organization:
+    def __init__(
+        self,
+        view: FeatureView,
+        learner: str,
+        loss: str,
+        settings: LearnerSettings,
+        device="cpu",
+        output_noise: float = 0.0,
+        seed: int = 0,
+        place: int = 0,
+    ):
+        self.name = view.name
+        self.seed, self.place = seed, place  # the round-t model draws from seed_for(seed, t, place)
+        self.output_noise = output_noise  # σ of Gaussian noise on its outputs (a faulty organization)
+        self.learner_name = learner
+        self.loss = loss
+        self.settings = settings
+        self._view = view.to(device)
+        self._models: list[tuple[int, int, int, object]] = []  # (round, seed, K, fitted learner)
+        self._shared = None  # Deep Model Sharing: the one learner whose extractor every round shares
+        self._prototypes: dict[tuple[int, str], object] = {}  # (outputs, loss) → what its learners are copies of
+        self.train_losses: dict[int, float] = {}  # round → its model's local loss on the training rows
+        self._writer = None  # this organization's own TensorBoard log, where it runs (log_round)
+        self._folder: Path | None = None  # its own folder, once the run has one (open_logs)
+
+    @property
+    def num_features(self) -> int:
+        return self._view.num_features
+
+    def device(self) -> torch.device:
+        """Where this organization's data and models live."""
+        return self._view.splits["train"].device if self._view.splits else torch.device("cpu")
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self._view.splits)
+
+    @property
+    def view(self) -> FeatureView:
+        """This organization's own columns (private: read where it runs, never sent)."""
+        return self._view
+
+    @property
+    def shared_extractor(self):
+        """Deep Model Sharing: the one learner whose extractor every kept round model uses (else None)."""
+        return self._shared
+
+    def kept_models(self) -> list[tuple[int, object]]:
+        """``(round, model)`` for every round model kept for the prediction stage, oldest first."""
+        return [(r, m) for r, _, _, m in self._models]
+
+    @property
+    def example_shape(self) -> tuple[int, ...]:
+        return self._view.example_shape
+
+    def _new_learner(self, out_features: int, seed: int, loss: str | None = None, shared: bool = False):
+        return build_learner(
+            self.learner_name, self.example_shape, out_features, loss or self.loss, seed, self.settings, shared
+        )
+
+    def handle(self, message: Message) -> Message:
+        """This organization's reply to a message from Alice."""
+        if isinstance(message, (PseudoResidual, Labels)):
+            job = self.begin_fit(message)
+            job.built().fit(job.features, job.targets)
+            return self.finish_fit(job)
+        if isinstance(message, PredictionRequest):
+            return self.predict(message)
+        if isinstance(message, ModelsRequest):
+            return self.report(message)
+        raise TypeError(f"{self.name} does not answer a {message.kind}.")
+
+    def begin_fit(self, message: PseudoResidual | Labels) -> FitJob:
+        """A fresh learner (its loss: the message's for labels, else its own) and its data for this round."""
+        targets = message.values.to(self._view.splits["train"].device)
+        seed, loss = seed_for(self.seed, message.round, self.place), getattr(message, "loss", None)
+        options = self._fit_options(message.round)
+        if self.settings.dms:
+            if self._shared is None:
+                self._shared = self._new_learner(targets.shape[1], seed, loss, shared=True)
+            return FitJob(message, self._shared, self._view.splits, targets, seed, fit_options=options)
+        k, loss = targets.shape[1], loss or self.loss
+        if (k, loss) not in self._prototypes:
+            shape = self.example_shape
+            self._prototypes[(k, loss)] = learner_prototype(self.learner_name, shape, k, loss, self.settings)
+        prototype = self._prototypes[(k, loss)]
+        learner = self._new_learner(k, seed, loss) if prototype is None else None  # else made when needed
+        return FitJob(message, learner, self._view.splits, targets, seed, prototype, fit_options=options)
+
+    def finish_fit(self, job: FitJob) -> FittedValues:
+        """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
+        model = job.learner.round_model(job.learner.rounds - 1) if self.settings.dms else job.learner
+        self._models.append((job.message.round, job.seed, job.targets.shape[1], model))
+        if job.outputs is None:  # fitted alone: predict its own rows
+            job.outputs = {split: model.predict(x) for split, x in job.inputs.items()}
+            loss = getattr(job.message, "loss", None) or self.loss
+            job.train_loss = float(local_loss(as_float(job.outputs["train"]), job.targets.float(), loss))
+        self.train_losses[job.message.round] = job.train_loss
+        values = {split: self._output(out, job.seed, split) for split, out in job.outputs.items()}
+        return FittedValues(self.name, job.message.sender, job.message.round, values)
+
+    def open_logs(self, folder: Path) -> None:
+        """Where this organization's own logs go (``folder/tensorboard``): under ``run.engine: trainer`` each fit's
+        Trainer logs there too, one TensorBoard run per round (``round-<t>``)."""
+        self._folder = Path(folder)
+
+    def _fit_options(self, round_: int) -> dict | None:
+        """The Trainer's logger folder and callbacks for the fit of ``round_`` (engine trainer only)."""
+        if self.settings.engine != "trainer":
+            return None
+        log_dir = None if self._folder is None else self._folder / "tensorboard"
+        return {"log_dir": log_dir, "version": f"round-{round_}", "callbacks": self.settings.callbacks}
+
+    def log_round(self, folder: Path, round_: int) -> None:
+        """Write this round's local training loss to this organization's own TensorBoard log under
+        ``folder/tensorboard`` (where it runs; nothing crosses). Opened afresh after a resume, the log drops
+        what an interrupted run wrote after its last checkpoint."""
+        if round_ not in self.train_losses:
+            return
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            from vcl.storage.logs import after_last_event_file
+
+            log = Path(folder) / "tensorboard"
+            after_last_event_file(log)
+            self._writer = SummaryWriter(str(log), purge_step=round_)
+        self._writer.add_scalar("local_loss/train", self.train_losses[round_], round_)
+        self._writer.flush()
+
+    def close_logs(self) -> None:
+        """Close this organization's TensorBoard log (its process may serve another run next)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def _output(self, out: Tensor, seed: int, split: str) -> Tensor:
+        """A model's outputs as sent: float32, plus this organization's output noise (seeded by model and split)."""
+        out = as_float(out)
+        if self.output_noise:
+            gen = torch.Generator(device=out.device).manual_seed(seed_for(seed, zlib.crc32(split.encode())))
+            out = out + self.output_noise * torch.randn(out.shape, generator=gen, device=out.device)
+        return out
+
+    def add_rows(self, split: str, features: Tensor) -> None:
+        """New rows of this organization's own columns (aligned by ID with the others'), for prediction."""
+        if tuple(features.shape[1:]) != self.example_shape:
+            raise ValueError(
+                f"{self.name}: rows for split {split!r} need shape (N, {', '.join(map(str, self.example_shape))}), "
+                f"got {tuple(features.shape)}."
+            )
+        device = self._view.splits["train"].device
+        self._view.splits[split] = features.to(device=device, dtype=torch.float32)
+
+    def predict(self, message: PredictionRequest) -> FittedValues:
+        """The prediction stage: every round model's outputs on the requested rows ({round: N × K})."""
+        x = self._view.splits[message.split]
+        if message.rows is not None:
+            x = x[message.rows.to(device=x.device, dtype=torch.long)]
+        shared = self._shared.predict_rounds(x) if self.settings.dms and self._shared is not None else None
+        values = {
+            str(r): self._output(learner.predict(x) if shared is None else shared[learner.index], s, message.split)
+            for r, s, _, learner in self._models
+        }
+        return FittedValues(self.name, message.sender, message.round, values)
+
+    # --- resumable state --------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        if self.settings.dms:
+            shared = None if self._shared is None else self._shared.shared_state()
+            return {
+                "shared": shared,
+                "models": [(r, s, k, m.index) for r, s, k, m in self._models],
+                "train_losses": dict(self.train_losses),
+            }
+        models = [(r, s, k, lr.state_dict()) for r, s, k, lr in self._models]
+        return {"models": models, "train_losses": dict(self.train_losses)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.train_losses = dict(state.get("train_losses", {}))
+        self._models = []
+        if self.settings.dms:
+            self._shared = None
+            if state["shared"] is not None:
+                r0, s0, k0, _ = state["models"][0]
+                self._shared = self._new_learner(k0, s0, shared=True).to(self._view.splits["train"].device)
+                self._shared.load_shared_state(state["shared"])
+            self._models = [(r, s, k, self._shared.round_model(i)) for r, s, k, i in state["models"]]
+            return
+        for r, s, k, sd in state["models"]:
+            learner = self._new_learner(k, s)
+            learner.load_state_dict(sd)
+            self._models.append((r, s, k, learner))
+
+    @property
+    def rounds_fitted(self) -> int:
+        return len(self._models)
+
+    def stored_parameters(self) -> int:
+        """Parameters of the torch models this organization keeps for prediction (a shared extractor once)."""
+        modules = {id(m): m for m in (getattr(x, "learner", x) for _, _, _, x in self._models)}
+        return sum(p.numel() for m in modules.values() if hasattr(m, "parameters") for p in m.parameters())
+
+    def report(self, message: ModelsRequest) -> ModelsReport:
+        return ModelsReport(
+            self.name, message.sender, message.round, len(self._models), self.stored_parameters(), self.settings.dms
+        )
+
+
+def stack_replies(replies: list[FittedValues], device=None) -> dict[str, Tensor]:
+    """{split: (M, N, K)} on ``device`` (Alice's) from the organizations' replies, in the order given."""
+    return {split: _stacked([r.values[split].to(device) for r in replies]) for split in replies[0].values}
+
+
+def _stacked(parts: list[Tensor]) -> Tensor:
+    """``torch.stack(parts)``; without copying when the parts already lie one after another in one block of memory
+    (the outputs of organizations fitted together, :func:`vcl.engine.concurrent.fit_jobs`): a view of that block."""
+    first = parts[0]
+    if len(parts) > 1 and first.is_contiguous():
+        storage, offset, size = first.untyped_storage().data_ptr(), first.storage_offset(), first.numel()
+        if all(
+            p.untyped_storage().data_ptr() == storage
+            and p.storage_offset() == offset + m * size
+            and p.shape == first.shape
+            and p.dtype == first.dtype
+            and p.device == first.device
+            and p.is_contiguous()
+            for m, p in enumerate(parts)
+        ):
+            return first.as_strided((len(parts), *first.shape), (size, *first.stride()), offset)
+    return torch.stack(parts)

@@ -1,0 +1,208 @@
+"""What every protocol at Alice shares: her labels, her running prediction F on each split, state."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch import Tensor
+
+from vcl.coordinator.federation import Federation
+from vcl.engine.tasks import Task
+from vcl.messages import EXPERIMENTER, Message, Step
+
+
+class Protocol:
+    """A small state machine: ``run_round()`` advances one round and returns its record.
+
+    ``F[split]`` is Alice's current output on that split's rows (N × K), starting at F⁰; it is all she
+    needs to evaluate, so a checkpoint of (round, F, history) plus the organizations' models resumes a
+    run exactly.
+    """
+
+    name = "protocol"
+    max_rounds: int | None = None  # a protocol with a fixed number of rounds (Late: 1)
+    starts_from_prior = True  # F = F⁰ + Σ_t Σ_m c_m^t f_m^t; Late fusion has no F⁰ term
+    progress_header = "eta"  # the protocol's own column in the console's per-round table ("" for none)
+    keeps_models = True  # False: no model is kept past the last round, only its outputs (MPDL, FTL)
+
+    def __init__(
+        self, task: Task, federation: Federation, labels: dict[str, Tensor], seed: int = 0, name: str | None = None
+    ):
+        self.name = name or self.name  # a configuration of the protocol runs under its method's name (alone)
+        self.task = task
+        self.federation = federation
+        self.labels = labels
+        self.seed = seed
+        self.round = 0
+        self.history: list[dict] = []
+        self.stopped: str | None = None  # why the protocol ended before its last round (the runner stops)
+        self.unlabelled: dict[str, int] = {}  # rows of splits without labels (train.py predict's "new")
+        start = task.initial(labels["train"])
+        self.F = {s: start.expand(y.shape[0], task.num_outputs).clone() for s, y in labels.items()}
+
+    def run_round(self) -> dict:
+        raise NotImplementedError
+
+    def rows(self, split: str) -> int:
+        """How many rows ``split`` has (a labelled split's, or one of :attr:`unlabelled`)."""
+        return self.labels[split].shape[0] if split in self.labels else self.unlabelled[split]
+
+    @property
+    def coordinator(self) -> str:
+        """Who sends the protocol's requests: Alice (DC: the master; MPDL: the collaborator C)."""
+        return self.federation.alice
+
+    def step_round(self) -> int:
+        """The round a step request carries (a one-shot protocol: its one round)."""
+        return self.round
+
+    def ask(self, names, step: str, **args) -> list[Message]:
+        """Send ``Step(step, args)`` to each party in ``names``, all at once; their replies, in that order."""
+        sender, round_ = self.coordinator, self.step_round()
+        return self.federation.transport.request_all([(n, Step(sender, n, round_, step, args)) for n in names])
+
+    def predict(
+        self, split: str, upto: int | None = None, without: tuple[int, ...] = (), rows: Tensor | None = None
+    ) -> Tensor:
+        """Algorithm 1's prediction stage on rows of ``split`` that every organization holds.
+
+        ``F = F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m)`` with the coefficients ``c_m^t`` (η^t w_m^t for GAL) kept in
+        each round's record; the organizations send only their models' outputs. ``upto``: use the
+        models of rounds 1..upto only (the run truncated at that round; default: every round); ``without``: the
+        organizations (by place) whose models are left out, as if they were down (what each is worth to Alice);
+        ``rows``: only those rows of the split, by position (:mod:`vcl.use.serve`).
+        """
+        rounds = self.round_predictions(split, without, rows)
+        return rounds[max(r for r in rounds if upto is None or r <= upto)]
+
+    def round_predictions(
+        self, split: str, without: tuple[int, ...] = (), rows: Tensor | None = None
+    ) -> dict[int, Tensor]:
+        """{round t: F after rounds 1..t} from one prediction request to every organization (but ``without``)."""
+        outputs = self.federation.predictions(split, self.round, rows)  # None for an organization left out
+        outputs = [None if m in without else o for m, o in enumerate(outputs)]
+        device = self.labels["train"].device
+        first = next((v for o in outputs if o is not None for v in o.values()), None)
+        n = first.shape[0] if first is not None else len(rows) if rows is not None else self.rows(split)
+        prior = self.task.initial(self.labels["train"]).to(device).expand(n, -1).clone()
+        F = prior if self.starts_from_prior else torch.zeros_like(prior)
+        out = {0: prior}  # round 0 is F⁰ for every protocol (what the runner records before round 1)
+        for record in self.history:
+            if record["round"] == 0:
+                continue
+            for m, c in enumerate(record.get("coefficients", [])):
+                if c and outputs[m] is not None:
+                    F = F + c * outputs[m][str(record["round"])].to(device)
+            out[record["round"]] = F
+        return out
+
+    def probabilities(self, F: Tensor) -> Tensor:
+        """Class probabilities from the prediction ``F`` (``train.py predict``): ``softmax(F)``, F being the logits
+        of the cross-entropy that GAL's Alice minimizes."""
+        return torch.softmax(F.double(), dim=1)
+
+    def prediction_stage(self, upto: int | None = None) -> tuple[dict[str, float], int]:
+        """Alice's metric on every split from the models the run keeps, through the prediction stage
+        (:meth:`predict`), with the rounds 1..``upto`` (default: all); returns it and the round used.
+        A protocol whose ``predict`` cannot stop at an earlier round reports its last round."""
+        upto = self.round if upto is None else min(upto, self.round)
+        if upto != self.round and "upto" not in inspect.signature(self.predict).parameters:
+            upto = self.round
+        kwargs = {} if upto == self.round else {"upto": upto}
+        return {s: self.task.metric(self.predict(s, **kwargs), y) for s, y in self.labels.items()}, upto
+
+    def kept_round_metrics(self) -> dict[int, dict] | None:
+        """{round t: {"metrics": {split: metric}, "auroc": {split: AUROC}}} of the kept models with rounds 1..t,
+        recomputed at the end of a run through the prediction stage; ``None`` for a protocol that cannot stop its
+        prediction at an earlier round (its reported metrics are then Alice's running F, which tests hold equal to
+        the prediction stage)."""
+        return None
+
+    def metrics_by_round(self) -> dict[int, dict]:
+        """{round t: {"metrics": ..., "auroc": ...}} of :meth:`predict` with rounds 1..t, one request per split
+        (``auroc`` empty unless the task is binary)."""
+        per_split = {s: self.round_predictions(s) for s in self.labels}
+        rounds = sorted(next(iter(per_split.values())))
+        return {
+            t: {
+                "metrics": {s: self.task.metric(per_split[s][t], y) for s, y in self.labels.items()},
+                "auroc": self.auroc({s: per_split[s][t] for s in self.labels}),
+            }
+            for t in rounds
+        }
+
+    def auroc(self, F: dict[str, Tensor] | None = None, splits=None) -> dict[str, float]:
+        """{split: AUROC} of the predictions ``F`` (default: Alice's running F) for a binary task, else empty; a
+        split whose labels hold one class is left out."""
+        if not self.task.binary:
+            return {}
+        F = self.F if F is None else F
+        splits = [s for s in (splits or self.labels) if s in F and s in self.labels]
+        scores = {s: self.task.auroc(F[s], self.labels[s]) for s in splits}
+        return {s: v for s, v in scores.items() if v is not None}
+
+    def stored_parameters(self) -> int:
+        """Torch parameters the organizations keep for the prediction stage (results.json); 0 unless known."""
+        return 0
+
+    def summary(self, records: list[dict]) -> dict:
+        """What results.json adds from the round records beside the metrics (GAL's: what the other organizations read
+        of Alice's labels and residuals); nothing by default."""
+        return {}
+
+    def progress_value(self, record: dict) -> str:
+        """The round's entry in the ``progress_header`` column: GAL's assisted learning rate η."""
+        eta = record.get("eta")
+        return "" if eta is None else (f"{eta:.4g}" if not isinstance(eta, list) else f"{eta[-1]:.4g}…")
+
+    def train_loss(self) -> float:
+        return float(self.task.loss_value(self.F["train"], self.labels["train"]))
+
+    def evaluate(self) -> dict[str, float]:
+        """Alice's metric on every split at the current round."""
+        return {s: self.task.metric(self.F[s], y) for s, y in self.labels.items()}
+
+    def state_dict(self) -> dict:
+        return {
+            "round": self.round,
+            "F": {s: f.detach().cpu() for s, f in self.F.items()},
+            "history": list(self.history),
+            "federation": self.federation.state_dict(),
+            "stopped": self.stopped,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.round = state["round"]
+        device = next(iter(self.F.values())).device
+        self.F = {s: f.to(device) for s, f in state["F"].items()}
+        self.history = list(state["history"])
+        self.stopped = state.get("stopped")
+        self.federation.load_state_dict(state["federation"])
+
+    def _record(self, **values) -> dict:
+        record = {"round": self.round, "train_loss": self.train_loss(), **values}
+        self.history.append(record)
+        return record
+
+
+def weighted_sum(weights: Tensor, outputs: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Σ_m w_m f_m on every split."""
+    return {s: torch.einsum("m,mnk->nk", weights, o) for s, o in outputs.items()}
+
+
+class Experimenter:
+    """Who scores a run from outside it (DC, MPDL): it holds the raw data a score needs and what the parties
+    report; its messages are not the protocol's communication. It computes on the CPU and keeps no state of its
+    own unless a subclass says so."""
+
+    name = EXPERIMENTER
+
+    def device(self) -> str:
+        return "cpu"
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass

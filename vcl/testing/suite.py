@@ -1,0 +1,155 @@
+"""The transport contract as tests: one suite that every transport passes, vcl's own and one written outside it.
+
+A transport (:class:`vcl.transport.Transport`) passes when the runs it carries are the runs of one process: the same
+rounds, metrics, ledger bytes and prediction stage for every method family (GAL and its baselines; ASCII's, DC's and
+MPDL's party-to-party messages; Interm fusion's many small steps), each party saying where it ran, and a run stopped
+after a checkpoint resuming to end as the uninterrupted one. To run it on a transport, subclass
+:class:`TransportSuite` in a test module and give the fixture ``transport``: a function from the run's party names to
+the config settings that send the run through it::
+
+    from vcl.testing.suite import TransportSuite
+
+    class TestMyTransport(TransportSuite):
+        apart = True  # its parties run in other processes
+
+        @pytest.fixture
+        def transport(self):
+            return lambda names: {"transport.kind": "my_pkg.transport.MyTransport"}
+
+``vcl``'s own: ``tests/test_transport.py`` (local), ``tests/test_ray_transport.py`` (ray), ``tests/test_grpc.py``
+(grpc, its parties started by :class:`vcl.transports.loopback.Federation` with :data:`PARTY_NAMES` and
+:data:`PARTY_SETTINGS`). The reference of each case is the local transport with ``run.concurrent: false`` (each party
+fits alone, as a party in its own process does), run once per pytest process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from vcl.callbacks import RoundCallback, RoundCheckpoint
+from vcl.config import RunConfig
+from vcl.coordinator.runner import RunInterrupted, train
+
+GAL_NAMES = ["alice", "org1", "org2"]
+DC_NAMES = ["party1.1", "party1.2", "party2.1", "party2.2", "experimenter"]
+MPDL_NAMES = ["a", "b", "experimenter"]
+PARTY_NAMES = list(dict.fromkeys(GAL_NAMES + DC_NAMES + MPDL_NAMES))  # every party the suite's runs have
+# the settings each party keeps in its own copy of the config, never in the coordinator's (MPDL's own secrets)
+PARTY_SETTINGS = {"a": {"secrets": {"mpdl.secret_a": 0xA5EC}}, "b": {"secrets": {"mpdl.secret_b": 0xB5EC}}}
+
+BASE = {
+    "data.dataset": "wine",
+    "data.organizations": 3,
+    "run.rounds": 2,
+    "learner.epochs": 5,
+    "learner.milestones": [10],
+    "compare": [],
+    "run.device": "cpu",
+}
+# each case: its settings and its parties' names
+CASES = {
+    "gal+alone+late": ({"method": "gal", "compare": ["alone", "late"]}, GAL_NAMES),
+    "al+dp": ({"method": "al", "gal.local_loss": ["l1"], "gal.privacy": "dp", "gal.privacy_secret": 7}, GAL_NAMES),
+    "ascii": ({"method": "ascii", "learner.model": ["tree"], "compare": ["ascii_simple"]}, GAL_NAMES),
+    "interm": ({"method": "interm", "learner.model": ["mlp"]}, GAL_NAMES),
+    "dc_smote": (
+        {"method": "dc_smote", "dc.public_rows": 30, "dc.anchor_rows": 100, "dc.dim": 3, "dc.smote_k": 10,
+         "run.rounds": 1, "compare": ["centralized", "local"]},
+        DC_NAMES,
+    ),
+    "mpdl": (
+        {"method": "mpdl", "data.dataset": "breast_cancer", "data.test_fraction": 0.1, "mpdl.gamma": 0.2,
+         "mpdl.max_rows": 240, "mpdl.dual_epochs": 2, "mpdl.central_epochs": 3, "mpdl.paillier": True,
+         "mpdl.key_bits": 256, "mpdl.secret_a": 0xA5EC, "mpdl.secret_b": 0xB5EC, "compare": ["ftl"]},
+        MPDL_NAMES,
+    ),
+}  # fmt: skip
+_references: dict[str, dict] = {}
+
+
+def config(out: Path, **settings) -> RunConfig:
+    return RunConfig.from_dict({**BASE, **settings, "out": str(out)})
+
+
+def rounds_of(results: dict) -> list:
+    """Each round's number, metrics and bytes: what two runs of one config share exactly, whatever carried them."""
+    return [(r["round"], r["metrics"], r["bytes_sent"]) for r in results["rounds"]]
+
+
+def scores_of(results: dict) -> list[dict]:
+    """Each round's scores (DC's and MPDL's diagnostics), not their seconds."""
+    return [{k: v for k, v in r.get("scores", {}).items() if "seconds" not in k} for r in results["rounds"]]
+
+
+def assert_same_run(a: dict, b: dict) -> None:
+    """Two runs of one config (on two transports) gave the same rounds, value, bytes and comparisons; the scores
+    to 1e-6 (a party in its own process sums some diagnostics with another number of threads)."""
+    for x, y in [(a, b)] + [(a["compare"][m], b["compare"].get(m)) for m in a["compare"]]:
+        assert y is not None and rounds_of(x) == rounds_of(y)
+        keys = ("value", "bytes_sent", "prediction_bytes", "organizations")
+        assert tuple(x.get(k) for k in keys) == tuple(y.get(k) for k in keys)
+        for s, t in zip(scores_of(x), scores_of(y), strict=True):
+            assert s.keys() == t.keys() and all(s[k] == pytest.approx(t[k], rel=1e-6) for k in s), (s, t)
+    assert set(a["compare"]) == set(b["compare"])
+
+
+def reference(case: str, settings: dict) -> dict:
+    """The case run in one process, each party fitting alone (once per pytest process)."""
+    if case not in _references:
+        out = Path(tempfile.mkdtemp(prefix="vcl-reference-"))
+        atexit.register(shutil.rmtree, out, ignore_errors=True)  # the folder this suite made, at the process's end
+        _references[case] = train(config(out, **settings, **{"run.concurrent": False}), verbose=False)
+    return _references[case]
+
+
+class Crash(RoundCallback):
+    """Stops a run at the end of round ``at`` (after its checkpoint), as Ctrl-C would."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            raise KeyboardInterrupt
+
+
+class TransportSuite:
+    """What every transport shows. A subclass gives the fixture ``transport`` (names → config settings) and
+    ``apart``: whether its parties run in processes of their own."""
+
+    apart = False
+
+    @pytest.fixture
+    def transport(self):
+        raise NotImplementedError("a TransportSuite subclass gives the fixture `transport`")
+
+    @pytest.mark.parametrize("case", list(CASES))
+    def test_a_run_equals_one_process(self, transport, tmp_path, case):
+        settings, names = CASES[case]
+        expected = reference(case, settings)
+        got = train(config(tmp_path / "run", **settings, **transport(names)), verbose=False)
+        assert_same_run(got, expected)
+        assert got["bytes_sent"] > 0 or case == "interm" and got["bytes_sent"] == expected["bytes_sent"]
+        where = got["parties"]  # each party says where it runs, in the order of the run's parties
+        assert [p["name"] for p in where] == [p["name"] for p in expected["parties"]]
+        assert all(p["host"] and p["pid"] and p["device"] for p in where)
+        pids = {p["pid"] for p in where}
+        if self.apart:
+            assert len(pids) == len(where) and got["coordinator_pid"] not in pids
+        else:
+            assert pids == {got["coordinator_pid"]}
+
+    def test_a_stopped_run_resumes_to_the_uninterrupted_run(self, transport, tmp_path):
+        settings = {**CASES["gal+alone+late"][0], "run.rounds": 3, "compare": []}
+        expected = reference("gal, three rounds", settings)
+        run = config(tmp_path / "run", **settings, **transport(GAL_NAMES))
+        with pytest.raises(RunInterrupted) as stopped:
+            train(run, verbose=False, callbacks=[RoundCheckpoint(), Crash(2)])
+        assert stopped.value.saved_round == 2
+        resumed = train(run, resume=True, verbose=False)
+        assert_same_run(resumed, expected)

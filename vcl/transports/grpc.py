@@ -1,0 +1,363 @@
+"""Organizations on their own machines: the coordinator dials each party over gRPC with mutual TLS
+(``transport.kind: grpc``).
+
+Each organization starts its party with ``python -m vcl.party --config <own>.yaml`` (:mod:`vcl.party.server`); Alice's
+``train.py`` names the parties' addresses (``transport.addresses``, by name) and her own key and
+certificate (``transport.tls_*``). Every connection is mutually authenticated against the federation's CA: the
+coordinator accepts a party only if its certificate names the party it expects, and a party answers only the
+coordinator its config names. What crosses are frames of :mod:`vcl.transports.wire` (data, never code), each under
+``transport.max_message_mb`` in all, streamed both ways in pieces of at most ``transport.chunk_mb`` (so a
+residual of any size crosses, and a receiver refuses a frame over its total as soon as the pieces pass it), each
+call under ``transport.deadline`` seconds.
+
+A call that finds the party unreachable before anything was sent is tried again, up to ``transport.retries``
+times with a growing pause; one that fails after its request left (the party died mid-round, or stopped
+answering within the deadline) ends the run with one sentence naming the party and the round
+(:class:`vcl.errors.PartyLost`): a request is never sent twice, since a party's state moves with each one.
+Party-to-party messages go from the sending party to the receiving one over their own TLS connection; the
+coordinator gets only their ledger lines, as under the other transports, so ``bytes_sent`` is the same.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from vcl.errors import PartyLost, VCLInputError
+from vcl.messages import Message, MessageRecord
+from vcl.transport import Parties, Transport
+from vcl.transports.wire import (
+    CHUNK_MB,
+    SERVICE,
+    FrameTooLarge,
+    joined,
+    pack,
+    pack_message,
+    pieces,
+    unpack,
+    unpack_message,
+)
+
+IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLogs"}  # safe to send again
+
+
+class Link:
+    """One mutually authenticated gRPC channel to the party ``name`` at ``address``; ``tls``: own ``ca``, ``cert``
+    and ``key`` PEM files. The server's certificate must name ``name`` (TLS host name check against it). Frames
+    go and come back as streams of pieces of at most ``chunk`` bytes, ``limit`` bytes in all."""
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        tls: dict,
+        limit: int,
+        deadline: float,
+        retries: int = 3,
+        chunk: int = int(CHUNK_MB * 2**20),
+    ):
+        import grpc
+
+        self.name, self.address, self.limit, self.chunk = name, address, limit, chunk
+        self.deadline, self.retries = deadline, retries
+        ca, cert, key = (Path(tls[k]).read_bytes() for k in ("ca", "cert", "key"))
+        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        options = [
+            ("grpc.ssl_target_name_override", name),
+            ("grpc.default_authority", name),
+            ("grpc.max_receive_message_length", min(limit + 2**16, 2**31 - 1)),  # the party's pieces, any size
+            ("grpc.max_send_message_length", chunk + 2**16),
+            ("grpc.enable_retries", 0),  # a request that left is never sent again (see the module's text)
+        ]
+        self.channel = grpc.secure_channel(address, creds, options=options)
+
+    def call(self, op: str, frame: bytes, during: str = "start-up", timeout: float | None = None) -> bytes:
+        """The party's answer to ``op`` with ``frame`` (within ``timeout`` seconds, by default the deadline; a
+        shorter one is tried once); one sentence (PartyLost, VCLInputError) if there is none."""
+        import grpc
+
+        method = self.channel.stream_stream(f"/{SERVICE}/{op}")
+        retries = self.retries if timeout is None else 0
+        for attempt in range(retries + 1):
+            try:
+                return joined(method(pieces(frame, self.chunk), timeout=timeout or self.deadline), self.limit)
+            except FrameTooLarge:
+                raise VCLInputError(
+                    f"party {self.name} at {self.address}: its answer to {op} is over the size limit "
+                    f"({self.limit} bytes); raise transport.max_message_mb."
+                ) from None
+            except grpc.RpcError as err:
+                error = self.error(op, err.code(), (err.details() or "").strip(), during)
+                if isinstance(error, PartyLost) and err.code() == grpc.StatusCode.UNAVAILABLE:
+                    if attempt < retries and op in IDEMPOTENT:
+                        time.sleep(min(0.2 * 2**attempt, 2.0))
+                        continue
+                raise error from None
+        raise AssertionError("unreachable")
+
+    def error(self, op: str, code, details: str, during: str) -> Exception:
+        """One sentence for a call that failed: the party refused it (input error), the party answered that it
+        failed it, a peer it relayed to was lost, or the party stopped (:class:`PartyLost`)."""
+        import grpc
+
+        from vcl.errors import PartyFailed
+
+        where = f"party {self.name} at {self.address}"
+        lowered = details.lower()
+        if code == grpc.StatusCode.UNAVAILABLE and any(
+            w in lowered for w in ("handshake", "certificate", "ssl", "tls", "peer name", "verification")
+        ):
+            return VCLInputError(
+                f"{where}: the TLS handshake failed ({details[:160]}); check that its certificate names {self.name!r} "
+                "and that both sides use the federation's ca.pem (if they do, the party may be out of connections: "
+                "its log says)."
+            )
+        if code in (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            grpc.StatusCode.PERMISSION_DENIED,
+            grpc.StatusCode.ALREADY_EXISTS,
+        ):
+            return VCLInputError(f"{where} refused the {op} request: {details[:300]}.")
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            if "calls at once" in details:
+                return VCLInputError(f"{where} refused the {op} request: {details[:300]}.")
+            return VCLInputError(
+                f"{where}: a {op} frame is over the size limit ({details[:160]}); raise transport.max_message_mb "
+                "on both sides (the party's max_message_mb too), and keep transport.chunk_mb within its chunk_mb."
+            )
+        if code == grpc.StatusCode.ABORTED and ": peer " in details:  # a party it relayed to
+            peer, _, reason = details.partition(": peer ")[2].partition(": ")
+            return PartyLost(peer, during, reason[:300] or "it did not take a message")
+        if code == grpc.StatusCode.INTERNAL:
+            return PartyFailed(self.name, during, op, details[:300])
+        if code == grpc.StatusCode.FAILED_PRECONDITION:
+            return PartyLost(self.name, during, "it restarted and holds no run; --resume sets it up again")
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return PartyLost(self.name, during, f"it did not answer within transport.deadline={self.deadline:g} s")
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+            return PartyLost(self.name, during, f"nothing answers at {self.address}")
+        return PartyLost(self.name, during, f"its {op} failed ({code.name}: {details[:160]})")
+
+    def ask(self, op: str, body=None, during: str = "start-up", timeout: float | None = None):
+        """``op`` with arguments ``body`` (plain data); the party's answer as plain data."""
+        _, value = unpack(self.call(op, pack(op, body), during, timeout), self.limit)
+        return value
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def links(config, names: list[str]) -> dict[str, Link]:
+    """A link to each party named, from ``transport.addresses`` (by name) and the coordinator's TLS files."""
+    t = config.transport
+    missing = [n for n in names if n not in t.addresses]
+    if missing:
+        raise VCLInputError(
+            f"transport.addresses gives no host:port for party {missing[0]} (the run's parties: {', '.join(names)}); "
+            f"add {missing[0]}: <host>:<port>."
+        )
+    check_settings(config)
+    tls = {"ca": t.tls_ca, "cert": t.tls_cert, "key": t.tls_key}
+    limit, chunk = int(t.max_message_mb * 2**20), int(t.chunk_mb * 2**20)
+    return {n: Link(n, t.addresses[n], tls, limit, t.deadline, t.retries, chunk) for n in names}
+
+
+def check_settings(config) -> None:
+    """The coordinator's TLS files exist and every party's address is host:port (one sentence each, before any
+    work)."""
+    from vcl.errors import regular_file
+
+    t = config.transport
+    for key in ("tls_ca", "tls_cert", "tls_key"):
+        if not getattr(t, key):
+            raise VCLInputError(
+                f"transport.kind=grpc needs transport.{key}: a PEM file (python -m vcl.transports.certs)."
+            )
+        regular_file(
+            Path(getattr(t, key)), f"transport.{key}", "make the federation's files with python -m vcl.transports.certs"
+        )
+    from vcl.transports.certs import check_pems
+
+    check_pems(t.tls_ca, t.tls_cert, t.tls_key, ("transport.tls_ca", "transport.tls_cert", "transport.tls_key"))
+    for address in t.addresses.values():
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise VCLInputError(f"transport.addresses: {address!r} is not host:port; e.g. bob.example.org:50052.")
+
+
+def in_parallel(calls: list, lost_in_place: bool = False) -> list:
+    """Run ``calls`` (no-argument functions, one per party) at once; their results in order, the first error
+    raised (``lost_in_place``: a :class:`PartyLost` stands in its party's place instead, for
+    :meth:`vcl.transport.Transport.tolerate`)."""
+
+    def result(run):
+        try:
+            return run()
+        except PartyLost as err:
+            if not lost_in_place:
+                raise
+            return err
+
+    if len(calls) == 1:
+        return [result(calls[0])]
+    with ThreadPoolExecutor(len(calls)) as pool:
+        running = [pool.submit(result, c) for c in calls]
+        return [r.result() for r in running]
+
+
+class GrpcTransport(Transport):
+    """The parties on their own machines, reached through :class:`Link`; ``request_all`` asks them at once."""
+
+    apart = True
+    # Transport.each's operations as the party's RPCs, and the request body each takes (every party keeps its
+    # checkpoints and logs under its own root, on its own machine: the coordinator's root is not sent)
+    CALLS = {
+        "save": ("Save", lambda root, round_, run: {"round": round_, "run": run}),
+        "load": ("Load", lambda root, round_, run: {"round": round_, "run": run}),
+        "prune": ("Prune", lambda root, round_: {"round": round_}),
+        "open_logs": ("OpenLogs", lambda root: None),
+    }
+
+    @classmethod
+    def open(cls, config, method: str, data, parties: Parties) -> GrpcTransport:
+        return cls(config, method, parties.names, data)
+
+    @classmethod
+    def check(cls, config) -> None:
+        check_settings(config)
+
+    @classmethod
+    def psi_answers(cls, config, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:
+        return psi_answers(config, names, drop, offer, new)
+
+    def __init__(self, config, method: str, names: list[str], data, channel=None):
+        from vcl.config import party_copy
+        from vcl.coordinator.build import party_ids
+
+        super().__init__(names, channel)
+        self.config = config
+        self.skip_missing = config.run.missing_parties == "skip"
+        self._links = links(config, names)
+        self._round = 0
+        book = {n: config.transport.addresses[n] for n in names}
+        self.run = run_name(config)
+        setup = {
+            "run": self.run,
+            "config": party_copy(config.to_dict(), None),  # no secret: each party adds its own
+            "method": method,
+            "ids": party_ids(data),  # the aligned IDs (and new people's, for train.py predict)
+            "kind": data.task,
+            "num_classes": data.num_classes,
+            "names": list(names),
+            "addresses": book,
+        }
+        places = getattr(data, "places", None) or {}  # where Alice's PSI found the IDs in each party's offer
+
+        def body(m: int, n: str) -> dict:
+            return {**setup, "index": m, **({"places": places[n]} if n in places else {})}
+
+        try:
+            placed = in_parallel(
+                [lambda n=n, m=m: self._links[n].ask("Setup", body(m, n)) for m, n in enumerate(names)],
+                lost_in_place=True,
+            )
+            self.placed = [p for p in self.tolerate(placed) if p is not None]
+        except BaseException:
+            self.close()
+            raise
+
+    def _all(self, op: str, body, names: list[str] | None = None, during: str | None = None) -> list:
+        names = self.names if names is None else names
+        during = during or f"round {self._round}"
+        return in_parallel([lambda n=n: self._links[n].ask(op, body, during) for n in names], lost_in_place=True)
+
+    def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
+        self._round = max((m.round for _, m in requests), default=self._round)
+        during = f"round {self._round}"
+
+        def one(party: str, message: Message) -> Message:
+            link = self._links[party]
+            reply = unpack_message(link.call("Handle", pack_message(message), during), link.limit)
+            if reply.sender != party:
+                raise VCLInputError(f"party {party} answered with a {reply.kind} that says it is from {reply.sender}.")
+            return reply
+
+        return in_parallel([lambda p=p, m=m: one(p, m) for p, m in requests], lost_in_place=True)
+
+    def relay(self, parties: list[str]) -> None:
+        for party in parties:
+            try:
+                records = self._links[party].ask("Relay", None, f"round {self._round}")
+            except PartyLost as err:
+                records = self.tolerate([err])[0] or []
+            for record in records:
+                self.channel.add(MessageRecord(**record))
+
+    def each(self, op: str, args: dict[str, tuple]) -> list:
+        if op not in self.CALLS:  # state_dict, load_state_dict
+            raise VCLInputError(
+                "transport.kind=grpc: each party keeps its state on its own machine; a run's checkpoints hold the "
+                "coordinator's part only (run it through train.py, whose checkpoints do that)."
+            )
+        rpc, body = self.CALLS[op]
+        if op == "save":
+            self._round = next(iter(args.values()))[1]
+        during = "start-up" if op == "open_logs" else "loading" if op == "load" else None
+        return self._all(rpc, body(*next(iter(args.values()))), list(args), during)
+
+    def close(self) -> None:
+        """End the run at every party that answers (another run may then set it up), and close the links."""
+
+        def end(link):
+            try:
+                link.ask(
+                    "End", {"run": self.run["id"]}, "the run's end", timeout=min(self.config.transport.deadline, 5)
+                )
+            except (PartyLost, VCLInputError):
+                pass  # a party that is gone ends its run by itself, transport.deadline after its last request
+
+        if getattr(self, "run", None) and self._links:
+            in_parallel([lambda link=link: end(link) for link in self._links.values()])
+        for link in self._links.values():
+            link.close()
+        self._links = {}
+
+
+def run_name(config) -> dict:
+    """What a party is told of the run that sets it up: the coordinator's machine and ``--out`` folder, and a short
+    ID of them (a ``--resume`` of the run is the same run; its folder is locked while a coordinator runs it), and
+    the deadline after which a party may take another run if this one's coordinator never ends it."""
+    import hashlib
+    import socket
+
+    name = f"{socket.gethostname()}:{Path(config.run_dir).resolve()}"
+    return {"id": hashlib.sha256(name.encode()).hexdigest()[:16], "name": name, "deadline": config.transport.deadline}
+
+
+def psi_answers(config, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:
+    """Star PSI of row IDs, the parties' halves: each party (``names[1:]``; ``drop``: its rows with a missing value
+    left out) blinds Alice's ``offer`` again and sends its own IDs blinded once; no ID list crosses."""
+    d = config.data
+
+    def body(k: int, offer) -> dict:
+        return {"offer": offer, "id_column": d.id_column, "drop": drop[k], "label_column": d.label_column, "new": new}
+
+    these = links(config, names if not new else names[1:])  # Alice's own party only for its read ahead
+
+    def read_ahead() -> None:  # Alice's own party reads her file, kept for its Setup, while the others answer
+        try:
+            these[names[0]].ask("PSI", body(0, None), "the ID alignment")
+        except Exception:  # noqa: BLE001 - its Setup reads the file itself, and says what is wrong with it
+            pass
+
+    try:
+        answers = in_parallel(  # a party that is down stands as its PartyLost under run.missing_parties: skip
+            [lambda k=k: these[names[k]].ask("PSI", body(k, offer), "the ID alignment") for k in range(1, len(names))]
+            + ([] if new else [read_ahead]),
+            lost_in_place=config.run.missing_parties == "skip",
+        )
+        return answers[: len(names) - 1]
+    finally:
+        for link in these.values():
+            link.close()

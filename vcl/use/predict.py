@@ -1,0 +1,222 @@
+"""``train.py predict``: a finished run's kept models score new people.
+
+    python train.py predict --out RUN_DIR --data.csv_files NEW_ALICE.csv NEW_BOB.csv ... --predictions FILE
+
+The run is built again as ``--resume`` builds it (its config from its ``results.json``, the same transport, every
+party from its own data and its own checkpoint, where it runs), with one more split, "new": each organization reads
+its own file of new people, checks it as training checked its file, and prepares it with the preparation it fitted on
+its training rows (:class:`vcl.datamodules.prepare.Preparation`: imputation, one-hot categories, z-scores); the
+rows are aligned by ID as training aligned them (private set intersection where parties run apart). The coordinator
+then runs its method's prediction stage on that split (GAL's Algorithm 1: F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m), with the
+round the run reported) and writes FILE: the ID column, ``prediction`` and, for classification, ``p_<class>``
+per class. A built-in data set (``data.dataset``) has no new people: its test split is scored as if it were new.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vcl.config import RunConfig
+from vcl.errors import VCLInputError
+from vcl.family import family_name
+from vcl.storage.checkpoints import load_checkpoint, unpack_ids
+
+NO_MODELS = ("MPDL",)  # families whose runs cannot score new people yet (docs/usage.md says why)
+
+
+def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
+    """The results and config of the completed run in ``run_dir``; one sentence if there is none."""
+    path = run_dir / "results.json"
+    if not path.is_file():
+        raise VCLInputError(
+            f"--out {run_dir} holds no completed run (no results.json); finish it with --resume, or point --out at a "
+            "finished run."
+        )
+    try:
+        results = json.loads(path.read_text())
+        config = RunConfig.from_dict({**results["config"], "out": str(run_dir)}, source=str(path))
+    except (ValueError, KeyError, TypeError):
+        raise VCLInputError(f"{path} is not the results of a vcl run; point --out at a run directory.") from None
+    return results, config
+
+
+class Deployed:
+    """A finished run opened to score people: its parties built again as ``--resume`` builds them, each with its
+    own kept models and its rows of new people (split "new"; a built-in data set's test split), and Alice's
+    protocol at the round the run reported. :func:`predict` scores every row once; :mod:`vcl.use.serve` keeps it open
+    and scores batches of IDs. ``missing_parties``: ``fail`` or ``skip`` (default: the run's)."""
+
+    def __init__(
+        self, run_dir, new_files: list[str], missing_parties: str | None = None, allow_classes: tuple[str, ...] = ()
+    ):
+        from vcl.classpath import named_classes
+        from vcl.coordinator.build import build_protocol, check_config
+        from vcl.coordinator.runner import data_differ, restore, run_data
+
+        run_dir = Path(run_dir)
+        self.results, config = finished_run(run_dir)
+        outside = sorted(set(named_classes(self.results["config"])) - set(allow_classes))
+        if outside:  # importing a module runs it: never because a file says so
+            raise VCLInputError(
+                f"the run in {run_dir} names class {outside[0]}, which scoring would import because its results.json "
+                f"says so; if you trust that code, name it yourself with --allow_classes {outside[0]}."
+            )
+        family = family_name(config.method)
+        if family in NO_MODELS:
+            raise VCLInputError(
+                f"method={config.method} ({family}) keeps no models that score new people in vcl yet; use a run "
+                "of GAL, its baselines, ASCII or DC."
+            )
+        csv = config.data.dataset == "csv"
+        if csv and len(new_files) != len(config.data.csv_files):
+            count = len(config.data.csv_files)
+            raise VCLInputError(
+                f"the run has {count} organizations, so --data.csv_files needs {count} files of new people, in the "
+                f"run's order (Alice's first), not {len(new_files)}."
+            )
+        if not csv and new_files:
+            raise VCLInputError(
+                f"the run trained on data.dataset={config.data.dataset}, which has no new people: leave out "
+                "--data.csv_files to score its test split."
+            )
+        config.data.predict_files = [str(f) for f in new_files]
+        config.run.missing_parties = missing_parties or config.run.missing_parties
+        check_config(config)
+        state = load_checkpoint(ckpt := run_dir / "checkpoints" / "last.ckpt")
+        data = run_data(config, unpack_ids(state.get("ids"), ckpt))  # the training rows as the run aligned them
+        kept = state["data"]
+        if data_differ(kept, config, _without_new(data)):
+            raise VCLInputError(
+                f"the training data differ from those the run in {run_dir} was trained with; each organization "
+                "prepares new rows as it prepared its training rows, so give the run its training files back."
+            )
+        self.config, self.data, self.split = config, data, "new" if csv else "test"
+        self.protocol = protocol = build_protocol(config, data)
+        try:
+            restore(protocol, state, run_dir, config)
+        except BaseException:
+            self.close()
+            raise
+        if csv:
+            protocol.unlabelled["new"] = len(data.new_ids)
+        self.ids = data.new_ids if csv else [str(i) for i in range(protocol.rows("test"))]
+        self.id_column = config.data.id_column if csv else "row"
+        self.classes = getattr(data, "classes", None) or [str(k) for k in range(data.num_classes)]
+        reported = self.results["prediction_stage_round"]
+        self.upto = "upto" in inspect.signature(protocol.predict).parameters and reported < protocol.round
+        self.round = reported if self.upto else protocol.round
+
+    def score(self, rows=None) -> dict:
+        """``{"F", "probabilities", "missing"}`` of the rows at these positions of :attr:`ids` (default: all)."""
+        kwargs = {"upto": self.round} if self.upto else {}
+        if rows is not None:
+            kwargs["rows"] = rows
+        F = self.protocol.predict(self.split, **kwargs).detach().cpu()
+        classify = self.data.task == "classification"
+        probabilities = self.protocol.probabilities(F).cpu() if classify else None
+        return {"F": F, "probabilities": probabilities, "missing": self.protocol.federation.missing()}
+
+    def close(self) -> None:
+        self.protocol.federation.transport.close()
+
+
+def predict(
+    run_dir, new_files: list[str], out: Path, verbose: bool = True, missing_parties: str | None = None,
+    allow_classes: tuple[str, ...] = (),
+) -> dict:  # fmt: skip
+    """Score new people with the run in ``run_dir``; write ``out`` (a CSV, written whole or not at all).
+    ``missing_parties``: ``fail`` or ``skip`` (default: the run's ``run.missing_parties``); ``allow_classes``: the
+    classes of the user's own that the run names and may be imported. Returns ``{"ids", "F", "probabilities",
+    "classes", "round", "missing"}``."""
+    out = Path(out)
+    if out.exists() or not out.parent.is_dir():
+        why = "exists; give a new path (predict never replaces a file)" if out.exists() else "is in no folder"
+        raise VCLInputError(f"--predictions {out} {why}.")
+    deployed = Deployed(run_dir, new_files, missing_parties, tuple(allow_classes))
+    try:
+        scored = deployed.score()
+    finally:
+        deployed.close()
+    scored |= {"ids": deployed.ids, "classes": deployed.classes, "round": deployed.round}
+    write_predictions(out, deployed.id_column, scored, deployed.data.task)
+    if verbose:
+        gone = f", without {', '.join(scored['missing'])} (down)" if scored["missing"] else ""
+        print(f"{deployed.config.method}: {len(deployed.ids)} predictions (the models of rounds 1..{deployed.round}"
+              f"{gone}) in {out}")  # fmt: skip
+    return scored
+
+
+def add_run_arguments(parser) -> None:
+    """The options ``train.py predict`` and ``python -m vcl.use.serve`` share: the run, its people, missing parties."""
+    parser.add_argument("--out", required=True, help="the finished run's directory")
+    parser.add_argument(
+        "--data.csv_files", dest="files", nargs="+", default=[],
+        help="each organization's file of people, in the run's order (Alice's first; her label column optional); "
+        "leave out for a built-in data set, whose test split is scored",
+    )  # fmt: skip
+    parser.add_argument(
+        "--run.missing_parties", dest="missing", choices=["fail", "skip"],
+        help="an organization that is down: fail, or skip (score with those present); default: the run's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow_classes", nargs="+", default=[],
+        help="class paths of your own (models, data modules) that the run names and you trust to import",
+    )  # fmt: skip
+
+
+def one_sentence(work, again: str) -> int:
+    """``work()`` as a command: 0; one sentence and 2 for bad input; one sentence and 1 for a party lost (``again``:
+    what to do then)."""
+    import sys
+
+    from vcl.errors import PartyLost
+
+    try:
+        work()
+    except VCLInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except PartyLost as err:
+        print(f"error: {err}; {again}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _without_new(data):
+    """The data as training saw them (what its digest was made of): every view without the split "new"."""
+    from dataclasses import replace
+
+    if not hasattr(data, "views"):
+        return data
+    views = [replace(v, splits={s: x for s, x in v.splits.items() if s != "new"}) for v in data.views]
+    return replace(data, views=views, new_ids=None)
+
+
+def write_predictions(out: Path, id_column: str, scored: dict, task: str) -> None:
+    """The predictions file: the ID column, ``prediction`` (the class's name, or the number), ``p_<class>`` per
+    class and, when organizations were down (``run.missing_parties: skip``), ``missing``: their names, joined by
+    ``;``; written beside ``out`` and renamed into place, so it is whole or absent."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    columns = {id_column: pa.array(scored["ids"], pa.string())}
+    if task == "classification":
+        names = np.asarray(scored["classes"], dtype=object)
+        columns["prediction"] = pa.array(names[scored["F"].argmax(1).numpy()].tolist(), pa.string())
+        for k, name in enumerate(scored["classes"]):
+            columns[f"p_{name}"] = pa.array(scored["probabilities"][:, k].double().numpy())
+    else:
+        columns["prediction"] = pa.array(scored["F"][:, 0].double().numpy())
+    if scored["missing"]:  # the organizations whose models could not score the row (each row: the same here)
+        columns["missing"] = pa.array([";".join(scored["missing"])] * len(scored["ids"]), pa.string())
+    part = out.with_name(f".{out.name}.{os.getpid()}.part")
+    try:
+        pacsv.write_csv(pa.table(columns), str(part), pacsv.WriteOptions(quoting_style="needed"))
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
