@@ -180,11 +180,11 @@ def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
 
     from vcl.config import RunConfig
     from vcl.coordinator.build import psi_with_parties
-    from vcl.transports.loopback import Federation
+    from vcl.transports.loopback import LoopbackFederation
 
     names = [p.stem for p in paths]
     own = {p.stem: {"csv": str(p)} for p in paths}
-    with Federation(folder / f"psi-{len(paths)}", names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:
+    with LoopbackFederation(folder / f"psi-{len(paths)}", names, own=own, max_message_mb=MAX_MESSAGE_MB) as fed:
         config = RunConfig.from_dict({"data.dataset": "csv", "data.task": "classification",
                                       "data.csv_files": [str(paths[0])] + names[1:], **fed.overrides(),
                                       "transport.deadline": 3600.0})  # fmt: skip
@@ -303,12 +303,15 @@ def main() -> None:
                     if transport == "local":
                         records.append(run(paths, *common, None, not args.no_alone, batch))
                     else:
-                        from vcl.transports.loopback import Federation
+                        from vcl.transports.loopback import LoopbackFederation
 
                         own = {p.stem: {"csv": str(p)} for p in paths}
                         names = [p.stem for p in paths]
                         fed_folder = folder / f"fed-{rows}-{model}-{batch}"
-                        with Federation(fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB, preload=True) as fed:
+                        loopback = LoopbackFederation(
+                            fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB, preload=True
+                        )
+                        with loopback as fed:
                             records.append(run(paths, *common, fed, not args.no_alone, batch))
                     print(_line(records[-1]), flush=True)
                     write_records(records, args.out)  # kept as it goes: a long sweep cut short keeps its runs

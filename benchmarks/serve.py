@@ -129,7 +129,7 @@ def _line(r: dict) -> str:
 def main() -> None:
     from scale import generate  # noqa: I001 (a script beside this one, imported where it runs)
 
-    from vcl.transports.loopback import Federation
+    from vcl.transports.loopback import LoopbackFederation
 
     args = parse_args(__doc__.splitlines()[0])
     rows = 10_000 if args.quick else 20_000
@@ -141,7 +141,7 @@ def main() -> None:
         records += serve_records("local", paths, rows, folder, counts)
         names = [p.stem for p in paths]
         own = {n: {"csv": str(p), "predict_csv": str(p)} for n, p in zip(names, paths, strict=True)}
-        with Federation(folder / "fed", names, own=own, max_message_mb=512) as fed:
+        with LoopbackFederation(folder / "fed", names, own=own, max_message_mb=512) as fed:
             records += serve_records("grpc", paths, rows, folder, counts, fed)
     print(report(records))
     write_records(records, args.out)

@@ -115,13 +115,13 @@ def message_overhead(fed, calls: int = 200) -> dict:
             data = dm.data
         fed_ = build_protocol(cfg, data).federation
         try:
-            fed_.transport.request("org1", ModelsRequest("alice", "org1", 0))  # a first call opens the connection
+            fed_.request("org1", ModelsRequest("alice", "org1", 0))  # a first call opens the connection
             start = time.perf_counter()
             for _ in range(calls):
-                fed_.transport.request("org1", ModelsRequest("alice", "org1", 0))
+                fed_.request("org1", ModelsRequest("alice", "org1", 0))
             out[transport] = (time.perf_counter() - start) / calls
         finally:
-            fed_.transport.close()
+            fed_.close()
     return out
 
 
@@ -182,13 +182,13 @@ def main() -> None:
             file=sys.stderr,
         )
         sys.exit(2)
-    from vcl.transports.loopback import Federation
+    from vcl.transports.loopback import LoopbackFederation
 
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     rounds = 3 if args.quick else 5
     records = []
     names = ["alice"] + [f"org{k}" for k in range(1, 8)]
-    with tempfile.TemporaryDirectory() as folder, Federation(Path(folder), names) as fed:
+    with tempfile.TemporaryDirectory() as folder, LoopbackFederation(Path(folder), names) as fed:
         for name, m in cells(args.quick):
             for seed in seeds:
                 for transport, concurrent in (("local", True), ("local", False), ("ray", False), ("grpc", False)):
@@ -196,7 +196,7 @@ def main() -> None:
         records.append({"benchmark": "transport", "message_seconds": message_overhead(fed)})
     from vcl.testing.probes import NAMES, PROBED, probe_all
 
-    with tempfile.TemporaryDirectory() as folder, Federation(Path(folder), NAMES, own={"org1": PROBED}) as fed:
+    with tempfile.TemporaryDirectory() as folder, LoopbackFederation(Path(folder), NAMES, own={"org1": PROBED}) as fed:
         for record in probe_all(fed):
             records.append(record)
             peak = f"peak {record['peak_mb_before']} -> {record['peak_mb_after']} MB"

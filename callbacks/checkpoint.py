@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from vcl.callbacks.base import RoundCallback
 
-from vcl.coordinator.rundir import PARTIES
 from vcl.storage.checkpoints import atomic_torch_save
 
 
@@ -14,16 +13,13 @@ class RoundCheckpoint(RoundCallback):
 
     filename = "last.ckpt"
 
-    def on_run_start(self, run) -> None:
-        run.protocol.federation.parties_in_state = False
-
     def on_round_end(self, run, record: dict) -> None:
-        transport = run.protocol.federation.transport
-        transport.save(run.out_dir / PARTIES, record["round"], run.stamp)
+        federation = run.protocol.federation
+        federation.save(record["round"], run.stamp)
         saved = record["round"]  # named as saved with the rename itself: a signal cannot fall between them
         atomic_torch_save(
             run.checkpoint(),
             run.out_dir / "checkpoints" / self.filename,
             then=lambda: setattr(run, "saved_round", saved),
         )
-        transport.prune(run.out_dir / PARTIES, record["round"])
+        federation.prune(record["round"])

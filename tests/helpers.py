@@ -77,7 +77,7 @@ def sigterm_after_first_checkpoint(args: list[str], out: Path) -> tuple[int, str
 
 
 class KillParty(RoundCallback):
-    """Ends ``party``'s process of a :class:`vcl.transports.loopback.Federation` at the end of round ``at``."""
+    """Ends ``party``'s process of a :class:`vcl.transports.loopback.LoopbackFederation` at the end of round ``at``."""
 
     def __init__(self, at, federation, party):
         self.at, self.federation, self.party = at, federation, party

@@ -58,7 +58,7 @@ def _same(run: dict, local: dict) -> None:
 
 @pytest.mark.slow
 def test_the_own_method_runs_from_outside_the_project_under_every_transport(tmp_path, monkeypatch):
-    from vcl.transports.loopback import Federation
+    from vcl.transports.loopback import LoopbackFederation
 
     folder = tmp_path / "outside"
     folder.mkdir()
@@ -71,7 +71,7 @@ def test_the_own_method_runs_from_outside_the_project_under_every_transport(tmp_
     names = ["alice", "org1", "org2", "org3"]
     own = {n: {"allow_classes": ["my_method.StumpBoosting"]} for n in names}
     monkeypatch.setenv("PYTHONPATH", str(folder))  # each party process imports my_method where it runs
-    with Federation(tmp_path / "fed", names, own=own) as fed:
+    with LoopbackFederation(tmp_path / "fed", names, own=own) as fed:
         flags = [(f"--{k}", json.dumps(v) if isinstance(v, dict) else str(v)) for k, v in fed.overrides().items()]
         grpc = _train(folder, "grpc", *[x for pair in flags for x in pair])
     _same(grpc, local)

@@ -23,7 +23,7 @@ from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import FittedValues, Labels, PseudoResidual, Step
 from vcl.testing.suite import GAL_NAMES, PARTY_NAMES, PARTY_SETTINGS, TransportSuite
 from vcl.transports import certs
-from vcl.transports.loopback import Federation
+from vcl.transports.loopback import LoopbackFederation
 from vcl.transports.wire import WireError, pack, pack_message, unpack, unpack_message
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -317,7 +317,7 @@ def test_a_run_that_names_no_address_for_a_party_stops_before_any_work(tiny, tmp
 # --- parties as their own processes ---
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
-    with Federation(tmp_path_factory.mktemp("federation"), PARTY_NAMES, own=PARTY_SETTINGS) as fed:
+    with LoopbackFederation(tmp_path_factory.mktemp("federation"), PARTY_NAMES, own=PARTY_SETTINGS) as fed:
         yield fed
 
 
@@ -545,7 +545,7 @@ def test_csv_rows_aligned_by_psi_over_grpc_equal_the_plain_intersection(tiny, tm
             opened.append(Path(args[0]).name)
 
     sys.addaudithook(audit)  # audit hooks cannot be removed: this one records .csv names only while watching
-    with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own, preload=True) as fed:  # as deployed
+    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own, preload=True) as fed:  # as deployed
         config = tiny(**base, **fed.overrides(), **{"data.csv_files": [str(files[0]), "bob", "carol"]})
         watching.append(True)
         try:
@@ -577,7 +577,7 @@ def test_psi_answers_reveal_no_id_to_a_curious_alice(tmp_path):
 
 @pytest.mark.slow
 def test_the_cli_names_a_party_that_is_down_at_start_and_leaves_nothing(tmp_path):
-    with Federation(tmp_path / "fed", ["alice", "org1"]) as fed:
+    with LoopbackFederation(tmp_path / "fed", ["alice", "org1"]) as fed:
         fed.kill("org1")
         o = fed.overrides()
         args = [
@@ -612,7 +612,7 @@ def test_a_party_that_restarts_or_stalls_mid_run_is_one_sentence(tiny, tmp_path)
 
     base = {"data.organizations": 2, "run.rounds": 2, "learner.epochs": 5}
     whole = train(tiny(out=str(tmp_path / "whole"), **{"run.concurrent": False}, **base), verbose=False)
-    with Federation(tmp_path / "fed", ["alice", "org1"]) as fed:
+    with LoopbackFederation(tmp_path / "fed", ["alice", "org1"]) as fed:
         config = tiny(out=str(tmp_path / "cut"), **fed.overrides(), **base)
         restart = AfterRound(0, lambda: (fed.kill("org1"), fed.restart("org1")))
         with pytest.raises(PartyLost, match=r"^party org1 stopped during round 1: it restarted and holds no run"):

@@ -26,7 +26,7 @@ from vcl.methods.mpdl.attacks import h0_attack, reconstruction_attack, trivial_m
 from vcl.methods.mpdl.blinding import PSIParty, decode, private_set_intersection
 from vcl.methods.mpdl.dual import DualParty, duality_loss
 from vcl.methods.mpdl.kde import GaussianKDE, bandwidth
-from vcl.methods.mpdl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
+from vcl.methods.mpdl.paillier import PaillierKeyPair, as_tensors, from_tensors, public_key_from_bytes, scale_rows
 
 MPDL_KINDS = {
     "BlindedIDs",
@@ -340,9 +340,9 @@ def test_paillier_round_trips_floats_and_scales_under_encryption():
     key = PaillierKeyPair(512)
     values = np.array([-3.25, 0.0, 1e-6, 12345.678, -7.5e-4])
     public = public_key_from_bytes(key.public_bytes())
-    cts, exps = pack(key.encrypt(values), public)
+    cts, exps = as_tensors(key.encrypt(values), public)
     assert cts.dtype == torch.uint8 and cts.shape == (5, 128)
-    numbers = unpack(cts, exps, public)
+    numbers = from_tensors(cts, exps, public)
     assert np.allclose(key.decrypt(numbers), values, rtol=1e-12, atol=1e-15)
     factors = np.array([[2.0, -0.5]] * 5)
     assert np.allclose(key.decrypt(scale_rows(numbers, factors)), (values[:, None] * factors).ravel(), atol=1e-12)

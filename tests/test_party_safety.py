@@ -19,7 +19,7 @@ from tests.helpers import rounds_of
 from vcl.coordinator.runner import train
 from vcl.errors import PartyFailed, PartyLost, VCLInputError
 from vcl.testing.probes import NAMES, PROBED, PROBES, attempt, config, hello, link, peak_mb, set_up
-from vcl.transports.loopback import Federation
+from vcl.transports.loopback import LoopbackFederation
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
     folder = tmp_path_factory.mktemp("probed")
-    with Federation(folder, NAMES, own={"org1": PROBED}) as federation:
+    with LoopbackFederation(folder, NAMES, own={"org1": PROBED}) as federation:
         set_up(federation, folder)
         yield federation
 
@@ -164,7 +164,7 @@ def test_a_party_out_of_files_to_open_serves_again_once_connections_without_tls_
     from vcl.transports.wire import SERVICE, pack
 
     own = {"org1": {"handshake_s": 1, "idle_s": 1}}
-    with Federation(tmp_path, ["org1"], own=own, open_files=96) as small:
+    with LoopbackFederation(tmp_path, ["org1"], own=own, open_files=96) as small:
         socks = [socket.create_connection(("127.0.0.1", small.ports["org1"])) for _ in range(150)]
         try:
             start = time.perf_counter()
@@ -194,7 +194,7 @@ def test_a_sentence_about_a_partys_own_data_goes_back_without_its_values(tmp_pat
     bob = tmp_path / "bob.csv"
     bob.write_text("id,b0\n" + "".join(f"p{i},{'SECRET-CELL' if i == 7 else i}\n" for i in rows))
     own = {"alice": {"csv": str(alice)}, "bob": {"csv": str(bob)}}
-    with Federation(tmp_path / "fed", ["alice", "bob"], own=own) as two:
+    with LoopbackFederation(tmp_path / "fed", ["alice", "bob"], own=own) as two:
         settings = {"data.dataset": "csv", "data.task": "classification", "data.csv_files": [str(alice), "bob"],
                     "data.categorical": ["error", "error"], "run.rounds": 1, "compare": [], "run.device": "cpu",
                     "out": str(tmp_path / "run"), **two.overrides()}  # fmt: skip
@@ -210,7 +210,7 @@ def test_a_sentence_about_a_partys_own_data_goes_back_without_its_values(tmp_pat
 def test_sigterm_stops_a_party_at_once_even_in_the_middle_of_a_fit(tmp_path):
     """SIGTERM waited for the running handler: a party asked to stop in the middle of a long fit kept going until
     the fit ended."""
-    with Federation(tmp_path / "fed", NAMES) as three:
+    with LoopbackFederation(tmp_path / "fed", NAMES) as three:
         long = config(three, str(tmp_path / "long"), **{"learner.epochs": 100_000, "transport.deadline": 60.0})
         failed = []
         thread = threading.Thread(target=lambda: failed.append(attempt(lambda: train(long, verbose=False,
@@ -253,7 +253,7 @@ def test_a_party_intersects_and_reads_on_its_own_id_column_whatever_the_run_name
     bob = tmp_path / "bob.csv"
     bob.write_text("key,email\n" + "".join(f"p{i},{i}\n" for i in rows))
     own = {"alice": {"csv": str(alice), "id_column": "email"}, "bob": {"csv": str(bob), "id_column": "key"}}
-    with Federation(tmp_path / "fed", ["alice", "bob"], own=own) as two:
+    with LoopbackFederation(tmp_path / "fed", ["alice", "bob"], own=own) as two:
         from vcl.config import RunConfig
 
         settings = {"data.dataset": "csv", "data.task": "classification", "data.csv_files": [str(alice), "bob"],

@@ -201,12 +201,12 @@ def test_under_ray_each_party_scores_its_own_new_rows_in_its_own_process(tiny, t
 
 @pytest.mark.slow
 def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(tiny, tmp_path):
-    from vcl.transports.loopback import Federation
+    from vcl.transports.loopback import LoopbackFederation
 
     files = federation_files(tmp_path / "data")
     new = new_files_of_test_split(files, tiny(**CSV), tmp_path / "new")
     own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
-    with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
         for method, extra in METHODS.items():
             base = {**CSV, **extra, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]}
             config = tiny(method=method, out=str(tmp_path / method), **base)
@@ -220,13 +220,13 @@ def test_a_party_killed_after_round_2_is_left_out_and_prediction_goes_on_without
     """run.missing_parties: skip under grpc: Carol's process ends after round 2; rounds 3 and 4 weigh Alice and
     Bob only, the run completes and says so; predict with Carol still down scores every row without her and marks
     them, as the run's own prediction stage did."""
-    from vcl.transports.loopback import Federation
+    from vcl.transports.loopback import LoopbackFederation
 
     files = federation_files(tmp_path / "data")
     base = {**CSV, "run.rounds": 4, "run.missing_parties": "skip", "transport.deadline": 20.0}
     new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
     own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
-    with Federation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
         config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
         config.transport.deadline = 20.0
         stage = StageOutputs()
@@ -273,14 +273,14 @@ def test_dc_scores_the_test_split_through_each_workers_mapping_as_the_run_did(ti
 
     from tests.helpers import TINY_DC
     from vcl.testing.suite import DC_NAMES
-    from vcl.transports.loopback import Federation
+    from vcl.transports.loopback import LoopbackFederation
 
     with ExitStack() as stack:
         if transport == "ray":
             request.getfixturevalue("ray_cluster")
         where = {"transport.kind": transport}
         if transport == "grpc":
-            where = stack.enter_context(Federation(tmp_path / "fed", DC_NAMES)).overrides(DC_NAMES)
+            where = stack.enter_context(LoopbackFederation(tmp_path / "fed", DC_NAMES)).overrides(DC_NAMES)
         check_dc_prediction(tiny(method="dc_smote", **TINY_DC, **where), tmp_path)
 
 

@@ -8,21 +8,25 @@ from vcl.datamodules import TabularDataModule
 
 from vcl.config import RunConfig
 from vcl.coordinator.build import build_protocol
+from vcl.coordinator.federation import Federation
 from vcl.coordinator.runner import Run, run_rounds
+from vcl.errors import PartyLost
+from vcl.family import Party
 from vcl.messages import Ack, FittedValues, ModelsReport, PredictionRequest, PseudoResidual
 from vcl.methods.ascii.messages import ClassVotes, Discarded, IgnoranceScores
 from vcl.testing.suite import TransportSuite
-from vcl.transports.local import LOCAL_CALLS, LocalTransport
+from vcl.transport import Transport
+from vcl.transports.local import LocalTransport
 
 
 class BoundaryCrossed(Exception):
     """Not an AttributeError, so no ``hasattr`` or ``getattr(..., default)`` can swallow it."""
 
 
-class Guarded:
-    """A party seen from outside: ``handle`` and the local transport's own calls, nothing else."""
+class Guarded(Party):
+    """A party seen from outside: the :class:`vcl.family.Party` interface, nothing else."""
 
-    allowed = ("handle", *LOCAL_CALLS)
+    allowed = tuple(n for n in vars(Party) if not n.startswith("_") and n != "name")  # its host knows its name
 
     def __init__(self, party):
         object.__setattr__(self, "_party", party)
@@ -46,7 +50,7 @@ def guard(protocol):
     """The same parties, each behind a :class:`Guarded` wrapper, on a fresh local transport."""
     fed = protocol.federation
     parties = {n: Guarded(fed.transport.party(n)) for n in fed.names}
-    fed.transport = LocalTransport(parties, fed.channel, fed.transport.concurrent)
+    fed.transport = LocalTransport(parties, fed.channel, fed.transport.host.batch)
     return protocol
 
 
@@ -65,7 +69,7 @@ def test_a_guarded_party_refuses_everything_but_messages(tiny):
     for name in ("predict", "name", "_view", "_models", "stored_parameters", "add_rows"):
         with pytest.raises(BoundaryCrossed):
             getattr(party, name)
-    reply = protocol.federation.transport.request("org1", PredictionRequest("alice", "org1", 0, "test"))
+    reply = protocol.federation.request("org1", PredictionRequest("alice", "org1", 0, "test"))
     assert isinstance(reply, FittedValues) and reply.values == {}  # no model yet
 
 
@@ -114,14 +118,14 @@ def test_ascii_runs_with_every_agent_behind_the_guard(tiny, case):
     protocol = guard(protocol_for(cfg))
     sent, replies = [], []
     protocol.federation.channel.tap = lambda m: sent.append(m) or m
-    request_all = protocol.federation.transport.request_all
+    request_all = protocol.federation.request_all
 
     def tapped(requests):
         out = request_all(requests)
         replies.extend(out)
         return out
 
-    protocol.federation.transport.request_all = tapped
+    protocol.federation.request_all = tapped
     guarded = results(protocol, cfg)
     torch.manual_seed(0)
     plain = results(protocol_for(cfg), cfg)
@@ -153,7 +157,7 @@ def test_an_ascii_checkpoint_is_data_only_and_resumes_the_chain(tiny, tmp_path):
     torch.testing.assert_close(resumed.F["test"], full.F["test"])
 
 
-class Chatty:
+class Chatty(Party):
     """A party that sends a message in another party's name."""
 
     name = "org1"
@@ -166,9 +170,9 @@ class Chatty:
 
 
 def test_a_party_to_party_message_must_come_from_its_sender():
-    transport = LocalTransport({"alice": Chatty(), "org1": Chatty(), "org3": Chatty()})
+    federation = Federation({"alice": Chatty(), "org1": Chatty(), "org3": Chatty()})
     with pytest.raises(ValueError, match="cannot send"):
-        transport.request("org1", PredictionRequest("alice", "org1", 0, "test"))
+        federation.request("org1", PredictionRequest("alice", "org1", 0, "test"))
 
 
 def test_the_ledger_counts_every_message_and_reply_the_same_for_concurrent_and_sequential(tiny):
@@ -191,7 +195,7 @@ def test_request_all_concurrent_equals_sequential(tiny):
         fed = protocol.federation
         residual = protocol.task.pseudo_residual(protocol.F["train"], protocol.labels["train"])
         requests = [(n, PseudoResidual(fed.alice, n, 1, residual)) for n in fed.names]
-        replies[concurrent] = fed.transport.request_all(requests)
+        replies[concurrent] = fed.request_all(requests)
         assert len(fed.channel.records) == 2 * len(requests)  # each message and each reply
     for a, b in zip(replies[True], replies[False], strict=True):
         assert a.sender == b.sender and a.receiver == b.receiver == "alice"
@@ -200,11 +204,11 @@ def test_request_all_concurrent_equals_sequential(tiny):
 
 
 def test_a_message_goes_only_to_the_party_it_names(tiny):
-    transport = protocol_for(tiny()).federation.transport
+    federation = protocol_for(tiny()).federation
     with pytest.raises(ValueError, match="cannot go to party"):
-        transport.request("org2", PredictionRequest("alice", "org1", 0, "test"))
+        federation.request("org2", PredictionRequest("alice", "org1", 0, "test"))
     with pytest.raises(ValueError, match="cannot go to party"):
-        transport.request("mallory", PredictionRequest("alice", "mallory", 0, "test"))
+        federation.request("mallory", PredictionRequest("alice", "mallory", 0, "test"))
 
 
 @pytest.mark.parametrize("method", ["dc_smote", "dc_rand", "centralized", "local"])
@@ -270,3 +274,47 @@ class TestWritten(TransportSuite):
     @pytest.fixture
     def transport(self):
         return lambda names: {"transport.kind": "tests.wire_transport.WireTransport", "run.concurrent": False}
+
+
+class Losing(Transport):
+    """A transport whose party ``lost`` answers nothing from round 2 on: its PartyLost stands in its place."""
+
+    def __init__(self, names, lost: str, skip: bool):
+        super().__init__(names, skip_missing=skip)
+        self.lost, self.asked = lost, []
+
+    def deliver(self, requests):
+        self.asked.append([party for party, _ in requests])
+        return [
+            PartyLost(party, "its process ended") if party == self.lost and message.round >= 2 else
+            Ack(party, message.sender, message.round)
+            for party, message in requests
+        ]  # fmt: skip
+
+    def relay(self, parties):
+        pass
+
+    def each(self, op, args):
+        return [PartyLost(n, "its process ended") if n == self.lost else n for n in args]
+
+
+def test_a_lost_party_is_left_out_under_skip_and_ends_the_run_otherwise():
+    """The coordinator's side of every transport (vcl.coordinator.federation): under run.missing_parties: skip a lost
+    party's place holds None and it is not asked again; without skip, or when Alice is the one lost, the run ends."""
+    names = ["alice", "org1", "org2"]
+
+    def ask(fed, round_):
+        return fed.request_all((n, PredictionRequest("alice", n, round_, "test")) for n in names)
+
+    transport = Losing(names, "org2", skip=True)
+    fed = Federation(transport=transport)
+    assert [r.sender for r in ask(fed, 1)] == names and fed.missing() == []
+    assert [r and r.sender for r in ask(fed, 2)] == ["alice", "org1", None] and fed.missing() == ["org2"]
+    assert [r and r.sender for r in ask(fed, 3)] == ["alice", "org1", None]
+    assert transport.asked[-1] == ["alice", "org1"]  # no message goes to a party left out
+    assert len(fed.channel.records) == 2 * 3 + (2 * 2 + 1) + 2 * 2  # org2's round-2 message counted, no reply
+    assert fed.where() == ["alice", "org1"]  # runtime operations go to the parties still present
+    with pytest.raises(PartyLost, match="org2"):
+        ask(Federation(transport=Losing(names, "org2", skip=False)), 2)
+    with pytest.raises(PartyLost, match="alice"):
+        ask(Federation(transport=Losing(names, "alice", skip=True)), 2)

@@ -1,4 +1,4 @@
-"""One error type for bad input, raised before any work starts; and a lost party."""
+"""One error type for bad input, raised before any work starts; a lost party, and the parties a run goes on without."""
 
 from __future__ import annotations
 
@@ -55,3 +55,31 @@ def first_line(err: BaseException, chars: int = 300) -> str:
     text = str(err).strip()
     line = text.splitlines()[0] if text else ""
     return line if len(line) <= chars else line[:chars] + "…"
+
+
+class Missing:
+    """The parties a run goes on without: ``skip`` (``run.missing_parties: skip``: a lost party other than the
+    first, Alice's or the coordinator's first counterpart, is left out; else a lost party ends the run), and
+    ``parties``, each one left out so far and why. A transport keeps one (:attr:`Transport.missing`), as its own
+    start-up may already lose a party."""
+
+    def __init__(self, skip: bool = False):
+        self.skip = skip
+        self.parties: dict[str, str] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.parties
+
+    def tolerate(self, answers: list, first: str) -> list:
+        """Answers of several parties, where a lost one may stand as its :class:`PartyLost` (a transport's
+        ``deliver`` and ``each`` may return one in a party's place): raised, unless ``skip`` leaves that party out
+        (``first`` never), then None in its place."""
+        out = []
+        for answer in answers:
+            if isinstance(answer, PartyLost):
+                if not self.skip or answer.party == first:
+                    raise answer
+                self.parties[answer.party] = str(answer)
+                answer = None
+            out.append(answer)
+        return out

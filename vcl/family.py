@@ -10,7 +10,7 @@ it for
   on the aligned ``ids``); :class:`vcl.methods.columns.OrganizationFamily` reads the organizations' column
   views, as GAL and ASCII do;
 - ``parties(config, method, data, only)``: its parties, every one or only party ``only`` (what a party's own
-  process builds from the config, under ``ray`` or ``grpc``); each has ``name`` and ``handle(message)``;
+  process builds from the config, under ``ray`` or ``grpc``); each a :class:`Party`;
 - ``build(config, data, method)``: its coordinator (a :class:`vcl.protocol.Protocol`), whose
   ``run_round()`` sends messages to the parties through ``build.open_transport``'s transport, returns the round's
   record, and whose ``predict(split)`` is the prediction stage;
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vcl.errors import VCLInputError
@@ -39,6 +40,54 @@ from vcl.registry import FAMILIES, METHODS, is_class_path
 
 if TYPE_CHECKING:
     from vcl.config import RunConfig
+
+
+class Party:
+    """What a family's party is to the runtime that hosts it (:class:`vcl.party.runtime.PartyRuntime`), wherever it
+    runs: its ``name``; ``handle(message)``, its reply (None for a message that asks none); its own state
+    (``state_dict`` / ``load_state_dict``: data only, what its checkpoint holds); the messages it addressed to other
+    parties since last asked (``outgoing``); the device it trains on; its own logs, where it runs (``open_logs``:
+    its folder; ``log_round``: a round's line, once that round is saved; ``close_logs``). Subclass it and override
+    what differs: the defaults keep no state, send nothing to other parties, train on the CPU and keep no logs.
+    Nothing outside the runtime reads a party's attributes.
+
+    A party that fits a request in two halves (``begin_fit``: its rows and a fresh learner; ``finish_fit``: its
+    reply), as GAL's organizations do, says so with ``fits_in_halves = True``: a runtime hosting several such parties
+    fits the fit requests that reach them together (organizations of one architecture in one vmapped pass,
+    :class:`vcl.party.runtime.PartyHost`); any other party answers every message by itself."""
+
+    name: str = ""
+    fits_in_halves: bool = False
+
+    def handle(self, message):
+        raise NotImplementedError(f"{type(self).__name__} answers no message: define handle(message).")
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+    def outgoing(self) -> list:
+        return []
+
+    def device(self):
+        return "cpu"
+
+    def open_logs(self, folder: Path) -> None:
+        pass
+
+    def log_round(self, folder: Path, round_: int) -> None:
+        pass
+
+    def close_logs(self) -> None:
+        pass
+
+    def begin_fit(self, message):
+        raise NotImplementedError
+
+    def finish_fit(self, job):
+        raise NotImplementedError
 
 
 class Family:
@@ -63,6 +112,10 @@ class Family:
 
     def build(self, config: RunConfig, data, method: str):
         raise NotImplementedError
+
+    def round_callbacks(self, config: RunConfig) -> list:
+        """The round callbacks this family's options ask for (GAL: early stop on η); none by default."""
+        return []
 
     def own_options(self, config: RunConfig) -> Any:
         """An outside family's options: its ``options`` dataclass filled from the config's ``options`` mapping

@@ -3,17 +3,44 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from vcl.coordinator.federation import Federation
 from vcl.engine.tasks import Task
+from vcl.family import Party
 from vcl.messages import EXPERIMENTER, Message, Step
 
 
+@dataclass
+class RoundRecord:
+    """What a protocol reports of one round to the runner: its number, Alice's training loss after it, the
+    coefficients ``c_m^t`` its prediction stage weighs each organization's model of the round with (None: the
+    round keeps no model for it), and what the method adds (``values``: GAL's η and assistance weights, ASCII's α,
+    MPDL's figures, the parties left out...). ``record["eta"]`` reads any of them by name."""
+
+    round: int
+    train_loss: float
+    coefficients: list[float] | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """The record as results.json and a checkpoint's history keep it."""
+        kept = {} if self.coefficients is None else {"coefficients": self.coefficients}
+        return {"round": self.round, "train_loss": self.train_loss, **kept, **self.values}
+
+    def __getitem__(self, key: str):
+        return self.as_dict()[key]
+
+    def get(self, key: str, default=None):
+        return self.as_dict().get(key, default)
+
+
 class Protocol:
-    """A small state machine: ``run_round()`` advances one round and returns its record.
+    """A small state machine: ``run_round()`` advances one round and returns its record (:meth:`record`).
 
     ``F[split]`` is Alice's current output on that split's rows (N × K), starting at F⁰; it is all she
     needs to evaluate, so a checkpoint of (round, F, history) plus the organizations' models resumes a
@@ -41,7 +68,7 @@ class Protocol:
         start = task.initial(labels["train"])
         self.F = {s: start.expand(y.shape[0], task.num_outputs).clone() for s, y in labels.items()}
 
-    def run_round(self) -> dict:
+    def run_round(self) -> RoundRecord:
         raise NotImplementedError
 
     def rows(self, split: str) -> int:
@@ -60,7 +87,7 @@ class Protocol:
     def ask(self, names, step: str, **args) -> list[Message]:
         """Send ``Step(step, args)`` to each party in ``names``, all at once; their replies, in that order."""
         sender, round_ = self.coordinator, self.step_round()
-        return self.federation.transport.request_all([(n, Step(sender, n, round_, step, args)) for n in names])
+        return self.federation.request_all([(n, Step(sender, n, round_, step, args)) for n in names])
 
     def predict(
         self, split: str, upto: int | None = None, without: tuple[int, ...] = (), rows: Tensor | None = None
@@ -180,9 +207,12 @@ class Protocol:
         self.stopped = state.get("stopped")
         self.federation.load_state_dict(state["federation"])
 
-    def _record(self, **values) -> dict:
-        record = {"round": self.round, "train_loss": self.train_loss(), **values}
-        self.history.append(record)
+    def record(self, coefficients: list[float] | None = None, **values) -> RoundRecord:
+        """This round's record, kept in :attr:`history` (as :meth:`RoundRecord.as_dict`): what ``run_round`` returns
+        at its end, and round 0's (F⁰) before any round. ``coefficients``: what the prediction stage weighs each
+        organization's model of this round with; ``values``: what the method reports beside it."""
+        record = RoundRecord(self.round, self.train_loss(), coefficients, values)
+        self.history.append(record.as_dict())
         return record
 
 
@@ -191,18 +221,9 @@ def weighted_sum(weights: Tensor, outputs: dict[str, Tensor]) -> dict[str, Tenso
     return {s: torch.einsum("m,mnk->nk", weights, o) for s, o in outputs.items()}
 
 
-class Experimenter:
+class Experimenter(Party):
     """Who scores a run from outside it (DC, MPDL): it holds the raw data a score needs and what the parties
     report; its messages are not the protocol's communication. It computes on the CPU and keeps no state of its
-    own unless a subclass says so."""
+    own unless a subclass says so (:class:`vcl.family.Party`'s defaults)."""
 
     name = EXPERIMENTER
-
-    def device(self) -> str:
-        return "cpu"
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass

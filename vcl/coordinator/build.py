@@ -52,17 +52,11 @@ def per_organization(values: list, count: int, what: str, who: str = "organizati
     return list(values)
 
 
-def open_transport(config: RunConfig, method: str, data, names: list[str], parties, concurrent=False) -> Transport:
+def open_transport(config: RunConfig, method: str, data, names: list[str], parties) -> Transport:
     """How the coordinator reaches ``method``'s parties ``names``: the transport ``transport.kind`` names, given
-    ``parties()`` (which builds them in this process) and :func:`own_party` (which builds one where it runs);
-    ``concurrent``: the local transport's batched fits."""
-    dirs = per_organization(config.transport.party_dirs, len(names), "transport.party_dirs", who="parties")
+    ``parties()`` (which builds them in this process) and :func:`own_party` (which builds one where it runs)."""
     cls = transport_class(config.transport.kind)
-    transport = cls.open(config, method, data, Parties(list(names), parties, own_party, concurrent))
-    transport.skip_missing = config.run.missing_parties == "skip"
-    transport.relays = bool(family_of(config, method).peer_messages)  # GAL's parties send each other nothing
-    transport.party_roots = {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
-    return transport
+    return cls.open(config, method, data, Parties(list(names), parties, own_party, config.run.concurrent))
 
 
 def shared_data_options(config: RunConfig) -> dict:

@@ -6,19 +6,30 @@ receiver reads of it (:class:`vcl.methods.gal.coordinator.GALFederation`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+
 from torch import Tensor
 
-from vcl.messages import Channel, Labels, ModelsRequest, PredictionRequest, PseudoResidual, as_float
+from vcl.config import RunConfig
+from vcl.coordinator.build import per_organization
+from vcl.family import family_of
+from vcl.messages import Channel, Labels, Message, ModelsRequest, PredictionRequest, PseudoResidual, as_float
 from vcl.methods.organization import stack_replies
 from vcl.transport import Transport
 from vcl.transports.local import LocalTransport
 
 
 class Federation:
-    """Parties (Alice first) reached only through ``transport``: messages out, replies in.
+    """Parties (Alice first) reached only through ``transport``: messages out, replies in, each counted in the
+    run's ledger; what the coordinator does with any transport.
 
-    ``parties`` builds a :class:`LocalTransport` over them (``concurrent``: same-architecture fits in
-    one pass; ``False``: the plain sequential reference); or pass a ``transport``.
+    ``parties`` builds a :class:`LocalTransport` over them (``concurrent``: same-architecture fits in one pass;
+    ``False``: the plain sequential reference); or pass a ``transport``. ``relays``: whether the method's parties
+    send each other messages (its family's ``peer_messages``; without, no relay is asked for, which under grpc or ray
+    would be one more call to every party asked). ``party_roots``: a party's own checkpoint root, where it is not the
+    run's (``transport.party_dirs``). A run with a run directory calls :meth:`keep_files`: from then on each party
+    keeps its own checkpoints and logs where it runs.
     """
 
     def __init__(
@@ -27,10 +38,88 @@ class Federation:
         channel: Channel | None = None,
         concurrent=True,
         transport: Transport | None = None,
+        relays: bool = True,
+        party_roots: dict[str, Path] | None = None,
     ):
         self.transport = transport or LocalTransport(parties, channel, concurrent)
-        self.parties_in_state = True  # False: each party checkpoints itself (Transport.save), not in Alice's state
+        self.relays = relays
+        self.party_roots = dict(party_roots or {})
+        self.root: Path | None = None  # the run's folder of the parties' own files (keep_files); None: in Alice's state
         self.absent: list[int] = []  # the participants of the last fit that did not answer (run.missing_parties)
+
+    @classmethod
+    def of_run(cls, config: RunConfig, method: str, transport: Transport, **kwargs) -> Federation:
+        """The federation of a run of ``method`` over ``transport``, with the run's settings of how its parties
+        are reached (``relays`` from the family, ``party_roots`` from ``transport.party_dirs``)."""
+        dirs = per_organization(config.transport.party_dirs, len(transport.names), "transport.party_dirs", "parties")
+        roots = {name: Path(d) for name, d in zip(transport.names, dirs, strict=True) if d}
+        relays = bool(family_of(config, method).peer_messages)  # GAL's parties send each other nothing
+        return cls(transport=transport, relays=relays, party_roots=roots, **kwargs)
+
+    # --- reaching the parties ---
+    def request(self, party: str, message: Message) -> Message:
+        """Send ``message`` to ``party``; its reply."""
+        return self.request_all([(party, message)])[0]
+
+    def request_all(self, requests: Iterable[tuple[str, Message]]) -> list[Message | None]:
+        """Send every message (each to its party) and gather the replies, in the order given. A party that is lost
+        ends the run (:class:`vcl.errors.PartyLost`); with ``run.missing_parties: skip`` any party but the first
+        (Alice's) is left out instead: its place holds None, now and in every later request, and
+        :meth:`missing` says which."""
+        requests = list(requests)
+        t, lost = self.transport, self.transport.missing
+        for party, message in requests:
+            if party not in t.names or message.receiver != party:
+                raise ValueError(f"a {message.kind} for {message.receiver!r} cannot go to party {party!r}.")
+        reach = [(party, message) for party, message in requests if party not in lost]
+        delivered = [(party, self.channel.send(message)) for party, message in reach]
+        answers = lost.tolerate(t.deliver(delivered), self.alice) if reach else []
+        by_message = dict(zip((id(m) for _, m in reach), answers, strict=True))
+        replies = [by_message.get(id(message)) for _, message in requests]
+        if self.relays:
+            t.relay(list(dict.fromkeys(party for party, _ in reach if party not in lost)))
+        return [None if reply is None else self.channel.send(reply) for reply in replies]
+
+    def _every(self, op: str, *args, rooted: bool = False) -> list:
+        """Runtime operation ``op`` at every party still present (a party left out keeps its files of the rounds it
+        was in), with its own root first when ``rooted``."""
+        root = lambda n: (str(self.party_roots.get(n, self.root)),) if rooted else ()  # noqa: E731
+        present = [n for n in self.names if n not in self.transport.missing]
+        return self.transport.missing.tolerate(
+            self.transport.each(op, {n: (*root(n), *args) for n in present}), self.alice
+        )
+
+    # --- the parties' own files, where each runs ---
+    def keep_files(self, root: Path) -> None:
+        """From now on each party keeps its own files under ``root/<name>/`` (or its own root), where it runs: its
+        logs (opened now) and its checkpoints (:meth:`save`); Alice's state then holds her side only."""
+        self.root = Path(root)
+        self._every("open_logs", rooted=True)
+
+    def save(self, round_: int, run: str) -> None:
+        """Every party writes its own state of ``round_``, stamped with ``run`` (the run's identity,
+        :attr:`vcl.coordinator.runner.Run.stamp`)."""
+        self._every("save", round_, run, rooted=True)
+
+    def load(self, round_: int, run: str, root: Path | None = None) -> None:
+        """Every party reads back its own state of ``round_``, refusing one of another run; ``root``: the run's
+        folder of the parties' files, where :meth:`keep_files` was not called (a finished run's prediction)."""
+        self.root = Path(root) if root is not None else self.root
+        self._every("load", round_, run, rooted=True)
+
+    def prune(self, round_: int) -> None:
+        """Every party removes its own files of rounds before ``round_`` (once the coordinator saved it)."""
+        self._every("prune", round_, rooted=True)
+
+    def where(self) -> list[dict]:
+        """Where each party runs: ``{"name", "host", "pid", "device"}``, in the order of ``names`` (what the parties
+        said when they were started, if the transport kept it in ``placed``)."""
+        placed = self.transport.placed
+        return list(placed) if placed is not None else self._every("where")
+
+    def close(self) -> None:
+        """The parties go."""
+        self.transport.close()
 
     @property
     def channel(self) -> Channel:
@@ -68,7 +157,7 @@ class Federation:
             name = self.names[m]
             fit = Labels(self.alice, name, round_, v, loss=loss) if labels else None
             requests.append((name, fit or PseudoResidual(self.alice, name, round_, v)))
-        replies = self.transport.request_all(requests)
+        replies = self.request_all(requests)
         self.absent = [m for m, reply in zip(values, replies, strict=True) if reply is None]
         present = [r for r in replies if r is not None]
         return stack_replies(present, device) if present else {}
@@ -76,14 +165,12 @@ class Federation:
     def predictions(self, split: str, round_: int, rows: Tensor | None = None) -> list[dict[str, Tensor] | None]:
         """Prediction stage: each organization's {round: outputs} on its rows of ``split`` (``rows``: those of them,
         by position; None: left out)."""
-        replies = self.transport.request_all(
-            (n, PredictionRequest(self.alice, n, round_, split, rows)) for n in self.names
-        )
+        replies = self.request_all((n, PredictionRequest(self.alice, n, round_, split, rows)) for n in self.names)
         return [None if r is None else r.values for r in replies]
 
     def models(self, round_: int) -> list:
         """The :class:`ModelsReport` of each organization present (what it keeps for the prediction stage)."""
-        replies = self.transport.request_all((n, ModelsRequest(self.alice, n, round_)) for n in self.names)
+        replies = self.request_all((n, ModelsRequest(self.alice, n, round_)) for n in self.names)
         return [r for r in replies if r is not None]
 
     def missing(self) -> list[str]:
@@ -91,14 +178,15 @@ class Federation:
         return [n for n in self.names if n in self.transport.missing]
 
     def state_dict(self) -> dict:
-        """Alice's ledger, and the parties' states too unless each party keeps its own
-        (``parties_in_state = False``: a run's checkpoints, :class:`vcl.callbacks.RoundCheckpoint`)."""
+        """Alice's ledger, and the parties' states too unless each party keeps its own files (:meth:`keep_files`:
+        a run's checkpoints)."""
         state = {"channel": self.channel.state_dict()}
-        if self.parties_in_state:
-            state["organizations"] = self.transport.state_dict()
+        if self.root is None:
+            state["organizations"] = self._every("state_dict")
         return state
 
     def load_state_dict(self, state: dict) -> None:
         self.channel.load_state_dict(state["channel"])
         if "organizations" in state:
-            self.transport.load_state_dict(state["organizations"])
+            states = dict(zip(self.names, state["organizations"], strict=True))
+            self.transport.each("load_state_dict", {n: (s,) for n, s in states.items()})

@@ -18,16 +18,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from vcl.callbacks import EarlyStopOnEta, ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
+from vcl.callbacks import ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.config import RunConfig, identity_differs
 from vcl.coordinator.build import build_protocol, check_config, datamodule_for
 from vcl.coordinator.results import kept_records, prediction_stage
 from vcl.coordinator.rundir import PARTIES, RunDirectory, atomic_write_json
 from vcl.engine.progress import round_bar
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
-from vcl.family import compare_methods
+from vcl.family import compare_methods, family_of
 from vcl.messages import EXPERIMENTER
-from vcl.protocol import Protocol
+from vcl.protocol import Protocol, RoundRecord
 from vcl.storage.checkpoints import load_checkpoint, pack_ids
 from vcl.transport import transport_class
 
@@ -61,15 +61,17 @@ class Run:
         if self.verbose:
             print(line, flush=True)
 
-    def record_round(self, record: dict) -> dict:
+    def record_round(self, record: RoundRecord) -> dict:
+        """The protocol's record of a round with Alice's metrics, AUROC and the round's bytes: what results.json
+        keeps and the callbacks see."""
         channel = self.protocol.federation.channel
         metrics = self.protocol.evaluate()
         auroc = self.protocol.auroc(splits=list(metrics))  # a binary task's, beside its accuracy
         record = {
-            **record,
+            **record.as_dict(),
             "metrics": metrics,
             **({"auroc": auroc} if auroc else {}),
-            "bytes_sent": channel.bytes_by_round().get(record["round"], 0),
+            "bytes_sent": channel.bytes_by_round().get(record.round, 0),
         }
         self.records.append(record)
         return record
@@ -127,7 +129,7 @@ class Run:
             **self.missing(recs),
             **self.protocol.summary(recs),  # GAL's: what the other organizations read of Alice's labels and residuals
             "transport": self.config.transport.kind,
-            "parties": self.protocol.federation.transport.where(),  # where each party ran
+            "parties": self.protocol.federation.where(),  # where each party ran
             "coordinator_pid": os.getpid(),
             "compare": dict(compare),
             "config": self.config.to_dict(),
@@ -216,9 +218,7 @@ def default_callbacks(config: RunConfig, verbose: bool) -> list[RoundCallback]:
     cbs: list[RoundCallback] = [TensorBoardRounds(), RoundCheckpoint()]
     if verbose:
         cbs.insert(0, ProgressTable())
-    if config.gal.early_stop_eta > 0:
-        cbs.append(EarlyStopOnEta(config.gal.early_stop_eta))
-    return cbs
+    return cbs + family_of(config).round_callbacks(config)
 
 
 def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> None:
@@ -250,7 +250,7 @@ def rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Iterato
     for cb in callbacks:
         cb.on_run_start(run)
     if not run.records:
-        record = run.record_round(run.protocol._record())  # round 0: F⁰
+        record = run.record_round(run.protocol.record())  # round 0: F⁰
         for cb in callbacks:
             cb.on_round_end(run, record)
     limit = min(max_rounds, run.protocol.max_rounds or max_rounds)
@@ -332,7 +332,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
         try:  # the rounds and the kept models' metrics; then the parties go, before a comparison's start
             if rundir is not None:
                 rundir.begin()
-                protocol.federation.transport.open_logs(out_dir / PARTIES)
+                protocol.federation.keep_files(out_dir / PARTIES)  # each party's checkpoints and logs
             if state is not None:
                 run.run_id = state["run_id"]
                 restore(protocol, state, out_dir, config)
@@ -357,7 +357,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
                 raise OutOfMemory(str(err).strip().splitlines()[0][:200] if str(err).strip() else "") from None
             raise
         finally:
-            protocol.federation.transport.close()
+            protocol.federation.close()
         for method in compare_methods(config):
             if method == config.method:
                 continue
@@ -371,7 +371,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
             finally:
                 for cb in board:
                     cb.teardown(other)
-                other.protocol.federation.transport.close()
+                other.protocol.federation.close()
             results["compare"][method].pop("config")
         if write:
             atomic_write_json(results, out_dir / "results.json")
@@ -387,7 +387,7 @@ def restore(protocol: Protocol, state: dict, out_dir: Path, config: RunConfig) -
     ``--resume`` and ``train.py predict`` (:class:`vcl.use.predict.Deployed`) both start from it."""
     if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
         stamp = run_stamp(state["run_id"], config)
-        protocol.federation.transport.load(out_dir / PARTIES, state["protocol"]["round"], stamp)
+        protocol.federation.load(state["protocol"]["round"], stamp, out_dir / PARTIES)
     protocol.load_state_dict(state["protocol"])
 
 

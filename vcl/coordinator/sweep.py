@@ -109,7 +109,7 @@ class Interleaved:
                 seconds[i] += time.perf_counter() - start
         finally:
             for run in runs:
-                run.protocol.federation.transport.close()
+                run.protocol.federation.close()
         return [
             _record(job.benchmark, job.config, job.method, job.model, res, secs, job.details, job.extra)
             for job, res, secs in zip(self.jobs, results, seconds, strict=True)

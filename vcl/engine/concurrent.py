@@ -27,7 +27,7 @@ from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 
-from vcl.engine.loop import LinearSteps, own_rows, pack, permutations, train_epochs, unpack
+from vcl.engine.loop import LinearSteps, load_theta, own_rows, permutations, stacked_theta, train_epochs
 from vcl.engine.losses import local_loss, local_losses
 
 
@@ -156,9 +156,9 @@ def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -
     if learners[0]._linear_layer() is not None and features[0].dim() == 2:
         layers = [lr.to(device)._linear_layer() for lr in learners]
         width = max(f.shape[1] for f in features)
-        start = torch.stack([pack(layer, width) for layer in layers])  # [Wᵀ; 0; b] of each, M × (width+1) × K
+        start = torch.stack([stacked_theta(layer, width) for layer in layers])  # [Wᵀ; 0; b] of each, M × (width+1) × K
         theta, x = _fit_linear(learners[0], seeds, features, targets, sample_weight, stacked, start)
-        unpack(theta, layers)
+        load_theta(theta, layers)
         return theta, x
     schedule = _schedule(learners[0], seeds, n, device)
     y_all = targets.expand(m, *targets.shape)

@@ -222,7 +222,7 @@ class Steps:
 
 class LinearSteps:
     """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.engine.losses.local_loss` with closed-form gradients, W and b
-    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`pack`; (d+1, K), or M models stacked, (M, d+1, K)) on the
+    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`stacked_theta`; (d+1, K), or M models stacked, (M, d+1, K)) on the
     inputs ``x`` with a column of ones ((N, d+1), or (M, N, d+1)); targets ``y`` (N, K) and sample weights ``w``
     (N,) are the same for every model. No autograd graph:
 
@@ -360,7 +360,7 @@ def _select_rows(t: Tensor, index: Tensor) -> Tensor:
     return t.view(-1).view(word).index_select(0, index).view(t.dtype).view(-1, *t.shape[1:])
 
 
-def pack(layer: torch.nn.Linear, width: int | None = None) -> Tensor:
+def stacked_theta(layer: torch.nn.Linear, width: int | None = None) -> Tensor:
     """A Linear layer as ``Θ = [Wᵀ; 0; b]``, (width + 1, K): zero rows for inputs beyond its own (padding)."""
     weight = layer.weight.detach().t()
     pad = (width or layer.in_features) - layer.in_features
@@ -368,9 +368,9 @@ def pack(layer: torch.nn.Linear, width: int | None = None) -> Tensor:
 
 
 @torch.no_grad()
-def unpack(theta: Tensor, layers: torch.nn.Linear | list[torch.nn.Linear]) -> None:
-    """Write ``Θ`` (from :func:`pack`, trained) back into the layer's weight and bias; for a list of layers, ``Θ``'s
-    stack (M × (width + 1) × K, zero rows for padding) into each layer in turn."""
+def load_theta(theta: Tensor, layers: torch.nn.Linear | list[torch.nn.Linear]) -> None:
+    """Write ``Θ`` (from :func:`stacked_theta`, trained) back into the layer's weight and bias; for a list of layers,
+    ``Θ``'s stack (M × (width + 1) × K, zero rows for padding) into each layer in turn."""
     if isinstance(layers, torch.nn.Linear):
         layers, theta = [layers], theta.unsqueeze(0)
     for layer, own in zip(layers, theta, strict=True):

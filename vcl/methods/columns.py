@@ -27,8 +27,28 @@ from vcl.registry import DATASETS
 REGRESSION_L1_DATASETS = ("diabetes", "boston")
 
 
-def make_task(config: RunConfig, data: VerticalData) -> Task:
-    loss = config.gal.task_loss
+@dataclass(frozen=True)
+class ColumnOptions:
+    """What a column-view family decides of its organizations beyond the common option groups (GAL: from its
+    ``gal`` group, :func:`vcl.methods.gal.coordinator.column_options`): Alice's task loss, each organization's local
+    loss, the organizations whose features are noise (``noninformative``) and those whose outputs get noise of
+    ``noise_sigma`` (``noisy``), the epochs of the centralized baselines, Deep Model Sharing. The defaults decide
+    nothing: the task's own loss, each learner's own, every organization as it is."""
+
+    task_loss: str = "auto"
+    local_loss: tuple = ("auto",)
+    noninformative: tuple = ()
+    noisy: tuple = ()
+    noise_sigma: float = 0.0
+    baseline_epochs: int = 0
+    dms: bool = False
+
+
+NO_OPTIONS = ColumnOptions()
+
+
+def make_task(config: RunConfig, data: VerticalData, options: ColumnOptions = NO_OPTIONS) -> Task:
+    loss = options.task_loss
     if loss == "auto":
         loss = "ce" if data.task == "classification" else "l1"
     return Task(data.task, data.num_classes, loss)
@@ -72,11 +92,11 @@ def views_for(method: str, views: list[FeatureView], data: VerticalData) -> list
     return views
 
 
-def learner_settings(config: RunConfig, method: str) -> LearnerSettings:
+def learner_settings(config: RunConfig, method: str, options: ColumnOptions = NO_OPTIONS) -> LearnerSettings:
     """The local learners' settings; 0 / auto values are left unset so each learner takes the paper's."""
     epochs = config.learner.epochs or None
-    if method in ("late", "interm") and config.gal.baseline_epochs:
-        epochs = config.gal.baseline_epochs
+    if method in ("late", "interm") and options.baseline_epochs:
+        epochs = options.baseline_epochs
     devices = config.run.devices
     return LearnerSettings(
         epochs=epochs,
@@ -98,7 +118,7 @@ def learner_settings(config: RunConfig, method: str) -> LearnerSettings:
         devices=int(devices) if devices.isdigit() else devices,
         strategy=config.run.strategy,
         precision=config.run.precision,
-        dms=config.gal.dms,
+        dms=options.dms,
         callbacks=tuple(config.learner.callbacks),
     )
 
@@ -119,30 +139,29 @@ class PartyPlan:
     losses: list[str]
     noisy: set[int]
     settings: LearnerSettings
+    num_classes: int = 1  # the labels' classes (1: a regression), for parties that hold a copy of the labels
 
 
-def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPlan:
+def plan_parties(config: RunConfig, method: str, data: VerticalData, options: ColumnOptions = NO_OPTIONS) -> PartyPlan:
     """The organizations ``method`` runs with (Alone: Alice only; Joint: one holding every feature). A view
     without rows (a party that runs elsewhere, :func:`hollow`) is planned but not transformed."""
-    task = make_task(config, data)
+    task = make_task(config, data, options)
     m_all = len(data.views)
-    blank = organization_set(
-        config.gal.noninformative_organizations, m_all, "gal.noninformative_organizations", config.run.seed
-    )
+    blank = organization_set(options.noninformative, m_all, "gal.noninformative_organizations", config.run.seed)
     views = [
         noninformative(v, seed_for(config.run.seed, m, 0xB1A)) if m in blank and v.splits else v
         for m, v in enumerate(data.views)
     ]
     views = views_for(method, views, data)
     noisy = (
-        organization_set(config.gal.noisy_organizations, m_all, "gal.noisy_organizations", config.run.seed)
-        if config.gal.noise_sigma
+        organization_set(options.noisy, m_all, "gal.noisy_organizations", config.run.seed)
+        if options.noise_sigma
         else set()
     )
     learners = per_organization(config.learner.model, m_all, "learner.model")[: len(views)]
     default_loss = "l1" if (config.data.dataset in REGRESSION_L1_DATASETS or task.loss == "l1") else "l2"
     losses = [
-        default_loss if q == "auto" else q for q in per_organization(config.gal.local_loss, m_all, "gal.local_loss")
+        default_loss if q == "auto" else q for q in per_organization(list(options.local_loss), m_all, "gal.local_loss")
     ]
     for m, (v, name) in enumerate(zip(views, learners, strict=False)):
         if v.splits and not deep_arch(name) and len(v.example_shape) > 1:
@@ -151,29 +170,33 @@ def plan_parties(config: RunConfig, method: str, data: VerticalData) -> PartyPla
                 f"{v.example_shape}; "
                 "use cnn (images), lstm (sequences), linear or mlp."
             )
-    return PartyPlan(views, learners, losses[: len(views)], noisy, learner_settings(config, method))
+    settings = learner_settings(config, method, options)
+    return PartyPlan(views, learners, losses[: len(views)], noisy, settings, max(data.num_classes, 1))
 
 
-def build_parties(config: RunConfig, method: str, data: VerticalData, make, only=None, plan=None) -> list:
+def build_parties(
+    config: RunConfig, method: str, data: VerticalData, make, only=None, plan=None, options=NO_OPTIONS
+) -> list:
     """The organizations of a GAL-family or ASCII run, Alice first: every one, or only party ``only`` (what a
     party's own process builds from the config, :mod:`vcl.transports.ray`). ``make(plan, m, device)`` is the
-    method's own party; ``plan``: already made."""
-    plan = plan or plan_parties(config, method, data)
+    method's own party; ``plan``: already made (else made with ``options``)."""
+    plan = plan or plan_parties(config, method, data, options)
     places = organization_devices(resolve_device(config.run.device), len(plan.views))
     return [make(plan, m, places[m]) for m in (range(len(plan.views)) if only is None else [only])]
 
 
-def organizations(config: RunConfig, method: str, data: VerticalData, parties, concurrent: bool):
+def organizations(config: RunConfig, method: str, data: VerticalData, parties, options: ColumnOptions = NO_OPTIONS):
     """What an organization-based method's builder starts from: its task, its plan (every setting checked
-    before a party is built), Alice's labels on her device, and the transport to the parties that
-    ``parties(config, method, data, plan=plan)`` builds."""
-    task = make_task(config, data)
-    plan = plan_parties(config, method, data)
+    before a party is built; ``options``: what the family decides of its organizations), Alice's labels on her
+    device, and the transport to the parties that ``parties(config, method, data, plan=plan)`` builds
+    (:meth:`OrganizationFamily.parties`)."""
+    task = make_task(config, data, options)
+    plan = plan_parties(config, method, data, options)
     device = resolve_device(config.run.device)
     labels = {s: y.to(device) for s, y in data.labels.items()}
     names = [v.name for v in plan.views]
     build = lambda: parties(config, method, data, plan=plan)  # noqa: E731
-    return task, plan, labels, open_transport(config, method, data, names, build, concurrent)
+    return task, plan, labels, open_transport(config, method, data, names, build)
 
 
 def organizations_datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
@@ -224,7 +247,24 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
 
 class OrganizationFamily(Family):
     """A family whose organizations each hold a column view of the same rows, Alice the labels (GAL, ASCII): it
-    reads :func:`organizations_datamodule`, and its ``parties`` may build on :func:`build_parties`."""
+    reads :func:`organizations_datamodule`, and its parties are what :meth:`party` makes of each organization's
+    part of the plan; its ``build`` starts from :func:`organizations`."""
+
+    def party(self, config: RunConfig, method: str, plan: PartyPlan, m: int, device):
+        """Organization ``m``'s party (a :class:`vcl.family.Party`) from the plan: its view ``plan.views[m]``, its
+        learner ``plan.learners[m]``, local loss ``plan.losses[m]`` and settings ``plan.settings``, on ``device``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} makes no party: define party(config, method, plan, m, device)."
+        )
+
+    def column_options(self, config: RunConfig) -> ColumnOptions:
+        """What this family decides of its organizations (:class:`ColumnOptions`); nothing by default."""
+        return NO_OPTIONS
+
+    def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan: PartyPlan | None = None):
+        """Every organization's party, or only party ``only``'s (``plan``: made already, by :func:`organizations`)."""
+        make = lambda p, m, d: self.party(config, method, p, m, d)  # noqa: E731
+        return build_parties(config, method, data, make, only, plan, self.column_options(config))
 
     def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None):
         return organizations_datamodule(config, only, ids)

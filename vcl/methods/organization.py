@@ -20,6 +20,7 @@ from torch import Tensor
 
 from vcl.engine.loop import seed_for
 from vcl.engine.losses import local_loss
+from vcl.family import Party
 from vcl.messages import (
     FittedValues,
     Labels,
@@ -68,7 +69,14 @@ class FitJob:
         return self.learner
 
 
-class Organization:
+class Organization(Party):
+    """A GAL-family party: one organization's column view, its own learner and local loss; it fits what Alice sends
+    (a pseudo-residual, or labels for the centralized baselines) with a fresh learner each round, in two halves
+    (:meth:`begin_fit`, :meth:`finish_fit`) that a host of several organizations may run together, and keeps its
+    round models for the prediction stage."""
+
+    fits_in_halves = True
+
     def __init__(
         self,
         view: FeatureView,

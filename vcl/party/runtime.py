@@ -1,10 +1,12 @@
-"""One party, wherever it runs: the runtime every host hands messages to.
+"""One party, wherever it runs: the runtime every transport hands messages to, and the host of several.
 
 A transport only delivers. What a party does with what arrives is the same in this process
-(:class:`vcl.transport.LocalTransport`), in a Ray actor (:mod:`vcl.transports.ray`) and in a gRPC party process
+(:mod:`vcl.transports.local`), in a Ray actor (:mod:`vcl.transports.ray`) and in a gRPC party process
 (:mod:`vcl.party.server`): it is built from its copy of the run's config by its family
 (:func:`vcl.coordinator.build.own_party`), answers a message with its reply, hands over the messages it addressed to
-other parties, checkpoints itself where it runs, opens its own logs and says where it runs.
+other parties, checkpoints itself where it runs, opens its own logs and says where it runs (:class:`PartyRuntime`).
+A process that hosts several parties (the local transport: every party of the run) answers their messages through
+:class:`PartyHost`, which fits the fit requests of parties that fit in halves together.
 """
 
 from __future__ import annotations
@@ -14,21 +16,23 @@ import socket
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from vcl.messages import Message, MessageRecord, record_of
-from vcl.storage.checkpoints import load_party, prune_party, save_party
-from vcl.storage.logs import open_party_logs
+from vcl.family import Party
+from vcl.messages import Labels, Message, MessageRecord, PseudoResidual, record_of
+from vcl.storage.checkpoints import load_party, party_file, prune_party, save_party
+
+FIT_REQUESTS = (PseudoResidual, Labels)  # what a party that fits in halves fits (Party.begin_fit)
 
 # what a coordinator may ask every party besides handling its messages (``Transport.each``)
 OPS = ("save", "load", "prune", "open_logs", "where", "state_dict", "load_state_dict")
 
 
 class PartyRuntime:
-    """One party: ``party`` (any object with ``name``, ``handle(message)``, ``state_dict()`` and
-    ``load_state_dict()``), or none until :meth:`build` makes it from a config; ``name``: its name, when the host
-    knows it already; ``peer_messages``: the message classes it takes from other parties (its family's; None: any)."""
+    """One party: ``party`` (a :class:`vcl.family.Party`), or none until :meth:`build` makes it from a config;
+    ``name``: its name, when the host knows it already; ``peer_messages``: the message classes it takes from other
+    parties (its family's; None: any)."""
 
-    def __init__(self, party=None, name: str | None = None, peer_messages=None):
-        self.party, self._name = party, name
+    def __init__(self, party: Party | None = None, name: str | None = None, peer_messages=None):
+        self.party, self._name = checked_party(party), name
         self.peer_kinds = None if peer_messages is None else {m.__name__ for m in peer_messages}
 
     def build(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
@@ -39,9 +43,9 @@ class PartyRuntime:
         from vcl.family import family_of
 
         config = RunConfig.from_dict(settings)
-        if hasattr(self.party, "close_logs"):  # the party of this process's last run
+        if self.party is not None:  # the party of this process's last run
             self.party.close_logs()
-        self.party = make(config, method, index, ids, kind, num_classes)
+        self.party = checked_party(make(config, method, index, ids, kind, num_classes))
         self.peer_kinds = {m.__name__ for m in family_of(config, method).peer_messages}
         return self.where()
 
@@ -69,8 +73,7 @@ class PartyRuntime:
     def outgoing(self) -> list[Message]:
         """The messages the party addressed to other parties since last asked (parties that never message each
         other have none)."""
-        take = getattr(self.party, "outgoing", None)
-        messages = [] if take is None else take()
+        messages = self.party.outgoing()
         for message in messages:
             if message.sender != self.name:
                 raise ValueError(f"{self.name} cannot send a {message.kind} from {message.sender!r}.")
@@ -98,7 +101,9 @@ class PartyRuntime:
         return getattr(self, op)(*args)
 
     def save(self, root: str | Path, round_: int, run: str) -> None:
+        """Its checkpoint of ``round_``, then that round's line in its own log (a log holds saved rounds only)."""
         save_party(self.party, self.name, Path(root), round_, run)
+        self.party.log_round(Path(root) / self.name, round_)
 
     def load(self, root: str | Path, round_: int, run: str) -> None:
         load_party(self.party, self.name, Path(root), round_, run)
@@ -107,7 +112,8 @@ class PartyRuntime:
         prune_party(self.name, Path(root), round_)
 
     def open_logs(self, root: str | Path) -> None:
-        open_party_logs(self.party, self.name, Path(root))
+        """The party learns its own folder ``root/<name>/`` (where it runs), for the logs it keeps there."""
+        self.party.open_logs(party_file(Path(root), self.name, 0).parent)
 
     def where(self) -> dict:
         return party_place(self.name, self.party)
@@ -119,8 +125,51 @@ class PartyRuntime:
         self.party.load_state_dict(state)
 
 
-def party_place(name: str, party) -> dict:
+def party_place(name: str, party: Party) -> dict:
     """Where a party runs: this host and process, and the device it trains on (what it says: ``device()``)."""
-    device = getattr(party, "device", "cpu")
-    device = device() if callable(device) else device
-    return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": str(device)}
+    return {"name": name, "host": socket.gethostname(), "pid": os.getpid(), "device": str(party.device())}
+
+
+def checked_party(party) -> Party | None:
+    """``party``, if it is a :class:`vcl.family.Party` (or None: not built yet); else one sentence."""
+    if party is not None and not isinstance(party, Party):
+        raise TypeError(
+            f"a family's party must be a vcl.family.Party; {type(party).__name__} is not: derive it from Party."
+        )
+    return party
+
+
+class PartyHost:
+    """The parties one process hosts, each behind its own :class:`PartyRuntime` (``runtimes``, by name): every
+    party of a run in this process, under the local transport. :meth:`handle_all` answers a batch of messages, each
+    by its party; with ``batch`` (``run.concurrent``) the fit requests that reach parties which fit in halves
+    (:attr:`vcl.family.Party.fits_in_halves`: GAL's organizations) are fitted together, organizations of one
+    architecture in one vmapped pass (:func:`vcl.engine.concurrent.fit_jobs`), a speed-up no protocol and no
+    transport knows about; without it every party fits alone (the sequential reference)."""
+
+    def __init__(self, runtimes: dict[str, PartyRuntime], batch: bool = False):
+        self.runtimes = runtimes
+        self.batch = batch
+        self._stacked: dict = {}  # the parties' inputs stacked for fits together (fit_jobs), kept between rounds
+
+    def handle_all(self, requests: list[tuple[str, Message]]) -> list[Message | None]:
+        """Each party's reply to its message, in the order given."""
+        replies: list[Message | None] = [None] * len(requests)
+        fits = [
+            i
+            for i, (name, message) in enumerate(requests)
+            if isinstance(message, FIT_REQUESTS) and self.runtimes[name].party.fits_in_halves
+        ]
+        if self.batch and len(fits) > 1:
+            from vcl.engine.concurrent import fit_jobs  # torch.func's vmap: only where parties fit together
+
+            parties = [self.runtimes[requests[i][0]].party for i in fits]
+            jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
+            fit_jobs(jobs, concurrent=True, stacked=self._stacked)
+            for i, p, job in zip(fits, parties, jobs, strict=True):
+                replies[i] = p.finish_fit(job)
+        done = set(fits) if self.batch and len(fits) > 1 else set()
+        for i, (name, message) in enumerate(requests):
+            if i not in done:
+                replies[i] = self.runtimes[name].handle(message)
+        return replies

@@ -132,8 +132,6 @@ def save_party(party, name: str, root: Path, round_: int, run: str) -> None:
                 "put a real directory there (transport.party_dirs) and resume."
             )
     atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_, "run": run}, path)
-    if hasattr(party, "log_round"):  # its own TensorBoard log, beside its checkpoints
-        party.log_round(Path(root) / name, round_)
 
 
 def load_party(party, name: str, root: Path, round_: int, run: str) -> None:

@@ -1,12 +1,9 @@
-"""Event files and log folders, in one place: where a party's own logs go, and how a log reopened after a resume
-is read after the files the interrupted run wrote."""
+"""Event files: how a log reopened after a resume is read after the files the interrupted run wrote."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-
-from vcl.storage.checkpoints import party_file
 
 
 def after_last_event_file(folder) -> None:
@@ -17,9 +14,3 @@ def after_last_event_file(folder) -> None:
     wait = max(stamps, default=0) + 1 - time.time()
     if wait > 0:
         time.sleep(wait)
-
-
-def open_party_logs(party, name: str, root: Path) -> None:
-    """A party learns its own folder ``root/<name>/`` (where it runs), if it keeps logs there."""
-    if hasattr(party, "open_logs"):
-        party.open_logs(party_file(root, name, 0).parent)

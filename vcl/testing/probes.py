@@ -1,7 +1,8 @@
 """Hostile calls against a gRPC party process, each the way an attacker or a mistaken operator makes it: what the
 tests assert on (``tests/test_party_safety.py``) and what ``benchmarks/transport.py``'s security table records.
 
-Every probe targets party ``org1`` of a :class:`vcl.transports.loopback.Federation` of ``alice`` (the coordinator),
+Every probe targets party ``org1`` of a :class:`vcl.transports.loopback.LoopbackFederation` of ``alice`` (the
+coordinator),
 ``org1`` and ``org2``, after :func:`set_up` ran a small run on it (so that ``org2`` is a peer ``org1`` answers), and
 gives ``{"refused": bool, "detail": str}``. :func:`probe_all` adds whether ``org1`` still answers its coordinator and
 how far the probe raised its peak memory. ``org1`` should take frames of over 64 MiB (``max_message_mb: 128``), so that
@@ -189,9 +190,9 @@ def second_setup(fed, folder: Path) -> dict:
     protocol = build_protocol(first, run_data(first))
     try:
         second = config(fed, str(folder / "second"))
-        return attempt(lambda: build_protocol(second, run_data(second)).federation.transport.close())
+        return attempt(lambda: build_protocol(second, run_data(second)).federation.close())
     finally:
-        protocol.federation.transport.close()
+        protocol.federation.close()
 
 
 def sklearn_spelling(fed, folder: Path) -> dict:

@@ -17,7 +17,7 @@ the config settings that send the run through it::
             return lambda names: {"transport.kind": "my_pkg.transport.MyTransport"}
 
 ``vcl``'s own: ``tests/test_transport.py`` (local), ``tests/test_ray_transport.py`` (ray), ``tests/test_grpc.py``
-(grpc, its parties started by :class:`vcl.transports.loopback.Federation` with :data:`PARTY_NAMES` and
+(grpc, its parties started by :class:`vcl.transports.loopback.LoopbackFederation` with :data:`PARTY_NAMES` and
 :data:`PARTY_SETTINGS`). The reference of each case is the local transport with ``run.concurrent: false`` (each party
 fits alone, as a party in its own process does), run once per pytest process.
 """
@@ -33,7 +33,9 @@ import pytest
 
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 from vcl.config import RunConfig
-from vcl.coordinator.runner import RunInterrupted, train
+from vcl.coordinator.build import build_protocol
+from vcl.coordinator.runner import RunInterrupted, run_data, train
+from vcl.messages import FittedValues, PredictionRequest, PseudoResidual
 
 GAL_NAMES = ["alice", "org1", "org2"]
 DC_NAMES = ["party1.1", "party1.2", "party2.1", "party2.2", "experimenter"]
@@ -107,6 +109,27 @@ def reference(case: str, settings: dict) -> dict:
     return _references[case]
 
 
+def ledger_of(cfg: RunConfig) -> list[tuple]:
+    """One request of a pseudo-residual to every party of a GAL run, in the reverse of the run's order: each reply
+    is its own party's ``FittedValues``, in the order asked; a message to a party the run does not have is refused
+    before anything is sent. The ledger's lines (kind, sender, receiver, shapes, bytes), in the order counted."""
+    protocol = build_protocol(cfg, run_data(cfg))
+    try:
+        fed = protocol.federation
+        residual = protocol.task.pseudo_residual(protocol.F["train"], protocol.labels["train"])
+        order = list(reversed(fed.names))
+        replies = fed.request_all((n, PseudoResidual(fed.alice, n, 1, residual)) for n in order)
+        assert [type(r) for r in replies] == [FittedValues] * len(order)
+        assert [(r.sender, r.receiver, r.round) for r in replies] == [(n, fed.alice, 1) for n in order]
+        counted = len(fed.channel.records)
+        with pytest.raises(ValueError, match="cannot go to party"):
+            fed.request("mallory", PredictionRequest(fed.alice, "mallory", 1, "test"))
+        assert len(fed.channel.records) == counted
+        return [(r.kind, r.sender, r.receiver, r.shapes, r.nbytes) for r in fed.channel.records]
+    finally:
+        protocol.federation.close()
+
+
 class Crash(RoundCallback):
     """Stops a run at the end of round ``at`` (after its checkpoint), as Ctrl-C would."""
 
@@ -143,6 +166,18 @@ class TransportSuite:
             assert len(pids) == len(where) and got["coordinator_pid"] not in pids
         else:
             assert pids == {got["coordinator_pid"]}
+
+    def test_replies_come_back_in_the_order_asked_each_message_counted_once(self, transport, tmp_path):
+        """Unit level, on one request to every party in the reverse of the run's order (:func:`ledger_of`): each
+        message and each reply counted once, in the order asked, with the bytes of the local transport's."""
+        settings = {**CASES["gal+alone+late"][0], "compare": []}
+        got = ledger_of(config(tmp_path / "run", **settings, **transport(GAL_NAMES)))
+        expected = ledger_of(config(tmp_path / "one", **settings))
+        assert got == expected and len(got) == 2 * len(GAL_NAMES)  # the messages, then their replies
+        names = list(reversed(GAL_NAMES))
+        assert [line[:3] for line in got] == [("PseudoResidual", "alice", n) for n in names] + [
+            ("FittedValues", n, "alice") for n in names
+        ]
 
     def test_a_stopped_run_resumes_to_the_uninterrupted_run(self, transport, tmp_path):
         settings = {**CASES["gal+alone+late"][0], "run.rounds": 3, "compare": []}

@@ -189,7 +189,7 @@ def check_settings(config) -> None:
 def in_parallel(calls: list, lost_in_place: bool = False) -> list:
     """Run ``calls`` (no-argument functions, one per party) at once; their results in order, the first error
     raised (``lost_in_place``: a :class:`PartyLost` stands in its party's place instead, for
-    :meth:`vcl.transport.Transport.tolerate`)."""
+    :meth:`vcl.errors.Missing.tolerate`)."""
 
     def result(run):
         try:
@@ -235,9 +235,8 @@ class GrpcTransport(Transport):
         from vcl.config import party_copy
         from vcl.coordinator.build import party_ids
 
-        super().__init__(names, channel)
+        super().__init__(names, channel, skip_missing=config.run.missing_parties == "skip")
         self.config = config
-        self.skip_missing = config.run.missing_parties == "skip"
         self._links = links(config, names)
         self._round = 0
         book = {n: config.transport.addresses[n] for n in names}
@@ -262,7 +261,7 @@ class GrpcTransport(Transport):
                 [lambda n=n, m=m: self._links[n].ask("Setup", body(m, n)) for m, n in enumerate(names)],
                 lost_in_place=True,
             )
-            self.placed = [p for p in self.tolerate(placed) if p is not None]
+            self.placed = [p for p in self.missing.tolerate(placed, self.names[0]) if p is not None]
         except BaseException:
             self.close()
             raise
@@ -290,7 +289,7 @@ class GrpcTransport(Transport):
             try:
                 records = self._links[party].ask("Relay", None, f"round {self._round}")
             except PartyLost as err:
-                records = self.tolerate([err])[0] or []
+                records = self.missing.tolerate([err], self.names[0])[0] or []
             for record in records:
                 self.channel.add(MessageRecord(**record))
 

@@ -3,7 +3,7 @@
 makes them. For trying ``transport.kind: grpc`` before the organizations' machines exist, and what the grpc tests and
 ``benchmarks/transport.py`` run against::
 
-    with Federation(Path("fed"), ["alice", "org1", "org2"]) as fed:
+    with LoopbackFederation(Path("fed"), ["alice", "org1", "org2"]) as fed:
         train(RunConfig.from_dict({"data.organizations": 3, **fed.overrides()}))
 """
 
@@ -21,7 +21,7 @@ import yaml
 from vcl.transports import certs
 
 
-class Federation:
+class LoopbackFederation:
     """Party processes for ``names``, answering ``coordinator``; ``own``: extra settings per party; ``open_files``:
     each party's limit of open files (None: the machine's); ``preload``: each party imports torch and Lightning
     before it listens, as ``python -m vcl.party`` does by default (off here by default: tests start many parties that

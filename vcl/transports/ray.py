@@ -146,7 +146,7 @@ def _placement(node: str) -> dict:
 
 def _get(refs: list, names: list[str], during: str, lost_in_place: bool = False) -> list:
     """``ray.get`` of one call per party; a party whose process died ends the run with one sentence (``lost_in_place``:
-    its :class:`PartyLost` stands in its place, for :meth:`vcl.transport.Transport.tolerate`)."""
+    its :class:`PartyLost` stands in its place, for :meth:`vcl.errors.Missing.tolerate`)."""
     import ray
     from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
@@ -183,8 +183,7 @@ class RayTransport(Transport):
         ``resources``: each party's ``cpus``, ``gpus`` and ``nodes`` (one value per party)."""
         import ray
 
-        super().__init__(names, channel)
-        self.skip_missing = config.run.missing_parties == "skip"
+        super().__init__(names, channel, skip_missing=config.run.missing_parties == "skip")
         cpus, gpus, nodes = resources["cpus"], resources["gpus"], resources["nodes"]
         if config.run.device.startswith("cuda") and not all(gpus):
             raise VCLInputError(
@@ -218,7 +217,8 @@ class RayTransport(Transport):
             for m, (n, host) in enumerate(self._hosts.items())
         ]
         try:
-            self.placed = [p for p in self.tolerate(self._wait(refs, names, "start-up")) if p is not None]
+            started = self.missing.tolerate(self._wait(refs, names, "start-up"), self.names[0])
+            self.placed = [p for p in started if p is not None]
         except BaseException:  # a party that could not be built: no process of this run is kept or left behind
             self.close()
             raise
@@ -281,7 +281,8 @@ class RayTransport(Transport):
 
     def relay(self, parties: list[str]) -> None:
         for party in parties:
-            for record in self.tolerate(self._call("relay_to", self._hosts, names=[party]))[0] or []:
+            records = self.missing.tolerate(self._call("relay_to", self._hosts, names=[party]), self.names[0])[0]
+            for record in records or []:
                 self.channel.add(record)
 
     def each(self, op: str, args: dict[str, tuple]) -> list:

@@ -122,7 +122,7 @@ class Deployed:
         return {"F": F, "probabilities": probabilities, "missing": self.protocol.federation.missing()}
 
     def close(self) -> None:
-        self.protocol.federation.transport.close()
+        self.protocol.federation.close()
 
 
 def predict(

@@ -59,7 +59,7 @@ from vcl.errors import VCLInputError
 from vcl.methods.ascii.coordinator import ASCIIOptions, AssistedClassification
 from vcl.methods.ascii.messages import ClassVotes, Discarded, IgnoranceScores, Interchange
 from vcl.methods.ascii.party import IgnoranceAgent
-from vcl.methods.columns import OrganizationFamily, build_parties, make_task, organizations
+from vcl.methods.columns import OrganizationFamily, make_task, organizations
 from vcl.models import ClassifierSettings, check_classifier_name, check_weighted
 
 VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
@@ -74,24 +74,20 @@ class ASCII(OrganizationFamily):
     messages = (IgnoranceScores, ClassVotes, Interchange, Discarded)
     peer_messages = (IgnoranceScores,)  # each agent passes its scores to the next
 
-    def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
-        """The agents (Single: Alice alone; Oracle: one agent holding every feature)."""
+    def party(self, config: RunConfig, method: str, plan, m: int, device) -> IgnoranceAgent:
+        """An agent (Single: Alice alone; Oracle: one agent holding every feature)."""
         trees = ClassifierSettings(
             max_depth=config.learner.max_depth or None, n_trees=config.learner.n_trees, resample=config.ascii.resample
         )
-
-        def agent(plan, m, device):
-            return IgnoranceAgent(
-                plan.views[m], plan.learners[m], plan.settings, trees, max(data.num_classes, 1), device
-            )
-
-        return build_parties(config, method, data, agent, only, plan)
+        return IgnoranceAgent(plan.views[m], plan.learners[m], plan.settings, trees, plan.num_classes, device)
 
     def build(self, config: RunConfig, data, method: str) -> AssistedClassification:
         check_task(config, method, make_task(config, data))
-        task, _, labels, transport = organizations(config, method, data, self.parties, concurrent=False)
+        task, _, labels, transport = organizations(config, method, data, self.parties)
         options = ASCIIOptions(**asdict(config.ascii), variant=VARIANTS.get(method, "ascii"))
-        return AssistedClassification(task, Federation(transport=transport), labels, options, config.run.seed, method)
+        return AssistedClassification(
+            task, Federation.of_run(config, method, transport), labels, options, config.run.seed, method
+        )
 
     def check(self, config: RunConfig) -> None:
         """Every agent's classifier exists and, with ``ascii.resample`` off, takes sample weights."""

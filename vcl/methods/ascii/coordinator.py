@@ -13,7 +13,7 @@ from vcl.engine.loop import seed_for
 from vcl.messages import Labels, PredictionRequest, as_classes
 from vcl.methods.ascii.messages import ClassVotes, Discarded, Interchange
 from vcl.methods.ascii.updates import exponential_loss, samme_code
-from vcl.protocol import Protocol
+from vcl.protocol import Protocol, RoundRecord
 
 
 # --- the protocol: Alice's view of the chain ---------------------------------------------------------
@@ -64,7 +64,7 @@ class AssistedClassification(Protocol):
     def _send_labels(self) -> None:
         y = as_classes(self.labels["train"], self.num_classes)
         for name in self.federation.names:
-            self.federation.transport.request(name, Labels(self.federation.alice, name, 1, y))
+            self.federation.request(name, Labels(self.federation.alice, name, 1, y))
 
     def _add_votes(self, m: int, votes: ClassVotes) -> None:
         alpha = float(votes.alphas[0])
@@ -95,7 +95,7 @@ class AssistedClassification(Protocol):
             joint=self.options.alpha == "paper" and self.options.variant != "simple" and not self.ensemble,
             seed=seed_for(self.seed, t, m),
         )
-        return self.federation.transport.request(names[m], request)
+        return self.federation.request(names[m], request)
 
     def _chain_round(self, t: int, alphas: list[float]) -> None:
         order, following = self.order(t), self.order(t + 1)
@@ -133,7 +133,7 @@ class AssistedClassification(Protocol):
         if self.since_best >= self.options.patience:
             self.stopped = f"validation accuracy did not improve for {self.since_best} round(s)"
 
-    def run_round(self) -> dict:
+    def run_round(self) -> RoundRecord:
         t = self.round + 1
         if t == 1:
             self._send_labels()
@@ -146,7 +146,7 @@ class AssistedClassification(Protocol):
         if self.options.stop == "cv" and not self.stopped:
             self._check_validation()
         kinds = ("Labels", "IgnoranceScores")
-        return self._record(
+        return self.record(
             alphas=alphas,
             order=self.order(t) if not self.ensemble else list(range(len(self.federation))),
             interchange_bytes=self.federation.channel.bytes_by_round(kinds).get(t, 0),
@@ -172,7 +172,7 @@ class AssistedClassification(Protocol):
         alice = self.federation.alice
         requests = [(n, PredictionRequest(alice, n, self.round, split, rows)) for n in self.federation.names]
         votes: list[dict[int, Tensor]] = []
-        for reply in self.federation.transport.request_all(requests):
+        for reply in self.federation.request_all(requests):
             pairs = zip(reply.alphas.tolist(), reply.classes.items(), strict=True)
             votes.append({int(r): a * samme_code(c.long(), self.num_classes) for a, (r, c) in pairs})
         rows = next(v for by_round in votes for v in by_round.values()).shape[0]

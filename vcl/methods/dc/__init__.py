@@ -127,7 +127,7 @@ class DC(Family):
         cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
         layout = GridLayout(len(grid), data.column_groups)
         options = dc_options(config, method)
-        fed = Federation(transport=transport)
+        fed = Federation.of_run(config, method, transport)
         return cls(task, fed, data.labels, grid, layout, options, seed=config.run.seed, name=method)
 
     def check(self, config: RunConfig) -> None:

@@ -14,7 +14,7 @@ from vcl.methods.dc.messages import AnchorPredictions, KeptModel, ScoreRequest, 
 from vcl.methods.dc.models import class_scores, collaboration_maps, fit_classes, make_central, make_interpretable
 from vcl.methods.dc.options import MASTER, DCOptions, _np
 from vcl.models.sklearn import dump_estimator, load_estimator
-from vcl.protocol import Protocol
+from vcl.protocol import Protocol, RoundRecord
 
 
 class CollaborationProtocol(Protocol):
@@ -47,7 +47,7 @@ class CollaborationProtocol(Protocol):
         request = ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, None, local_train)
         if collab is not None:
             request = ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, torch.from_numpy(collab), local_train)
-        return self.federation.transport.request(EXPERIMENTER, request)
+        return self.federation.request(EXPERIMENTER, request)
 
     def train_loss(self) -> float:
         """Mean squared error of F against the one-hot labels (the paper's ridge objective)."""
@@ -81,12 +81,12 @@ class CollaborationProtocol(Protocol):
             return self.evaluate(), 0
         return self.score().split_metrics, self.round
 
-    def _finish(self, F_train: np.ndarray | None, collab: np.ndarray | None = None) -> dict:
+    def _finish(self, F_train: np.ndarray | None, collab: np.ndarray | None = None) -> RoundRecord:
         self.round = 1
         scored = self.score(collab, local_train=F_train is None)
         F_train = scored.train if F_train is None else F_train
         self.F["train"] = torch.as_tensor(F_train, dtype=torch.float32)
-        return self._record(split_metrics=scored.split_metrics, scores=scored.scores)
+        return self.record(split_metrics=scored.split_metrics, scores=scored.scores)
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "kept": list(self.kept)}
@@ -102,8 +102,8 @@ class DataCollaboration(CollaborationProtocol):
 
     master: dict | None = None  # G_i and h, after the round
 
-    def run_round(self) -> dict:
-        r, transport = 1, self.federation.transport
+    def run_round(self) -> RoundRecord:
+        r, fed = 1, self.federation
         # 1. anchors: every worker sends its share to the others (worker → worker), then builds X^anc
         self.ask(self.flat, "anchor", peers=tuple(self.flat))
         # 2. reduced representations and labels reach the master
@@ -117,9 +117,7 @@ class DataCollaboration(CollaborationProtocol):
         K = self.task.num_outputs
         h = fit_classes(make_central(self.options.central, seed_for(self.seed, 0xCE7)), X_hat, np.concatenate(Y), K)
         y_anc = [as_float(torch.from_numpy(class_scores(h, a @ g, K))) for a, g in zip(rep["anchor"], G, strict=True)]
-        transport.request_all(
-            (w, AnchorPredictions(MASTER, w, r, y_anc[i])) for i, row in enumerate(self.grid) for w in row
-        )
+        fed.request_all((w, AnchorPredictions(MASTER, w, r, y_anc[i])) for i, row in enumerate(self.grid) for w in row)
         self.master = {"G": G, "h": h}
         test = [class_scores(h, x @ g, K) for x, g in zip(rep["test"], G, strict=True)]
         self.F["test"] = torch.as_tensor(np.mean(test, axis=0), dtype=torch.float32)
@@ -160,7 +158,7 @@ class Centralized(CollaborationProtocol):
         super().load_state_dict(state)
         self.model = load_estimator(state["model"])
 
-    def run_round(self) -> dict:
+    def run_round(self) -> RoundRecord:
         raw = dict(zip(self.flat, (_np(m.values) for m in self.ask(self.flat, "raw", peers=())), strict=True))
         blocks = []
         for row in self.grid:
@@ -177,7 +175,7 @@ class Centralized(CollaborationProtocol):
         self.kept = (MASTER,)
         columns = tuple(range(self.layout.num_features))
         kept = KeptModel(MASTER, EXPERIMENTER, 1, dump_estimator(model), columns)
-        self.federation.transport.request(EXPERIMENTER, kept)
+        self.federation.request(EXPERIMENTER, kept)
         return self._finish(class_scores(model, X, self.task.num_outputs))
 
 
@@ -187,7 +185,7 @@ class Local(CollaborationProtocol):
 
     name = "local"
 
-    def run_round(self) -> dict:
+    def run_round(self) -> RoundRecord:
         self.ask(self.flat, "local", peers=())
         self.kept = tuple(self.flat)
         self.ask(list(self.kept), "report", peers=())

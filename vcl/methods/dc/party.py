@@ -9,6 +9,7 @@ from torch import Tensor
 from vcl.datamodules.tabular import FeatureView
 from vcl.engine.loop import seed_for
 from vcl.errors import VCLInputError
+from vcl.family import Party
 from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_float
 from vcl.methods.dc.anchors import AnchorConstruction, GridLayout
 from vcl.methods.dc.messages import AnchorPredictions, AnchorShare, KeptModel, RawFeatures, ReducedRepresentation
@@ -17,7 +18,7 @@ from vcl.methods.dc.options import MASTER, DCOptions, _np
 from vcl.models.sklearn import dump_estimator, load_estimator
 
 
-class DCWorker:
+class DCWorker(Party):
     """Party (i, j): private X_{i,j} (train rows of group i, its columns; and its columns of the test
     rows), Y_i, and the public rows X_pub. Answers the master's :class:`Step` requests and its
     :class:`AnchorPredictions`; sends other workers only its anchor share; keeps f_ij, X^anc and t_i."""

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
+from vcl.callbacks.early_stop import EarlyStopOnEta
 from vcl.config import RunConfig
 from vcl.coordinator.build import per_organization
 from vcl.engine.split_network import ActivationGradient, Activations
 from vcl.errors import VCLInputError
-from vcl.methods.columns import OrganizationFamily, build_parties, organizations
-from vcl.methods.gal.coordinator import GALOptions, GradientAssistedLearning, federation
+from vcl.methods.columns import OrganizationFamily, organizations
+from vcl.methods.gal.coordinator import GALOptions, GradientAssistedLearning, column_options, federation
 from vcl.methods.organization import Organization
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks
@@ -43,14 +44,20 @@ class GAL(OrganizationFamily):
             from vcl.methods.gal.interm import parties
 
             return parties(config, method, data, only, plan)
+        return super().parties(config, method, data, only, plan)
 
-        def organization(plan, m, device):
-            noise = config.gal.noise_sigma if m in plan.noisy else 0.0
-            return Organization(
-                plan.views[m], plan.learners[m], plan.losses[m], plan.settings, device, noise, config.run.seed, m
-            )
+    def column_options(self, config: RunConfig):
+        return column_options(config)
 
-        return build_parties(config, method, data, organization, only, plan)
+    def round_callbacks(self, config: RunConfig) -> list:
+        """Early stop when |η| falls below ``gal.early_stop_eta`` (GAL Section 4.5), if set."""
+        return [EarlyStopOnEta(config.gal.early_stop_eta)] if config.gal.early_stop_eta > 0 else []
+
+    def party(self, config: RunConfig, method: str, plan, m: int, device) -> Organization:
+        noise = config.gal.noise_sigma if m in plan.noisy else 0.0
+        return Organization(
+            plan.views[m], plan.learners[m], plan.losses[m], plan.settings, device, noise, config.run.seed, m
+        )
 
     def build(self, config: RunConfig, data, method: str):
         """GAL, or its Alone / Joint (GAL over Alice only / one organization holding every feature), AL, Late and
@@ -58,14 +65,14 @@ class GAL(OrganizationFamily):
         if method in ("late", "interm"):
             from vcl.methods.gal import interm, late
 
-            return {"late": late, "interm": interm}[method].build(config, data, method, self.parties)
-        task, plan, labels, transport = organizations(config, method, data, self.parties, config.run.concurrent)
+            return {"late": late, "interm": interm}[method].build(config, data, method, self)
+        task, plan, labels, transport = organizations(config, method, data, self.parties, column_options(config))
         options = GALOptions(**asdict(config.gal), weight_loss=plan.losses[0])
         if method == "al":
             authors = config.gal.al_mode == "authors"
             al = dict(weights="last" if authors else "learned", eta="constant", eta_cap=0.0, sequential=not authors)
             options = replace(options, **al)
-        fed = federation(config, transport)
+        fed = federation(config, method, transport)
         return GradientAssistedLearning(task, fed, labels, options, seed=config.run.seed, name=method)
 
     def check(self, config: RunConfig) -> None:

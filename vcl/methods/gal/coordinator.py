@@ -13,8 +13,24 @@ from vcl.config import GALGroup, RunConfig, config_integers, party_copy
 from vcl.coordinator.federation import Federation
 from vcl.engine.loop import seed_for
 from vcl.messages import as_float
+from vcl.methods.columns import ColumnOptions
 from vcl.methods.gal.assistance import assistance_weights, line_search
-from vcl.protocol import Protocol, weighted_sum
+from vcl.protocol import Protocol, RoundRecord, weighted_sum
+
+
+def column_options(config: RunConfig) -> ColumnOptions:
+    """What GAL's options decide of the organizations (its ``gal`` group): the task and local losses, the
+    noninformative and noisy organizations (GAL Tables 6, 17–21), the baselines' epochs, Deep Model Sharing."""
+    g = config.gal
+    return ColumnOptions(
+        task_loss=g.task_loss,
+        local_loss=tuple(g.local_loss),
+        noninformative=tuple(g.noninformative_organizations),
+        noisy=tuple(g.noisy_organizations),
+        noise_sigma=g.noise_sigma,
+        baseline_epochs=g.baseline_epochs,
+        dms=g.dms,
+    )
 
 
 @dataclass
@@ -95,7 +111,7 @@ class GradientAssistedLearning(Protocol):
     def summary(self, records: list[dict]) -> dict:
         return leak_summary(records)
 
-    def run_round(self) -> dict:
+    def run_round(self) -> RoundRecord:
         t = self.round + 1
         everyone = list(range(len(self.federation)))
         steps = [[m] for m in everyone] if self.options.sequential else [everyone]
@@ -122,7 +138,7 @@ class GradientAssistedLearning(Protocol):
         leak = self.federation.leaks.get(t, {})  # what a receiver reads of the labels, recovers of the residual
         eta = etas[-1] if len(etas) == 1 else etas
         missing = {"missing": self.federation.missing()} if self.federation.missing() else {}
-        return self._record(eta=eta, weights=weights, coefficients=coefficients, **leak, **missing)
+        return self.record(eta=eta, weights=weights, coefficients=coefficients, **leak, **missing)
 
 
 NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret, round, NOISE)
@@ -156,13 +172,15 @@ class GALFederation(Federation):
     def __init__(
         self,
         transport,
+        relays: bool = True,
+        party_roots=None,
         privacy=None,
         privacy_scope: str = "others",
         privacy_draws: str = "per_round",
         noise_secret: int | None = None,
         known_seeds: tuple[int, ...] = (),
     ):
-        super().__init__(transport=transport)
+        super().__init__(transport=transport, relays=relays, party_roots=party_roots)
         self.privacy, self.privacy_scope, self.privacy_draws = privacy, privacy_scope, privacy_draws
         self.noise_secret = int(noise_secret) if noise_secret else secrets.randbits(62)
         self.known_seeds = tuple(known_seeds)
@@ -244,13 +262,15 @@ class GALFederation(Federation):
         self.leaks = dict(state.get("leaks", {}))
 
 
-def federation(config: RunConfig, transport):
+def federation(config: RunConfig, method: str, transport):
     """Alice's federation in a GAL-family run: the transport to the organizations and the privacy of her broadcast
     (the noise from her own secret; the attack scored with every number a receiver's copy of the config holds)."""
     from vcl.engine.privacy import make_mechanism
 
-    return GALFederation(
-        transport=transport,
+    return GALFederation.of_run(
+        config,
+        method,
+        transport,
         privacy=make_mechanism(config.gal.privacy, config.gal.privacy_alpha),
         privacy_scope=config.gal.privacy_scope,
         privacy_draws=config.gal.privacy_draws,

@@ -31,11 +31,12 @@ from vcl.engine.loop import (
 )
 from vcl.engine.losses import local_loss
 from vcl.engine.split_network import ActivationGradient, Activations
+from vcl.family import Party
 from vcl.messages import Ack, Message, Scalars, Step, as_float
 from vcl.methods.columns import build_parties, make_task, organizations
-from vcl.methods.gal.coordinator import federation
+from vcl.methods.gal.coordinator import column_options, federation
 from vcl.models import LearnerSettings, build_learner
-from vcl.protocol import Protocol
+from vcl.protocol import Protocol, RoundRecord
 
 HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
 
@@ -46,7 +47,7 @@ def steps_for(params, hp: dict) -> Steps:
     return Steps(*build_optimizer(params, *(hp[k] for k in keys)), clip=hp["grad_clip"])
 
 
-class IntermParty:
+class IntermParty(Party):
     """An organization in Interm fusion: its feature extractor, with its learner's optimizer and schedule,
     reached only by messages."""
 
@@ -130,8 +131,8 @@ class IntermFusion(Protocol):
         with seeded_init(seed):
             self.head = nn.Linear(widths.pop(), task.num_outputs).to(self.device)
 
-    def run_round(self) -> dict:
-        hp, task, transport = self.hp, self.task, self.federation.transport
+    def run_round(self) -> RoundRecord:
+        hp, task, fed = self.hp, self.task, self.federation
         alice, names = self.federation.alice, self.federation.names
         loss_name = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         y = task.targets(self.labels["train"])
@@ -150,12 +151,12 @@ class IntermFusion(Protocol):
                 ActivationGradient(alice, m, self.round, as_float(leaf.grad))
                 for m, leaf in zip(names, leaves, strict=True)
             ]
-            replies = transport.request_all(zip(names, errors, strict=True))
+            replies = fed.request_all(zip(names, errors, strict=True))
             total = None
             if steps.clip:  # ‖∇‖ over every part of the network, in one order: the organizations', then the head's
                 norms = torch.cat([*(r.values for r in replies), steps.grad_norms().cpu()])
                 total = torch.linalg.vector_norm(norms)
-                transport.request_all((m, Scalars(alice, m, self.round, total.reshape(1))) for m in names)
+                fed.request_all((m, Scalars(alice, m, self.round, total.reshape(1))) for m in names)
             steps.update(total)
 
         self.head.train()
@@ -163,7 +164,7 @@ class IntermFusion(Protocol):
         train_epochs(steps, hp["epochs"], schedule, step, epoch_end=lambda epoch: self.ask(names, "epoch_end"))
         self.F = {s: self.predict(s) for s in self.labels}
         self.round = 1
-        return self._record()
+        return self.record()
 
     @torch.no_grad()
     def predict(self, split: str, chunk: int = 4096) -> Tensor:
@@ -184,16 +185,17 @@ class IntermFusion(Protocol):
 
 def parties(config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
     """Each organization's part of the network: its extractor (Alice's also the head, in the protocol)."""
-    k = make_task(config, data).num_outputs
+    options = column_options(config)
+    k = make_task(config, data, options).num_outputs
 
     def part(plan, m, device):
         return IntermParty(plan.views[m], plan.learners[m], plan.settings, k, config.run.seed, m, device)
 
-    return build_parties(config, method, data, part, only, plan)
+    return build_parties(config, method, data, part, only, plan, options)
 
 
-def build(config: RunConfig, data, method: str, parties) -> IntermFusion:
-    """Interm fusion over the GAL family's organizations (``parties``: :meth:`vcl.methods.gal.GAL.parties`, which
-    makes this module's parts)."""
-    task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
-    return IntermFusion(task, federation(config, transport), labels, seed=config.run.seed)
+def build(config: RunConfig, data, method: str, family) -> IntermFusion:
+    """Interm fusion over the GAL family's organizations (``family``: :class:`vcl.methods.gal.GAL`, whose
+    ``parties`` makes this module's parts)."""
+    task, _, labels, transport = organizations(config, method, data, family.parties, column_options(config))
+    return IntermFusion(task, federation(config, method, transport), labels, seed=config.run.seed)

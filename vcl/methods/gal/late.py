@@ -14,7 +14,7 @@ from __future__ import annotations
 from vcl.config import RunConfig
 from vcl.methods.columns import organizations
 from vcl.methods.gal.coordinator import federation, leak_summary
-from vcl.protocol import Protocol
+from vcl.protocol import Protocol, RoundRecord
 
 FUSIONS = ("sum", "mean")
 
@@ -33,7 +33,7 @@ class LateFusion(Protocol):
     def summary(self, records: list[dict]) -> dict:
         return leak_summary(records)
 
-    def run_round(self) -> dict:
+    def run_round(self) -> RoundRecord:
         task = self.task
         loss = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         everyone = list(range(len(self.federation)))
@@ -46,7 +46,7 @@ class LateFusion(Protocol):
         self.round = 1
         m = len(everyone)
         leak = self.federation.leaks.get(1, {})  # the labels themselves went out
-        return self._record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m, **leak)
+        return self.record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m, **leak)
 
     def stored_parameters(self) -> int:
         return sum(r.parameters for r in self.federation.models(self.round))
@@ -55,9 +55,9 @@ class LateFusion(Protocol):
         return self.metrics_by_round()
 
 
-def build(config: RunConfig, data, method: str, parties) -> LateFusion:
-    """Late fusion over the GAL family's organizations (``parties``: :meth:`vcl.methods.gal.GAL.parties`), each
-    fitting the labels."""
-    task, _, labels, transport = organizations(config, method, data, parties, config.run.concurrent)
-    fed = federation(config, transport)
+def build(config: RunConfig, data, method: str, family) -> LateFusion:
+    """Late fusion over the GAL family's organizations (``family``: :class:`vcl.methods.gal.GAL`, which makes
+    them), each fitting the labels."""
+    task, _, labels, transport = organizations(config, method, data, family.parties, family.column_options(config))
+    fed = federation(config, method, transport)
     return LateFusion(task, fed, labels, fusion=config.gal.late_fusion, seed=config.run.seed)

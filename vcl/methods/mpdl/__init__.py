@@ -107,7 +107,7 @@ class MPDL(Family):
         dims = {"a": data.a.num_features, "b": data.b.num_features}
         cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
         task = Task(data.task, data.num_classes, "ce")
-        fed = Federation(transport=transport)
+        fed = Federation.of_run(config, method, transport)
         return cls(task, fed, data.labels, dims, data.a.image_shape, options_of(config), seed=config.run.seed)
 
     def check(self, config: RunConfig) -> None:

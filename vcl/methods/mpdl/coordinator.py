@@ -17,7 +17,7 @@ from vcl.engine.tasks import Task
 from vcl.messages import EXPERIMENTER, Step, as_float
 from vcl.methods.mpdl.messages import Report
 from vcl.methods.mpdl.options import PARTIES, ftl_code_dim, seeded_mlp, sgd
-from vcl.protocol import Protocol
+from vcl.protocol import Protocol, RoundRecord
 
 
 class PartialOverlapProtocol(Protocol):
@@ -64,7 +64,7 @@ class PartialOverlapProtocol(Protocol):
 
     def fit_central(self, top: CentralTop, which: int, rows: str) -> float:
         """Train on a row set (every party's row i is the same individual); mean last-epoch loss."""
-        o, transport = self.options, self.federation.transport
+        o, fed = self.options, self.federation
         y = self.ask(["b"], "labels", rows=rows)[0].values.to(top.device).long()
         gen = torch.Generator().manual_seed(seed_for(self.seed, self.round, which, 0xCE))
         n, sums = y.shape[0], [0.0] * o.central_epochs
@@ -74,7 +74,7 @@ class PartialOverlapProtocol(Protocol):
             logits, leaves = top.forward(self.ask(PARTIES, "forward", which=which, rows=rows, batch=b), True)
             loss = nn.functional.cross_entropy(logits, y[idx])
             top.step(loss)
-            transport.request_all(zip(PARTIES, top.errors(leaves, list(PARTIES), self.round), strict=True))
+            fed.request_all(zip(PARTIES, top.errors(leaves, list(PARTIES), self.round), strict=True))
             sums[epoch] += float(loss.detach()) * len(idx)
 
         train_epochs(top.steps, o.central_epochs, lambda epoch: enumerate(minibatches(n, o.batch_size, gen)), step)
@@ -94,10 +94,10 @@ class PartialOverlapProtocol(Protocol):
     def report(self, step: str, **values) -> dict[str, float]:
         """The parties' (and C's) reports to the experimenter, then its scores."""
         self.ask(PARTIES, "report")
-        transport = self.federation.transport
+        fed = self.federation
         if values:
-            transport.request(EXPERIMENTER, Report(COLLABORATOR, EXPERIMENTER, self.round, values))
-        return transport.request(EXPERIMENTER, Step(COLLABORATOR, EXPERIMENTER, self.round, step)).figures
+            fed.request(EXPERIMENTER, Report(COLLABORATOR, EXPERIMENTER, self.round, values))
+        return fed.request(EXPERIMENTER, Step(COLLABORATOR, EXPERIMENTER, self.round, step)).figures
 
     def state_dict(self) -> dict:
         extra = {"overlap": self.overlap, "labeled": self.labeled, "scores": dict(self.scores), "loss": self._loss}
@@ -126,7 +126,7 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
             for step in ("generate", "assess", "cross", "update"):
                 self.ask(PARTIES, step, batch=b)
 
-    def run_round(self) -> dict:
+    def run_round(self) -> RoundRecord:
         self.round += 1
         o, r = self.options, self.round
         if not self.overlap:
@@ -167,7 +167,7 @@ class MultiPartyDualLearning(PartialOverlapProtocol):
             dual_seconds_per_epoch=dual_seconds,
             **self.report("mpdl_scores"),
         )
-        return self._record(fold=k, final=final, scores=dict(self.scores))
+        return self.record(fold=k, final=final, scores=dict(self.scores))
 
 
 class FederatedTransfer(PartialOverlapProtocol):
@@ -181,10 +181,10 @@ class FederatedTransfer(PartialOverlapProtocol):
     max_rounds = 1
     uses_dual = False
 
-    def run_round(self) -> dict:
+    def run_round(self) -> RoundRecord:
         self.round = r = 1
         self.align()
-        o, k, transport, bs = self.options, self.task.num_outputs, self.federation.transport, self.options.batch_size
+        o, k, fed, bs = self.options, self.task.num_outputs, self.federation, self.options.batch_size
         code = ftl_code_dim(o, self.dims)
         y = self.ask(PARTIES, "ftl_setup")[1].values.to(o.device).long()  # B's labels of its labeled rows
         # C's classifier: the MLP of MPDL's central model (one hidden layer of (d_A + d_B + K)/2) on the codes
@@ -206,7 +206,7 @@ class FederatedTransfer(PartialOverlapProtocol):
             leaf = self.ask(["b"], "ftl_encode", batch=b)[0].values.clone().requires_grad_(True)
             loss = nn.functional.cross_entropy(clf(leaf), y[idx])
             steps_c.step(loss)
-            transport.request("b", ActivationGradient(COLLABORATOR, "b", r, as_float(leaf.grad)))
+            fed.request("b", ActivationGradient(COLLABORATOR, "b", r, as_float(leaf.grad)))
             losses[epoch].append(float(loss.detach()))
 
         def alignment(epoch: int) -> None:  # on D_C: each party's code pulled towards the other's, party to party
@@ -224,4 +224,4 @@ class FederatedTransfer(PartialOverlapProtocol):
         self.scores.update(ftl_a=self.task.metric(self.F["a_only"], self.labels["a_only"]), code_dim=code)
         weights = {name: w.detach().cpu() for name, w in clf.state_dict().items()}  # data, not the module: it crosses
         self.scores.update(self.report("ftl_scores", codes_a=test_codes, classifier=weights))
-        return self._record(scores=dict(self.scores))
+        return self.record(scores=dict(self.scores))

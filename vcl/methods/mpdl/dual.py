@@ -30,7 +30,7 @@ from vcl.errors import VCLInputError
 from vcl.messages import Message, ValuesMessage, as_float
 from vcl.methods.mpdl.kde import GaussianKDE
 from vcl.methods.mpdl.options import seeded_mlp
-from vcl.methods.mpdl.paillier import PaillierKeyPair, pack, public_key_from_bytes, scale_rows, unpack
+from vcl.methods.mpdl.paillier import PaillierKeyPair, as_tensors, from_tensors, public_key_from_bytes, scale_rows
 
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
@@ -206,7 +206,7 @@ class DualParty:
         out = OutputGradient(self.name, message.sender, message.round, as_float(plain))
         if self.key is None:
             return out, DensityDifference(self.name, message.sender, message.round, values=as_float(diff))
-        cts, exps = pack(self.key.encrypt(diff.cpu().numpy()), self.key.public)
+        cts, exps = as_tensors(self.key.encrypt(diff.cpu().numpy()), self.key.public)
         return out, DensityDifference(self.name, message.sender, message.round, ciphertexts=cts, exponents=exps)
 
     def own_log_density(self, rows: np.ndarray) -> Tensor:
@@ -224,8 +224,10 @@ class DualParty:
         if message.ciphertexts is None:
             values = factors * message.values.to(factors.device, torch.float64)[:, None]
             return CrossGradient(self.name, message.sender, message.round, values=as_float(values))
-        numbers = scale_rows(unpack(message.ciphertexts, message.exponents, self.other_public), factors.cpu().numpy())
-        cts, exps = pack(numbers, self.other_public)
+        numbers = scale_rows(
+            from_tensors(message.ciphertexts, message.exponents, self.other_public), factors.cpu().numpy()
+        )
+        cts, exps = as_tensors(numbers, self.other_public)
         return CrossGradient(self.name, message.sender, message.round, ciphertexts=cts, exponents=exps)
 
     def output_gradient(self, plain: OutputGradient, cross: CrossGradient) -> Tensor:
@@ -233,7 +235,7 @@ class DualParty:
         if cross.ciphertexts is None:
             extra = cross.values.to(self.device, torch.float64)
         else:
-            numbers = unpack(cross.ciphertexts, cross.exponents, self.key.public)
+            numbers = from_tensors(cross.ciphertexts, cross.exponents, self.key.public)
             extra = torch.from_numpy(self.key.decrypt(numbers)).reshape(plain.values.shape).to(self.device)
         return plain.values.to(self.device, torch.float64) + extra
 

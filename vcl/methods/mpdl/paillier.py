@@ -47,14 +47,16 @@ def _to_bytes(values: list[int], width: int) -> torch.Tensor:
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).reshape(len(values), width).clone()
 
 
-def pack(numbers: list[EncryptedNumber], public: PaillierPublicKey) -> tuple[torch.Tensor, torch.Tensor]:
+def as_tensors(numbers: list[EncryptedNumber], public: PaillierPublicKey) -> tuple[torch.Tensor, torch.Tensor]:
     """(ciphertexts N × bytes(n²), exponents N) for a message."""
     width = (public.nsquare.bit_length() + 7) // 8
     cts = _to_bytes([c.ciphertext(be_secure=False) for c in numbers], width)
     return cts, torch.tensor([c.exponent for c in numbers], dtype=torch.int32)
 
 
-def unpack(ciphertexts: torch.Tensor, exponents: torch.Tensor, public: PaillierPublicKey) -> list[EncryptedNumber]:
+def from_tensors(
+    ciphertexts: torch.Tensor, exponents: torch.Tensor, public: PaillierPublicKey
+) -> list[EncryptedNumber]:
     return [
         EncryptedNumber(public, int.from_bytes(bytes(row.tolist()), "big"), int(e))
         for row, e in zip(ciphertexts, exponents.tolist(), strict=True)

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from vcl.datamodules.overlap import PartyData
 from vcl.engine.loop import Steps, minibatches, seed_for
 from vcl.engine.split_network import COLLABORATOR, ActivationGradient, Activations, party_bottom
+from vcl.family import Party
 from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_classes, as_float
 from vcl.methods.mpdl.blinding import FoldAssignment, PSIParty
 from vcl.methods.mpdl.dual import DualParty, GeneratedData, OutputGradient, PerturbedMeans, PublicKey
@@ -19,7 +20,7 @@ from vcl.methods.mpdl.messages import Report
 from vcl.methods.mpdl.options import PARTIES, MPDLOptions, ftl_code_dim, seeded_mlp, sgd
 
 
-class OverlapParty:
+class OverlapParty(Party):
     """Party A or B: its raw rows enter its DP layer h₀ once (:class:`.dual.DualParty`, which also holds
     its dual model, density estimate and Paillier keys); it keeps its side of the PSI, its rows of D_C and
     their folds, the bottoms of the central models and (FTL) its autoencoder, and answers the collaborator's
