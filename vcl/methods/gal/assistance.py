@@ -40,20 +40,22 @@ def assistance_weights(
 
 def _l2_weights(outputs: Tensor, residual: Tensor, steps: int, lr: float, weight_decay: float) -> Tensor:
     """The ℓ₂ case: ``E ℓ₂(r, Σ w_m f_m) = (wᵀGw − 2wᵀc + rᵀr) / NK`` with the Gram matrix ``G = [f_m · f_m']``
-    and ``c = [f_m · r]``, computed once (one matrix product); then torch's Adam on θ over that expression in
-    float64: M numbers a step instead of M·N·K."""
+    and ``c = [f_m · r]``, computed once (one matrix product); then torch's Adam on θ in float64 with that
+    expression's gradient in closed form, ``(2/NK)(Gw − c)`` through the softmax: M numbers a step instead of
+    M·N·K, and no graph to build for them."""
     m = outputs.shape[0]
     f = torch.cat([outputs.reshape(m, -1), residual.reshape(1, -1).to(outputs.dtype)])
     gram_all = (f @ f.T).double().cpu()  # [G c; cᵀ rᵀr]: one product, M + 1 rows
     gram, c = gram_all[:m, :m], gram_all[:m, m]
-    theta = torch.ones(m, dtype=torch.float64, requires_grad=True)
+    scale = 2.0 / f.shape[1]
+    theta = torch.ones(m, dtype=torch.float64)
     opt = torch.optim.Adam([theta], lr=lr, weight_decay=weight_decay)
     for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
         w = torch.softmax(theta, 0)
-        ((w @ gram @ w - 2 * w @ c) / f.shape[1]).backward()
+        g = (gram @ w - c) * scale  # ∂loss/∂w
+        theta.grad = w * (g - w @ g)  # through the softmax (Adam adds the weight decay)
         opt.step()
-    return torch.softmax(theta.detach(), 0).float()
+    return torch.softmax(theta, 0).float()
 
 
 def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int = 10, init: float = 1.0) -> float:
