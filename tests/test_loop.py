@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from vcl.engine import progress
-from vcl.engine.loop import LinearSteps, Steps, minibatches, own_rows, permutations, train_epochs
+from vcl.engine.loop import LinearSteps, Steps, build_optimizer, minibatches, own_rows, permutations, train_epochs
 
 
 def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
@@ -207,3 +207,28 @@ def test_a_derived_seed_is_numpys_seed_sequence_first_word():
         assert derived_seed(*parts) == expected, parts
     with pytest.raises(ValueError, match="non-negative"):
         derived_seed(3, -1)
+
+
+@pytest.mark.parametrize("shape", [(9, 4), (8, 9, 4)])
+def test_the_fast_engines_sgd_steps_equal_torchs_plain_sgd_to_the_bit(shape):
+    """build_optimizer's SGD takes torch's fused kernel on the CPU: the same parameters as torch.optim.SGD's own
+    loop over them, step for step, through the step schedule's milestones."""
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(*shape, generator=gen)
+    grads = [torch.randn(*shape, generator=gen) for _ in range(12)]
+    ends = []
+    for make in (
+        lambda p: build_optimizer([p], 0.1, 0.9, 5e-4, [3, 7], 0.1),
+        lambda p: (o := torch.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=5e-4),
+                   torch.optim.lr_scheduler.MultiStepLR(o, [3, 7], 0.1)),
+    ):  # fmt: skip
+        p = start.clone().requires_grad_(True)
+        opt, sched = make(p)
+        for epoch, g in enumerate(grads):
+            p.grad = g.clone()
+            opt.step()
+            if epoch % 2:
+                sched.step()
+        ends.append(p.detach())
+    assert opt.defaults.get("fused") in (None, False)  # the reference is torch's loop, not its kernel
+    assert torch.equal(*ends)
