@@ -20,7 +20,7 @@ from vcl.callbacks import RoundCallback, RoundCheckpoint
 from tests.helpers import KillParty, rounds_of
 from vcl.coordinator.runner import train
 from vcl.errors import PartyLost, VCLInputError
-from vcl.messages import FittedValues, Labels, PseudoResidual, Step
+from vcl.messages import FittedValues, Labels, Prune, PseudoResidual, Save, Step
 from vcl.testing.suite import GAL_NAMES, PARTY_NAMES, PARTY_SETTINGS, TransportSuite
 from vcl.transports import certs
 from vcl.transports.loopback import LoopbackFederation
@@ -462,12 +462,12 @@ def test_a_save_or_prune_of_a_round_the_party_does_not_hold_changes_nothing(fede
     assert "round-2.ckpt" in kept
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.glob("round-*.ckpt"))
     link = Link("org1", f"127.0.0.1:{federation.ports['org1']}", federation.tls("alice"), 2**20, 10.0, 0)
-    link.ask("Prune", {"round": 10**9})
+    link.handle(Prune("alice", "org1", 10**9))
     for bad in (-1, 10**9 + 1, "2", 2.5, True):
-        with pytest.raises(VCLInputError, match="refused the (Save|Load|Prune) request"):
-            link.ask("Save", {"round": bad, "run": "x"})
-        with pytest.raises(VCLInputError, match="refused the (Save|Load|Prune) request"):
-            link.ask("Prune", {"round": bad})
+        with pytest.raises(VCLInputError, match="refused the Save request"):
+            link.handle(Save("alice", "org1", bad, run="x"))
+        with pytest.raises(VCLInputError, match="refused the Prune request"):
+            link.handle(Prune("alice", "org1", bad))
     link.close()
     assert {p.name: p.read_bytes() for p in folder.glob("round-*.ckpt")} == kept
     assert still_serving(federation)

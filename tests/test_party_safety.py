@@ -18,6 +18,7 @@ from vcl.callbacks import RoundCallback
 from tests.helpers import rounds_of
 from vcl.coordinator.runner import train
 from vcl.errors import PartyFailed, PartyLost, VCLInputError
+from vcl.messages import Save, Where
 from vcl.testing.probes import NAMES, PROBED, PROBES, attempt, config, hello, link, peak_mb, set_up
 from vcl.transports.loopback import LoopbackFederation
 
@@ -126,7 +127,7 @@ def test_a_save_the_party_cannot_write_is_its_failure_not_its_loss(fed):
     try:
         said = r"^party org1 failed its Save during round 5 \(\w+Error .the party.s log says more.\); it is still"
         with pytest.raises(PartyFailed, match=said):
-            link(fed).ask("Save", {"round": 5, "run": "x"}, "round 5")
+            link(fed).handle(Save("alice", "org1", 5, run="x"), "round 5")
     finally:
         folder.unlink()
         if kept.exists():
@@ -150,8 +151,10 @@ def test_a_peer_that_stalls_is_blamed_and_holds_the_relaying_party_no_longer_tha
         with pytest.raises(PartyLost, match="^party org2 stopped during round 2"):
             train(config(fed, str(tmp_path / "ascii"), **base), verbose=False, write=False, callbacks=[Stop()])
         start = time.perf_counter()
-        where = Link("org1", f"127.0.0.1:{fed.ports['org1']}", fed.tls("alice"), 2**20, 30.0, 0).ask("Where")
-        assert where["name"] == "org1" and time.perf_counter() - start < 2.0
+        where = Link("org1", f"127.0.0.1:{fed.ports['org1']}", fed.tls("alice"), 2**20, 30.0, 0).handle(
+            Where("alice", "org1", 0)
+        )
+        assert where.place["name"] == "org1" and time.perf_counter() - start < 2.0
     finally:
         fed.procs["org2"].send_signal(signal.SIGCONT)
 

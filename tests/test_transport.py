@@ -12,7 +12,7 @@ from vcl.coordinator.federation import Federation
 from vcl.coordinator.runner import Run, run_rounds
 from vcl.errors import PartyLost
 from vcl.family import Party
-from vcl.messages import Ack, FittedValues, ModelsReport, PredictionRequest, PseudoResidual
+from vcl.messages import Ack, FittedValues, ModelsReport, Placed, PredictionRequest, PseudoResidual, Where
 from vcl.methods.ascii.messages import ClassVotes, Discarded, IgnoranceScores
 from vcl.testing.suite import TransportSuite
 from vcl.transport import Transport
@@ -287,15 +287,13 @@ class Losing(Transport):
         self.asked.append([party for party, _ in requests])
         return [
             PartyLost(party, "its process ended") if party == self.lost and message.round >= 2 else
+            Placed(party, message.sender, message.round, place={"name": party}) if isinstance(message, Where) else
             Ack(party, message.sender, message.round)
             for party, message in requests
         ]  # fmt: skip
 
     def relay(self, parties):
         pass
-
-    def each(self, op, args):
-        return [PartyLost(n, "its process ended") if n == self.lost else n for n in args]
 
 
 def test_a_lost_party_is_left_out_under_skip_and_ends_the_run_otherwise():
@@ -313,7 +311,8 @@ def test_a_lost_party_is_left_out_under_skip_and_ends_the_run_otherwise():
     assert [r and r.sender for r in ask(fed, 3)] == ["alice", "org1", None]
     assert transport.asked[-1] == ["alice", "org1"]  # no message goes to a party left out
     assert len(fed.channel.records) == 2 * 3 + (2 * 2 + 1) + 2 * 2  # org2's round-2 message counted, no reply
-    assert fed.where() == ["alice", "org1"]  # runtime operations go to the parties still present
+    assert [p["name"] for p in fed.where()] == ["alice", "org1"]  # the runtime's requests too go to those present
+    assert transport.asked[-1] == ["alice", "org1"] and len(fed.channel.records) == 2 * 3 + 5 + 4  # not counted
     with pytest.raises(PartyLost, match="org2"):
         ask(Federation(transport=Losing(names, "org2", skip=False)), 2)
     with pytest.raises(PartyLost, match="alice"):

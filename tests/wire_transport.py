@@ -41,6 +41,3 @@ class WireTransport(Transport):
 
     def send(self, message: Message) -> None:
         self.runtimes[message.receiver].forward(message)
-
-    def each(self, op: str, args: dict[str, tuple]) -> list:
-        return [self.runtimes[name].call(op, *a) for name, a in args.items()]

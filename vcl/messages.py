@@ -48,6 +48,11 @@ class Message:
     def kind(self) -> str:
         return type(self).__name__
 
+    @property
+    def during(self) -> str:
+        """When in the run it is sent, for a sentence about a party that did not answer it."""
+        return f"round {self.round}"
+
 
 @dataclass(frozen=True)
 class ValuesMessage(Message):
@@ -137,6 +142,89 @@ class Scalars(ValuesMessage):
     (Interm fusion's clip over every part of one network)."""
 
     tensors = {"values": "values"}
+
+
+# --- what the coordinator asks of a party's runtime, not of the party: its own files, its state, where it runs ---
+@dataclass(frozen=True)
+class RuntimeRequest(Message):
+    """The coordinator → a party's runtime (:class:`vcl.party.runtime.PartyRuntime`), which answers it itself: the
+    party's own files and state, where it runs. The party's protocol never sees it, no other party may send it, and
+    it is not in the run's ledger (it carries no one's data: a folder, a round, the run's stamp). ``root``: the run's
+    folder of the parties' own files (a party on its own machine keeps its own, its config's ``root``)."""
+
+    root: str = ""
+
+
+@dataclass(frozen=True)
+class OpenLogs(RuntimeRequest):
+    """Keep your logs under ``root/<name>/`` from now on (a run with a run directory); answered by an :class:`Ack`."""
+
+    @property
+    def during(self) -> str:
+        return "start-up"
+
+
+@dataclass(frozen=True)
+class Save(RuntimeRequest):
+    """Write your checkpoint of ``round`` (stamped with ``run``, the run's identity), then that round's log line."""
+
+    run: str = ""
+
+
+@dataclass(frozen=True)
+class Load(RuntimeRequest):
+    """Read back your checkpoint of ``round``, refusing one of another ``run``."""
+
+    run: str = ""
+
+    @property
+    def during(self) -> str:
+        return "loading"
+
+
+@dataclass(frozen=True)
+class Prune(RuntimeRequest):
+    """Remove your checkpoints of rounds before ``round`` (only behind one you hold)."""
+
+
+@dataclass(frozen=True)
+class Where(RuntimeRequest):
+    """Say where you run: answered by a :class:`Placed`."""
+
+    @property
+    def during(self) -> str:
+        return "start-up"
+
+
+@dataclass(frozen=True)
+class Placed(Message):
+    """A party's runtime → the coordinator: ``place``, its host, process ID and device."""
+
+    place: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StateRequest(RuntimeRequest):
+    """Send your whole state (a run without a run directory keeps the parties' states in the coordinator's; only
+    where the parties run in the coordinator's process): answered by a :class:`PartyState`."""
+
+
+@dataclass(frozen=True)
+class PartyState(Message):
+    """A party's runtime → the coordinator: its ``state`` (its ``state_dict``)."""
+
+    state: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class LoadState(RuntimeRequest):
+    """Take ``state`` back (what a :class:`PartyState` held)."""
+
+    state: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def during(self) -> str:
+        return "loading"
 
 
 @dataclass

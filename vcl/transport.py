@@ -10,18 +10,19 @@ The contract, what a transport implements (docs/extending.md, "Write a transport
 :mod:`vcl.testing.suite`):
 
 - ``open(config, method, data, parties)`` (a class method): the transport of one run, its parties started;
-- ``deliver(requests)``: each ``(party, message)``, already counted, handed to that party's runtime; the replies (a
-  party that is lost: its :class:`vcl.errors.PartyLost`, raised or in its place, which ``run.missing_parties: skip``
-  turns into leaving it out, :meth:`vcl.errors.Missing.tolerate`);
+- ``deliver(requests)``: each ``(party, message)`` handed to that party's runtime; the replies (a party that is lost:
+  its :class:`vcl.errors.PartyLost`, raised or in its place, which ``run.missing_parties: skip`` turns into leaving
+  it out, :meth:`vcl.errors.Missing.tolerate`). The messages are the protocol's (already counted in the ledger) and
+  the coordinator's requests to the runtime itself (:class:`vcl.messages.RuntimeRequest`: save, load or prune the
+  party's own checkpoints, open its logs, say where it runs), which the runtime answers: to a transport a message is
+  a message;
 - ``relay(parties)``: the messages those parties addressed to other parties, handed party to party (never through
   the coordinator), each counted once in the ledger;
-- ``each(op, args)``: a runtime operation (``save``, ``load``, ``prune``, ``open_logs``, ``where``,
-  ``state_dict``, ``load_state_dict``) on every party, with that party's arguments; the answers;
 - ``close()``: the parties go.
 
 A transport whose parties run apart from the coordinator (``apart = True``: each loads its own data where it runs)
-also answers ``psi_answers``, the parties' half of the row alignment of CSV files, and may refuse a config before
-any work (``check``).
+also answers ``psi_answers``, the parties' half of the row alignment of CSV files, which comes before the run's
+parties exist (each is built from the aligned IDs), and may refuse a config before any work (``check``).
 
 What the coordinator does with a transport (a request to one party or many, the ledger, checkpoints where each
 party runs, the parties left out) is the same for every transport and is not the transport's:
@@ -58,7 +59,7 @@ class Parties:
 class Transport:
     """Delivers messages to named parties (``names``, Alice or the coordinator's first counterpart first); the
     coordinator counts each message and reply in ``channel``. ``placed``: where each party runs, as it said when it
-    was started (None: ask it, ``each("where")``); ``missing``: the parties the run goes on without."""
+    was started (None: ask it, :class:`vcl.messages.Where`); ``missing``: the parties the run goes on without."""
 
     apart = False  # True: each party runs in a process of its own and loads its own data there
 
@@ -87,20 +88,16 @@ class Transport:
         raise NotImplementedError(f"{cls.__name__} runs the parties in this process, which reads every file")
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
-        """The replies to already counted messages, each handed to its party's runtime, in the order given (a lost
-        party's :class:`vcl.errors.PartyLost` may stand in its place)."""
+        """The replies to the messages, each handed to its party's runtime
+        (:meth:`vcl.party.runtime.PartyRuntime.handle`), in the order given (a lost party's
+        :class:`vcl.errors.PartyLost` may stand in its place); a message's ``during`` says when in the run it went,
+        for the sentence about a party that did not answer."""
         raise NotImplementedError
 
     def relay(self, parties: list[str]) -> None:
         """Hand what ``parties`` addressed to other parties to their receivers, party to party
         (:meth:`vcl.party.runtime.PartyRuntime.relay`), and add the ledger's line for each to ``channel``. Alice's
         coordinator never gets these messages."""
-        raise NotImplementedError
-
-    def each(self, op: str, args: dict[str, tuple]) -> list:
-        """Runtime operation ``op`` (one of :data:`vcl.party.runtime.OPS`) at every party in ``args``, with its
-        arguments; the answers, in the order of ``args`` (a lost party's :class:`PartyLost` may stand in its
-        place)."""
         raise NotImplementedError
 
     def close(self) -> None:

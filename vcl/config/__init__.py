@@ -88,15 +88,6 @@ class RunConfig:
                     raise VCLInputError(f"{key}={v} is too close to 0 for float32 (below 1.2e-38); give a larger one.")
         if self.compare is not None:
             listed(self, "compare")
-        if self.ascii.stop == "cv" and self.data.val_fraction <= 0:
-            raise VCLInputError(
-                "ascii.stop=cv needs a validation split; set data.val_fraction (the paper holds out 0.5)."
-            )
-        if "dc_smote" in (self.method, *(self.compare or ())) and not 1 <= self.dc.smote_k <= self.dc.public_rows - 1:
-            raise VCLInputError(
-                f"dc.smote_k={self.dc.smote_k} with dc.public_rows={self.dc.public_rows}; "
-                "use 1 <= dc.smote_k <= dc.public_rows - 1."
-            )
 
     # --- loading ------------------------------------------------------------------------------
     @classmethod

@@ -6,7 +6,7 @@ receiver reads of it (:class:`vcl.methods.gal.coordinator.GALFederation`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from torch import Tensor
@@ -14,7 +14,23 @@ from torch import Tensor
 from vcl.config import RunConfig
 from vcl.coordinator.build import per_organization
 from vcl.family import family_of
-from vcl.messages import Channel, Labels, Message, ModelsRequest, PredictionRequest, PseudoResidual, as_float
+from vcl.messages import (
+    Channel,
+    Labels,
+    Load,
+    LoadState,
+    Message,
+    ModelsRequest,
+    OpenLogs,
+    PredictionRequest,
+    Prune,
+    PseudoResidual,
+    RuntimeRequest,
+    Save,
+    StateRequest,
+    Where,
+    as_float,
+)
 from vcl.methods.organization import stack_replies
 from vcl.transport import Transport
 from vcl.transports.local import LocalTransport
@@ -80,42 +96,46 @@ class Federation:
             t.relay(list(dict.fromkeys(party for party, _ in reach if party not in lost)))
         return [None if reply is None else self.channel.send(reply) for reply in replies]
 
-    def _every(self, op: str, *args, rooted: bool = False) -> list:
-        """Runtime operation ``op`` at every party still present (a party left out keeps its files of the rounds it
-        was in), with its own root first when ``rooted``."""
-        root = lambda n: (str(self.party_roots.get(n, self.root)),) if rooted else ()  # noqa: E731
+    def _every(self, request: Callable[[str], RuntimeRequest]) -> list:
+        """``request(name)`` (a :class:`vcl.messages.RuntimeRequest`: the party's own files, its state, where it
+        runs) to every party still present, answered by its runtime; the replies (a party left out keeps its files of
+        the rounds it was in). Not in the ledger: what crosses is a folder, a round, the run's stamp."""
         present = [n for n in self.names if n not in self.transport.missing]
-        return self.transport.missing.tolerate(
-            self.transport.each(op, {n: (*root(n), *args) for n in present}), self.alice
-        )
+        replies = self.transport.deliver([(n, request(n)) for n in present])
+        return self.transport.missing.tolerate(replies, self.alice)
+
+    def _root(self, name: str) -> str:
+        return str(self.party_roots.get(name, self.root))
 
     # --- the parties' own files, where each runs ---
     def keep_files(self, root: Path) -> None:
         """From now on each party keeps its own files under ``root/<name>/`` (or its own root), where it runs: its
         logs (opened now) and its checkpoints (:meth:`save`); Alice's state then holds her side only."""
         self.root = Path(root)
-        self._every("open_logs", rooted=True)
+        self._every(lambda n: OpenLogs(self.alice, n, 0, root=self._root(n)))
 
     def save(self, round_: int, run: str) -> None:
         """Every party writes its own state of ``round_``, stamped with ``run`` (the run's identity,
         :attr:`vcl.coordinator.runner.Run.stamp`)."""
-        self._every("save", round_, run, rooted=True)
+        self._every(lambda n: Save(self.alice, n, round_, root=self._root(n), run=run))
 
     def load(self, round_: int, run: str, root: Path | None = None) -> None:
         """Every party reads back its own state of ``round_``, refusing one of another run; ``root``: the run's
         folder of the parties' files, where :meth:`keep_files` was not called (a finished run's prediction)."""
         self.root = Path(root) if root is not None else self.root
-        self._every("load", round_, run, rooted=True)
+        self._every(lambda n: Load(self.alice, n, round_, root=self._root(n), run=run))
 
     def prune(self, round_: int) -> None:
         """Every party removes its own files of rounds before ``round_`` (once the coordinator saved it)."""
-        self._every("prune", round_, rooted=True)
+        self._every(lambda n: Prune(self.alice, n, round_, root=self._root(n)))
 
     def where(self) -> list[dict]:
         """Where each party runs: ``{"name", "host", "pid", "device"}``, in the order of ``names`` (what the parties
         said when they were started, if the transport kept it in ``placed``)."""
         placed = self.transport.placed
-        return list(placed) if placed is not None else self._every("where")
+        if placed is not None:
+            return list(placed)
+        return [r.place for r in self._every(lambda n: Where(self.alice, n, 0)) if r is not None]
 
     def close(self) -> None:
         """The parties go."""
@@ -182,11 +202,11 @@ class Federation:
         a run's checkpoints)."""
         state = {"channel": self.channel.state_dict()}
         if self.root is None:
-            state["organizations"] = self._every("state_dict")
+            state["organizations"] = [r.state for r in self._every(lambda n: StateRequest(self.alice, n, 0))]
         return state
 
     def load_state_dict(self, state: dict) -> None:
         self.channel.load_state_dict(state["channel"])
         if "organizations" in state:
             states = dict(zip(self.names, state["organizations"], strict=True))
-            self.transport.each("load_state_dict", {n: (s,) for n, s in states.items()})
+            self.transport.deliver([(n, LoadState(self.alice, n, 0, state=s)) for n, s in states.items()])

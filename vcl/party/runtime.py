@@ -17,22 +17,39 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from vcl.family import Party
-from vcl.messages import Labels, Message, MessageRecord, PseudoResidual, record_of
+from vcl.messages import (
+    Ack,
+    Labels,
+    Load,
+    LoadState,
+    Message,
+    MessageRecord,
+    OpenLogs,
+    PartyState,
+    Placed,
+    Prune,
+    PseudoResidual,
+    RuntimeRequest,
+    Save,
+    StateRequest,
+    Where,
+    record_of,
+)
 from vcl.storage.checkpoints import load_party, party_file, prune_party, save_party
 
 FIT_REQUESTS = (PseudoResidual, Labels)  # what a party that fits in halves fits (Party.begin_fit)
-
-# what a coordinator may ask every party besides handling its messages (``Transport.each``)
-OPS = ("save", "load", "prune", "open_logs", "where", "state_dict", "load_state_dict")
 
 
 class PartyRuntime:
     """One party: ``party`` (a :class:`vcl.family.Party`), or none until :meth:`build` makes it from a config;
     ``name``: its name, when the host knows it already; ``peer_messages``: the message classes it takes from other
-    parties (its family's; None: any)."""
+    parties (its family's; None: any); ``root``: the folder it keeps its own files in, when it runs on its own machine
+    (a gRPC party's config's ``root``; None: the one the coordinator's requests name)."""
 
-    def __init__(self, party: Party | None = None, name: str | None = None, peer_messages=None):
-        self.party, self._name = checked_party(party), name
+    def __init__(
+        self, party: Party | None = None, name: str | None = None, peer_messages=None, root: str | Path | None = None
+    ):
+        self.party, self._name, self.root = checked_party(party), name, root
         self.peer_kinds = None if peer_messages is None else {m.__name__ for m in peer_messages}
 
     def build(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
@@ -54,7 +71,10 @@ class PartyRuntime:
         return self._name or self.party.name
 
     def handle(self, message: Message) -> Message | None:
-        """The party's reply to ``message`` (None for a message that asks for none)."""
+        """The party's reply to ``message`` (None for a message that asks for none); a request for the runtime itself
+        (:class:`vcl.messages.RuntimeRequest`) its :meth:`answer`."""
+        if isinstance(message, RuntimeRequest):
+            return self.answer(message)
         return self.party.handle(message)
 
     def forward(self, message: Message) -> None:
@@ -94,35 +114,38 @@ class PartyRuntime:
             records.append(record_of(message))
         return records
 
-    def call(self, op: str, *args):
-        """Operation ``op`` (one of :data:`OPS`) with its arguments: what ``Transport.each`` asks of every party."""
-        if op not in OPS:
-            raise PermissionError(f"{self.name} does no {op!r} (only {', '.join(OPS)})")
-        return getattr(self, op)(*args)
-
-    def save(self, root: str | Path, round_: int, run: str) -> None:
-        """Its checkpoint of ``round_``, then that round's line in its own log (a log holds saved rounds only)."""
-        save_party(self.party, self.name, Path(root), round_, run)
-        self.party.log_round(Path(root) / self.name, round_)
-
-    def load(self, root: str | Path, round_: int, run: str) -> None:
-        load_party(self.party, self.name, Path(root), round_, run)
-
-    def prune(self, root: str | Path, round_: int) -> None:
-        prune_party(self.name, Path(root), round_)
-
-    def open_logs(self, root: str | Path) -> None:
-        """The party learns its own folder ``root/<name>/`` (where it runs), for the logs it keeps there."""
-        self.party.open_logs(party_file(Path(root), self.name, 0).parent)
+    def answer(self, request: RuntimeRequest) -> Message:
+        """The runtime's own answer to a :class:`vcl.messages.RuntimeRequest` (the party's files, its state, where
+        it runs): an :class:`Ack`, a :class:`Placed` or a :class:`PartyState`."""
+        back = dict(sender=self.name, receiver=request.sender, round=request.round)
+        if isinstance(request, Where):
+            return Placed(**back, place=self.where())
+        if isinstance(request, StateRequest):
+            return PartyState(**back, state=self.party.state_dict())
+        if isinstance(request, LoadState):
+            self.party.load_state_dict(request.state)
+            return Ack(**back)
+        if not request.root and self.root is None:
+            raise TypeError(f"a {request.kind} names no folder")
+        folder = Path(self.root or request.root)
+        if isinstance(request, OpenLogs):  # the party learns its own folder root/<name>/, for the logs it keeps there
+            self.party.open_logs(party_file(folder, self.name, 0).parent)
+            return Ack(**back)
+        if type(request.round) is not int:  # a request from the network: its round is the checkpoints' to check
+            raise TypeError("the round is not a whole number")
+        if isinstance(request, Save):  # its checkpoint of the round, then that round's line in its own log
+            save_party(self.party, self.name, folder, request.round, str(request.run))
+            self.party.log_round(folder / self.name, request.round)
+        elif isinstance(request, Load):
+            load_party(self.party, self.name, folder, request.round, str(request.run))
+        elif isinstance(request, Prune):
+            prune_party(self.name, folder, request.round)
+        else:
+            raise PermissionError(f"{self.name} does no {request.kind}")
+        return Ack(**back)
 
     def where(self) -> dict:
         return party_place(self.name, self.party)
-
-    def state_dict(self) -> dict:
-        return self.party.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.party.load_state_dict(state)
 
 
 def party_place(name: str, party: Party) -> dict:

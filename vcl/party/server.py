@@ -46,14 +46,13 @@ import sys
 import threading
 import time
 from concurrent import futures
-from pathlib import Path
 
 from vcl.classpath import named_classes
 from vcl.errors import VCLInputError, first_line
 from vcl.party.guard import Guard, Session, raise_open_files_limit
 from vcl.party.settings import PartySettings, load_settings, read_pem
 
-OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "Save", "Load", "Prune", "OpenLogs", "Where", "End")
+OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "End")
 WORKERS = 32  # threads serving calls: calls_per_peer of each organization's leave room for the others'
 UNLOCKED = {"Hello", "Relay"}  # Relay holds the party only while it takes its messages, not while it sends them
 DATA_OPS = {"Setup", "PSI"}  # the operations that read the party's own files: their sentences back quote nothing
@@ -121,12 +120,15 @@ class PartyServer(Guard):
         as a gRPC status and a line of the log."""
         import grpc
 
+        from vcl.messages import RuntimeRequest  # torch: this module is imported before a party listens
         from vcl.transports.wire import WireError, pack
 
         code = grpc.StatusCode
         try:
             request = self.decode(op, frame, who)
             run = getattr(self, "op_" + op.lower())
+            if isinstance(request, RuntimeRequest):  # a Save, a Load...: named so in the log and while it runs
+                op = request.kind
             if op in UNLOCKED:
                 answer = run(request, who)
             else:
@@ -163,7 +165,7 @@ class PartyServer(Guard):
         if op in ("Handle", "Forward"):
             return self._message(frame, who if op == "Forward" else None)
         _, body = unpack(frame, self.limit)
-        if op in ("Hello", "Relay", "OpenLogs", "Where"):
+        if op in ("Hello", "Relay"):
             return None
         if not isinstance(body, dict):
             raise WireError("the request's body is not a mapping")
@@ -251,7 +253,7 @@ class PartyServer(Guard):
             use_places(self.settings.csv, body.get("ids"), body["places"])
         if self.settings.device:
             settings["run"]["device"] = self.settings.device
-        runtime = PartyRuntime()
+        runtime = PartyRuntime(root=self.settings.root)  # its files under its own root, whatever a request names
         where = runtime.build(own_party, settings, body["method"], index, body.get("ids"), body["kind"],
                               int(body["num_classes"]))  # fmt: skip
         self.runtime, self.names, self.addresses = runtime, names, dict(body.get("addresses") or {})
@@ -282,12 +284,17 @@ class PartyServer(Guard):
         if self.session is not None and self.session.id == body["run"]:
             self.session.ended = True
 
-    def op_where(self, body, who: str) -> dict:
-        return self._ready().where()
-
     def op_handle(self, message, who: str) -> bytes | None:
+        """The party's reply to a message of the coordinator's, or its runtime's to a request for its files or where it
+        runs; its state stays on this machine (a run's checkpoints hold the coordinator's part only)."""
+        from vcl.messages import LoadState, StateRequest
         from vcl.transports.wire import pack_message
 
+        if isinstance(message, (StateRequest, LoadState)):
+            raise PermissionError(
+                "each party keeps its state on its own machine; a run's checkpoints hold the coordinator's part only "
+                "(run it through train.py, whose checkpoints do that)"
+            )
         reply = self._ready().handle(message)
         return None if reply is None else pack_message(reply)
 
@@ -331,30 +338,6 @@ class PartyServer(Guard):
                 name, self.addresses[name], self.settings.tls, self.limit, deadline=deadline, chunk=self.chunk
             )
         return self._peers[name]
-
-    def _root(self) -> Path:
-        return Path(self.settings.root)
-
-    def op_save(self, body: dict, who: str) -> None:
-        self._ready().save(self._root(), _round(body), str(body["run"]))
-
-    def op_load(self, body: dict, who: str) -> None:
-        self._ready().load(self._root(), _round(body), str(body["run"]))
-
-    def op_prune(self, body: dict, who: str) -> None:
-        self._ready().prune(self._root(), _round(body))
-
-    def op_openlogs(self, body, who: str) -> None:
-        self._ready().open_logs(self._root())
-
-
-def _round(body: dict) -> int:
-    """The round a Save, Load or Prune names: a whole number (its range is the checkpoints' to check)."""
-    from vcl.transports.wire import WireError
-
-    if type(body["round"]) is not int:
-        raise WireError("the round is not a whole number")
-    return body["round"]
 
 
 def preload() -> None:

@@ -39,7 +39,8 @@ from vcl.transports.wire import (
     unpack_message,
 )
 
-IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLogs"}  # safe to send again
+# safe to send again: the calls, and the runtime's requests (vcl.messages.RuntimeRequest) that change nothing twice
+IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLogs"}
 
 
 class Link:
@@ -72,13 +73,17 @@ class Link:
         ]
         self.channel = grpc.secure_channel(address, creds, options=options)
 
-    def call(self, op: str, frame: bytes, during: str = "start-up", timeout: float | None = None) -> bytes:
+    def call(
+        self, op: str, frame: bytes, during: str = "start-up", timeout: float | None = None, what: str | None = None
+    ) -> bytes:
         """The party's answer to ``op`` with ``frame`` (within ``timeout`` seconds, by default the deadline; a
-        shorter one is tried once); one sentence (PartyLost, VCLInputError) if there is none."""
+        shorter one is tried once); one sentence (PartyLost, VCLInputError) if there is none, naming ``what`` was
+        asked (by default ``op``; a Handle: the message's kind)."""
         import grpc
 
         method = self.channel.stream_stream(f"/{SERVICE}/{op}")
         retries = self.retries if timeout is None else 0
+        op = what or op
         for attempt in range(retries + 1):
             try:
                 return joined(method(pieces(frame, self.chunk), timeout=timeout or self.deadline), self.limit)
@@ -143,6 +148,11 @@ class Link:
         """``op`` with arguments ``body`` (plain data); the party's answer as plain data."""
         _, value = unpack(self.call(op, pack(op, body), during, timeout), self.limit)
         return value
+
+    def handle(self, message: Message, during: str = "start-up") -> Message:
+        """The party's reply to ``message`` (a request for its runtime, :class:`vcl.messages.RuntimeRequest`: its
+        runtime's)."""
+        return unpack_message(self.call("Handle", pack_message(message), during, what=message.kind), self.limit)
 
     def close(self) -> None:
         self.channel.close()
@@ -210,14 +220,6 @@ class GrpcTransport(Transport):
     """The parties on their own machines, reached through :class:`Link`; ``request_all`` asks them at once."""
 
     apart = True
-    # Transport.each's operations as the party's RPCs, and the request body each takes (every party keeps its
-    # checkpoints and logs under its own root, on its own machine: the coordinator's root is not sent)
-    CALLS = {
-        "save": ("Save", lambda root, round_, run: {"round": round_, "run": run}),
-        "load": ("Load", lambda root, round_, run: {"round": round_, "run": run}),
-        "prune": ("Prune", lambda root, round_: {"round": round_}),
-        "open_logs": ("OpenLogs", lambda root: None),
-    }
 
     @classmethod
     def open(cls, config, method: str, data, parties: Parties) -> GrpcTransport:
@@ -238,7 +240,7 @@ class GrpcTransport(Transport):
         super().__init__(names, channel, skip_missing=config.run.missing_parties == "skip")
         self.config = config
         self._links = links(config, names)
-        self._round = 0
+        self._during = "round 0"
         book = {n: config.transport.addresses[n] for n in names}
         self.run = run_name(config)
         setup = {
@@ -266,18 +268,11 @@ class GrpcTransport(Transport):
             self.close()
             raise
 
-    def _all(self, op: str, body, names: list[str] | None = None, during: str | None = None) -> list:
-        names = self.names if names is None else names
-        during = during or f"round {self._round}"
-        return in_parallel([lambda n=n: self._links[n].ask(op, body, during) for n in names], lost_in_place=True)
-
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
-        self._round = max((m.round for _, m in requests), default=self._round)
-        during = f"round {self._round}"
+        self._during = during = requests[0][1].during if requests else self._during
 
         def one(party: str, message: Message) -> Message:
-            link = self._links[party]
-            reply = unpack_message(link.call("Handle", pack_message(message), during), link.limit)
+            reply = self._links[party].handle(message, during)
             if reply.sender != party:
                 raise VCLInputError(f"party {party} answered with a {reply.kind} that says it is from {reply.sender}.")
             return reply
@@ -287,23 +282,11 @@ class GrpcTransport(Transport):
     def relay(self, parties: list[str]) -> None:
         for party in parties:
             try:
-                records = self._links[party].ask("Relay", None, f"round {self._round}")
+                records = self._links[party].ask("Relay", None, self._during)
             except PartyLost as err:
                 records = self.missing.tolerate([err], self.names[0])[0] or []
             for record in records:
                 self.channel.add(MessageRecord(**record))
-
-    def each(self, op: str, args: dict[str, tuple]) -> list:
-        if op not in self.CALLS:  # state_dict, load_state_dict
-            raise VCLInputError(
-                "transport.kind=grpc: each party keeps its state on its own machine; a run's checkpoints hold the "
-                "coordinator's part only (run it through train.py, whose checkpoints do that)."
-            )
-        rpc, body = self.CALLS[op]
-        if op == "save":
-            self._round = next(iter(args.values()))[1]
-        during = "start-up" if op == "open_logs" else "loading" if op == "load" else None
-        return self._all(rpc, body(*next(iter(args.values()))), list(args), during)
 
     def close(self) -> None:
         """End the run at every party that answers (another run may then set it up), and close the links."""

@@ -51,6 +51,3 @@ class LocalTransport(Transport):
 
     def _forward(self, message: Message) -> None:
         self.host.runtimes[message.receiver].forward(message)
-
-    def each(self, op: str, args: dict[str, tuple]) -> list:
-        return [self.host.runtimes[name].call(op, *a) for name, a in args.items()]

@@ -222,7 +222,7 @@ class RayTransport(Transport):
         except BaseException:  # a party that could not be built: no process of this run is kept or left behind
             self.close()
             raise
-        self._round, self._busy = 0, False
+        self._during, self._busy = "round 0", False
 
     @classmethod
     def open(cls, config: RunConfig, method: str, data, parties: Parties) -> RayTransport:
@@ -269,29 +269,21 @@ class RayTransport(Transport):
     def _call(self, method: str, *args, names: list[str] | None = None) -> list:
         names = self.names if names is None else names
         refs = [getattr(self._hosts[n], method).remote(*args) for n in names]
-        return self._wait(refs, names, f"round {self._round}")
+        return self._wait(refs, names, self._during)
 
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
-        self._round = max((m.round for _, m in requests), default=self._round)
+        self._during = requests[0][1].during if requests else self._during
         messages = _stored_once([message for _, message in requests])
         refs = [
             self._hosts[party].handle.remote(message) for (party, _), message in zip(requests, messages, strict=True)
         ]
-        return self._wait(refs, [p for p, _ in requests], f"round {self._round}")
+        return self._wait(refs, [p for p, _ in requests], self._during)
 
     def relay(self, parties: list[str]) -> None:
         for party in parties:
             records = self.missing.tolerate(self._call("relay_to", self._hosts, names=[party]), self.names[0])[0]
             for record in records or []:
                 self.channel.add(record)
-
-    def each(self, op: str, args: dict[str, tuple]) -> list:
-        round_ = next(iter(args.values()))[1] if op in ("save", "load", "prune") and args else self._round
-        if op == "save":
-            self._round = round_
-        during = {"open_logs": "opening the logs", "load_state_dict": "loading"}.get(op, f"round {round_}")
-        refs = [self._hosts[n].call.remote(op, *a) for n, a in args.items()]
-        return self._wait(refs, list(args), during)
 
     def pids(self) -> dict[str, int]:
         """Each party's process ID (tests end one to show what a lost party does)."""

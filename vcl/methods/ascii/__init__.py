@@ -90,7 +90,12 @@ class ASCII(OrganizationFamily):
         )
 
     def check(self, config: RunConfig) -> None:
-        """Every agent's classifier exists and, with ``ascii.resample`` off, takes sample weights."""
+        """Every agent's classifier exists and, with ``ascii.resample`` off, takes sample weights; a stop by
+        validation has a validation split."""
+        if config.ascii.stop == "cv" and config.data.val_fraction <= 0:
+            raise VCLInputError(
+                "ascii.stop=cv needs a validation split; set data.val_fraction (the paper holds out 0.5)."
+            )
         for name in config.learner.model:
             check_weighted(check_classifier_name(name), config.ascii.resample)
 

@@ -27,7 +27,8 @@ from vcl.coordinator.build import open_transport, shared_data_options
 from vcl.coordinator.federation import Federation
 from vcl.datamodules.grid import GridData, GridDataModule
 from vcl.engine.tasks import Task
-from vcl.family import Family
+from vcl.errors import VCLInputError
+from vcl.family import Family, methods_of
 from vcl.messages import EXPERIMENTER
 from vcl.methods.dc.anchors import GridLayout, make_anchor_construction
 from vcl.methods.dc.coordinator import Centralized, CollaborationProtocol, DataCollaboration, Local
@@ -131,7 +132,14 @@ class DC(Family):
         return cls(task, fed, data.labels, grid, layout, options, seed=config.run.seed, name=method)
 
     def check(self, config: RunConfig) -> None:
-        """The reduction, the central model and the interpretable model are ones DC knows."""
+        """The reduction, the central model and the interpretable model are ones DC knows; SMOTE's neighbours are
+        fewer than the public rows."""
+        d = config.dc
+        if "dc_smote" in methods_of(config) and not 1 <= d.smote_k <= d.public_rows - 1:
+            raise VCLInputError(
+                f"dc.smote_k={d.smote_k} with dc.public_rows={d.public_rows}; "
+                "use 1 <= dc.smote_k <= dc.public_rows - 1."
+            )
         make_reduction(config.dc.reduction, 1, 0)
         make_central(config.dc.central, 0)
         make_interpretable(config.dc.interpretable, config.dc.tree_splits, 0)
