@@ -12,6 +12,12 @@ the commands taking turns so that a change in the machine's load falls on all of
 - ``import_torch``: ``python -c "import torch"``, the floor of any torch program;
 - ``import_lightning``: ``python -c "import torch, pytorch_lightning"``, the floor of any Lightning program
   (vcl's learners are LightningModules, its data modules LightningDataModules: every run imports Lightning);
+- ``import_sklearn``: ``python -c "import torch, pytorch_lightning, sklearn.tree, sklearn.linear_model,
+  sklearn.ensemble"``: what importing scikit-learn's estimators adds to Lightning's, which a run that names none
+  does not pay (vcl imports them where a run uses one);
+- ``party_import``: ``python -c "import vcl.party.server"``, what ``python -m vcl.party`` imports before it reads its
+  config and can listen (no torch: torch and Lightning come with the first Setup, or before listening with
+  ``preload``);
 - ``vcl_default``: ``train.py`` with its defaults (GAL on wine, M = 8 Linear organizations, 10 rounds, Alone
   beside it), the README's first command, writing into a temporary directory removed afterwards;
 - ``vcl_gal``: the same job without the comparison run, the job the authors' script runs;
@@ -42,6 +48,7 @@ from pathlib import Path
 from common import write_records
 
 ROOT = Path(__file__).resolve().parents[1]
+SKLEARN = "sklearn.tree, sklearn.linear_model, sklearn.ensemble"  # the estimators vcl's learners and DC name
 AUTHORS_JOB = [
     "train_model_assist.py",
     "--data_name",
@@ -75,6 +82,8 @@ def commands(args, out_dir: str) -> dict[str, tuple[list[str], Path, dict]]:
     cmds = {
         "import_torch": ([sys.executable, "-c", "import torch"], ROOT, {}),
         "import_lightning": ([sys.executable, "-c", "import torch, pytorch_lightning"], ROOT, {}),
+        "import_sklearn": ([sys.executable, "-c", f"import torch, pytorch_lightning, {SKLEARN}"], ROOT, {}),
+        "party_import": ([sys.executable, "-c", "import vcl.party.server"], ROOT, {}),
         "vcl_default": ([*vcl, "--out", f"{out_dir}/default"], ROOT, {}),
         "vcl_gal": ([*vcl, "--compare", "--out", f"{out_dir}/gal"], ROOT, {}),
     }

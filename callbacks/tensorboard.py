@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from vcl.callbacks.base import RoundCallback
 
+from vcl.config import flatten
 from vcl.storage.logs import after_last_event_file
 
 
 def hparams_of(config: dict) -> dict:
     """The run's settings as TensorBoard takes them, by dotted name: numbers, booleans and strings (a list as
     its text)."""
-    from vcl.config import flatten
 
     out = {}
     for key, value in flatten(config).items():

@@ -12,9 +12,13 @@ to encode. Where a check fails, the sentence names the file, the column and the 
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from vcl.datamodules.reading import (
     FLOAT32_MAX,
     NUMBER,
@@ -47,7 +51,6 @@ MIN_SHARED = 3  # aligned rows a run needs: two to train on, one to test
 
 def in_threads(function, items: list) -> list:
     """``function`` over ``items`` on the machine's cores (Arrow's kernels release the GIL), results in order."""
-    from concurrent.futures import ThreadPoolExecutor
 
     if len(items) < 2:
         return [function(item) for item in items]
@@ -64,8 +67,6 @@ def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label", k
     empty_column(own, label_column)
     own.unique, ids = True, own.ids
     if drop_incomplete:
-        import pyarrow as pa
-
         complete = complete_rows(own)
         ids, own.listed = ids.filter(pa.array(complete)), np.flatnonzero(complete)
     if keep:
@@ -76,7 +77,6 @@ def csv_ids(path, id_column="id", drop_incomplete=False, label_column="label", k
 def _near_miss(lists, id_column: str) -> str:
     """Why files that share no ID may still describe the same people: the IDs they would share if one way of
     writing them (surrounding spaces, case, leading zeros) were ignored, with one such ID from the first two files."""
-    import pyarrow.compute as pc
 
     spellings = (
         ("surrounding spaces", pc.utf8_trim_whitespace),
@@ -109,7 +109,6 @@ def shared_ids(id_lists, id_column="id", dropped: bool = False, least: int = MIN
 def encode_ids(id_lists) -> tuple:
     """Every list's IDs as codes of one dictionary encoding (one Arrow hash table over them all): the distinct IDs,
     and each list's codes (file order). Equal IDs get equal codes across lists, so the rest is integer work."""
-    import pyarrow as pa
 
     lists = [string_array(ids) for ids in id_lists]
     if sum(a.nbytes for a in lists) >= 2**31 - 2**20:  # beyond a string array's 32-bit offsets
@@ -141,8 +140,6 @@ def aligned(
     list's IDs on those rows, all offered, are the given ones: a gather and a comparison of bytes).
     Intersecting is a hash join: one dictionary encoding of all the lists (``encoding``, from :func:`encode_ids`,
     if made already), then integer work in NumPy. ``least``: the rows a run needs (new rows to predict need one)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     lists = [string_array(ids) for ids in id_lists]
     offered = offered or [None] * len(lists)
@@ -219,7 +216,6 @@ def _block(
     ``out[:, start:start + len(feats)]`` as float32 (NaN where missing); returns each column's kind and, for a
     text column that its policy lets through, its strings (an object array, NaN where missing). ``kinds``: each
     column's kind in training (new rows: a text cell in a numeric column is refused)."""
-    import pyarrow.compute as pc
 
     categorical, missing = policy
     cols = [pc.take(column_of(own, c), rows) for c in feats]
@@ -274,7 +270,6 @@ def read_ahead(files, id_column="id", label_column="label", task=None, categoric
     then takes its table (or raises its sentence) instead of reading again. The command line starts it before it
     imports torch and Lightning (seconds of one core), which Arrow's reading and hashing (no GIL) overlap; Arrow's
     own modules are imported here, before the thread starts. :func:`forget_read_ahead` drops a read nobody took."""
-    import threading
     from concurrent.futures import Future, ThreadPoolExecutor  # noqa: F401
 
     import pyarrow.compute  # noqa: F401
@@ -329,7 +324,6 @@ def load_csv_organizations(
 
 
 def _load(files, id_column, label_column, task, only=None, ids=None, categorical=("error",), missing=("error",)):
-    import pyarrow.compute as pc
 
     paths = [Path(f) for f in files]
     if len(paths) < 1:
@@ -413,8 +407,6 @@ class _Keys:
 def _labels(X, labels, keys, columns, path, label_column, task) -> Table:
     """Alice's label column on the aligned rows: numbers (regression) or classes (classification: the labels as
     the file spells them, sorted as text, numbered from 0)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     text = labels if pa.types.is_string(labels.type) else labels.cast(pa.string())
     empty = pc.or_(pc.is_null(text), pc.equal(text, "")).fill_null(True)

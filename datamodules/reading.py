@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import csv
 import io
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from vcl.errors import VCLInputError, regular_file
 
@@ -134,8 +139,6 @@ def _check_header(what: str, header: list[str], id_column: str) -> None:
 
 def _csv_options(id_column: str, label_column: str):
     """IDs and labels read as the file spells them; an empty or NaN cell of any other column is missing."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
 
     types = {c: pa.string() for c in (id_column, label_column)}
     return pacsv.ConvertOptions(column_types=types, strings_can_be_null=False, null_values=["", *NAN_SPELLINGS])
@@ -143,15 +146,11 @@ def _csv_options(id_column: str, label_column: str):
 
 def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFile:
     """One organization's file (CSV: UTF-8 text, a byte-order mark allowed; or Parquet), one row per ID."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     path = Path(path)
     what = f"{_kind(path)} {path}"
     regular_file(path, _kind(path), "check the path in csv_files")
     if path.suffix.lower() in PARQUET:
-        import pyarrow.parquet as pq
-
         try:
             table = pq.read_table(path)
         except (pa.ArrowException, OSError) as err:
@@ -163,8 +162,6 @@ def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFi
             raise VCLInputError(f"{what} has a row with a missing {id_column!r}; fill in every ID.")
         ids = ids.cast(pa.string()) if not pa.types.is_string(ids.type) else ids
     else:
-        import pyarrow.csv as pacsv
-
         header = _csv_header(path, what)
         _check_header(what, header, id_column)
         try:  # Arrow opens the file itself (a byte-order mark is skipped)
@@ -185,7 +182,6 @@ def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFi
 def _csv_header(path: Path, what: str) -> list[str]:
     """A CSV file's header row, after the checks that need its bytes (mapped, not copied: a search for NUL is one
     pass of memchr): not empty, no NUL byte, a UTF-8 header."""
-    import mmap
 
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
@@ -222,22 +218,18 @@ def _first_line(err: Exception) -> str:
 
 def column_of(own: OwnFile, name: str):
     """A column as one Arrow array; a column with no value anywhere as nulls of type double."""
-    import pyarrow as pa
 
     col = own.table.column(name).combine_chunks()
     return pa.nulls(len(col), pa.float64()) if pa.types.is_null(col.type) else col
 
 
 def is_number_type(t) -> bool:
-    import pyarrow as pa
 
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 def missing_cells(col):
     """Arrow booleans: the cell is missing (null, empty or blank, or a NaN)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     if is_number_type(col.type):
         values = col.cast(pa.float64())
@@ -249,8 +241,6 @@ def missing_cells(col):
 
 def text_cells(col):
     """Arrow booleans: a cell present that does not read as a number (None for a numeric column)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     if is_number_type(col.type):
         return None
@@ -261,8 +251,6 @@ def text_cells(col):
 
 def as_float64(col) -> np.ndarray:
     """A column whose cells all read as numbers, as float64 (NaN where missing)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     if not is_number_type(col.type):
         text = col if pa.types.is_string(col.type) else col.cast(pa.string())
@@ -275,8 +263,6 @@ def cell_text(own: OwnFile, column: str, row: int) -> str:
     """The cell of ``row`` (file order) in ``column`` as the file spells it (read again, on the error path)."""
     if own.path.suffix.lower() in PARQUET:
         return str(own.table.column(column)[row].as_py())
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
 
     options = pacsv.ConvertOptions(column_types={column: pa.string()}, include_columns=[column])
     return pacsv.read_csv(str(own.path), convert_options=options).column(column)[row].as_py()
@@ -310,7 +296,6 @@ def refuse_cell(value, path: Path, column: str, key: str) -> None:
 def empty_column(own: OwnFile, label_column: str) -> None:
     """One sentence for a feature column without a value in any row: nothing can fill it, and dropping the rows
     that miss it would drop them all."""
-    import pyarrow.compute as pc
 
     for c in own.features(label_column):
         if pc.all(missing_cells(column_of(own, c))).as_py():
@@ -326,7 +311,6 @@ def complete_rows(own: OwnFile) -> np.ndarray:
 
 
 def string_array(ids):
-    import pyarrow as pa
 
     if isinstance(ids, pa.ChunkedArray):
         return ids.combine_chunks()

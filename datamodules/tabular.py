@@ -17,7 +17,9 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
+from vcl.datamodules.csv_files import csv_policies, load_new_rows
 from vcl.datamodules.party import PartyDataModule, label_targets
+from vcl.datamodules.prepare import Preparation, prepare_group
 from vcl.datamodules.sources import load_table
 from vcl.datamodules.table import Table
 
@@ -153,7 +155,6 @@ def seeded_row_splits(
 def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[Table, list[list[int]], list]:
     """``table`` with each group's columns prepared alone (:func:`vcl.datamodules.prepare.prepare_group`), and each
     group's fitted :class:`~vcl.datamodules.prepare.Preparation`."""
-    from vcl.datamodules.prepare import prepare_group
 
     blocks, columns, new_groups, text, fitted = [], [], [], table.text or {}, []
     for g, (_, missing) in zip(groups, table.policies, strict=True):
@@ -353,8 +354,6 @@ class TabularDataModule(VerticalDataModule):
             missing=self.missing,
         )
         if table.raw_columns is not None:
-            from vcl.datamodules.csv_files import csv_policies
-
             kinds = table.kinds or ["numeric"] * table.X.shape[1]
             policies = csv_policies(self.categorical, self.missing, len(self.csv_files))
             policies = policies if self.only is None else [policies[self.only]]
@@ -369,7 +368,6 @@ class TabularDataModule(VerticalDataModule):
     def with_new_rows(self, data: VerticalData) -> VerticalData:
         """``data`` with new people's rows (``new_files``) as each view's split "new", read and prepared as training
         prepared its own rows (:func:`vcl.datamodules.csv_files.load_new_rows`)."""
-        from vcl.datamodules.csv_files import load_new_rows
 
         if self._trained is None:
             raise VCLInputError(
@@ -397,7 +395,6 @@ class TabularDataModule(VerticalDataModule):
         return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, train_rows, self.resample)
 
     def split(self, table: Table) -> VerticalData:
-        from vcl.datamodules.prepare import Preparation
 
         groups, names = self.column_groups(table)
         rows = self.row_splits(table.X.shape[0], table.train_rows)

@@ -9,6 +9,8 @@ trusts exactly this class and XGBoost's two, whose state is the booster's own mo
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
@@ -48,7 +50,6 @@ class XGBoost(ClassifierMixin, BaseEstimator):
 def xgboost(option: str, seed: int) -> XGBoost:
     """A fresh :class:`XGBoost` for ``option`` (``dc.central`` or ``dc.interpretable``); refused before the run
     starts where XGBoost is not installed."""
-    import importlib.util
 
     if importlib.util.find_spec("xgboost") is None:
         raise VCLInputError(

@@ -31,6 +31,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor, nn
+from vcl.datamodules.party import PartyDataModule
 from vcl.models.networks import build_network, single_linear
 from vcl.models.user import build_callbacks, build_module, one_optimizer
 
@@ -430,7 +431,6 @@ class ResidualRegressor(pl.LightningModule):
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:
         """``pl.Trainer.fit`` of this module on the fit's data as a party data module; the Trainer logs to
         TensorBoard in ``fit_options["log_dir"]`` when the organization gives one, with its callbacks."""
-        from vcl.datamodules.party import PartyDataModule
 
         hp, options = self.hparams, self.fit_options
         data = PartyDataModule(x, y, w, batch_size=hp.batch_size, seed=hp.seed)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,3 +200,39 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order():
         sys.setprofile(None)
     assert set(entered) <= set(steps) | helpers, sorted(set(entered) - set(steps) - helpers)
     assert [f for f in entered if f in steps] == steps[1:]
+
+
+# the modules that import project modules inside functions, and why (docs/design.md, "What a run imports")
+LAZY = {
+    "train": "answers --help and a bad option in one sentence before torch loads",
+    "vcl.party.server": "python -m vcl.party reads its config and listens before torch loads",
+    "vcl.party.settings": "read by python -m vcl.party before torch loads",
+    "vcl.party.guard": "serves python -m vcl.party before torch loads",
+    "vcl.transports.certs": "python -m vcl.transports.certs imports no torch",
+    "vcl.use.serve": "python -m vcl.use.serve answers --help and a bad option before torch loads",
+    "vcl.models.classifier": "scikit-learn's estimators, only where a run names one",
+    "vcl.models.sklearn": "XGBoost's adapter, only where a run names it",
+    "vcl.methods.dc.models": "XGBoost's adapter, only where a run names it",
+    "vcl.methods.gal": "Late and Interm fusion's modules, only where a run names them",
+}
+
+
+def test_project_imports_sit_at_the_top_of_modules_but_where_a_reason_is_written():
+    late = {}
+    for name, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    module = getattr(inner, "module", None) or (
+                        inner.names[0].name if isinstance(inner, ast.Import) else ""
+                    )
+                    if isinstance(inner, (ast.Import, ast.ImportFrom)) and module.split(".")[0] == "vcl":
+                        late.setdefault(name, set()).add(module)
+    assert set(late) <= set(LAZY), sorted(set(late) - set(LAZY))
+
+
+def test_the_entry_points_that_answer_before_torch_loads_import_no_torch():
+    entry = "vcl.party.server, vcl.transports.certs, vcl.use.serve"
+    code = f"import sys, {entry}; print(sorted({{'torch', 'sklearn'}} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "[]"

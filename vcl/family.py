@@ -35,8 +35,10 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vcl.classpath import import_class
 from vcl.errors import VCLInputError
 from vcl.registry import FAMILIES, METHODS, is_class_path
+from vcl.transports.wire import register_messages
 
 if TYPE_CHECKING:
     from vcl.config import RunConfig
@@ -150,11 +152,9 @@ def family_path(method: str) -> str:
 def load_family(path: str) -> Family:
     """The family whose class ``path`` names (``package.module:Class`` or ``package.module.Class``), made once per
     process; its messages join the wire format's table. One sentence if it cannot be imported or is no family."""
-    from vcl.classpath import import_class
 
     cls = import_class(path.replace(":", "."), f"method={path}", Family, "method family")
     family = cls()
-    from vcl.transports.wire import register_messages
 
     register_messages(family.messages)
     return family

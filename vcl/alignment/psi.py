@@ -22,9 +22,12 @@ import os
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
+from pathlib import Path
 
 import numpy as np
 
+from vcl.datamodules.csv_files import csv_ids
+from vcl.datamodules.reading import note_offer
 from vcl.errors import VCLInputError
 
 POINT = 32  # bytes of one X25519 u-coordinate
@@ -130,10 +133,6 @@ def answer_from_file(path: str, id_column: str, drop: bool, label_column: str, o
     """A party's half of the star PSI, where its file is (a Ray task on its node, or its own party process under
     grpc): Alice's blinded IDs blinded again, and its own IDs blinded once. ``keep``: this process loads the file
     next, on the aligned rows (a party process's Setup), so the read is kept for it."""
-    from pathlib import Path
-
-    from vcl.datamodules.csv_files import csv_ids
-    from vcl.datamodules.reading import note_offer
 
     side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column, keep))
     if keep:

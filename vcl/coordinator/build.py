@@ -9,17 +9,22 @@ party's features; the rows aligned by private set intersection) and what each pa
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
+from vcl.alignment.psi import PSISide
 from vcl.config import RunConfig
+from vcl.datamodules.csv_files import aligned, csv_ids, csv_policies, shared_ids
 from vcl.datamodules.grid import GridData
 from vcl.datamodules.overlap import OverlapData
-from vcl.datamodules.tabular import FeatureView, VerticalData
-from vcl.errors import VCLInputError
+from vcl.datamodules.reading import file_version, string_array
+from vcl.datamodules.tabular import FeatureView, Resampling, VerticalData
+from vcl.datamodules.user import build_datamodule, check_vertical
+from vcl.errors import PartyLost, VCLInputError
 from vcl.family import compare_methods, family_name, family_of, methods_of
 from vcl.transport import Parties, Transport, transport_class
 
@@ -62,7 +67,6 @@ def open_transport(config: RunConfig, method: str, data, names: list[str], parti
 def shared_data_options(config: RunConfig) -> dict:
     """What every data module takes from the ``data`` group alike."""
     d = config.data
-    from vcl.datamodules.tabular import Resampling
 
     return {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction,
             "resample": Resampling(d.folds, d.fold, d.bootstrap)}  # fmt: skip
@@ -97,7 +101,6 @@ SKIPS_MISSING = ("gal", "al", "alone")  # the methods whose rounds go on without
 
 def check_config(config: RunConfig) -> None:
     """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded)."""
-    from vcl.datamodules.csv_files import csv_policies
 
     own = family_of(config)
     for m in compare_methods(config):
@@ -121,7 +124,6 @@ def check_config(config: RunConfig) -> None:
                 f"data.module gives organizations' column views, which the GAL and ASCII methods read; {own.name}'s "
                 f"method {config.method!r} splits its data itself: leave data.module empty and name data.dataset."
             )
-        from vcl.datamodules.user import build_datamodule
 
         build_datamodule(config.data.module)  # the class imports and takes its init_args, before any work
     resolve_device(config.run.device)
@@ -147,8 +149,6 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
         dm = datamodule_for(config)
         dm.setup()
         if config.data.module:
-            from vcl.datamodules.user import check_vertical
-
             check_vertical(dm)
         data = dm.data
         if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
@@ -158,7 +158,6 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
             a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
             return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
         return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
-    from vcl.datamodules.csv_files import aligned, csv_ids, csv_policies, shared_ids
 
     d = config.data
     if not d.csv_files:
@@ -191,7 +190,6 @@ def party_ids(data):
     """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
     ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``), each as one Arrow array of texts
     (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side)."""
-    from vcl.datamodules.reading import string_array
 
     ids, new = (getattr(data, key, None) for key in ("ids", "new_ids"))
     ids, new = (None if i is None else string_array(i) for i in (ids, new))
@@ -210,10 +208,6 @@ def psi_with_parties(
     PSI offer (Alice's: the index among her IDs): sent back with its Setup, a party takes its rows from them
     instead of looking up every ID (it checks them; :func:`vcl.datamodules.reading.use_places`)."""
     import numpy as np
-
-    from vcl.alignment.psi import PSISide
-    from vcl.datamodules.reading import string_array
-    from vcl.errors import PartyLost
 
     alice = PSISide(names[0], own)
     offer = alice.offer()
@@ -260,9 +254,6 @@ def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_c
 
 def _loaded_key(config: RunConfig, index: int, kind: str, num_classes: int) -> str:
     """What a CSV party's data follow from: the whole config, its place, the task, and its files' versions."""
-    import json
-
-    from vcl.datamodules.reading import file_version
 
     d = config.data
     files = [d.csv_files[index], *(d.predict_files[index : index + 1] if d.predict_files else [])]
@@ -272,7 +263,6 @@ def _loaded_key(config: RunConfig, index: int, kind: str, num_classes: int) -> s
 
 def _same_ids(a, b) -> bool:
     """Whether two alignments a party was sent name the same rows (IDs as Arrow arrays or lists; dicts of them)."""
-    from vcl.datamodules.reading import string_array
 
     if isinstance(a, dict) or isinstance(b, dict):
         both = isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()

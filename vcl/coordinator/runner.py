@@ -7,6 +7,7 @@ from the checkpoint and ends with exactly the results of an uninterrupted run.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import json
@@ -20,9 +21,10 @@ from pathlib import Path
 
 from vcl.callbacks import ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.config import RunConfig, identity_differs
-from vcl.coordinator.build import build_protocol, check_config, datamodule_for
+from vcl.coordinator.build import build_protocol, check_config, coordinator_data, datamodule_for
 from vcl.coordinator.results import kept_records, prediction_stage
 from vcl.coordinator.rundir import PARTIES, RunDirectory, atomic_write_json
+from vcl.datamodules.user import check_vertical
 from vcl.engine.progress import round_bar
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
 from vcl.family import compare_methods, family_of
@@ -155,7 +157,6 @@ def data_digest(data, algorithm: str = DIGEST) -> str:
     the row IDs and the parties' names under ray): tensors and arrays by dtype, shape and bytes, dataclasses, dicts
     and lists by their contents. A run resumed on the same transport must find the same data its checkpoint was made
     with (on the other transport the coordinator holds other data, and the check is skipped): :func:`data_differ`."""
-    import dataclasses
 
     import numpy as np
     import torch
@@ -396,14 +397,10 @@ def run_data(config: RunConfig, ids: list[str] | None = None):
     data error is raised here, before training), Alice's labels and the parties' names for the ray transport.
     ``ids``: the rows aligned already (a run's checkpoint keeps them), where parties run apart."""
     if transport_class(config.transport.kind).apart:
-        from vcl.coordinator.build import coordinator_data
-
         return coordinator_data(config, ids)
     dm = datamodule_for(config)
     dm.setup()
     if config.data.module:
-        from vcl.datamodules.user import check_vertical
-
         check_vertical(dm)
     return dm.data
 

@@ -15,6 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from vcl.coordinator.build import build_protocol, check_config
+from vcl.coordinator.runner import Run, long_lived_frozen, rounds, run_data, train
+from vcl.engine.memory import prepare_process
+from vcl.family import compare_methods
+from vcl.methods.gal.coordinator import LEAKS
+
 
 @dataclass
 class Job:
@@ -31,8 +37,6 @@ class Job:
 
 def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
     """Run one config (no files written) and return its record."""
-    from vcl.coordinator.runner import train
-    from vcl.engine.memory import prepare_process
 
     prepare_process()  # as the command line does
     start = time.perf_counter()
@@ -41,7 +45,6 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
 
 
 def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: float, details, extra: dict) -> dict:
-    from vcl.methods.gal.coordinator import LEAKS
 
     return {
         "benchmark": benchmark,
@@ -77,10 +80,6 @@ class Interleaved:
     jobs: list[Job]
 
     def __call__(self) -> list[dict]:
-        from vcl.coordinator.build import build_protocol, check_config
-        from vcl.coordinator.runner import Run, long_lived_frozen, rounds, run_data
-        from vcl.engine.memory import prepare_process
-        from vcl.family import compare_methods
 
         prepare_process()  # as the command line does
         runs, seconds = [], [0.0] * len(self.jobs)

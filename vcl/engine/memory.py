@@ -19,6 +19,8 @@ import ctypes
 import os
 import sys
 
+import pyarrow as pa
+
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's mallopt parameters (malloc.h)
 MMAP_THRESHOLD = 32 << 20  # glibc's largest: blocks below it come from the heap
 TRIM_THRESHOLD = 128 << 20  # freed memory kept at the heap's top before any is returned to the kernel
@@ -54,7 +56,6 @@ def answer_pandas_probe() -> None:
     needs pandas (``to_pandas``, ``from_pandas``) imports it then. Nothing happens where pandas is imported already."""
     if "pandas" in sys.modules:
         return
-    import pyarrow as pa
 
     finder = _NoPandas()
     sys.meta_path.insert(0, finder)

@@ -17,6 +17,7 @@ from vcl.coordinator.build import open_transport, per_organization, resolve_devi
 from vcl.datamodules.image import ImageDataModule
 from vcl.datamodules.sequence import SequenceDataModule
 from vcl.datamodules.tabular import FeatureView, TabularDataModule, VerticalData
+from vcl.datamodules.user import build_datamodule
 from vcl.engine.loop import seed_for
 from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
@@ -207,8 +208,6 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
     if isinstance(ids, dict):  # train.py predict where parties run apart (vcl.coordinator.build.party_ids)
         ids, new_ids = ids["rows"], ids["new"]
     if d.module:  # the user's own (vcl.models.user)
-        from vcl.datamodules.user import build_datamodule
-
         shared_data_options(config)["resample"].refuse("a data.module makes its own splits")
 
         return build_datamodule(d.module)

@@ -32,6 +32,7 @@ from vcl.messages import (
     as_float,
 )
 from vcl.models import LearnerSettings, build_learner, learner_prototype
+from vcl.storage.logs import after_last_event_file
 
 if TYPE_CHECKING:
     from vcl.datamodules.tabular import FeatureView
@@ -198,8 +199,6 @@ class Organization(Party):
             return
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
-
-            from vcl.storage.logs import after_last_event_file
 
             log = Path(folder) / "tensorboard"
             after_last_event_file(log)

@@ -16,7 +16,9 @@ import socket
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from vcl.family import Party
+from vcl.config import RunConfig
+from vcl.engine.concurrent import fit_jobs
+from vcl.family import Party, family_of
 from vcl.messages import (
     Ack,
     Labels,
@@ -56,8 +58,6 @@ class PartyRuntime:
         """Make party ``index`` of ``method`` from ``settings`` (a config as ``RunConfig.to_dict`` gives it) with
         ``make``, the run builder's party factory (:func:`vcl.coordinator.build.own_party`, handed in by the host);
         where it runs."""
-        from vcl.config import RunConfig
-        from vcl.family import family_of
 
         config = RunConfig.from_dict(settings)
         if self.party is not None:  # the party of this process's last run
@@ -184,8 +184,6 @@ class PartyHost:
             if isinstance(message, FIT_REQUESTS) and self.runtimes[name].party.fits_in_halves
         ]
         if self.batch and len(fits) > 1:
-            from vcl.engine.concurrent import fit_jobs  # torch.func's vmap: only where parties fit together
-
             parties = [self.runtimes[requests[i][0]].party for i in fits]
             jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
             fit_jobs(jobs, concurrent=True, stacked=self._stacked)

@@ -20,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from vcl.errors import VCLInputError
@@ -174,7 +175,6 @@ def prune_party(name: str, root: Path, round_: int) -> None:
 def pack_ids(ids: list[str]) -> dict[str, torch.Tensor]:
     """Row IDs as a checkpoint keeps them: their UTF-8 bytes end to end and where each ends (two tensors). A list of
     10^6 strings took ~1.8 s to save with every round's checkpoint; the two tensors take milliseconds."""
-    import pyarrow as pa
 
     array = pa.array(ids, pa.large_string())
     _, offsets, data = array.buffers()
@@ -188,7 +188,6 @@ def unpack_ids(packed, path: Path) -> list[str] | None:
     that is neither is refused with one sentence naming ``path``."""
     if packed is None or (isinstance(packed, list) and all(type(i) is str for i in packed)):
         return packed
-    import pyarrow as pa
 
     utf8, ends = (packed.get(k) if isinstance(packed, dict) else None for k in ("utf8", "ends"))
     ok = isinstance(utf8, torch.Tensor) and isinstance(ends, torch.Tensor) and utf8.dtype == torch.uint8

@@ -11,7 +11,10 @@ the 64 MiB header reaches the header check, and ``stall_s`` of a few seconds.
 
 from __future__ import annotations
 
+import datetime
+import json
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -19,13 +22,21 @@ import threading
 import time
 from pathlib import Path
 
+from vcl.config import RunConfig, party_copy
+from vcl.coordinator.build import build_protocol
+from vcl.coordinator.runner import run_data, train
+from vcl.errors import PartyLost, VCLInputError
+from vcl.messages import PseudoResidual
+from vcl.transports import certs
+from vcl.transports.grpc import Link
+from vcl.transports.wire import SERVICE, pack_message
+
 NAMES = ["alice", "org1", "org2"]
 PROBED = {"max_message_mb": 128, "stall_s": 2, "handshake_s": 1}  # org1's settings for the probes
 
 
 def config(fed, out: str, **extra):
     """A small GAL run of ``fed``'s three parties."""
-    from vcl.config import RunConfig
 
     values = {"data.dataset": "wine", "data.organizations": 3, "run.rounds": 1, "learner.epochs": 2, "compare": [],
               "out": out, "run.device": "cpu", **fed.overrides(NAMES), **extra}  # fmt: skip
@@ -33,13 +44,11 @@ def config(fed, out: str, **extra):
 
 
 def set_up(fed, folder: Path) -> None:
-    from vcl.coordinator.runner import train
 
     train(config(fed, str(folder / "set-up")), verbose=False, write=False)
 
 
 def link(fed, who: str = "alice", deadline: float = 10.0, name: str = "org1", tls: dict | None = None):
-    from vcl.transports.grpc import Link
 
     return Link(name, f"127.0.0.1:{fed.ports['org1']}", tls or fed.tls(who), 2**30, deadline, retries=0)
 
@@ -47,8 +56,6 @@ def link(fed, who: str = "alice", deadline: float = 10.0, name: str = "org1", tl
 def attempt(call) -> dict:
     """Whether ``call`` was refused (one sentence, or an RPC error), and the sentence."""
     import grpc
-
-    from vcl.errors import PartyLost, VCLInputError
 
     try:
         call()
@@ -75,7 +82,6 @@ def peak_mb(pid: int) -> float:
 
 # --- the probes ---
 def wrong_ca(fed, folder: Path) -> dict:
-    from vcl.transports import certs
 
     other = folder / "other-ca"
     certs.make(other, ["alice"])
@@ -113,17 +119,12 @@ def oversize(fed, folder: Path) -> dict:
 def malformed(fed, folder: Path) -> dict:
     import torch
 
-    from vcl.messages import PseudoResidual
-    from vcl.transports.wire import pack_message
-
     good = pack_message(PseudoResidual("alice", "org1", 0, torch.zeros(4, 2)))
     return attempt(lambda: link(fed).call("Handle", good[:-5]))
 
 
 def header_64mib(fed, folder: Path) -> dict:
     """A frame whose JSON header is 64 MiB of empty lists: decoded, some 3 GB."""
-    import json
-    import struct
 
     header = json.dumps({"v": 1, "kind": "x", "body": [[]] * (16 * 2**20), "tensors": []}).encode()
     frame = b"VCLW" + struct.pack("<I", len(header)) + header
@@ -135,8 +136,6 @@ def stalled_calls(fed, folder: Path) -> dict:
     opens 30, none sending a byte: org1 refuses org2's extra calls at once, the stranger's all, answers its
     coordinator meanwhile, and cancels org2's stalled calls after ``stall_s``."""
     import grpc
-
-    from vcl.transports.wire import SERVICE
 
     hold, calls, channels = threading.Event(), [], []
 
@@ -174,17 +173,12 @@ def stalled_calls(fed, folder: Path) -> dict:
 def injected_forward(fed, folder: Path) -> dict:
     import torch
 
-    from vcl.messages import PseudoResidual
-    from vcl.transports.wire import pack_message
-
     frame = pack_message(PseudoResidual("org2", "org1", 1, torch.ones(4, 3)))
     return attempt(lambda: link(fed, who="org2").call("Forward", frame))
 
 
 def second_setup(fed, folder: Path) -> dict:
     """A second coordinator's run while another is set up: refused with both runs named; the first ends as usual."""
-    from vcl.coordinator.build import build_protocol
-    from vcl.coordinator.runner import run_data
 
     first = config(fed, str(folder / "first"))
     protocol = build_protocol(first, run_data(first))
@@ -203,7 +197,6 @@ def sklearn_spelling(fed, folder: Path) -> dict:
 
 def file_outside_config(fed, folder: Path) -> dict:
     """A CSV run's Setup naming a file of org1's machine that org1's config does not name (it names no csv)."""
-    from vcl.config import party_copy
 
     settings = party_copy(config(fed, str(folder / "csv")).to_dict(), None)
     settings["data"].update(dataset="csv", csv_files=["/etc/hostname", "/etc/passwd", "/etc/hosts"])
@@ -283,7 +276,6 @@ def probe_all(fed, names=None) -> list[dict]:
 def signed(fed, common: str, alternative: list[str], folder: Path) -> dict:
     """TLS files for a key and a certificate the federation's CA signs, with the given common name and DNS
     alternative names."""
-    import datetime
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization

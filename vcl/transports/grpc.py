@@ -20,13 +20,18 @@ coordinator gets only their ledger lines, as under the other transports, so ``by
 
 from __future__ import annotations
 
+import hashlib
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from vcl.errors import PartyLost, VCLInputError
+from vcl.config import party_copy
+from vcl.coordinator.build import party_ids
+from vcl.errors import PartyFailed, PartyLost, VCLInputError, regular_file
 from vcl.messages import Message, MessageRecord
 from vcl.transport import Parties, Transport
+from vcl.transports.certs import check_pems
 from vcl.transports.wire import (
     CHUNK_MB,
     SERVICE,
@@ -106,8 +111,6 @@ class Link:
         failed it, a peer it relayed to was lost, or the party stopped (:class:`PartyLost`)."""
         import grpc
 
-        from vcl.errors import PartyFailed
-
         where = f"party {self.name} at {self.address}"
         lowered = details.lower()
         if code == grpc.StatusCode.UNAVAILABLE and any(
@@ -176,7 +179,6 @@ def links(config, names: list[str]) -> dict[str, Link]:
 def check_settings(config) -> None:
     """The coordinator's TLS files exist and every party's address is host:port (one sentence each, before any
     work)."""
-    from vcl.errors import regular_file
 
     t = config.transport
     for key in ("tls_ca", "tls_cert", "tls_key"):
@@ -187,7 +189,6 @@ def check_settings(config) -> None:
         regular_file(
             Path(getattr(t, key)), f"transport.{key}", "make the federation's files with python -m vcl.transports.certs"
         )
-    from vcl.transports.certs import check_pems
 
     check_pems(t.tls_ca, t.tls_cert, t.tls_key, ("transport.tls_ca", "transport.tls_cert", "transport.tls_key"))
     for address in t.addresses.values():
@@ -234,8 +235,6 @@ class GrpcTransport(Transport):
         return psi_answers(config, names, drop, offer, new)
 
     def __init__(self, config, method: str, names: list[str], data, channel=None):
-        from vcl.config import party_copy
-        from vcl.coordinator.build import party_ids
 
         super().__init__(names, channel, skip_missing=config.run.missing_parties == "skip")
         self.config = config
@@ -310,8 +309,6 @@ def run_name(config) -> dict:
     """What a party is told of the run that sets it up: the coordinator's machine and ``--out`` folder, and a short
     ID of them (a ``--resume`` of the run is the same run; its folder is locked while a coordinator runs it), and
     the deadline after which a party may take another run if this one's coordinator never ends it."""
-    import hashlib
-    import socket
 
     name = f"{socket.gethostname()}:{Path(config.run_dir).resolve()}"
     return {"id": hashlib.sha256(name.encode()).hexdigest()[:16], "name": name, "deadline": config.transport.deadline}

@@ -10,6 +10,7 @@ makes them. For trying ``transport.kind: grpc`` before the organizations' machin
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -89,7 +90,6 @@ class LoopbackFederation:
         )
 
     def _limit_open_files(self) -> None:  # in the party's process, before it starts: a machine with few to spare
-        import resource
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 

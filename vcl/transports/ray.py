@@ -28,7 +28,10 @@ import threading
 
 import torch
 
+from vcl.alignment.psi import answer_from_file
 from vcl.config import RunConfig, party_copy
+from vcl.coordinator.build import party_ids, per_organization
+from vcl.engine.memory import prepare_process
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord
 from vcl.party.runtime import PartyRuntime
@@ -83,7 +86,6 @@ class PartyHost(PartyRuntime):
     broadcast payloads fetched from the object store, and party-to-party messages sent actor to actor."""
 
     def __init__(self, threads: int):
-        from vcl.engine.memory import prepare_process
 
         super().__init__()
         torch.set_num_threads(max(1, threads))
@@ -209,7 +211,6 @@ class RayTransport(Transport):
         settings = config.to_dict()
         if config.run.device == "auto" and not any(gpus):
             settings["run"]["device"] = "cpu"  # an actor given no GPU trains on its CPUs
-        from vcl.coordinator.build import party_ids
 
         ids = party_ids(data)  # the aligned IDs (and new people's, for train.py predict)
         refs = [  # each party's copy of the config holds its own secrets and no other's
@@ -226,7 +227,6 @@ class RayTransport(Transport):
 
     @classmethod
     def open(cls, config: RunConfig, method: str, data, parties: Parties) -> RayTransport:
-        from vcl.coordinator.build import per_organization
 
         count, t = len(parties.names), config.transport
         resources = {
@@ -246,9 +246,6 @@ class RayTransport(Transport):
     def psi_answers(cls, config: RunConfig, names: list[str], drop: list[bool], offer, new: bool = False) -> list[dict]:
         """A Ray task on each party's node (``transport.party_nodes``) reads its file and answers Alice."""
         import ray
-
-        from vcl.alignment.psi import answer_from_file
-        from vcl.coordinator.build import per_organization
 
         t, d = config.transport, config.data
         start_ray(t.address, sum(per_organization(t.party_cpus, len(names), "transport.party_cpus", who="parties")))

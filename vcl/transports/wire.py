@@ -26,8 +26,10 @@ import struct
 import sys
 
 import numpy as np
+import pyarrow as pa
 import torch
 
+import vcl.messages
 from vcl.messages import Message
 
 MAGIC = b"VCLW"
@@ -69,8 +71,6 @@ def message_classes() -> dict[str, type[Message]]:
     """Every message kind by its class name: those of :mod:`vcl.messages` and those the loaded families
     registered (the table itself; read it, and add to it through :func:`register_messages` only)."""
     if not _TABLE:
-        import vcl.messages
-
         todo = [Message]
         while todo:
             cls = todo.pop()
@@ -140,7 +140,6 @@ def _decode(value, arrays: list):
 
 def _text_buffers(array) -> tuple[torch.Tensor, torch.Tensor]:
     """An Arrow array of texts as what a ``$S`` carries: its UTF-8 bytes end to end, and each text's length."""
-    import pyarrow as pa
 
     if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)) or array.null_count:
         raise TypeError(f"an Arrow array of {array.type} cannot cross: only texts, none missing")
@@ -180,7 +179,6 @@ def _texts(inner, arrays: list) -> list[str]:
 
 def _text_array(inner, arrays: list):
     """An Arrow array of texts that crossed as their bytes and lengths (:func:`_text_buffers`), its UTF-8 checked."""
-    import pyarrow as pa
 
     raw, sizes = _text_parts(inner, arrays)
     ends = np.zeros(len(sizes) + 1, dtype=np.int64)

@@ -17,12 +17,19 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
+from vcl.classpath import named_classes
 from vcl.config import RunConfig
-from vcl.errors import VCLInputError
+from vcl.coordinator.build import build_protocol, check_config
+from vcl.coordinator.runner import data_differ, restore, run_data
+from vcl.errors import PartyLost, VCLInputError
 from vcl.family import family_name
 from vcl.storage.checkpoints import load_checkpoint, unpack_ids
 
@@ -54,9 +61,6 @@ class Deployed:
     def __init__(
         self, run_dir, new_files: list[str], missing_parties: str | None = None, allow_classes: tuple[str, ...] = ()
     ):
-        from vcl.classpath import named_classes
-        from vcl.coordinator.build import build_protocol, check_config
-        from vcl.coordinator.runner import data_differ, restore, run_data
 
         run_dir = Path(run_dir)
         self.results, config = finished_run(run_dir)
@@ -172,9 +176,6 @@ def add_run_arguments(parser) -> None:
 def one_sentence(work, again: str) -> int:
     """``work()`` as a command: 0; one sentence and 2 for bad input; one sentence and 1 for a party lost (``again``:
     what to do then)."""
-    import sys
-
-    from vcl.errors import PartyLost
 
     try:
         work()
@@ -189,7 +190,6 @@ def one_sentence(work, again: str) -> int:
 
 def _without_new(data):
     """The data as training saw them (what its digest was made of): every view without the split "new"."""
-    from dataclasses import replace
 
     if not hasattr(data, "views"):
         return data
@@ -201,8 +201,6 @@ def write_predictions(out: Path, id_column: str, scored: dict, task: str) -> Non
     """The predictions file: the ID column, ``prediction`` (the class's name, or the number), ``p_<class>`` per
     class and, when organizations were down (``run.missing_parties: skip``), ``missing``: their names, joined by
     ``;``; written beside ``out`` and renamed into place, so it is whole or absent."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
 
     columns = {id_column: pa.array(scored["ids"], pa.string())}
     if task == "classification":

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from vcl.engine.loop import seed_for
+from vcl.errors import VCLInputError
 from vcl.messages import EXPERIMENTER, as_float
 from vcl.methods.dc.anchors import GridLayout
 from vcl.methods.dc.experimenter import reference_seed
@@ -61,7 +62,6 @@ class CollaborationProtocol(Protocol):
 
     def predict(self, split: str) -> torch.Tensor:
         """New rows (``train.py predict``): only DC's own model has a path for them (:class:`DataCollaboration`)."""
-        from vcl.errors import VCLInputError
 
         raise VCLInputError(
             f"method {self.name} keeps no model that scores new people through the parties (its models read rows "

@@ -8,11 +8,11 @@ from sklearn.base import is_classifier
 
 from vcl.errors import VCLInputError
 from vcl.methods.dc.options import CENTRAL_MODELS, INTERPRETABLE_MODELS, REDUCTIONS
+from vcl.models.sklearn import make_estimator
 
 
 # --- the scikit-learn pieces, by config name ---------------------------------------------------------
 def _estimator(name: str, key: str):
-    from vcl.models.sklearn import make_estimator
 
     return make_estimator(name, key)
 

@@ -24,6 +24,7 @@ from vcl.engine.split_network import ActivationGradient, Activations
 from vcl.errors import VCLInputError
 from vcl.methods.columns import OrganizationFamily, organizations
 from vcl.methods.gal.coordinator import GALOptions, GradientAssistedLearning, column_options, federation
+from vcl.methods.gal.interm import parties
 from vcl.methods.organization import Organization
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks
@@ -41,8 +42,6 @@ class GAL(OrganizationFamily):
     def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
         """The organizations, each with its own learner and local loss (Interm: its part of the network)."""
         if method == "interm":
-            from vcl.methods.gal.interm import parties
-
             return parties(config, method, data, only, plan)
         return super().parties(config, method, data, only, plan)
 

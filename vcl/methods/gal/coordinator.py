@@ -12,6 +12,7 @@ from torch import Tensor
 from vcl.config import GALGroup, RunConfig, config_integers, party_copy
 from vcl.coordinator.federation import Federation
 from vcl.engine.loop import seed_for
+from vcl.engine.privacy import make_mechanism
 from vcl.messages import as_float
 from vcl.methods.columns import ColumnOptions
 from vcl.methods.gal.assistance import assistance_weights, line_search
@@ -265,7 +266,6 @@ class GALFederation(Federation):
 def federation(config: RunConfig, method: str, transport):
     """Alice's federation in a GAL-family run: the transport to the organizations and the privacy of her broadcast
     (the noise from her own secret; the attack scored with every number a receiver's copy of the config holds)."""
-    from vcl.engine.privacy import make_mechanism
 
     return GALFederation.of_run(
         config,
