@@ -97,7 +97,7 @@ def details(res: dict) -> dict:
 
 def raw_bytes_of_b(cfg: RunConfig) -> int:
     """What the oracle needs moved: B's (the second agent's) training columns as float32."""
-    from vcl.coordinator.build import datamodule_for
+    from vcl.coordinator.assembly import datamodule_for
 
     dm = datamodule_for(cfg)
     dm.setup()

@@ -292,7 +292,7 @@ def plot_anchors(path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from vcl.coordinator.build import build_protocol, datamodule_for
+    from vcl.coordinator.assembly import build_protocol, datamodule_for
 
     methods = ["dc_raw", "dc_rand", "dc_tsvd", "dc_smote"]
     fig, axes = plt.subplots(1, len(methods), figsize=(4 * len(methods), 4), sharex=True, sharey=True)

@@ -179,7 +179,7 @@ def psi_star(paths: list[Path], folder: Path, rows: int) -> dict:
     from vcl.datamodules.csv_files import csv_ids
 
     from vcl.config import RunConfig
-    from vcl.coordinator.build import psi_with_parties
+    from vcl.coordinator.assembly import psi_with_parties
     from vcl.transports.loopback import LoopbackFederation
 
     names = [p.stem for p in paths]

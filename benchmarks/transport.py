@@ -101,7 +101,7 @@ def one_run(name: str, m: int, seed: int, rounds: int, device: str, transport: s
 
 def message_overhead(fed, calls: int = 200) -> dict:
     """Seconds per request/reply of a tiny message (a ModelsRequest), one party, local vs ray vs grpc."""
-    from vcl.coordinator.build import build_protocol, coordinator_data, datamodule_for
+    from vcl.coordinator.assembly import build_protocol, coordinator_data, datamodule_for
 
     out = {}
     for transport in ("local", "ray", "grpc"):

@@ -18,7 +18,6 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
-from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import load_table
 from vcl.datamodules.table import Table
 from vcl.datamodules.tabular import (
@@ -29,6 +28,7 @@ from vcl.datamodules.tabular import (
     seeded_permutation,
     test_rows_of,
 )
+from vcl.datamodules.view import PartyDataModule, label_targets
 
 from vcl.errors import VCLInputError
 

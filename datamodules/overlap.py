@@ -25,9 +25,9 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from vcl.datamodules.image import IMAGE_DATASETS, load_images
-from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.sources import load_table
 from vcl.datamodules.tabular import Resampling, named_column_split, random_column_split
+from vcl.datamodules.view import PartyDataModule, label_targets
 
 from vcl.errors import VCLInputError
 

@@ -18,10 +18,10 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 from vcl.datamodules.csv_files import csv_policies, load_new_rows
-from vcl.datamodules.party import PartyDataModule, label_targets
 from vcl.datamodules.prepare import Preparation, prepare_group
 from vcl.datamodules.sources import load_table
 from vcl.datamodules.table import Table
+from vcl.datamodules.view import PartyDataModule, label_targets
 
 from vcl.errors import VCLInputError
 

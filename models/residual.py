@@ -31,7 +31,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor, nn
-from vcl.datamodules.party import PartyDataModule
+from vcl.datamodules.view import PartyDataModule
 from vcl.models.networks import build_network, single_linear
 from vcl.models.user import build_callbacks, build_module, one_optimizer
 

@@ -14,7 +14,7 @@ from vcl.datamodules import TabularDataModule
 from vcl.datamodules.tabular import FeatureView
 from vcl.models import ClassifierSettings, LearnerSettings, NetClassifier, SklearnClassifier
 
-from vcl.coordinator.build import build_protocol, check_config
+from vcl.coordinator.assembly import build_protocol, check_config
 from vcl.coordinator.federation import Federation
 from vcl.coordinator.runner import train
 from vcl.engine.tasks import Task

@@ -53,7 +53,7 @@ def test_gal_auroc_is_that_of_the_kept_models_through_the_prediction_stage(tmp_p
     """GAL's reported rounds are recomputed from the models it keeps; the AUROC goes with them (with Deep Model
     Sharing Alice's round-time figures stay beside them)."""
     from vcl.config import RunConfig
-    from vcl.coordinator.build import build_protocol, datamodule_for
+    from vcl.coordinator.assembly import build_protocol, datamodule_for
     from vcl.coordinator.runner import Run, run_rounds
 
     cfg = RunConfig.from_dict({"data.dataset": "breast_cancer", "run.rounds": 2, "learner.epochs": 10,

@@ -126,7 +126,7 @@ def test_csv_without_task(tmp_path, capsys, signal_csvs):
 def test_every_shipped_config_loads_and_checks():
     from pathlib import Path
 
-    from vcl.coordinator.build import check_config
+    from vcl.coordinator.assembly import check_config
 
     configs = sorted(Path(__file__).resolve().parents[1].glob("configs/*.yaml"))
     assert configs

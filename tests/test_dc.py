@@ -11,7 +11,7 @@ from vcl.datamodules.grid import GridDataModule
 
 import train as cli
 from vcl.config import RunConfig
-from vcl.coordinator.build import build_protocol, datamodule_for
+from vcl.coordinator.assembly import build_protocol, datamodule_for
 from vcl.coordinator.runner import train
 from vcl.messages import EXPERIMENTER, Ack, Labels, Step
 from vcl.methods.dc.anchors import smote

@@ -59,7 +59,7 @@ def _images(tiny, **kw):
 
 
 def test_gal_with_dms_on_image_patches_keeps_one_extractor_per_organization(tiny):
-    from vcl.coordinator.build import build_protocol, datamodule_for
+    from vcl.coordinator.assembly import build_protocol, datamodule_for
 
     cfg = _images(tiny, **{"gal.dms": True, "run.rounds": 2})
     dm = datamodule_for(cfg)

@@ -6,7 +6,7 @@ import pytest
 
 import train as cli
 from vcl.config import RunConfig
-from vcl.coordinator.build import datamodule_for
+from vcl.coordinator.assembly import datamodule_for
 from vcl.errors import VCLInputError
 
 
@@ -68,7 +68,7 @@ def test_a_fold_runs_from_the_command_line(tmp_path):
 def test_dc_benchmarks_cross_validation_lists_valid_runs_of_every_fold():
     """benchmarks/dc.py --cv: Tables 6-7's setting on each data set, every method on the same five folds."""
     from tests.helpers import benchmark
-    from vcl.coordinator.build import check_config
+    from vcl.coordinator.assembly import check_config
 
     dc = benchmark("dc")
     for ds, extra in dc.CV_DATA.items():

@@ -8,7 +8,7 @@ import torch
 from vcl.datamodules import TabularDataModule
 
 from vcl.config import RunConfig
-from vcl.coordinator.build import build_protocol
+from vcl.coordinator.assembly import build_protocol
 from vcl.coordinator.runner import train
 from vcl.messages import FittedValues, PseudoResidual
 
@@ -180,7 +180,7 @@ def test_early_stop_on_small_eta(tiny):
 
 
 def test_late_fusion_sums_or_averages_the_organizations_outputs(tiny):
-    from vcl.coordinator.build import check_config
+    from vcl.coordinator.assembly import check_config
     from vcl.errors import VCLInputError
 
     assert RunConfig().gal.late_fusion == "mean"  # the authors' code, which gives the paper's Late figures

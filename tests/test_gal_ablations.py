@@ -3,7 +3,7 @@
 import pytest
 
 from tests.helpers import benchmark
-from vcl.coordinator.build import check_config
+from vcl.coordinator.assembly import check_config
 
 abl = benchmark("gal_ablations")
 

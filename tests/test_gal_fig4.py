@@ -2,7 +2,7 @@
 real run's records."""
 
 from tests.helpers import benchmark
-from vcl.coordinator.build import check_config
+from vcl.coordinator.assembly import check_config
 from vcl.coordinator.runner import train
 from vcl.coordinator.sweep import run_record
 

@@ -98,7 +98,7 @@ def test_the_graph_sees_every_folder_and_imports_inside_functions():
     graph = import_graph()
     assert {"vcl.datamodules.tabular", "vcl.models.residual", "vcl.callbacks.checkpoint", "train"} <= set(graph)
     assert "vcl.datamodules.csv_files" in graph["vcl.alignment.psi"]  # imported inside answer_from_file
-    assert "vcl.coordinator.build" in graph["vcl.coordinator.runner"]
+    assert "vcl.coordinator.assembly" in graph["vcl.coordinator.runner"]
 
 
 def test_no_import_circles():
@@ -176,7 +176,7 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order():
     import sys
 
     from vcl.config import parse_args
-    from vcl.coordinator.build import build_protocol
+    from vcl.coordinator.assembly import build_protocol
     from vcl.coordinator.runner import run_data
 
     text = (ROOT / "docs" / "design.md").read_text()

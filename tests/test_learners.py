@@ -280,7 +280,7 @@ def test_build_learner_names():
 
 @pytest.mark.parametrize("loss", ["l1.5", "l4"])
 def test_gb_refuses_a_local_loss_it_cannot_fit(tiny, loss):
-    from vcl.coordinator.build import check_config
+    from vcl.coordinator.assembly import check_config
 
     with pytest.raises(VCLInputError, match=f"learner.model=gb \\(organization 0\\) cannot fit gal.local_loss={loss}"):
         check_config(tiny(**{"learner.model": ["gb"], "gal.local_loss": [loss]}))

@@ -16,7 +16,7 @@ from tests.conftest import write_cifar_batches
 from tests.helpers import TINY_MPDL
 from vcl.alignment.psi import hash_to_curve
 from vcl.config import RunConfig
-from vcl.coordinator.build import check_config
+from vcl.coordinator.assembly import check_config
 from vcl.coordinator.runner import train
 from vcl.engine.privacy import FeatureDPLayer, laplace
 from vcl.engine.split_network import Activations, CanvasConv
@@ -359,7 +359,7 @@ def test_encrypted_and_plaintext_exchange_give_the_same_gradients():
 
 # --- the protocol -----------------------------------------------------------------------------------------
 def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
-    from vcl.coordinator.build import build_protocol, datamodule_for
+    from vcl.coordinator.assembly import build_protocol, datamodule_for
 
     cfg = mpdl_config(tmp_path, **{"mpdl.epsilon": 0.0})  # no DP noise: the hardest case for the raw-row check
     dm = datamodule_for(cfg)
@@ -390,7 +390,7 @@ def test_mpdl_run_sends_only_named_messages_and_no_raw_rows(tmp_path):
 def test_ftl_codes_carry_the_label_and_transfer_to_a(tmp_path):
     """FTL_A (Liu et al.'s objective): B's codes learn the label through C's classifier, A's codes are pulled
     onto B's on D_C, so C's classifier works on A's codes of the A-only rows; only B and C see labels."""
-    from vcl.coordinator.build import build_protocol, datamodule_for
+    from vcl.coordinator.assembly import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path, method="ftl", **{"mpdl.central_epochs": 40, "mpdl.epsilon": 0.0}
@@ -474,7 +474,7 @@ def test_central_cnn_is_the_papers_network_for_the_dataset(shape, network, kerne
 
 
 def test_mpdl_cnn_central_and_dual_models_keep_the_message_flow(tmp_path):
-    from vcl.coordinator.build import build_protocol, datamodule_for
+    from vcl.coordinator.assembly import build_protocol, datamodule_for
 
     cfg = mpdl_config(
         tmp_path,

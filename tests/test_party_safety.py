@@ -93,7 +93,7 @@ def test_a_second_run_is_refused_while_the_first_goes_on_to_its_own_figures(fed,
     """Two coordinators against one federation: the first run finished with other numbers and no error. The
     second's Setup is now refused naming both runs; the first ends as if alone; a run whose coordinator never
     ended it (killed) is taken up again by its own --resume, and by no other."""
-    from vcl.coordinator.build import build_protocol
+    from vcl.coordinator.assembly import build_protocol
     from vcl.coordinator.runner import run_data
 
     alone = train(config(fed, str(tmp_path / "alone"), **{"run.rounds": 2}), verbose=False, write=False)

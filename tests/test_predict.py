@@ -16,7 +16,7 @@ from vcl.datamodules.tabular import seeded_row_splits
 
 from tests.helpers import KillParty
 from train import main
-from vcl.coordinator.build import datamodule_for
+from vcl.coordinator.assembly import datamodule_for
 from vcl.coordinator.runner import default_callbacks, train
 from vcl.use.predict import predict
 
@@ -251,7 +251,7 @@ def test_a_party_killed_after_round_2_is_left_out_and_prediction_goes_on_without
 
 
 def test_skip_is_refused_for_a_method_that_cannot_leave_an_organization_out(tiny):
-    from vcl.coordinator.build import check_config
+    from vcl.coordinator.assembly import check_config
     from vcl.errors import VCLInputError
 
     with pytest.raises(VCLInputError, match="method late cannot leave an organization out"):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tests.helpers import TINY_CNN
-from vcl.coordinator.build import build_protocol, datamodule_for
+from vcl.coordinator.assembly import build_protocol, datamodule_for
 from vcl.coordinator.runner import Run, run_rounds, train
 
 SMALL = {

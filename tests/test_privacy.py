@@ -4,7 +4,7 @@ import pytest
 import torch
 from vcl.datamodules import TabularDataModule
 
-from vcl.coordinator.build import build_protocol
+from vcl.coordinator.assembly import build_protocol
 from vcl.engine.privacy import IntervalPrivacy, LaplaceMechanism
 from vcl.messages import FittedValues, PseudoResidual
 from vcl.methods.gal.assistance import assistance_weights
@@ -101,7 +101,7 @@ def test_repeated_draws_send_the_same_standard_laplace_noise_every_round(tiny, d
 
 
 def test_privacy_scope_is_checked(tiny):
-    from vcl.coordinator.build import check_config
+    from vcl.coordinator.assembly import check_config
     from vcl.errors import VCLInputError
 
     with pytest.raises(VCLInputError, match="privacy_scope"):

@@ -22,8 +22,8 @@ def test_each_side_learns_exactly_the_intersection_with_rows_aligned():
 
 
 def test_the_centre_of_a_star_takes_its_shared_rows_in_its_own_order():
-    """vcl.coordinator.build.psi_with_parties intersects every party's share of Alice's IDs and sorts them once: Alice's
-    shared_rows are match's rows in her file's order."""
+    """vcl.coordinator.assembly.psi_with_parties intersects every party's share of Alice's IDs and sorts them once:
+    Alice's shared_rows are match's rows in her file's order."""
     a_ids, b_ids = [f"p{i}" for i in (9, 4, 7, 1, 3)], [f"p{i}" for i in (3, 8, 9, 1)]
     a, b = PSISide("a", a_ids), PSISide("b", b_ids)
     offer_a, offer_b = a.offer(), b.offer()

@@ -144,12 +144,12 @@ def test_a_party_takes_its_rows_from_the_places_alice_found_in_its_psi_offer(sig
 def test_the_coordinator_sends_each_party_the_places_of_the_aligned_ids_in_its_own_offer(
     tiny, signal_csvs, tmp_path, monkeypatch
 ):
-    """vcl.coordinator.build.coordinator_data: after the star PSI and the intersection, each party's places
+    """vcl.coordinator.assembly.coordinator_data: after the star PSI and the intersection, each party's places
     (VerticalData.places, which grpc sends with its Setup) are where each aligned ID sits in that party's shuffled
     offer; Alice's are her rows among her IDs. The data's digest does not hold them (a resumed run has none)."""
     from vcl.datamodules import reading
 
-    import vcl.coordinator.build
+    import vcl.coordinator.assembly
     from vcl.alignment.psi import answer_from_file
     from vcl.coordinator.runner import data_digest
 
@@ -162,9 +162,9 @@ def test_the_coordinator_sends_each_party_the_places_of_the_aligned_ids_in_its_o
         def psi_answers(config, names, drop, offer, new=False):  # each party's half, here, its read kept
             return [answer_from_file(f, "id", False, "label", offer, keep=True) for f in files[1:]]
 
-    monkeypatch.setattr(vcl.coordinator.build, "transport_class", lambda kind: Apart)
+    monkeypatch.setattr(vcl.coordinator.assembly, "transport_class", lambda kind: Apart)
     config = tiny(**{"data.dataset": "csv", "data.task": "classification", "data.csv_files": files})
-    data = vcl.coordinator.build.coordinator_data(config)
+    data = vcl.coordinator.assembly.coordinator_data(config)
     assert data.ids == [f"p{i:03d}" for i in range(7, 117)] and list(data.places) == ["alice", "bob", "carol"]
     alice_ids = csv_files.csv_ids(files[0])
     assert [alice_ids[k] for k in data.places["alice"]] == data.ids
@@ -236,14 +236,14 @@ def test_a_file_read_for_the_row_alignment_is_kept_for_the_load_on_the_aligned_r
 
 
 def test_a_party_set_up_again_for_the_same_config_and_rows_takes_the_data_it_loaded(tiny, signal_csvs, counted):
-    """vcl.coordinator.build.party_data: a party process set up for a --compare method after the main one (the same
+    """vcl.coordinator.assembly.party_data: a party process set up for a --compare method after the main one (the same
     config, the same aligned rows) loads nothing again, as one process holding every party does; other rows, another
     config or a changed file are loaded afresh. Each setup gets its views' splits in dicts of its own."""
     import os
 
     import pyarrow as pa
 
-    from vcl.coordinator.build import party_data
+    from vcl.coordinator.assembly import party_data
 
     config = tiny(**{"data.dataset": "csv", "data.task": "classification", "data.csv_files": signal_csvs})
     ids = pa.array(sorted(csv_files.csv_ids(signal_csvs[1])))

@@ -11,7 +11,7 @@ from vcl.models.sklearn import dump_estimator, estimator_class, load_estimator
 import train as cli
 from tests.conftest import write_csv
 from vcl.config import RunConfig
-from vcl.coordinator.build import build_protocol, check_config, datamodule_for
+from vcl.coordinator.assembly import build_protocol, check_config, datamodule_for
 from vcl.coordinator.rundir import LOCK
 from vcl.coordinator.runner import train
 from vcl.errors import VCLInputError

@@ -7,7 +7,7 @@ import torch
 from vcl.datamodules import TabularDataModule
 
 from vcl.config import RunConfig
-from vcl.coordinator.build import build_protocol
+from vcl.coordinator.assembly import build_protocol
 from vcl.coordinator.federation import Federation
 from vcl.coordinator.runner import Run, run_rounds
 from vcl.errors import PartyLost
@@ -214,7 +214,7 @@ def test_a_message_goes_only_to_the_party_it_names(tiny):
 @pytest.mark.parametrize("method", ["dc_smote", "dc_rand", "centralized", "local"])
 def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_path, method):
     """The master reaches the c × d workers and the experimenter only by messages: the same results."""
-    from vcl.coordinator.build import datamodule_for
+    from vcl.coordinator.assembly import datamodule_for
 
     cfg = RunConfig.from_dict(
         dict(
@@ -233,7 +233,7 @@ def test_dc_runs_with_every_worker_and_the_experimenter_behind_the_guard(tmp_pat
 @pytest.mark.parametrize("method", ["mpdl", "ftl"])
 def test_mpdl_and_ftl_run_with_both_parties_and_the_experimenter_behind_the_guard(tmp_path, method):
     """The collaborator reaches A, B and the experimenter only by messages: the same results."""
-    from vcl.coordinator.build import datamodule_for
+    from vcl.coordinator.assembly import datamodule_for
 
     cfg = RunConfig.from_dict(
         dict(

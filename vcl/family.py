@@ -2,8 +2,8 @@
 
 A **family** is the methods that split the data alike and may be compared with each other (GAL with Alone, Joint,
 AL, Late and Interm fusion; ASCII with its variants; DC with its references; MPDL with FTL). A family is a subclass
-of :class:`Family` in a package of its own, built-in or the user's; the run builder (:mod:`vcl.coordinator.build`) asks
-it for
+of :class:`Family` in a package of its own, built-in or the user's; the run builder
+(:mod:`vcl.coordinator.assembly`) asks it for
 
 - ``check(config)``: what the options' types cannot say and needs no data (one :class:`VCLInputError` sentence);
 - ``datamodule(config, only, ids)``: the data module its runs read (``only``: party ``only``'s own file alone,

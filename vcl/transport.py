@@ -47,7 +47,7 @@ class Parties:
     """What a transport is given to start a run's parties: their ``names`` (Alice or the coordinator's first
     counterpart first); ``here()``, which builds every one in this process; ``own(config, method, index, ids, kind,
     num_classes)``, which builds one where it runs, from its own copy of the config
-    (:func:`vcl.coordinator.build.own_party`); ``concurrent``: fit same-architecture parties together (the local
+    (:func:`vcl.coordinator.assembly.own_party`); ``concurrent``: fit same-architecture parties together (the local
     transport's speed-up)."""
 
     names: list[str]

@@ -88,7 +88,7 @@ class PSISide:
 
     def shared_rows(self, own_twice: np.ndarray) -> np.ndarray:
         """:meth:`match`'s rows in this side's own order: a star's centre intersects every party's and sorts them by
-        ID once (:func:`vcl.coordinator.build.psi_with_parties`), not once a party."""
+        ID once (:func:`vcl.coordinator.assembly.psi_with_parties`), not once a party."""
         return self.shared(own_twice)[0]
 
     def shared(self, own_twice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from torch import Tensor
 
 from vcl.config import RunConfig
-from vcl.coordinator.build import per_organization
+from vcl.coordinator.assembly import per_organization
 from vcl.family import family_of
 from vcl.messages import (
     Channel,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vcl.callbacks import ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.config import RunConfig, identity_differs
-from vcl.coordinator.build import build_protocol, check_config, coordinator_data, datamodule_for
+from vcl.coordinator.assembly import build_protocol, check_config, coordinator_data, datamodule_for
 from vcl.coordinator.results import kept_records, prediction_stage
 from vcl.coordinator.rundir import PARTIES, RunDirectory, atomic_write_json
 from vcl.datamodules.user import check_vertical

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vcl.coordinator.build import build_protocol, check_config
+from vcl.coordinator.assembly import build_protocol, check_config
 from vcl.coordinator.runner import Run, long_lived_frozen, rounds, run_data, train
 from vcl.engine.memory import prepare_process
 from vcl.family import compare_methods

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from vcl.config import RunConfig
-from vcl.coordinator.build import open_transport, per_organization, resolve_device, shared_data_options
+from vcl.coordinator.assembly import open_transport, per_organization, resolve_device, shared_data_options
 from vcl.datamodules.image import ImageDataModule
 from vcl.datamodules.sequence import SequenceDataModule
 from vcl.datamodules.tabular import FeatureView, TabularDataModule, VerticalData
@@ -205,7 +205,7 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
     (``only``, ``ids``: one CSV organization's file alone; with new people's IDs, ``{"rows": ..., "new": ...}``)."""
     d = config.data
     new_ids = None
-    if isinstance(ids, dict):  # train.py predict where parties run apart (vcl.coordinator.build.party_ids)
+    if isinstance(ids, dict):  # train.py predict where parties run apart (vcl.coordinator.assembly.party_ids)
         ids, new_ids = ids["rows"], ids["new"]
     if d.module:  # the user's own (vcl.models.user)
         shared_data_options(config)["resample"].refuse("a data.module makes its own splits")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from vcl.config import RunConfig, party_copy
-from vcl.coordinator.build import build_protocol
+from vcl.coordinator.assembly import build_protocol
 from vcl.coordinator.runner import run_data, train
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import PseudoResidual

@@ -33,7 +33,7 @@ import pytest
 
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 from vcl.config import RunConfig
-from vcl.coordinator.build import build_protocol
+from vcl.coordinator.assembly import build_protocol
 from vcl.coordinator.runner import RunInterrupted, run_data, train
 from vcl.messages import FittedValues, PredictionRequest, PseudoResidual
 

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from vcl.config import party_copy
-from vcl.coordinator.build import party_ids
+from vcl.coordinator.assembly import party_ids
 from vcl.errors import PartyFailed, PartyLost, VCLInputError, regular_file
 from vcl.messages import Message, MessageRecord
 from vcl.transport import Parties, Transport

@@ -27,7 +27,7 @@ import pyarrow.csv as pacsv
 
 from vcl.classpath import named_classes
 from vcl.config import RunConfig
-from vcl.coordinator.build import build_protocol, check_config
+from vcl.coordinator.assembly import build_protocol, check_config
 from vcl.coordinator.runner import data_differ, restore, run_data
 from vcl.errors import PartyLost, VCLInputError
 from vcl.family import family_name

@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 
 from vcl.callbacks.early_stop import EarlyStopOnEta
 from vcl.config import RunConfig
-from vcl.coordinator.build import per_organization
+from vcl.coordinator.assembly import per_organization
 from vcl.engine.split_network import ActivationGradient, Activations
 from vcl.errors import VCLInputError
 from vcl.methods.columns import OrganizationFamily, organizations
