@@ -304,3 +304,49 @@ def test_a_preloading_party_has_the_config_parser_ready_before_it_listens_and_no
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["0", "1", "True", "False"]
+
+
+class Aborted(Exception):
+    def __init__(self, code, details):
+        super().__init__(details)
+        self.code = code
+
+
+class Context:
+    """What a call's gRPC context gives the party's server: the caller's address, and abort."""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+    def abort(self, code, details):
+        raise Aborted(code, details)
+
+
+def test_a_save_its_own_file_system_refuses_is_the_partys_failure_and_a_refusal_by_its_rules_stays_one():
+    """A party whose own folder could not be written (read-only, immutable) answered the Save with
+    PERMISSION_DENIED: the coordinator took it for a refusal of its input and took back its own run directory, so the
+    run could not be resumed once the folder was mended. The file system's refusal (a PermissionError with an errno)
+    is now the party's own failure (INTERNAL: PartyFailed at the coordinator, which keeps what it wrote); the
+    party's own rules still refuse (a state request: its state stays on its machine)."""
+    import errno
+
+    import grpc
+
+    from vcl.messages import StateRequest
+    from vcl.party.runtime import PartyRuntime
+    from vcl.party.server import PartyServer
+    from vcl.party.settings import PartySettings
+    from vcl.transports.wire import pack_message
+
+    class ReadOnly(PartyRuntime):
+        def answer(self, request):
+            raise PermissionError(errno.EACCES, "Permission denied", "parties/org1/round-5.ckpt")
+
+    party = PartyServer(PartySettings(name="org1", listen="127.0.0.1:0", coordinator="alice"))
+    party.runtime = ReadOnly(name="org1")
+    with pytest.raises(Aborted) as failed:
+        party.handle_call("Handle", pack_message(Save("alice", "org1", 5, run="x")), Context(), "alice")
+    assert failed.value.code == grpc.StatusCode.INTERNAL and "PermissionError" in str(failed.value)
+    with pytest.raises(Aborted) as refused:
+        party.handle_call("Handle", pack_message(StateRequest("alice", "org1", 0)), Context(), "alice")
+    assert refused.value.code == grpc.StatusCode.PERMISSION_DENIED and "keeps its state" in str(refused.value)

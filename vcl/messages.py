@@ -33,6 +33,8 @@ class Message:
     # the message's tensors, declared once: payload key → the field that holds it ("*": a field holding a dict of
     # them); a field left None is not sent
     tensors: ClassVar[dict[str, str]] = {}
+    # when in the run a message of this kind goes, where not in a round of the protocol ("start-up", "loading")
+    stage: ClassVar[str] = ""
 
     def payload(self) -> dict[str, Tensor]:
         out = {}
@@ -51,7 +53,7 @@ class Message:
     @property
     def during(self) -> str:
         """When in the run it is sent, for a sentence about a party that did not answer it."""
-        return f"round {self.round}"
+        return self.stage or f"round {self.round}"
 
 
 @dataclass(frozen=True)
@@ -159,9 +161,7 @@ class RuntimeRequest(Message):
 class OpenLogs(RuntimeRequest):
     """Keep your logs under ``root/<name>/`` from now on (a run with a run directory); answered by an :class:`Ack`."""
 
-    @property
-    def during(self) -> str:
-        return "start-up"
+    stage = "start-up"
 
 
 @dataclass(frozen=True)
@@ -177,9 +177,7 @@ class Load(RuntimeRequest):
 
     run: str = ""
 
-    @property
-    def during(self) -> str:
-        return "loading"
+    stage = "loading"
 
 
 @dataclass(frozen=True)
@@ -191,9 +189,7 @@ class Prune(RuntimeRequest):
 class Where(RuntimeRequest):
     """Say where you run: answered by a :class:`Placed`."""
 
-    @property
-    def during(self) -> str:
-        return "start-up"
+    stage = "start-up"
 
 
 @dataclass(frozen=True)
@@ -222,9 +218,7 @@ class LoadState(RuntimeRequest):
 
     state: dict = field(default_factory=dict, repr=False)
 
-    @property
-    def during(self) -> str:
-        return "loading"
+    stage = "loading"
 
 
 @dataclass

@@ -146,6 +146,8 @@ class PartyServer(Guard):
         except PeerLost as err:
             self.refuse(context, code.ABORTED, who, op, str(err))
         except (WireError, VCLInputError, PermissionError) as err:
+            if isinstance(err, OSError) and err.errno is not None:  # its own files refused it: its own failure
+                self.failed(context, who, op, err)
             kind = code.PERMISSION_DENIED if isinstance(err, PermissionError) else code.INVALID_ARGUMENT
             self.refuse(context, kind, who, op, str(err), quiet=op in DATA_OPS)
         except SystemExit:  # a module a run named exited as it was imported: refused, and the party keeps serving
@@ -154,8 +156,16 @@ class PartyServer(Guard):
             why = (first_line(err) or type(err).__name__)[:200]
             self.refuse(context, code.INVALID_ARGUMENT, who, op, f"a malformed {op} ({why})", quiet=op in DATA_OPS)
         except Exception as err:  # the party's own failure: its kind back, its sentence in its log, no traceback
-            self.note(context, who, op, f"failed: {type(err).__name__}: {err}")
-            context.abort(code.INTERNAL, f"{type(err).__name__} (the party's log says more)")
+            self.failed(context, who, op, err)
+
+    def failed(self, context, who: str, op: str, err: Exception) -> None:
+        """End the call as the party's own failure (INTERNAL: the coordinator keeps its run, to resume once the party
+        is mended): the error's kind back, its sentence in the log. A file system that refuses the party's own
+        folder (a PermissionError with an errno) is such a failure, not a refusal of the caller."""
+        import grpc
+
+        self.note(context, who, op, f"failed: {type(err).__name__}: {err}")
+        context.abort(grpc.StatusCode.INTERNAL, f"{type(err).__name__} (the party's log says more)")
 
     def decode(self, op: str, frame: bytes, who: str):
         """A request as its operation takes it: a message to this party (Handle: the coordinator's; Forward: one
