@@ -3,7 +3,8 @@
 
     python benchmarks/results.py            # writes docs/results.md
     python benchmarks/results.py --check    # exit 1 if docs/results.md is not what the records give, or a
-                                            # docs page quotes a figure that no record gives
+                                            # docs page quotes a figure that no record gives (that the
+                                            # records its paragraph links do not give)
 
 Each folder of ``docs/records/`` holds the records of one machine on one day. Its ``README.md`` names the
 machine in its first heading and, in a table of ``| `file` | `command` |`` rows, the command that wrote each
@@ -108,11 +109,38 @@ def recorded_figures(text: str) -> set[str]:
     return out
 
 
-def unrecorded(text: str, recorded: set[str]) -> list[str]:
-    """The decimal figures of a docs page that no record gives: ``paragraph: figure`` for each. Not counted:
-    code (fenced blocks, inline code: commands, settings, versions), link targets, and paragraphs that carry
-    ``<!-- measured: `command` -->`` naming the command beside them that gives their figures (a benchmark
-    script, ``train.py`` or a ``make`` target)."""
+LINK = re.compile(r"results\.md#([\w\-]+)")
+
+
+def anchor(heading: str) -> str:
+    """The anchor of a heading, as GitHub makes it: lowercased, what is not a letter, digit, space, hyphen or
+    underscore dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def sections_by_anchor(page_text: str) -> dict[str, set[str]]:
+    """The figures of each section of the results page, by the anchor a link to it uses: a day's folder (``##``:
+    every record under it) and each record file (``###``); a heading seen again is numbered ``-1``, ``-2``, as
+    GitHub numbers it."""
+    heads = list(re.finditer(r"^(#{2,3}) (.+?)\s*$", page_text, flags=re.M))
+    out: dict[str, set[str]] = {}
+    seen: dict[str, int] = {}
+    for i, head in enumerate(heads):
+        end = next((h.start() for h in heads[i + 1 :] if len(h[1]) <= len(head[1])), len(page_text))
+        base = anchor(head[2])
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out[base if count == 0 else f"{base}-{count}"] = recorded_figures(page_text[head.end() : end])
+    return out
+
+
+def unrecorded(text: str, recorded: set[str], sections: dict[str, set[str]] | None = None) -> list[str]:
+    """The decimal figures of a docs page that no record gives: ``paragraph: figure`` for each. A paragraph that
+    links records of the results page (``results.md#anchor``; ``sections``: :func:`sections_by_anchor`) must take
+    its figures from those records, so a figure copied from the wrong record, or mistyped into one that another
+    record happens to hold, is caught. Not counted: code (fenced blocks, inline code: commands, settings,
+    versions), link targets, and paragraphs that carry ``<!-- measured: `command` -->`` naming the command beside
+    them that gives their figures (a benchmark script, ``train.py`` or a ``make`` target)."""
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     missing = []
     for paragraph in re.split(r"\n\s*\n", text):
@@ -121,8 +149,13 @@ def unrecorded(text: str, recorded: set[str]) -> list[str]:
             if not SCRIPT.search(marker["command"]):
                 missing.append(f"{paragraph[:60]!r}: the measured marker names no script ({marker['command']})")
             continue
+        allowed = recorded
+        links = LINK.findall(paragraph) if sections is not None else []
+        if links:
+            missing += [f"{paragraph[:60]!r}: a link to no record (#{a})" for a in links if a not in sections]
+            allowed = set().union(*(sections.get(a, set()) for a in links))
         prose = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", paragraph))
-        missing += [f"{paragraph[:60]!r}: {f}" for f in FIGURE.findall(prose) if f not in recorded]
+        missing += [f"{paragraph[:60]!r}: {f}" for f in FIGURE.findall(prose) if f not in allowed]
     return missing
 
 
@@ -182,9 +215,11 @@ def main(argv=None) -> int:
         if not PAGE.is_file() or PAGE.read_text() != text:
             print(f"{PAGE} is out of date: run python benchmarks/results.py", file=sys.stderr)
             return 1
-        recorded = recorded_figures(text)
+        recorded, sections = recorded_figures(text), sections_by_anchor(text)
         missing = [
-            f"{p.relative_to(ROOT)}: {m}" for p in pages_with_figures() for m in unrecorded(p.read_text(), recorded)
+            f"{p.relative_to(ROOT)}: {m}"
+            for p in pages_with_figures()
+            for m in unrecorded(p.read_text(), recorded, sections)
         ]
         for line in missing:
             print(f"a figure in no record: {line}", file=sys.stderr)

@@ -42,6 +42,37 @@ def test_a_docs_figure_in_no_record_fails_the_check():
     assert len(bad) == 1 and "names no script" in bad[0]
 
 
+def test_a_figure_from_another_record_than_the_one_its_paragraph_links_fails_the_check():
+    """A paragraph that links records must take its figures from them: the audit of 2026-11-28 found a sentence
+    quoting a record other than the one it named, and a figure mistyped into one that another record holds."""
+    page = "\n".join(
+        [
+            "## Records of one day",
+            "### `ascii_quick.json`",
+            "| wine | single | 88.9 | 83.3 |",
+            "### `mpdl_quick.json`",
+            "| breast_cancer | 62.65 |",
+            "## Records of another day",
+            "### `mpdl_quick.json`",
+            "| breast_cancer | 52.90 |",
+        ]
+    )
+    sections, recorded = results.sections_by_anchor(page), results.recorded_figures(page)
+    assert {"ascii_quickjson", "mpdl_quickjson", "mpdl_quickjson-1", "records-of-one-day"} <= set(sections)
+    right = "Single has 88.9 at round 3 ([ascii_quick.json](results.md#ascii_quickjson))."
+    assert results.unrecorded(right, recorded, sections) == []
+    planted = [
+        "Single has 62.65 at round 3 ([ascii_quick.json](results.md#ascii_quickjson)).",  # another record's figure
+        "The inference MAE is 52.90 ([mpdl_quick.json](results.md#mpdl_quickjson)).",  # the other day's record
+        "Single has 88.9 ([ascii_quick.json](results.md#ascii_quick)).",  # a link to no record
+    ]
+    found = [results.unrecorded(text, recorded, sections) for text in planted]
+    assert [f[0].rsplit(": ", 1)[1] for f in found] == ["62.65", "52.90", "a link to no record (#ascii_quick)"]
+    assert results.unrecorded(planted[0], recorded) == []  # without the sections, any record's figure passes
+    whole_day = "The day gave 62.65 and 88.9 ([records](results.md#records-of-one-day))."
+    assert results.unrecorded(whole_day, recorded, sections) == []
+
+
 def test_a_claim_of_agreement_with_the_paper_needs_a_records_figure_beside_it(tmp_path):
     """Claims that slipped (issue 45): "it gives the paper's Late figures" with the records far off, "the paper's
     figures correspond to `paper`" with Fig. 6's ordering reversed. A sentence that says our results agree with
