@@ -241,6 +241,9 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
     certs.make(tmp_path / "keys", ["alice", "bob"])
     certs.make(tmp_path / "other", ["bob"])
     k = tmp_path / "keys"
+    certs.make(tmp_path / "expired", ["bob"], days=0)  # valid until the moment it was made
+    for suffix in ("pem", "key"):  # signed by another CA too: the expiry is what the case names, checked first
+        (k / f"old.{suffix}").write_bytes((tmp_path / "expired" / f"bob.{suffix}").read_bytes())
     (tmp_path / "garbage.pem").write_text("hello\n")
     (tmp_path / "afile").write_text("x")
     tls = {"ca": str(k / "ca.pem"), "cert": str(k / "bob.pem"), "key": str(k / "bob.key")}
@@ -265,6 +268,9 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
         ({"id_column": ""}, "id_column is not a non-empty string"),
         ({"download": "yes"}, "download='yes' is not true or false"),
         ({"preload": 1}, "preload=1 is not true or false"),
+        ({"name": "alice"}, "tls.cert=.* names bob, not 'alice'; give this organization's own certificate"),
+        ({"tls": {**tls, "cert": str(k / "old.pem"), "key": str(k / "old.key")}}, r"tls.cert=.*old.pem expired"),
+        ({"name": "../bob"}, "name='../bob' is not an organization's name"),
     ]
     if not torch.cuda.is_available():
         cases.append(({"device": "cuda"}, "device='cuda' but no such CUDA device is visible"))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vcl.errors import VCLInputError
+from vcl.transports.certs import NAME, check_pems
 
 
 @dataclass
@@ -62,6 +63,11 @@ def load_settings(path: str | Path) -> PartySettings:
         if not isinstance(raw.get(key), str) or not raw[key]:
             raise VCLInputError(f"the party config {path} needs {key}: (a string), e.g. name: bob.")
     s = PartySettings(**raw)
+    if not NAME.match(s.name):  # it names the party's folder under its root, and its certificate names it
+        raise VCLInputError(
+            f"the party config {path}: name={s.name!r} is not an organization's name; use lower-case letters, "
+            "digits, '.', '-' and '_' (the name its certificate carries)."
+        )
     host, sep, port = s.listen.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise VCLInputError(
@@ -90,9 +96,7 @@ def load_settings(path: str | Path) -> PartySettings:
                 f"the party config {path} needs tls.{key}: a PEM file (python -m vcl.transports.certs)."
             )
         regular_file(Path(s.tls[key]), f"tls.{key}", "make the federation's files with python -m vcl.transports.certs")
-    from vcl.transports.certs import check_pems
-
-    check_pems(s.tls["ca"], s.tls["cert"], s.tls["key"], ("tls.ca", "tls.cert", "tls.key"))
+    check_pems(s.tls["ca"], s.tls["cert"], s.tls["key"], ("tls.ca", "tls.cert", "tls.key"), s.name)
     for key, low, high in (("calls_per_peer", 1, 64), ("stall_s", 0.01, 86400), ("handshake_s", 0.01, 3600),
                            ("idle_s", 0.01, 10**7)):  # fmt: skip
         value = getattr(s, key)

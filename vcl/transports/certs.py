@@ -43,10 +43,11 @@ def _pem_key(key) -> bytes:
     )
 
 
-def check_pems(ca: str, cert: str, key: str, keys: tuple[str, str, str]) -> None:
+def check_pems(ca: str, cert: str, key: str, keys: tuple[str, str, str], organization: str | None = None) -> None:
     """The three TLS files of one side, read before anything listens or dials: ``ca`` and ``cert`` PEM
-    certificates, ``cert`` signed by ``ca``, ``key`` the private key of ``cert``; ``keys``: their settings' names.
-    One sentence naming the setting otherwise (:class:`vcl.errors.VCLInputError`)."""
+    certificates, ``cert`` signed by ``ca`` and valid now, ``key`` the private key of ``cert``; ``organization``:
+    the name ``cert`` must carry (its one subject alternative name, what the other side checks); ``keys``: their
+    settings' names. One sentence naming the setting otherwise (:class:`vcl.errors.VCLInputError`)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
@@ -73,10 +74,27 @@ def check_pems(ca: str, cert: str, key: str, keys: tuple[str, str, str]) -> None
         serialization.Encoding.DER, public
     ):
         raise VCLInputError(f"{keys[2]}={key} is not the key of the certificate {keys[1]}={cert}; {fix}.")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for path, setting, held in ((ca, keys[0], ca_cert), (cert, keys[1], own)):
+        if not held.not_valid_before_utc <= now <= held.not_valid_after_utc:
+            until = held.not_valid_after_utc.strftime("%Y-%m-%d %H:%M UTC")
+            when = f"expired {until}" if now > held.not_valid_after_utc else "is not valid yet"
+            raise VCLInputError(f"{setting}={path} {when}; make new ones (python -m vcl.transports.certs).")
     try:
         own.verify_directly_issued_by(ca_cert)
     except Exception:  # ValueError, TypeError or InvalidSignature: not this CA's
         raise VCLInputError(f"{keys[1]}={cert} was not signed by the CA of {keys[0]}={ca}; {fix}.") from None
+    if organization is not None:
+        try:
+            named = own.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            names = named.get_values_for_type(x509.DNSName)
+        except x509.ExtensionNotFound:
+            names = []
+        if names != [organization]:
+            raise VCLInputError(
+                f"{keys[1]}={cert} names {', '.join(names) or 'no organization'}, not {organization!r}; give this "
+                f"organization's own certificate ({organization}.pem of python -m vcl.transports.certs)."
+            )
 
 
 def make(out: Path, names: list[str], days: int = 365, ca_name: str = "vcl federation CA") -> list[Path]:
