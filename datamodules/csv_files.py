@@ -324,7 +324,6 @@ def load_csv_organizations(
 
 
 def _load(files, id_column, label_column, task, only=None, ids=None, categorical=("error",), missing=("error",)):
-
     paths = [Path(f) for f in files]
     if len(paths) < 1:
         raise VCLInputError(

@@ -224,7 +224,6 @@ def column_of(own: OwnFile, name: str):
 
 
 def is_number_type(t) -> bool:
-
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
@@ -311,7 +310,6 @@ def complete_rows(own: OwnFile) -> np.ndarray:
 
 
 def string_array(ids):
-
     if isinstance(ids, pa.ChunkedArray):
         return ids.combine_chunks()
     if isinstance(ids, pa.Array):

@@ -395,7 +395,6 @@ class TabularDataModule(VerticalDataModule):
         return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, train_rows, self.resample)
 
     def split(self, table: Table) -> VerticalData:
-
         groups, names = self.column_groups(table)
         rows = self.row_splits(table.X.shape[0], table.train_rows)
         fitted = [None] * len(groups)

@@ -148,7 +148,8 @@ def test_a_peer_that_stalls_is_blamed_and_holds_the_relaying_party_no_longer_tha
 
     base = {"method": "ascii", "learner.model": ["tree"], "run.rounds": 3, "transport.deadline": 5.0}
     try:
-        with pytest.raises(PartyLost, match="^party org2 stopped during round 2"):
+        said = r"^party org2 stopped during round 2: it did not answer within 4 s, 0.8 × the run.s transport.deadline=5"
+        with pytest.raises(PartyLost, match=said):
             train(config(fed, str(tmp_path / "ascii"), **base), verbose=False, write=False, callbacks=[Stop()])
         start = time.perf_counter()
         where = Link("org1", f"127.0.0.1:{fed.ports['org1']}", fed.tls("alice"), 2**20, 30.0, 0).handle(
@@ -350,3 +351,31 @@ def test_a_save_its_own_file_system_refuses_is_the_partys_failure_and_a_refusal_
     with pytest.raises(Aborted) as refused:
         party.handle_call("Handle", pack_message(StateRequest("alice", "org1", 0)), Context(), "alice")
     assert refused.value.code == grpc.StatusCode.PERMISSION_DENIED and "keeps its state" in str(refused.value)
+
+
+def test_an_organization_refuses_a_fit_it_cannot_make_or_of_a_round_it_passed_as_malformed_input():
+    """Residuals the coordinator sent malformed (no rows, the wrong row count, 100 dimensions, integers, NaN) came
+    back as a RuntimeError of the party's own (INTERNAL), and a fit of an earlier round after a later one added a
+    model: each is now refused as malformed input, naming what is wrong, before anything is fitted."""
+    import torch
+
+    from vcl.messages import PseudoResidual
+    from vcl.methods.organization import check_fit
+
+    def fit(values, round_=3, last=2):
+        check_fit("org1", PseudoResidual("alice", "org1", round_, values), 10, last)
+
+    fit(torch.zeros(10, 3))
+    fit(torch.zeros(10, 3), round_=1, last=None)
+    for values, words in [
+        (torch.zeros(0, 3), "0 × 3 values for its 10 training rows"),
+        (torch.zeros(9, 3), "9 × 3 values"),
+        (torch.zeros(10, 0), "10 × 0 values"),
+        (torch.zeros([1] * 100), "not a 100-dimensional"),
+        (torch.zeros(10, 3, dtype=torch.int64), "not a 2-dimensional torch.int64"),
+        (torch.full((10, 3), float("nan")), "not finite"),
+    ]:
+        with pytest.raises(VCLInputError, match=words):
+            fit(values)
+    with pytest.raises(VCLInputError, match="of round 2 after its fit of round 2"):
+        fit(torch.zeros(10, 3), round_=2)

@@ -24,14 +24,15 @@ def test_report_gives_medians_and_the_ratios_against_their_targets():
 
 
 def test_a_run_writes_its_records_and_a_plot_beside_them(tmp_path, monkeypatch, capsys):
-    seconds = iter([9.0] * 4 + [2.0, 3.0, 3.0, 2.5, 2.2, 3.2, 3.3, 2.6])  # four warm-ups, then two turns
+    turns = [2.0, 3.0, 3.9, 0.1, 3.0, 2.5, 2.2, 3.2, 4.1, 0.1, 3.3, 2.6]
+    seconds = iter([9.0] * 6 + turns)  # six warm-ups, then two turns
     monkeypatch.setattr(speed, "timed", lambda argv, cwd, env: next(seconds))
     speed.main(["--repeats", "2", "--out", str(tmp_path / "speed.json")])
     records = json.loads((tmp_path / "speed.json").read_text())
+    names = ["import_torch", "import_lightning", "import_sklearn", "party_import", "vcl_default", "vcl_gal"]
     assert [(r["command"], r["repeat"], r["seconds"]) for r in records] == [
-        ("import_torch", 0, 2.0), ("import_lightning", 0, 3.0), ("vcl_default", 0, 3.0), ("vcl_gal", 0, 2.5),
-        ("import_torch", 1, 2.2), ("import_lightning", 1, 3.2), ("vcl_default", 1, 3.3), ("vcl_gal", 1, 2.6),
-    ]  # fmt: skip
+        (name, repeat, turns[6 * repeat + i]) for repeat in (0, 1) for i, name in enumerate(names)
+    ]
     assert "| vcl_default / import_lightning | 1.02× | ≤ 1.6× (met) |" in capsys.readouterr().out  # 3.15 / 3.1
     assert (tmp_path / "speed.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -393,7 +393,6 @@ def _wants(name: str) -> str:
 
 
 def _describe(hint) -> str:
-
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Literal:
         return "one of " + ", ".join(str(a) if a != "" else "'' (empty)" for a in args)

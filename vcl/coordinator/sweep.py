@@ -45,7 +45,6 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
 
 
 def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: float, details, extra: dict) -> dict:
-
     return {
         "benchmark": benchmark,
         "dataset": cfg.data.dataset,
@@ -80,7 +79,6 @@ class Interleaved:
     jobs: list[Job]
 
     def __call__(self) -> list[dict]:
-
         prepare_process()  # as the command line does
         runs, seconds = [], [0.0] * len(self.jobs)
         try:

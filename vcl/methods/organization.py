@@ -20,6 +20,7 @@ from torch import Tensor
 
 from vcl.engine.loop import seed_for
 from vcl.engine.losses import local_loss
+from vcl.errors import VCLInputError
 from vcl.family import Party
 from vcl.messages import (
     FittedValues,
@@ -33,6 +34,8 @@ from vcl.messages import (
 )
 from vcl.models import LearnerSettings, build_learner, learner_prototype
 from vcl.storage.logs import after_last_event_file
+
+MAX_OUTPUTS = 100_000  # outputs a row a fit may ask for (classes, or a regression's targets)
 
 if TYPE_CHECKING:
     from vcl.datamodules.tabular import FeatureView
@@ -151,7 +154,10 @@ class Organization(Party):
         raise TypeError(f"{self.name} does not answer a {message.kind}.")
 
     def begin_fit(self, message: PseudoResidual | Labels) -> FitJob:
-        """A fresh learner (its loss: the message's for labels, else its own) and its data for this round."""
+        """A fresh learner (its loss: the message's for labels, else its own) and its data for this round; a
+        message it cannot fit, or of a round before the last it fitted, refused (:func:`check_fit`)."""
+        last = self._models[-1][0] if self._models else None
+        check_fit(self.name, message, len(self._view.splits["train"]), last)
         targets = message.values.to(self._view.splits["train"].device)
         seed, loss = seed_for(self.seed, message.round, self.place), getattr(message, "loss", None)
         options = self._fit_options(message.round)
@@ -307,3 +313,22 @@ def _stacked(parts: list[Tensor]) -> Tensor:
         ):
             return first.as_strided((len(parts), *first.shape), (size, *first.stride()), offset)
     return torch.stack(parts)
+
+
+def check_fit(name: str, message: PseudoResidual | Labels, rows: int, last: int | None) -> None:
+    """Refuse, in one sentence (:class:`vcl.errors.VCLInputError`: a malformed message, the sender's fault), what an
+    organization cannot fit: values that are not an ``rows`` × K matrix of finite floats, or a round at or before
+    ``last``, the round it fitted last (a party acts only on the round it serves)."""
+    values, kind = message.values, message.kind
+    if not isinstance(values, Tensor) or not values.is_floating_point() or values.ndim != 2:
+        what = f"a {values.ndim}-dimensional {values.dtype}" if isinstance(values, Tensor) else type(values).__name__
+        raise VCLInputError(f"{name}: a {kind} must hold a matrix of floats, not {what}.")
+    if values.shape[0] != rows or not 1 <= values.shape[1] <= MAX_OUTPUTS:
+        raise VCLInputError(
+            f"{name}: a {kind} of {values.shape[0]} × {values.shape[1]} values for its {rows} training rows "
+            f"(and 1 to {MAX_OUTPUTS} outputs a row)."
+        )
+    if not torch.isfinite(values).all():
+        raise VCLInputError(f"{name}: a {kind} holds values that are not finite (NaN or infinite).")
+    if type(message.round) is not int or (last is not None and message.round <= last):
+        raise VCLInputError(f"{name}: a {kind} of round {message.round!r} after its fit of round {last}.")

@@ -343,10 +343,11 @@ class PartyServer(Guard):
         if name not in self._peers:
             # within the run's deadline, and before the coordinator's call to this party ends, so that the party
             # that stalled is the one named
-            deadline = 0.8 * (self.session.deadline if self.session else 600.0)
+            run = self.session.deadline if self.session else 600.0
             self._peers[name] = Link(
-                name, self.addresses[name], self.settings.tls, self.limit, deadline=deadline, chunk=self.chunk
-            )
+                name, self.addresses[name], self.settings.tls, self.limit, deadline=0.8 * run, chunk=self.chunk,
+                deadline_is=f"{0.8 * run:g} s, 0.8 × the run's transport.deadline={run:g} s",
+            )  # fmt: skip
         return self._peers[name]
 
 

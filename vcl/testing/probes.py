@@ -44,12 +44,10 @@ def config(fed, out: str, **extra):
 
 
 def set_up(fed, folder: Path) -> None:
-
     train(config(fed, str(folder / "set-up")), verbose=False, write=False)
 
 
 def link(fed, who: str = "alice", deadline: float = 10.0, name: str = "org1", tls: dict | None = None):
-
     return Link(name, f"127.0.0.1:{fed.ports['org1']}", tls or fed.tls(who), 2**30, deadline, retries=0)
 
 
@@ -82,7 +80,6 @@ def peak_mb(pid: int) -> float:
 
 # --- the probes ---
 def wrong_ca(fed, folder: Path) -> dict:
-
     other = folder / "other-ca"
     certs.make(other, ["alice"])
     tls = {k: str(other / f) for k, f in (("ca", "ca.pem"), ("cert", "alice.pem"), ("key", "alice.key"))}

@@ -51,7 +51,9 @@ IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLo
 class Link:
     """One mutually authenticated gRPC channel to the party ``name`` at ``address``; ``tls``: own ``ca``, ``cert``
     and ``key`` PEM files. The server's certificate must name ``name`` (TLS host name check against it). Frames
-    go and come back as streams of pieces of at most ``chunk`` bytes, ``limit`` bytes in all."""
+    go and come back as streams of pieces of at most ``chunk`` bytes, ``limit`` bytes in all; a call waits
+    ``deadline`` seconds, which ``deadline_is`` says in words (the setting it comes from) when a party does not
+    answer in time."""
 
     def __init__(
         self,
@@ -62,11 +64,13 @@ class Link:
         deadline: float,
         retries: int = 3,
         chunk: int = int(CHUNK_MB * 2**20),
+        deadline_is: str | None = None,
     ):
         import grpc
 
         self.name, self.address, self.limit, self.chunk = name, address, limit, chunk
         self.deadline, self.retries = deadline, retries
+        self.deadline_is = deadline_is or f"transport.deadline={deadline:g} s"
         ca, cert, key = (Path(tls[k]).read_bytes() for k in ("ca", "cert", "key"))
         creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
         options = [
@@ -142,7 +146,7 @@ class Link:
         if code == grpc.StatusCode.FAILED_PRECONDITION:
             return PartyLost(self.name, during, "it restarted and holds no run; --resume sets it up again")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return PartyLost(self.name, during, f"it did not answer within transport.deadline={self.deadline:g} s")
+            return PartyLost(self.name, during, f"it did not answer within {self.deadline_is}")
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
             return PartyLost(self.name, during, f"nothing answers at {self.address}")
         return PartyLost(self.name, during, f"its {op} failed ({code.name}: {details[:160]})")
@@ -235,7 +239,6 @@ class GrpcTransport(Transport):
         return psi_answers(config, names, drop, offer, new)
 
     def __init__(self, config, method: str, names: list[str], data, channel=None):
-
         super().__init__(names, channel, skip_missing=config.run.missing_parties == "skip")
         self.config = config
         self._links = links(config, names)

@@ -86,7 +86,6 @@ class PartyHost(PartyRuntime):
     broadcast payloads fetched from the object store, and party-to-party messages sent actor to actor."""
 
     def __init__(self, threads: int):
-
         super().__init__()
         torch.set_num_threads(max(1, threads))
         prepare_process()
@@ -227,7 +226,6 @@ class RayTransport(Transport):
 
     @classmethod
     def open(cls, config: RunConfig, method: str, data, parties: Parties) -> RayTransport:
-
         count, t = len(parties.names), config.transport
         resources = {
             what: per_organization(getattr(t, f"party_{what}"), count, f"transport.party_{what}", who="parties")

@@ -61,7 +61,6 @@ class Deployed:
     def __init__(
         self, run_dir, new_files: list[str], missing_parties: str | None = None, allow_classes: tuple[str, ...] = ()
     ):
-
         run_dir = Path(run_dir)
         self.results, config = finished_run(run_dir)
         outside = sorted(set(named_classes(self.results["config"])) - set(allow_classes))

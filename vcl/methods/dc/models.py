@@ -13,7 +13,6 @@ from vcl.models.sklearn import make_estimator
 
 # --- the scikit-learn pieces, by config name ---------------------------------------------------------
 def _estimator(name: str, key: str):
-
     return make_estimator(name, key)
 
 
