@@ -16,27 +16,11 @@ import socket
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from vcl import messages as requests  # the runtime's own requests: requests.Save, requests.Where, ...
 from vcl.config import RunConfig
 from vcl.engine.concurrent import fit_jobs
 from vcl.family import Party, family_of
-from vcl.messages import (
-    Ack,
-    Labels,
-    Load,
-    LoadState,
-    Message,
-    MessageRecord,
-    OpenLogs,
-    PartyState,
-    Placed,
-    Prune,
-    PseudoResidual,
-    RuntimeRequest,
-    Save,
-    StateRequest,
-    Where,
-    record_of,
-)
+from vcl.messages import Ack, Labels, Message, MessageRecord, PseudoResidual, RuntimeRequest, record_of
 from vcl.storage.checkpoints import load_party, party_file, prune_party, save_party
 
 FIT_REQUESTS = (PseudoResidual, Labels)  # what a party that fits in halves fits (Party.begin_fit)
@@ -118,27 +102,27 @@ class PartyRuntime:
         """The runtime's own answer to a :class:`vcl.messages.RuntimeRequest` (the party's files, its state, where
         it runs): an :class:`Ack`, a :class:`Placed` or a :class:`PartyState`."""
         back = dict(sender=self.name, receiver=request.sender, round=request.round)
-        if isinstance(request, Where):
-            return Placed(**back, place=self.where())
-        if isinstance(request, StateRequest):
-            return PartyState(**back, state=self.party.state_dict())
-        if isinstance(request, LoadState):
+        if isinstance(request, requests.Where):
+            return requests.Placed(**back, place=self.where())
+        if isinstance(request, requests.StateRequest):
+            return requests.PartyState(**back, state=self.party.state_dict())
+        if isinstance(request, requests.LoadState):
             self.party.load_state_dict(request.state)
             return Ack(**back)
         if not request.root and self.root is None:
             raise TypeError(f"a {request.kind} names no folder")
         folder = Path(self.root or request.root)
-        if isinstance(request, OpenLogs):  # the party learns its own folder root/<name>/, for the logs it keeps there
+        if isinstance(request, requests.OpenLogs):  # the party learns its own folder root/<name>/, for its logs
             self.party.open_logs(party_file(folder, self.name, 0).parent)
             return Ack(**back)
         if type(request.round) is not int:  # a request from the network: its round is the checkpoints' to check
             raise TypeError("the round is not a whole number")
-        if isinstance(request, Save):  # its checkpoint of the round, then that round's line in its own log
+        if isinstance(request, requests.Save):  # its checkpoint of the round, then that round's line in its own log
             save_party(self.party, self.name, folder, request.round, str(request.run))
             self.party.log_round(folder / self.name, request.round)
-        elif isinstance(request, Load):
+        elif isinstance(request, requests.Load):
             load_party(self.party, self.name, folder, request.round, str(request.run))
-        elif isinstance(request, Prune):
+        elif isinstance(request, requests.Prune):
             prune_party(self.name, folder, request.round)
         else:
             raise PermissionError(f"{self.name} does no {request.kind}")
