@@ -1,9 +1,9 @@
 """How the coordinator reaches the parties: the transport contract.
 
 A :class:`Transport` delivers a message to the party it names and brings back the party's reply. Nothing else
-crosses: the coordinator never calls a party's methods or reads its attributes. Every message and every reply goes
-through the run's ledger (:class:`vcl.messages.Channel`) the same way whatever carries it, so a run's byte counts do
-not depend on the transport. What a party does with what arrives is the one party runtime's
+crosses: the coordinator never calls a party's methods or reads its attributes. Every message of the protocol and
+every reply goes through the run's ledger (:class:`vcl.messages.Channel`) the same way whatever carries it, so a
+run's byte counts do not depend on the transport. What a party does with what arrives is the one party runtime's
 (:class:`vcl.party.runtime.PartyRuntime`), wherever the party runs; a transport only carries.
 
 The contract, what a transport implements (docs/extending.md, "Write a transport"; the suite every transport passes,
