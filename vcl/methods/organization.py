@@ -317,8 +317,9 @@ def _stacked(parts: list[Tensor]) -> Tensor:
 
 def check_fit(name: str, message: PseudoResidual | Labels, rows: int, last: int | None) -> None:
     """Refuse, in one sentence (:class:`vcl.errors.VCLInputError`: a malformed message, the sender's fault), what an
-    organization cannot fit: values that are not an ``rows`` × K matrix of finite floats, or a round at or before
-    ``last``, the round it fitted last (a party acts only on the round it serves)."""
+    organization cannot fit: values that are not an ``rows`` × K matrix of floats, or a round at or before ``last``,
+    the round it fitted last (a party acts only on the round it serves). Values that are not finite are fitted: a
+    diverging run sends them, and goes on to write its rounds (``tests/test_hostile.py``)."""
     values, kind = message.values, message.kind
     if not isinstance(values, Tensor) or not values.is_floating_point() or values.ndim != 2:
         what = f"a {values.ndim}-dimensional {values.dtype}" if isinstance(values, Tensor) else type(values).__name__
@@ -328,7 +329,5 @@ def check_fit(name: str, message: PseudoResidual | Labels, rows: int, last: int 
             f"{name}: a {kind} of {values.shape[0]} × {values.shape[1]} values for its {rows} training rows "
             f"(and 1 to {MAX_OUTPUTS} outputs a row)."
         )
-    if not torch.isfinite(values).all():
-        raise VCLInputError(f"{name}: a {kind} holds values that are not finite (NaN or infinite).")
     if type(message.round) is not int or (last is not None and message.round <= last):
         raise VCLInputError(f"{name}: a {kind} of round {message.round!r} after its fit of round {last}.")
