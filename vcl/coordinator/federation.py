@@ -6,6 +6,7 @@ receiver reads of it (:class:`vcl.methods.gal.coordinator.GALFederation`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -62,6 +63,7 @@ class Federation:
         self.party_roots = dict(party_roots or {})
         self.root: Path | None = None  # the run's folder of the parties' own files (keep_files); None: in Alice's state
         self.absent: list[int] = []  # the participants of the last fit that did not answer (run.missing_parties)
+        self.fit_seconds: dict[int, float] = {}  # each participant of the last fit: its own seconds (FittedValues)
 
     @classmethod
     def of_run(cls, config: RunConfig, method: str, transport: Transport, **kwargs) -> Federation:
@@ -179,6 +181,7 @@ class Federation:
             requests.append((name, fit or PseudoResidual(self.alice, name, round_, v)))
         replies = self.request_all(requests)
         self.absent = [m for m, reply in zip(values, replies, strict=True) if reply is None]
+        self.fit_seconds = {m: fit_seconds(r) for m, r in zip(values, replies, strict=True) if r is not None}
         present = [r for r in replies if r is not None]
         return stack_replies(present, device) if present else {}
 
@@ -210,3 +213,10 @@ class Federation:
         if "organizations" in state:
             states = dict(zip(self.names, state["organizations"], strict=True))
             self.transport.deliver([(n, LoadState(self.alice, n, 0, state=s)) for n, s in states.items()])
+
+
+def fit_seconds(reply) -> float:
+    """The seconds a fit's reply says its organization spent (NaN for anything but a finite number ≥ 0)."""
+    seconds = getattr(reply, "seconds", None)
+    ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds)
+    return float(seconds) if ok and seconds >= 0 else float("nan")

@@ -10,8 +10,9 @@ local transport may run several organizations' jobs at once (:mod:`vcl.transport
 
 from __future__ import annotations
 
+import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,7 @@ class FitJob:
     outputs: dict[str, Tensor] | None = None
     train_loss: float | None = None
     fit_options: dict | None = None  # engine trainer: the Trainer's log folder and callbacks for this fit
+    started: float = field(default_factory=time.perf_counter)  # when the message was taken up (its reply's seconds)
 
     @property
     def features(self) -> Tensor:
@@ -183,7 +185,8 @@ class Organization(Party):
             job.train_loss = float(local_loss(as_float(job.outputs["train"]), job.targets.float(), loss))
         self.train_losses[job.message.round] = job.train_loss
         values = {split: self._output(out, job.seed, split) for split, out in job.outputs.items()}
-        return FittedValues(self.name, job.message.sender, job.message.round, values)
+        seconds = time.perf_counter() - job.started
+        return FittedValues(self.name, job.message.sender, job.message.round, values, seconds=seconds)
 
     def open_logs(self, folder: Path) -> None:
         """Where this organization's own logs go (``folder/tensorboard``): under ``run.engine: trainer`` each fit's

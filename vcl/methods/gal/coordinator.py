@@ -4,6 +4,7 @@ and Alice's federation with the privacy of her broadcast and the scores of what 
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass
 
 import torch
@@ -119,10 +120,15 @@ class GradientAssistedLearning(Protocol):
         weights = [0.0] * len(everyone)
         coefficients = [0.0] * len(everyone)
         etas = []
+        fit_seconds, waited, start = [0.0] * len(everyone), 0.0, time.perf_counter()
         for group in steps:
             residual = self.task.pseudo_residual(self.F["train"], self.labels["train"])
             truth = self.labels["train"] if self.task.kind == "classification" else None
+            asked = time.perf_counter()
             outputs = self.federation.gather_fits(t, residual, group, truth=truth)
+            waited += time.perf_counter() - asked
+            for m, seconds in self.federation.fit_seconds.items():
+                fit_seconds[m] += seconds
             group = [m for m in group if m not in self.federation.absent]  # run.missing_parties: skip
             if not group:
                 continue
@@ -139,7 +145,9 @@ class GradientAssistedLearning(Protocol):
         leak = self.federation.leaks.get(t, {})  # what a receiver reads of the labels, recovers of the residual
         eta = etas[-1] if len(etas) == 1 else etas
         missing = {"missing": self.federation.missing()} if self.federation.missing() else {}
-        return self.record(eta=eta, weights=weights, coefficients=coefficients, **leak, **missing)
+        cost = {"fit_seconds": fit_seconds, "alice_seconds": time.perf_counter() - start - waited,
+                "exchanges": len(steps)}  # fmt: skip
+        return self.record(eta=eta, weights=weights, coefficients=coefficients, **cost, **leak, **missing)
 
 
 NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret, round, NOISE)
