@@ -27,13 +27,25 @@ is replaced by as many rows drawn from it with replacement (``data.bootstrap``),
 only. The paper gives figures, not tables, so the claims table sets its qualitative statements beside our numbers. A run
 that stops (α ≤ 0) keeps its last model: its curve is extended flat to the last round.
 Saves ``<out>.fig3.png``, ``.fig4.png`` and ``.fig6.png`` (mean test accuracy per round).
+
+- Fig. 1 (``--figures fig1`` only; not in the default list): the toy ``ascii_blobs9`` (9 classes on a 3 × 3 grid of
+  two features, one feature per agent, depth-2 trees, 2,000 test rows), Single (Alice alone) and ASCII. Each run is
+  kept in a run directory and scored again through ``train.py predict``'s path (:class:`vcl.use.predict.Deployed`);
+  its record keeps every test point's two features and label and each panel's predicted labels (Single at the last
+  round, ASCII at round 1 and at the last round), so :func:`draw_fig1` draws the figure (``<out>.fig1.png``) from
+  the record alone.
+
+    python benchmarks/ascii.py --figures fig1 --seeds 0 --out runs/bench/ascii_fig1.json
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+import tempfile
+import time
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 from common import parse_args, run_all, summarize, write_records
@@ -48,6 +60,9 @@ FIG6 = ("ascii", "ascii_random", "ascii_simple", "ensemble_adaboost")
 ALPHA_RULES = ("exact", "paper")
 FAR = 0.05  # what "far above" is taken to mean in the claims table (the paper gives no number)
 JOINT = ("ascii", "ascii_random")  # the methods whose α depends on ascii_alpha
+FIG1 = ("single", "ascii")  # Alice alone and ASCII on the toy
+FIG1_DATA = {"data.dataset": "ascii_blobs9", "data.organizations": 2, "data.synthetic_test": 2000}
+FIG1_POINTS = 2000  # at most this many test points kept per record (a seeded subsample beyond)
 WINE = "scikit-learn's wine: 178 rows, 3 classes; not the paper's Red Wine Quality, 1,600 rows, 6 classes"
 
 
@@ -139,7 +154,7 @@ def transmission(records: list[dict]) -> list[dict]:
     return rows
 
 
-def plot(curves: dict, figure: str, path: Path, title: str) -> None:
+def plot(curves: dict, figure: str, path: Path, title: str, dpi: int = 110) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -162,7 +177,7 @@ def plot(curves: dict, figure: str, path: Path, title: str) -> None:
         ax.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     print(f"saved {path}")
 
@@ -228,13 +243,156 @@ def report(records: list[dict]) -> str:
     """The tables and the paper's claims checked, from this benchmark's records."""
     rounds = max(len(r["curve"]) for r in records) - 1
     table = summarize(records, {}, keys=("figure", "dataset", "organizations", "variant", "model"))
-    return f"{table}\n\nwine: {WINE}.\n\n{claims(mean_curves(records, rounds), transmission(records), rounds)}"
+    text = f"{table}\n\nwine: {WINE}.\n\n{claims(mean_curves(records, rounds), transmission(records), rounds)}"
+    toy = fig1_lines(records)
+    return f"{text}\n\n{toy}" if toy else text
+
+
+def fig1_run(method: str, seed: int, rounds: int, panel_rounds=(1,)) -> dict:
+    """Fig. 1: one run of ``method`` on the toy, kept in a temporary run directory and scored again through
+    ``train.py predict``'s path (:class:`vcl.use.predict.Deployed`, the test split of a built-in data set); for
+    ASCII also a run stopped at each of ``panel_rounds`` (the same first rounds: the runs are seeded), as the
+    prediction stage scores a run at its last round. The record is the other runs' record plus ``points`` (every
+    test point's two features in the data's own units, and its label; a seeded subsample of ``FIG1_POINTS``
+    where there are more) and ``panels`` (per panel: round, test accuracy on all test rows, predicted labels)."""
+    from vcl.coordinator.runner import train
+    from vcl.coordinator.sweep import seconds_per_round
+
+    values = {**FIG1_DATA, "method": method, "learner.model": ["tree"], "learner.max_depth": TREE_DEPTH}
+    values |= {"run.seed": seed, "data.split_seed": seed, "compare": [], "run.device": "cpu"}
+    alpha = "exact" if method in JOINT else None
+    values |= {"ascii.alpha": alpha} if alpha else {}
+    ends = [t for t in panel_rounds if t < rounds] if method == "ascii" else []
+    panels, points, res, seconds = [], None, None, 0.0
+    with tempfile.TemporaryDirectory(prefix="ascii_fig1_") as tmp:
+        for t in [*ends, rounds]:
+            cfg = RunConfig.from_dict({**values, "run.rounds": t, "out": f"{tmp}/rounds{t}"})
+            start = time.perf_counter()
+            res = train(cfg, verbose=False)
+            seconds = time.perf_counter() - start  # the last (full) run's
+            scored = predicted_points(cfg.run_dir)
+            curve = [r["metrics"]["test"] for r in res["rounds"]]
+            if abs(scored["accuracy"] - curve[scored["round"]]) > 1e-6:  # the kept models give the run's figure
+                raise RuntimeError(f"{method} round {scored['round']}: {scored['accuracy']} scored, {curve} run")
+            points = points or scored["points"]
+            panels.append({k: scored[k] for k in ("round", "accuracy", "prediction")})
+    return {
+        "benchmark": "ascii",
+        "dataset": FIG1_DATA["data.dataset"],
+        "method": method,
+        "model": "tree",
+        "organizations": FIG1_DATA["data.organizations"],
+        "seed": seed,
+        "metric": res["metric"],
+        "value": res["value"],
+        "best_value": res["best_value"],
+        "figure": "fig1",
+        "alpha": alpha,
+        "variant": label(method, alpha),
+        "seconds": seconds,
+        "seconds_per_round": seconds_per_round(res),
+        "round_seconds": res["round_seconds"],
+        "bytes_sent": res["bytes_sent"],
+        **details(res),
+        "points": points,
+        "panels": panels,
+    }
+
+
+def predicted_points(run_dir: Path, limit: int = FIG1_POINTS) -> dict:
+    """A finished run's predicted class of every test row (``train.py predict``'s scoring), with the rows' features
+    (each agent's columns, un-z-scored) and labels, floats to 4 decimals: ``{"round", "accuracy", "points",
+    "prediction"}``; ``points`` holds ``features`` (the columns' names, Alice's first), one list per column, and
+    ``label``. ``accuracy`` is over all test rows; the lists hold ``limit`` rows at most (a seeded subsample)."""
+    import numpy as np
+
+    from vcl.use.predict import Deployed
+
+    deployed = Deployed(run_dir, [])
+    try:
+        predicted = deployed.score()["F"].argmax(1).numpy()
+    finally:
+        deployed.close()
+    labels = deployed.data.labels[deployed.split].numpy()
+    keep = np.arange(len(labels))
+    if len(keep) > limit:
+        keep = np.sort(np.random.RandomState(0).choice(len(keep), limit, replace=False))
+    points = {"features": [], "label": labels[keep].tolist()}
+    for view in deployed.data.views:
+        prep = view.preparation
+        raw = view.splits[deployed.split].numpy().astype(np.float64) * prep.std + prep.mean
+        for j, column in enumerate(view.columns):
+            points["features"].append(column)
+            points[column] = np.round(raw[keep, j], 4).tolist()
+    return {
+        "round": deployed.round,
+        "accuracy": float((predicted == labels).mean()),
+        "points": points,
+        "prediction": predicted[keep].tolist(),
+    }
+
+
+def fig1_panels(records: list[dict]) -> tuple[dict, list[tuple[str, dict]]]:
+    """The points and the (title, panel) pairs of Fig. 1 from the records of the first seed: Alice alone (Single),
+    then ASCII at each kept round."""
+    toy = [r for r in records if r.get("figure") == "fig1"]
+    if not toy:
+        return {}, []
+    seed = min(r["seed"] for r in toy)
+    toy = sorted((r for r in toy if r["seed"] == seed), key=lambda r: r["method"] != "single")
+    out = []
+    for r in toy:
+        name = "A alone (Single)" if r["method"] == "single" else f"ASCII ({r['variant']})"
+        out.extend((f"{name}, round {p['round']}", p) for p in r["panels"])
+    return toy[0]["points"], out
+
+
+def fig1_lines(records: list[dict]) -> str:
+    """Fig. 1's panels in a sentence: each panel's test accuracy."""
+    _, panels = fig1_panels(records)
+    if not panels:
+        return ""
+    shown = "; ".join(f"{title}: {100 * p['accuracy']:.1f} %" for title, p in panels)
+    return f"Fig. 1 (ascii_blobs9, one feature per agent, depth-2 trees; test accuracy): {shown}."
+
+
+def draw_fig1(records: list[dict], path: Path, dpi: int = 110) -> None:
+    """ASCII's Fig. 1 from ``fig1`` records: the test points in the plane of the two features (Alice's on the x
+    axis), blue where the panel's prediction is right, red where it is wrong; one panel for Alice alone and one per
+    kept round of ASCII, titled with the test accuracy. Saves a PNG to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points, panels = fig1_panels(records)
+    if not panels:
+        return
+    xs, ys = points["features"][:2]
+    label_of = points["label"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.7), squeeze=False)
+    for ax, (title, panel) in zip(axes[0], panels, strict=True):
+        right = [p == y for p, y in zip(panel["prediction"], label_of, strict=True)]
+        for ok, colour, name in ((True, "tab:blue", "correct"), (False, "tab:red", "incorrect")):
+            chosen = [i for i, r in enumerate(right) if r == ok]
+            ax.scatter([points[xs][i] for i in chosen], [points[ys][i] for i in chosen], s=4, c=colour,
+                       label=name, linewidths=0)  # fmt: skip
+        ax.set_title(f"{title}\ntest accuracy {100 * panel['accuracy']:.1f} %", fontsize=9)
+        ax.set_xlabel(f"{xs} (agent A's feature)")
+        ax.set_ylabel(f"{ys} (agent B's feature)")
+    axes[0][0].legend(fontsize=7, loc="upper left", markerscale=2, framealpha=0.9)
+    fig.suptitle("ASCII on 9 blobs, one feature per agent, decision trees (cf. Fig. 1)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    print(f"saved {path}")
 
 
 def options(p) -> None:
     p.add_argument("--bootstrap", action="store_true", help="real data: train on a draw with replacement of the 70%% "
                    "(data.bootstrap), the paper's 'resampled with replacement'")  # fmt: skip
-    p.add_argument("--figures", nargs="+", default=["fig3", "fig4", "fig6"], help="which figures to run")
+    p.add_argument("--figures", nargs="+", default=["fig3", "fig4", "fig6"],
+                   help="which figures to run (fig1, the toy, only when named)")  # fmt: skip
 
 
 def main() -> None:
@@ -265,6 +423,8 @@ def main() -> None:
                 tags = {"figure": figure, "alpha": alpha, "variant": label(method, alpha), **raw}
                 tags |= {"bootstrap": True} if values.get("data.bootstrap") else {}
                 jobs.append(Job("ascii", cfg, method, learner, details, tags))
+    if "fig1" in args.figures:
+        jobs.extend(partial(fig1_run, method, seed, rounds) for method in FIG1 for seed in seeds)
     records = run_all(jobs, args)
     write_records(records, args.out)
     print(report(records))
@@ -274,6 +434,7 @@ def main() -> None:
     plot(curves, "fig3", base.with_suffix(".fig3.png"), "ASCII vs Single and Oracle (cf. Fig. 3)")
     plot(curves, "fig4", base.with_suffix(".fig4.png"), "Transmission-cost settings (cf. Fig. 4)")
     plot(curves, "fig6", base.with_suffix(".fig6.png"), "ASCII and its variants (cf. Fig. 6)")
+    draw_fig1(records, base.with_suffix(".fig1.png"))
 
 
 if __name__ == "__main__":

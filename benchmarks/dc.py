@@ -4,13 +4,15 @@
     python benchmarks/dc.py --quick --out runs/bench/dc_quick.json   # ~1 min: 5 trials, a small sweep
     python benchmarks/dc.py --out runs/bench/dc.json                 # ~5 min: 20 trials, a 6×7 sweep
     python benchmarks/dc.py --cv --out runs/bench/dc_cv.json         # Tables 6–7's five-fold cross-validation
+    python benchmarks/dc.py --figures-data --out runs/bench/dc_figures.json   # Figures 1–2's records only
 
 Table 1: the 20-dimensional two-class problem (n_train = n_test = 1000, p = 100 public rows), c = d = 2
 with odd/even features, 5-dimensional PCA per party, r = 1000 anchors, ridge then a decision tree with at
 most 5 splits, SMOTE (k, α) = (25, 1.5), TSVD rank 3 (δ = 0.1); every trial draws new data, a new row
 split and new anchors. Printed as mean ± standard error over trials beside the paper's figures.
 Figure 3: DC(SMOTE) test accuracy over a (k, α) grid on breast_cancer and wine (the paper's credit and
-income data are not available here), saved as heat maps; Figure 2: the anchors' features 1–2.
+income data are not available here), saved as heat maps; Figures 1–2 (trial 0's data sets and anchors, features
+1–3) drawn beside them by ``draw_fig1`` and ``draw_fig2`` from the records that ``--figures-data`` keeps.
 ``--cv``: Tables 6–7's protocol (five-fold cross-validation, c = 2, d = 3, r = 2500, ridge then a 5-split tree,
 TSVD rank 20, SMOTE (50, 1.5)) on digits, breast_cancer and wine (the paper's ten data sets are not available).
 """
@@ -253,7 +255,7 @@ def sweep_markdown(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_sweep(records: list[dict], path: Path) -> None:
+def plot_sweep(records: list[dict], path: Path, dpi: int = 120) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -280,42 +282,142 @@ def plot_sweep(records: list[dict], path: Path) -> None:
         ax.set_title(f"DC(SMOTE) accuracy: {ds}")
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     print(f"saved {path}")
 
 
-def plot_anchors(path: Path) -> None:
-    """Figure 2: features 1 and 2 of the training rows and of each construction's anchors (trial 0)."""
+FIGURE_SETS = ["train", "test", "public"]  # Figure 1's panels (a)-(c)
+FIGURE_ANCHORS = ["dc_rand", "dc_tsvd", "dc_smote", "dc_raw"]  # Figure 2's (a)-(c), and the raw rows (not the paper's)
+FIGURE_TITLES = {
+    "train": "(a) Training dataset",
+    "test": "(b) Test dataset",
+    "public": "(c) Public dataset",
+    "dc_rand": "(a) Random anchors",
+    "dc_tsvd": "(b) TSVD-based anchors",
+    "dc_smote": "(c) SMOTE-based anchors",
+    "dc_raw": "(d) raw anchors (training rows; not in the paper)",
+}
+FIGURE_MAX_ROWS = 2000  # a set with more rows is kept as a random subset of this many
+
+
+def _figure_record(kind: str, x, y=None, dataset: str = "dc_artificial", trial: int = 0, **extra) -> dict:
+    """One ``dc_figures`` record: features 1-3 of the rows (4 decimals; a random subset of ``FIGURE_MAX_ROWS`` rows
+    when there are more) and, for the data sets, their labels."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)[:, :3]
+    keep = np.arange(len(x))
+    if len(x) > FIGURE_MAX_ROWS:
+        keep = np.sort(np.random.default_rng(trial).choice(len(x), FIGURE_MAX_ROWS, replace=False))
+    record = {"benchmark": "dc_figures", "dataset": dataset, "seed": trial, "set": kind, **extra}
+    record |= {"features": [1, 2, 3], "rows": len(x), "x": np.round(x[keep], 4).tolist()}
+    if y is not None:
+        record["y"] = [int(v) for v in np.asarray(y)[keep]]
+    return record
+
+
+def figure_records(trial: int = 0, methods=FIGURE_ANCHORS, **overrides) -> list[dict]:
+    """Figures 1-2's records for Table 1's setting (trial ``trial``): ``set`` train, test and public (features 1-3
+    and the label; the public rows' labels are the experimenter's, no party holds them) and one ``anchor`` record
+    per construction in ``methods``: features 1-3 of the X^anc that the run's first worker built (every worker
+    builds the same), after one round of that method on the same data. ``overrides``: config values (tests)."""
+    import numpy as np
+    from vcl.datamodules.sources import load_table
+
+    from vcl.coordinator.assembly import build_protocol, datamodule_for
+
+    values = {**TABLE1_CONFIG, "run.seed": trial, "data.split_seed": trial, **overrides}
+    cfg = RunConfig.from_dict({**values, "method": "dc_smote"})
+    dm = datamodule_for(cfg)
+    dm.setup()
+    table = load_table(cfg.data.dataset, seed=trial)
+    rows = dm.row_splits(table)  # the rows the run splits as it does (seeded), with the labels of every set
+    rows["train"] = np.concatenate([rows[f"group{i}"] for i in range(dm.row_groups)])
+    if not np.allclose(table.X[rows["public"]], dm.data.public.numpy(), atol=1e-5):  # standardized: not raw units
+        raise ValueError("figure_records draws the raw features; run it with dc.standardize false (Table 1's)")
+    ds = cfg.data.dataset
+    records = [_figure_record(s, table.X[rows[s]], table.y[rows[s]], ds, trial) for s in FIGURE_SETS]
+    for method in methods:
+        cfg = RunConfig.from_dict({**values, "method": method})
+        protocol = build_protocol(cfg, dm.data)
+        try:
+            protocol.run_round()
+            anchor = protocol.federation.transport.party(protocol.flat[0]).anchor  # what the first worker built
+        finally:
+            protocol.federation.close()
+        records.append(_figure_record("anchor", anchor, dataset=ds, trial=trial, method=method))
+    return records
+
+
+def _scatter_panels(records: list[dict], keys: list[str], key: str, title: str, path: Path, dpi: int) -> None:
+    """One column per record (in ``keys`` order): features 1-3 in 3-D above, features 1 and 2 below, each row
+    coloured by its class when the record has labels; the same limits in every panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    from vcl.coordinator.assembly import build_protocol, datamodule_for
-
-    methods = ["dc_raw", "dc_rand", "dc_tsvd", "dc_smote"]
-    fig, axes = plt.subplots(1, len(methods), figsize=(4 * len(methods), 4), sharex=True, sharey=True)
-    for ax, method in zip(axes, methods, strict=True):
-        cfg = RunConfig.from_dict({**TABLE1_CONFIG, "method": method})
-        dm = datamodule_for(cfg)
-        dm.setup()
-        protocol = build_protocol(cfg, dm.data)
-        protocol.run_round()
-        anchor = protocol.federation.transport.party(protocol.flat[0]).anchor  # what the first worker built
-        ax.scatter(anchor[:, 0], anchor[:, 1], s=3, alpha=0.5)
-        ax.set_title(f"{method} anchors (r={anchor.shape[0]})")
-        ax.set_xlabel("feature 1")
-    axes[0].set_ylabel("feature 2")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    by = {r[key]: r for r in records if r.get("benchmark") == "dc_figures" and r.get(key) in keys}
+    shown = [k for k in keys if k in by]
+    if not shown:
+        raise ValueError(f"no dc_figures records with {key} in {keys}")
+    xs = np.vstack([np.asarray(by[k]["x"], dtype=float) for k in shown])
+    pad = 0.05 * (xs.max(0) - xs.min(0))
+    lims = list(zip(xs.min(0) - pad, xs.max(0) + pad, strict=True))
+    fig = plt.figure(figsize=(3.6 * len(shown), 7.0))
+    colours = np.array(["tab:blue", "tab:red"])
+    for col, k in enumerate(shown):
+        x, y = np.asarray(by[k]["x"], dtype=float), by[k].get("y")
+        c = colours[np.asarray(y) % 2] if y is not None else "tab:green"
+        ax3 = fig.add_subplot(2, len(shown), col + 1, projection="3d")
+        ax3.scatter(x[:, 0], x[:, 1], x[:, 2], c=c, s=2, alpha=0.6, depthshade=False)
+        ax3.set(xlim=lims[0], ylim=lims[1], zlim=lims[2], xlabel="feature 1", ylabel="feature 2", zlabel="feature 3")
+        ax3.set_title(f"{FIGURE_TITLES.get(k, k)}\n({len(x)} rows)", fontsize=9)
+        ax3.tick_params(labelsize=7)
+        ax2 = fig.add_subplot(2, len(shown), len(shown) + col + 1)
+        ax2.scatter(x[:, 0], x[:, 1], c=c, s=2, alpha=0.5)
+        ax2.set(xlim=lims[0], ylim=lims[1], xlabel="feature 1", ylabel="feature 2")
+        ax2.set_aspect("equal")
+        ax2.tick_params(labelsize=7)
+    if any(by[k].get("y") is not None for k in shown):
+        handles = [plt.Line2D([], [], ls="", marker="o", color=colours[v], label=f"class {v}") for v in (0, 1)]
+        fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     print(f"saved {path}")
+
+
+def draw_fig1(records: list[dict], path: Path, dpi: int = 110) -> None:
+    """Figure 1: features 1-3 of the training, test and public rows of the artificial problem, by class (from the
+    ``dc_figures`` records of ``--figures-data``)."""
+    data = [r for r in records if r.get("set") in FIGURE_SETS]
+    n = {r["set"]: r["rows"] for r in data}
+    sizes = ", ".join(f"{s} {n[s]}" for s in FIGURE_SETS if s in n)
+    title = f"Figure 1: training, test and public datasets for the artificial problem ({sizes} rows)"
+    _scatter_panels(data, FIGURE_SETS, "set", title, path, dpi)
+
+
+def draw_fig2(records: list[dict], path: Path, dpi: int = 110) -> None:
+    """Figure 2: features 1-3 of each construction's anchor data for the artificial problem (the ``anchor`` records
+    of ``--figures-data``)."""
+    anchors = [r for r in records if r.get("set") == "anchor"]
+    _scatter_panels(anchors, FIGURE_ANCHORS, "method", "Figure 2: constructed anchor data for the artificial problem",
+                    path, dpi)  # fmt: skip
 
 
 def report(records: list[dict]) -> str:
     """The tables this benchmark prints, from its records."""
     table = table1_markdown(records) + "\n\n" if any(r["benchmark"] == "dc_table1" for r in records) else ""
+    shown = [r for r in records if r["benchmark"] == "dc_figures"]
+    if shown:  # Figures 1-2's points: what each set holds (the pictures: benchmarks/figures.py)
+        table += "| set | construction | rows | features kept |\n|---|---|---|---|\n" + "".join(
+            f"| {r['set']} | {r.get('method', '–')} | {r['rows']} | {r['features']} |\n" for r in shown
+        )
     return table + sweep_markdown(records) + cv_markdown(records)
 
 
@@ -328,12 +430,17 @@ def options(p) -> None:
     )
     p.add_argument("--sweep-only", action="store_true", help="the Figure 3 sweep without Table 1")
     p.add_argument("--table1-only", action="store_true", help="Table 1 without the Figure 3 sweep")
+    p.add_argument("--figures-data", action="store_true", help="only Figures 1-2's records (trial 0 of Table 1's "
+                   "setting: features 1-3 of the data sets and of each construction's anchors)")  # fmt: skip
     p.add_argument("--cv", action="store_true", help="only Tables 6-7's five-fold cross-validation, on digits, "
                    "breast_cancer and wine")  # fmt: skip
 
 
 def main() -> None:
     args = parse_args(__doc__, options)
+    if args.figures_data:
+        write_records(figure_records(0), args.out)
+        return
     if args.cv:
         records = cross_validation(["breast_cancer", "wine"] if args.quick else list(CV_DATA), args)
         write_records(records, args.out)
@@ -353,7 +460,9 @@ def main() -> None:
     stem = Path(args.out).with_suffix("") if args.out else Path("runs/bench/dc")
     stem.parent.mkdir(parents=True, exist_ok=True)
     plot_sweep(records, stem.with_name(stem.name + ".figure3.png"))
-    plot_anchors(stem.with_name(stem.name + ".figure2.png"))
+    figures = figure_records(0)  # drawn, not kept: --figures-data keeps them
+    draw_fig1(figures, stem.with_name(stem.name + ".figure1.png"))
+    draw_fig2(figures, stem.with_name(stem.name + ".figure2.png"))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ seconds per dual epoch with and without Paillier.
     python benchmarks/mpdl.py --bank --data-root data --seeds 0 1 2 --out runs/bench/mpdl_t3.json
     python benchmarks/mpdl.py --m-sweep --seeds 0 1 2 3 4 --out runs/bench/mpdl_fig7.json
     python benchmarks/mpdl.py --images --image-dataset cifar10 --data-root data --seeds 0 --out runs/bench/mpdl_t2.json
+    python benchmarks/mpdl.py --fig8 --out runs/bench/mpdl_fig8.json   # t-SNE maps; draw_fig8(records, path) draws
 
 ``--images``: Table I (``--image-dataset mnist_subset``, the default, or ``mnist``) or Table II (``cifar10``)
 only: central MLP (with FTL beside) and central CNN (the paper's CNN for the dataset split at its first
@@ -22,7 +23,11 @@ paper's eq. 14 read literally (``mpdl_dp_noise: offset_no_dp``: one shift per fe
 ``--table4``: Table IV only, at ``--gammas`` and ``--seeds``. ``--bank``: Table III the same way (attributes
 assigned to the parties whole, then one-hot: 48 columns). ``--m-sweep``: Figure 7, the max iterations m of
 Algorithm 1 from 1 to 5 at gamma = 0.4 (on Bank Marketing when bank-full.csv is under --data-root, as the paper;
-else on breast_cancer).
+else on breast_cancer). ``--fig8``: Figure 8, t-SNE maps of the rows only A holds (breast_cancer, gamma = 0.05, the
+first of --seeds): the original full-feature rows, MPDL's inferred rows (A's h0 outputs completed by its dual model
+f) and FTL's hidden representations (A's codes), at the paper's epsilon and without privacy (or at --epsilon), with
+each map's trustworthiness and kNN scores against the original rows; the experimenter's view, which reads both
+halves of the raw rows (no party could draw the left panel). ``draw_fig8(records, path)`` draws them.
 
 Each mpdl run gives joint_T (central model on the co-occurring rows only), dual_T (plus the rows B
 completes with its dual model) on the test rows, and MPDL_A on the rows only A holds; the ftl run beside it
@@ -172,6 +177,208 @@ def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
     return records
 
 
+FIG8_GAMMA = (
+    0.05  # Section IV-D: "We set gamma = 0.05 and remaining 95% of the data with half of the features is visualized"
+)
+FIG8_PANELS = {
+    "original": "original data",
+    "mpdl": "MPDL: inferred data",
+    "ftl": "FTL: hidden representations",
+}
+FIG8_NEIGHBOURS = 10  # k of the maps' neighbourhood scores
+
+
+def fig8_views(seed: int, **overrides) -> dict:
+    """Figure 8's three views of the rows only A holds (breast_cancer, gamma = 0.05), after an mpdl run and an ftl
+    run of one config on the same split: ``original`` (A's and B's raw features, normalized), ``mpdl`` (A's h0
+    outputs completed with B's columns by A's dual model f: what MPDL_A's central model is given), ``ftl`` (A's
+    autoencoder codes, which C's classifier scores for FTL_A), ``labels``, each method's accuracy on these rows, and
+    ``a_features`` (the first columns of ``original`` and ``mpdl`` are A's).
+
+    This is the experimenter's view, not any party's: it reads the raw features of both halves of these rows
+    (:meth:`~vcl.methods.mpdl.experimenter.OverlapExperimenter.a_only_rows`, after the parties' reports) and asks A,
+    after the ftl run, for its codes of the rows as C asked for them in the run (``ftl_codes``)."""
+    from vcl.coordinator.assembly import build_protocol, check_config, datamodule_for
+    from vcl.coordinator.runner import Run, run_rounds
+    from vcl.messages import EXPERIMENTER
+
+    cfg = config("breast_cancer", seed, **{"mpdl.gamma": FIG8_GAMMA, **overrides}, compare=[])
+    check_config(cfg)
+    dm = datamodule_for(cfg)
+    dm.setup()
+    views: dict = {"config": cfg, "seconds": {}, "a_features": dm.data.a.num_features}
+    for method in ("mpdl", "ftl"):
+        protocol = build_protocol(cfg, dm.data, method)
+        run = Run(cfg, protocol, Path(cfg.run_dir), verbose=False)  # as train(write=False) runs it: no file
+        try:
+            run_rounds(run, [], cfg.run.rounds)
+            scores = run.records[-1]["scores"]
+            if method == "mpdl":
+                rows = protocol.federation.transport.party(EXPERIMENTER).a_only_rows()
+                views |= {"original": rows["original"], "mpdl": rows["completed"], "labels": rows["labels"]}
+                views["accuracy"] = {"original": None, "mpdl": scores["mpdl_a"]}
+            else:
+                views["ftl"] = protocol.ask(["a"], "ftl_codes", rows="a_only")[0].values.cpu()
+                views["accuracy"]["ftl"] = scores["ftl_a"]
+            views["seconds"][method] = sum(run.round_seconds)
+        finally:
+            protocol.federation.close()
+    return views
+
+
+def _neighbours(x, k: int):
+    from sklearn.neighbors import NearestNeighbors
+
+    return NearestNeighbors(n_neighbors=k + 1).fit(x).kneighbors(x, return_distance=False)[:, 1:]  # not itself
+
+
+def map_scores(original, xy, labels, k: int = FIG8_NEIGHBOURS) -> dict[str, float]:
+    """How much a panel's 2-D map keeps of the original data: ``trustworthiness`` (sklearn's, of the map against
+    the original full-feature rows: 1 when no point's map neighbours are far in the original data),
+    ``knn_overlap`` (the mean share of each row's k nearest neighbours in the original rows that are among its k
+    nearest in the map) and ``knn_label_agreement`` (leave-one-out k-nearest-neighbour vote of the label in the
+    map)."""
+    import numpy as np
+    from sklearn.manifold import trustworthiness
+
+    near_x, near_map = _neighbours(original, k), _neighbours(xy, k)
+    overlap = np.mean([len(set(a) & set(b)) / k for a, b in zip(near_x, near_map, strict=True)])
+    votes = labels[near_map]
+    agree = np.mean([np.bincount(v).argmax() == y for v, y in zip(votes, labels, strict=True)])
+    return {
+        "trustworthiness": round(float(trustworthiness(original, xy, n_neighbors=k)), 4),
+        "knn_overlap": round(float(overlap), 4),
+        "knn_label_agreement": round(float(agree), 4),
+    }
+
+
+def fig8(seed: int, epsilon: float | None = None, **overrides) -> list[dict]:
+    """Figure 8's records (``mpdl_fig8``): one per panel, the t-SNE map (sklearn, random_state 0, PCA start,
+    coordinates to 3 decimals) of the rows only A holds and their labels, with the method's accuracy on them and
+    :func:`map_scores` against the original rows; the mpdl record also holds ``controls``: the same scores of the maps
+    of A's raw half alone (``a_half``: no completion) and of f's inferred half alone (``inferred_half``).
+    ``epsilon``: h0's budget (default: the paper's 0.5); ``overrides``: more settings (tests). The experimenter's
+    view (:func:`fig8_views`)."""
+    import numpy as np
+    from sklearn.manifold import TSNE
+
+    views = fig8_views(seed, **({} if epsilon is None else {"mpdl.epsilon": epsilon}), **overrides)
+    cfg, labels = views["config"], views["labels"].numpy()
+    original = views["original"].double().numpy()
+    common = {
+        "benchmark": "mpdl_fig8",
+        "dataset": "breast_cancer",
+        "seed": seed,
+        "gamma": cfg.mpdl.gamma,
+        "epsilon": cfg.mpdl.epsilon,
+        "dp_noise": cfg.mpdl.dp_noise,
+        "rows": "a_only",
+        "tsne": {"perplexity": 30.0, "init": "pca", "random_state": 0},
+        "seconds": views["seconds"],
+    }
+
+    def tsne(x):  # float32 from sklearn: each coordinate rounded as a Python float, so the record holds 3 decimals
+        xy = TSNE(n_components=2, perplexity=30.0, init="pca", random_state=0).fit_transform(x)
+        return np.array([[round(float(v), 3) for v in row] for row in xy])
+
+    # the MPDL map's controls: A's own half alone (what the rows hold without any completion), f's half alone
+    d_a = views["a_features"]
+    halves = {"a_half": original[:, :d_a], "inferred_half": views["mpdl"].double().numpy()[:, d_a:]}
+    controls = {name: map_scores(original, tsne(x), labels) for name, x in halves.items()}
+    records = []
+    for panel in FIG8_PANELS:
+        x = views[panel].double().numpy()
+        xy = tsne(x)
+        scores = map_scores(original, xy, labels)
+        records.append(
+            {
+                **common,
+                "panel": panel,
+                "features": int(x.shape[1]),
+                "accuracy": views["accuracy"][panel],
+                **scores,
+                **({"controls": controls} if panel == "mpdl" else {}),
+                "xy": xy.tolist(),
+                "y": labels.tolist(),
+            }
+        )
+        acc = views["accuracy"][panel]
+        print(
+            f"fig8 eps={cfg.mpdl.epsilon} seed={seed} {panel:>8}: {x.shape[0]} rows x {x.shape[1]}"
+            + (f", accuracy {acc:.3f}" if acc is not None else "")
+            + " | " + " ".join(f"{k} {v:.3f}" for k, v in scores.items()),
+            flush=True,
+        )  # fmt: skip
+    for name, scores in controls.items():
+        print(
+            f"fig8 eps={cfg.mpdl.epsilon} seed={seed} control {name}: "
+            + " ".join(f"{k} {v:.3f}" for k, v in scores.items())
+        )
+    return records
+
+
+def draw_fig8(records: list[dict], path: Path, dpi: int = 110) -> None:
+    """Figure 8 from its records alone: one row of panels (original, MPDL, FTL) per run (seed and epsilon), each
+    the t-SNE map of the rows only A holds, coloured by class."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs: dict = {}
+    for r in records:
+        runs.setdefault((r.get("seed"), r.get("epsilon")), {})[r["panel"]] = r
+    panels = [p for p in FIG8_PANELS if any(p in run for run in runs.values())]
+    classes = sorted({int(c) for r in records for c in r["y"]})
+    colours = plt.get_cmap("tab10")
+    fig, axes = plt.subplots(len(runs), len(panels), figsize=(3.6 * len(panels), 3.5 * len(runs)), squeeze=False)
+    for row, ((seed, eps), run) in enumerate(runs.items()):
+        for col, panel in enumerate(panels):
+            ax = axes[row][col]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            r = run.get(panel)
+            if r is None:
+                ax.set_axis_off()
+                continue
+            xy, y = r["xy"], [int(c) for c in r["y"]]
+            for c in classes:
+                pts = [p for p, label in zip(xy, y, strict=True) if label == c]
+                if pts:
+                    xs, ys = zip(*pts, strict=True)
+                    ax.scatter(xs, ys, s=7, color=colours(c % 10), label=f"class {c}", alpha=0.8, linewidths=0)
+            lines = [FIG8_PANELS[panel]]
+            facts = []
+            if r.get("accuracy") is not None:
+                facts.append(f"acc {r['accuracy']:.3f}")
+            if r.get("trustworthiness") is not None and panel != "original":
+                facts.append(f"trust {r['trustworthiness']:.2f}")
+            if r.get("knn_label_agreement") is not None:
+                facts.append(f"kNN label {r['knn_label_agreement']:.2f}")
+            if facts:
+                lines.append(", ".join(facts))
+            ax.set_title("\n".join(lines), fontsize=8)
+            if col == 0:
+                eps_text = "" if eps is None else ("no privacy" if eps == 0 else f"epsilon {eps:g}")
+                ax.set_ylabel(
+                    ", ".join(t for t in (f"seed {seed}" if seed is not None else "", eps_text) if t), fontsize=8
+                )
+    axes[0][0].legend(fontsize=7, loc="best", markerscale=2)
+    first = records[0] if records else {}
+    gamma = first.get("gamma")
+    fig.suptitle(
+        "MPDL Figure 8: t-SNE of the rows only A holds"
+        + (f" ({first.get('dataset', '')}, gamma = {gamma:g})" if gamma is not None else ""),
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    print(f"saved {path}")
+
+
 def paillier_cost(quick: bool) -> list[dict]:
     """Seconds per dual epoch (Algorithm 2 over D_C) with and without Paillier, breast_cancer gamma = 0.1."""
     out = []
@@ -200,7 +407,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def plot_epsilon(records: list[dict], path: Path) -> None:
+def plot_epsilon(records: list[dict], path: Path, dpi: int = 120) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -235,7 +442,8 @@ def plot_epsilon(records: list[dict], path: Path) -> None:
     ax.set_title("MPDL Figure 13 (breast_cancer, gamma = 0.1)")
     fig.tight_layout(rect=(0, 0.2, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
     print(f"saved {path}")
 
 
@@ -324,6 +532,21 @@ def claims_markdown(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def fig8_markdown(records: list[dict]) -> str:
+    """Figure 8's maps: how much of the original's neighbourhoods each keeps (t-SNE trustworthiness against the
+    original rows, the share of 10 nearest neighbours shared with the original's map, the share of a point's 10
+    nearest neighbours in its class), and for MPDL the same for A's own half and for the inferred half alone."""
+    lines = ["| seed | ε | map | accuracy | trustworthiness | kNN overlap | kNN label agreement |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in records:
+        rows = [(r["panel"], r)] + [(f"{r['panel']}: {k}", v) for k, v in r.get("controls", {}).items()]
+        for name, v in rows:
+            acc = "–" if v.get("accuracy") is None else f"{100 * v['accuracy']:.1f}"
+            lines.append(f"| {r['seed']} | {r['epsilon']:g} | {name} | {acc} | {v['trustworthiness']:.3f} "
+                         f"| {v['knn_overlap']:.3f} | {v['knn_label_agreement']:.3f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def report(records: list[dict]) -> str:
     """The tables this benchmark prints, from its records (of any mode)."""
     parts = []
@@ -332,6 +555,7 @@ def report(records: list[dict]) -> str:
         parts.append(summarize(tables, PAPER, keys=("dataset", "organizations", "method", "model", "gamma")))
         parts.append(claims_markdown(tables))
     for bench, markdown in (
+        ("mpdl_fig8", fig8_markdown),
         ("mpdl_fig13", sweep_markdown),
         ("mpdl_fig7", m_sweep_markdown),
         ("mpdl_paillier", paillier_markdown),
@@ -357,6 +581,11 @@ def parse_args() -> argparse.Namespace:
         "--m-sweep", action="store_true",
         help="Figure 7: m = 1..5 at gamma = 0.4 (bank_marketing if its file is there, else breast_cancer)",
     )  # fmt: skip
+    mode.add_argument(
+        "--fig8", action="store_true",
+        help="Figure 8: t-SNE of the A-only rows (original, MPDL inferred, FTL codes), breast_cancer gamma = 0.05, "
+        "the first seed; the experimenter's view (it reads both halves of the raw rows)",
+    )  # fmt: skip
     p.add_argument("--gammas", type=float, nargs="+", default=None, help="gammas of --images / --table4 / --bank")
     p.add_argument(
         "--image-dataset", default="mnist_subset", choices=IMAGE_DATASETS,
@@ -366,7 +595,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--device", default="cpu", help="where the parties and C compute: cpu, cuda, cuda:N or auto")
     p.add_argument(
         "--epsilon", type=float, default=None,
-        help="h0's budget for the table modes (default: the paper's, 0.5 or 2; 0 = no privacy)",
+        help="h0's budget for the table modes and --fig8 (default: the paper's, 0.5 or 2; 0 = no privacy)",
     )  # fmt: skip
     return add_cluster_args(p).parse_args()
 
@@ -442,6 +671,11 @@ def main() -> None:
         records = run_jobs(images(args.gammas or [0.05, 0.2], args.seeds, args.image_dataset, args.data_root), args)
         write_records(records, args.out)
         print(report(records))
+        return
+    if args.fig8:  # the paper's epsilon and no privacy beside it, unless --epsilon names one
+        epsilons = [args.epsilon] if args.epsilon is not None else [None, 0.0]
+        records = run_jobs([partial(fig8, args.seeds[0], eps) for eps in epsilons], args)
+        write_records(records, args.out)
         return
     if args.m_sweep:
         records = run_jobs(m_sweep(args.seeds, args.data_root), args)

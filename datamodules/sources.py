@@ -47,6 +47,8 @@ SYNTHETIC = {
     "ascii_blobs": {"classes": 10, "features": 8, "noise": 0},  # Fig. 3a: four agents with two columns each
     "ascii_blobs20": {"classes": 20, "features": 20, "noise": 0},  # Fig. 6a: twenty one-feature agents
     "ascii_blobs_redundant": {"classes": 10, "features": 5, "noise": 195},  # Fig. 4a: 5 + 195 features, two agents
+    # Fig. 1's toy: 9 classes centred on a 3 x 3 grid (spacing 5) of two features, one feature per agent
+    "ascii_blobs9": {"classes": 9, "features": 2, "noise": 0, "grid": 5.0},
 }
 DATASETS = datasets_of("table")  # the registry's tables (each has its loader here: tested)
 BANK_FILES = ("bank-full.csv", "bank/bank-full.csv")  # UCI's bank.zip unpacked into the data root
@@ -56,12 +58,19 @@ def synthetic_blobs(name: str, train: int, test: int, seed: int) -> Table:
     """ASCII's blobs: ``train`` + ``test`` rows drawn at once (train 10³, test 10⁵ in the paper), seeded.
 
     The 195 extra features of ``ascii_blobs_redundant`` carry no signal (N(0, 1) columns): the paper calls
-    them redundant; linear combinations of the five would hand either agent the whole signal.
+    them redundant; linear combinations of the five would hand either agent the whole signal. A ``grid`` spec
+    (``ascii_blobs9``) puts the centres on a regular grid with that spacing, centred on 0, instead of drawing
+    them: one feature alone then tells apart only a row of the grid.
     """
     from sklearn.datasets import make_blobs
 
     spec = SYNTHETIC[name]
-    X, y = make_blobs(n_samples=train + test, n_features=spec["features"], centers=spec["classes"], random_state=seed)
+    centers = spec["classes"]
+    if spec.get("grid"):
+        side = round(spec["classes"] ** (1 / spec["features"]))
+        axis = spec["grid"] * (np.arange(side) - (side - 1) / 2)
+        centers = np.stack(np.meshgrid(*[axis] * spec["features"], indexing="ij"), -1).reshape(-1, spec["features"])
+    X, y = make_blobs(n_samples=train + test, n_features=spec["features"], centers=centers, random_state=seed)
     if spec["noise"]:
         X = np.hstack([X, np.random.RandomState(seed + 1).randn(X.shape[0], spec["noise"])])
     names = [f"x{i}" for i in range(spec["features"])] + [f"noise{i}" for i in range(spec["noise"])]

@@ -494,3 +494,58 @@ def test_ascii_datasets():
     assert all(int(c.split("_")[-1]) < 4 for c in left.columns) and all(
         int(c.split("_")[-1]) >= 4 for c in right.columns
     )
+
+
+def test_fig1_toy_is_nine_blobs_on_a_grid_with_one_feature_per_agent():
+    toy = TabularDataModule("ascii_blobs9", organizations=2, synthetic_train=90, synthetic_test=180)
+    toy.setup()
+    assert [v.num_features for v in toy.data.views] == [1, 1]
+    assert {s: len(y) for s, y in toy.data.labels.items()} == {"train": 90, "test": 180}
+    assert toy.data.num_classes == 9
+    from vcl.datamodules.sources import synthetic_blobs
+
+    table = synthetic_blobs("ascii_blobs9", 900, 0, seed=0)
+    centres = np.array([table.X[table.y == k].mean(0) for k in range(9)])
+    grid = np.array([(a, b) for a in (-5, 0, 5) for b in (-5, 0, 5)])
+    assert np.abs(centres - grid).max() < 0.5  # class 3i + j at (5(i - 1), 5(j - 1))
+
+
+def _fig1_records():
+    points = {"features": ["x1", "x0"], "x1": [-5.0, 0.0, 5.0, 0.1], "x0": [5.0, 0.0, -5.0, 4.9], "label": [0, 4, 8, 1]}
+    single = {"figure": "fig1", "seed": 0, "method": "single", "variant": "single", "points": points,
+              "panels": [{"round": 3, "accuracy": 0.25, "prediction": [0, 1, 2, 3]}]}  # fmt: skip
+    ascii_run = {"figure": "fig1", "seed": 0, "method": "ascii", "variant": "ascii[exact]", "points": points,
+                 "panels": [{"round": 1, "accuracy": 0.5, "prediction": [0, 4, 2, 3]},
+                            {"round": 3, "accuracy": 1.0, "prediction": [0, 4, 8, 1]}]}  # fmt: skip
+    return [ascii_run, single, {"figure": "fig3", "seed": 0}]
+
+
+def test_draw_fig1_writes_a_png_from_hand_made_records(tmp_path):
+    from tests.helpers import benchmark
+
+    bench = benchmark("ascii")
+    records = _fig1_records()
+    _, panels = bench.fig1_panels(records)
+    assert [(title, p["round"]) for title, p in panels] == [
+        ("A alone (Single), round 3", 3),
+        ("ASCII (ascii[exact]), round 1", 1),
+        ("ASCII (ascii[exact]), round 3", 3),
+    ]
+    path = tmp_path / "fig1.png"
+    bench.draw_fig1(records, path, dpi=40)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bench.draw_fig1([{"figure": "fig3", "seed": 0}], tmp_path / "none.png")  # no fig1 records: nothing drawn
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_fig1_run_keeps_the_predictions_train_py_predict_gives():
+    """Two rounds on the toy: each panel's predicted labels give the accuracy of the run's own curve."""
+    from tests.helpers import benchmark
+
+    record = benchmark("ascii").fig1_run("ascii", seed=0, rounds=2)
+    points, panels = record["points"], record["panels"]
+    assert [p["round"] for p in panels] == [1, 2] and len(points["label"]) == 2000
+    assert sorted(points["features"]) == ["x0", "x1"] and all(len(points[c]) == 2000 for c in points["features"])
+    for panel in panels:
+        right = np.mean(np.array(panel["prediction"]) == np.array(points["label"]))
+        assert right == pytest.approx(panel["accuracy"]) == pytest.approx(record["curve"][panel["round"]])

@@ -309,3 +309,32 @@ def test_random_anchors_spread_over_a_wider_range_about_the_middle():
     wide = make_anchor_construction("rand", 4000, rand_spread=2.0).build(layout, shares, None, np.random.default_rng(0))
     assert plain.min(0) == pytest.approx([0.0, -2.0], abs=0.01) and plain.max(0) == pytest.approx([1.0, 2.0], abs=0.01)
     assert wide.min(0) == pytest.approx([-0.5, -4.0], abs=0.02) and wide.max(0) == pytest.approx([1.5, 4.0], abs=0.02)
+
+
+def test_dc_benchmark_draws_figures_1_and_2_from_records_alone(tmp_path):
+    """benchmarks/dc.py: draw_fig1 and draw_fig2 take the dc_figures records only (no run inside), and
+    figure_records keeps features 1-3 of the train/test/public rows with labels, and of each construction's anchors."""
+    from tests.helpers import benchmark
+
+    dc = benchmark("dc")
+    rng = np.random.default_rng(0)
+
+    def rows(n):
+        return np.round(rng.normal(size=(n, 3)), 4).tolist()
+
+    records = [{"benchmark": "dc_figures", "set": s, "rows": 12, "x": rows(12), "y": [0, 1] * 6}
+               for s in ("train", "test", "public")]  # fmt: skip
+    records += [{"benchmark": "dc_figures", "set": "anchor", "method": m, "rows": 9, "x": rows(9)}
+                for m in ("dc_rand", "dc_tsvd", "dc_smote")]  # fmt: skip
+    dc.draw_fig1(records, tmp_path / "fig1.png")
+    dc.draw_fig2(json.loads(json.dumps(records)), tmp_path / "fig2.png", dpi=50)
+    for name in ("fig1.png", "fig2.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    made = dc.figure_records(0, methods=["dc_smote"], **{"dc.anchor_rows": 50})
+    assert [(r["set"], r.get("method")) for r in made] == [("train", None), ("test", None), ("public", None),
+                                                           ("anchor", "dc_smote")]  # fmt: skip
+    assert [len(r["x"]) for r in made] == [1000, 1000, 100, 50] and all(len(r["x"][0]) == 3 for r in made)
+    assert [len(r.get("y", [])) for r in made] == [1000, 1000, 100, 0] and set(made[0]["y"]) == {0, 1}
+    assert all(round(v, 4) == v for r in made for row in r["x"] for v in row)
+    json.dumps(made, allow_nan=False)

@@ -679,6 +679,46 @@ def test_benchmark_uses_the_papers_settings_per_dataset():
     assert RunConfig.from_yaml(root / "mpdl_cifar10_cnn.yaml").mpdl.central == "cnn"
 
 
+def test_draw_fig8_draws_a_png_from_records_alone(tmp_path):
+    """Figure 8's picture needs nothing but its records (here hand-made: a few rows, two runs, no scores)."""
+    bench = benchmark_module()
+    xy, y = [[0.0, 0.0], [1.0, 1.0], [2.0, 0.5], [0.5, 2.0]], [0, 1, 0, 1]
+    records = [
+        {"benchmark": "mpdl_fig8", "panel": panel, "xy": xy, "y": y, "accuracy": None if panel == "original" else 0.75}
+        | extra
+        for extra in ({}, {"seed": 0, "epsilon": 0.0, "gamma": 0.05, "trustworthiness": 0.9})
+        for panel in ("original", "mpdl", "ftl")
+    ]
+    path = tmp_path / "figures" / "mpdl_fig8.png"
+    bench.draw_fig8(records, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fig8_maps_come_from_an_mpdl_and_an_ftl_run(tmp_path):
+    """Figure 8's path on a small split: t-SNE maps of the same A-only rows (original, MPDL's completed rows, FTL's
+    codes) with the runs' own accuracies; without privacy MPDL's first columns are A's original ones."""
+    bench = benchmark_module()
+    small = {"mpdl.max_rows": 240, "mpdl.dual_epochs": 1, "mpdl.central_epochs": 1, "mpdl.max_iterations": 1}
+    views = bench.fig8_views(0, **{"mpdl.epsilon": 0.0}, **small)
+    d_a, n = views["a_features"], len(views["labels"])
+    assert views["original"].shape == views["mpdl"].shape == (n, 30) and views["ftl"].shape[0] == n
+    assert torch.allclose(views["mpdl"][:, :d_a], views["original"][:, :d_a])  # h0 is the identity at epsilon 0
+    assert not torch.allclose(views["mpdl"][:, d_a:], views["original"][:, d_a:])  # B's half: f's inference
+    records = bench.fig8(0, 0.0, **small)
+    assert [r["panel"] for r in records] == ["original", "mpdl", "ftl"]
+    assert all(len(r["xy"]) == len(r["y"]) == n and r["gamma"] == 0.05 for r in records)
+    assert all(round(x, 3) == x for r in records for row in r["xy"] for x in row)
+    assert all(0.5 <= r["trustworthiness"] <= 1 for r in records) and set(records[1]["controls"]) == {
+        "a_half",
+        "inferred_half",
+    }
+    ran = bench.run("breast_cancer", 0, "x", **{"mpdl.gamma": 0.05, "mpdl.epsilon": 0.0}, **small)
+    values = {r["method"]: r["value"] for r in ran}
+    assert (records[1]["accuracy"], records[2]["accuracy"]) == (values["mpdl_a"], values["ftl_a"])
+    bench.draw_fig8(records, tmp_path / "fig8.png")
+    assert (tmp_path / "fig8.png").stat().st_size > 1000
+
+
 def benchmark_module():
     """``benchmarks/mpdl.py`` imported as a module (its ``run`` and ``PAPER``)."""
     from tests.helpers import benchmark

@@ -87,6 +87,21 @@ class OverlapExperimenter(Experimenter):
             "perturbation_mae": float((noise_a * da + noise_b * db) / (da + db)),
         }
 
+    def a_only_rows(self) -> dict[str, Tensor]:
+        """The experimenter's view of the rows only A holds, in A's row order and normalized units (each party's
+        min–max map), once an mpdl run's parties have reported: ``original`` (A's and B's raw features side by
+        side), ``completed`` (what MPDL_A's central model is given, before each party centres it on its means: A's h₀
+        outputs beside B's columns as A's dual model f generated them, the ``GeneratedData`` B received) and
+        ``labels``. For figures (MPDL's Figure 8);
+        no party sees it."""
+        a, b = self.reports["a"], self.reports["b"]
+        b_true = self.h0["b"].normalize(self.truth["b_features_of_a_only"])
+        return {
+            "original": torch.cat([self.clean["a"][a["only"]], b_true], 1),
+            "completed": torch.cat([a["x"][a["only"]], b["filled"]], 1),
+            "labels": self.truth["a_only_labels"],
+        }
+
     def privacy_attack(self) -> dict[str, float]:
         """How well each party can rebuild the other's normalized training rows (:mod:`.attacks`; MAE in
         normalized units, entry-weighted over both parties; ``_a``: the rows of A, attacked by B):
