@@ -6,6 +6,7 @@
     python train.py --out runs/x --resume              # continue an interrupted run
     python train.py --out runs/x --overwrite           # run again in a directory that holds a run
     python train.py predict --out runs/x --data.csv_files new_alice.csv new_bob.csv --predictions p.csv
+    python train.py figures --out runs/x              # the finished run's curves: runs/x/figures/rounds.png
 
 Writes results.json, TensorBoard events (tensorboard/) and a checkpoint per round (checkpoints/)
 under the run directory. Bad input ends with one sentence on stderr and exit status 2; Ctrl-C or
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None, prog: list[str] | None = None, exiting: 
     try:
         if argv[:1] == ["predict"]:
             return _predict(argv[1:])
+        if argv[:1] == ["figures"]:
+            return _figures(argv[1:])
         return _run(argv, prog or ["python", "train.py"])
     except KeyboardInterrupt as err:  # before the rounds began: nothing was written
         how = "terminated" if isinstance(err, Terminated) else "interrupted"
@@ -149,6 +152,22 @@ def _predict(argv: list[str]) -> int:
     out, again = Path(args.predictions), "nothing was written; run predict again once every party is up."
     work = lambda: predict(args.out, args.files, out, not args.quiet, args.missing, args.allow_classes)  # noqa: E731
     return one_sentence(work, again)
+
+
+def _figures(argv: list[str]) -> int:
+    """``train.py figures``: a finished run's curves as a picture (:mod:`vcl.use.figures`)."""
+    import argparse
+
+    from vcl.use.figures import draw_run
+    from vcl.use.predict import one_sentence
+
+    parser = argparse.ArgumentParser(
+        prog="train.py figures", description="Draw a finished run's curves per round (from its results.json)."
+    )
+    parser.add_argument("--out", required=True, help="the run's directory (its --out)")
+    parser.add_argument("--png", default=None, help="where to write the picture (default: <out>/figures/rounds.png)")
+    args = parser.parse_args(argv)
+    return one_sentence(lambda: print(f"wrote {draw_run(Path(args.out), args.png and Path(args.png))}"), "")
 
 
 def _quiet_write_errors(args) -> None:
