@@ -51,7 +51,7 @@ class Protocol:
     max_rounds: int | None = None  # a protocol with a fixed number of rounds (Late: 1)
     starts_from_prior = True  # F = F⁰ + Σ_t Σ_m c_m^t f_m^t; Late fusion has no F⁰ term
     progress_header = "eta"  # the protocol's own column in the console's per-round table ("" for none)
-    keeps_models = True  # False: no model is kept past the last round, only its outputs (MPDL, FTL)
+    keeps_models = True  # False: the run reports its last round's outputs, not a fresh prediction (MPDL, FTL)
 
     def __init__(
         self, task: Task, federation: Federation, labels: dict[str, Tensor], seed: int = 0, name: str | None = None

@@ -10,8 +10,9 @@
 - A binary task's AUROC (``auroc`` in each round's record and in results.json) follows the same path as the
   metric: the kept models' where the protocol recomputes its rounds, Alice's running F elsewhere.
 - Interm fusion: F is its kept model's prediction. ASCII and DC analysis: the figures of the round;
-  tests hold them equal to a fresh prediction from the kept models. MPDL and FTL keep no model past
-  their last round, only its outputs on the test and A-only rows.
+  tests hold them equal to a fresh prediction from the kept models. MPDL and FTL report their last round's
+  outputs on the test and A-only rows (MPDL keeps that round's central model M_D for ``train.py predict``, which
+  gives the same scores, tested; FTL keeps no model).
 
 ``prediction_stage`` is the metric on every split of a fresh prediction from the kept models, through
 each protocol's own prediction path, at the round the run reports (``prediction_stage_round``).
@@ -43,7 +44,7 @@ def prediction_stage(protocol: Protocol, round_: int, kept: dict[int, dict] | No
     """{split: metric} of a fresh prediction from the kept models using rounds 1..``round_``, and the round
     it used (the last one where the protocol cannot stop its prediction earlier). ``kept``: the metrics by
     round that :func:`kept_records` already computed through the prediction stage (not asked for again)."""
-    if not protocol.keeps_models:  # MPDL and FTL: only the last round's outputs on the test and A-only rows
+    if not protocol.keeps_models:  # MPDL and FTL: the last round's outputs on the test and A-only rows
         return protocol.evaluate(), protocol.round
     if kept is not None and round_ in kept:
         return kept[round_], round_

@@ -8,8 +8,10 @@ its own file of new people, checks it as training checked its file, and prepares
 its training rows (:class:`vcl.datamodules.prepare.Preparation`: imputation, one-hot categories, z-scores); the
 rows are aligned by ID as training aligned them (private set intersection where parties run apart). The coordinator
 then runs its method's prediction stage on that split (GAL's Algorithm 1: F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m), with the
-round the run reported) and writes FILE: the ID column, ``prediction`` and, for classification, ``p_<class>``
-per class. A built-in data set (``data.dataset``) has no new people: its test split is scored as if it were new.
+round the run reported; MPDL's central model M_D over the two parties' bottoms) and writes FILE: the ID column,
+``prediction`` and, for classification, ``p_<class>`` per class. A built-in data set (``data.dataset``; DC's and
+MPDL's runs always use one) has no new people: its test split is scored as if it were new. A method that keeps no
+model for new rows (DC's references, FTL) says so in one sentence from its protocol's ``predict``.
 """
 
 from __future__ import annotations
@@ -30,10 +32,7 @@ from vcl.config import RunConfig
 from vcl.coordinator.assembly import build_protocol, check_config
 from vcl.coordinator.runner import data_differ, restore, run_data
 from vcl.errors import PartyLost, VCLInputError
-from vcl.family import family_name
 from vcl.storage.checkpoints import load_checkpoint, unpack_ids
-
-NO_MODELS = ("MPDL",)  # families whose runs cannot score new people yet (docs/usage.md says why)
 
 
 def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
@@ -68,12 +67,6 @@ class Deployed:
             raise VCLInputError(
                 f"the run in {run_dir} names class {outside[0]}, which scoring would import because its results.json "
                 f"says so; if you trust that code, name it yourself with --allow_classes {outside[0]}."
-            )
-        family = family_name(config.method)
-        if family in NO_MODELS:
-            raise VCLInputError(
-                f"method={config.method} ({family}) keeps no models that score new people in vcl yet; use a run "
-                "of GAL, its baselines, ASCII or DC."
             )
         csv = config.data.dataset == "csv"
         if csv and len(new_files) != len(config.data.csv_files):

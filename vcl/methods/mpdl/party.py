@@ -51,6 +51,7 @@ class OverlapParty(Party):
         self.filled: Tensor | None = None  # the other's generation of its only rows, in this party's columns
         self.inputs: dict[str, Tensor] = {}  # the central models' inputs on each row set
         self.bottoms: dict[int, tuple[nn.Module, Steps, torch.Generator]] = {}
+        self.kept: int | None = None  # which central model is M_D, the model for new rows (its bottom is kept)
         self._batches: list[Tensor] = []
         self.labels: dict[str, Tensor] = {}  # B: the labels of each row set, sent to C when it asks
         self._pending: Tensor | None = None  # a bottom's output waiting for C's errors
@@ -198,21 +199,34 @@ class OverlapParty(Party):
         """B: the labels of a row set, to C."""
         return Labels(self.name, COLLABORATOR, r, as_classes(self.labels[rows], self.classes))
 
-    def step_bottom(self, r: int, which: int) -> None:
-        """A fresh bottom layer for central model ``which`` (seeded as C's part), and its batch schedule."""
+    def step_bottom(self, r: int, which: int, keep: bool = False) -> None:
+        """A fresh bottom layer for central model ``which`` (seeded as C's part), and its batch schedule; ``keep``:
+        it is M_D's, the model for new rows, kept in this party's checkpoint."""
         seed = seed_for(self.seed, r, which)
-        module = party_bottom(self.index, self.dims, self.classes, 0, seed, self.image, self.options.device)
-        gen = torch.Generator().manual_seed(seed_for(self.seed, r, which, 0xCE))
-        self.bottoms[which] = (module, sgd(module.parameters(), self.options), gen)
+        self._new_bottom(which, seed, seed_for(self.seed, r, which, 0xCE))
+        if keep:
+            self.kept = which
 
-    def step_forward(self, r: int, which: int, rows: str, batch: int = -1) -> Activations:
+    def _new_bottom(self, which: int, seed: int, schedule_seed: int) -> nn.Module:
+        module = party_bottom(self.index, self.dims, self.classes, 0, seed, self.image, self.options.device)
+        gen = torch.Generator().manual_seed(schedule_seed)
+        self.bottoms[which] = (module, sgd(module.parameters(), self.options), gen)
+        return module
+
+    def step_forward(
+        self, r: int, which: int, rows: str, batch: int = -1, positions: list[int] | None = None
+    ) -> Activations:
         """This party's bottom output on a minibatch of a row set (``batch`` of the epoch's schedule, drawn
-        at its first batch), or on every row of it (``batch = -1``: prediction, no gradient)."""
+        at its first batch), or on every row of it (``batch = -1``: prediction, no gradient; ``positions``: only
+        those rows of it)."""
         module, _, gen = self.bottoms[which]
+        if rows == "test" and rows not in self.inputs:  # prediction from a checkpoint: the test rows' h₀ outputs
+            self.inputs["test"] = self.party.local(self.party.test)
         x = self.inputs[rows]
         if batch < 0:
+            pick = torch.arange(x.shape[0]) if positions is None else torch.as_tensor(positions, dtype=torch.long)
             with torch.no_grad():
-                return Activations(self.name, COLLABORATOR, r, as_float(module(x[torch.arange(x.shape[0])])))
+                return Activations(self.name, COLLABORATOR, r, as_float(module(x[pick.to(x.device)])))
         if batch == 0:
             self._batches = minibatches(x.shape[0], self.options.batch_size, gen)
         self._pending = module(x[self._batches[batch]].to(self.party.device))
@@ -307,9 +321,17 @@ class OverlapParty(Party):
         self._send(Report(self.name, EXPERIMENTER, r, values))
 
     def state_dict(self) -> dict:
-        return {"dual": self.party.state_dict(), "rows": self.rows, "fold": self.fold, "only": self.only}
+        state = {"dual": self.party.state_dict(), "rows": self.rows, "fold": self.fold, "only": self.only}
+        if self.kept in self.bottoms:  # its bottom of M_D, the model for new rows
+            weights = {k: v.detach().cpu() for k, v in self.bottoms[self.kept][0].state_dict().items()}
+            state["central"] = {"which": self.kept, "bottom": weights}
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.party.load_state_dict(state["dual"])
         self.secret = self.party.noise_seed
         self.rows, self.fold, self.only = state["rows"], state["fold"], state["only"]
+        kept = state.get("central")  # absent in a run made before vcl kept M_D
+        if kept is not None:
+            self.kept = int(kept["which"])
+            self._new_bottom(self.kept, 0, 0).load_state_dict(kept["bottom"])
