@@ -84,8 +84,6 @@ def curves(results: dict) -> dict:
 def config(ds: str, label: str, seed: int) -> RunConfig:
     values = {"data.dataset": ds, **SETTINGS[ds], **METHODS[label], "run.rounds": ROUNDS, "run.seed": seed,
               "compare": [], "run.device": "cpu", "out": ""}  # fmt: skip
-    if label in ("alone", "joint") and ds not in UCI:  # one model, as long as an organization trains over all rounds
-        values["gal.baseline_epochs"] = SETTINGS[ds]["learner.epochs"] * ROUNDS
     return RunConfig.from_dict(values)
 
 

@@ -161,6 +161,52 @@ def costs(results: dict) -> dict:
     return {f"{key}_per_round": [r[key] for r in rounds] for key in keys}
 
 
+def complexity_rows(records: list[dict]) -> list[dict]:
+    """Per (method, M): means over seeds and rounds of Alice's seconds, the organizations' seconds side by side
+    (a round of one exchange, GAL: the slowest organization) or one after another (one exchange per organization,
+    the chained AL: their sum), the exchanges a round takes, the parameters kept and the bytes per round."""
+    out = []
+    keys = sorted({(r["organizations"], r["method"]) for r in records if "fit_seconds_per_round" in r
+                   and r["method"] in ("gal", "gal_dms", "al", "al_authors")})  # fmt: skip
+    for m, method in keys:
+        rs = [r for r in records if (r["organizations"], r["method"]) == (m, method) and "fit_seconds_per_round" in r]
+        rs = [r for r in rs if r.get("concurrent") is False or r["method"] == "al"]  # organizations timed alone
+        if not rs:
+            continue
+        fits = [  # one exchange: the organizations fit side by side; one per organization: one after another
+            sum(f) if e > 1 else max(f)
+            for r in rs
+            for f, e in zip(r["fit_seconds_per_round"], r["exchanges_per_round"], strict=True)
+        ]
+        alice = [a for r in rs for a in r["alice_seconds_per_round"]]
+        out.append({
+            "method": method, "organizations": m, "alice_seconds": statistics.fmean(alice),
+            "path_seconds": statistics.fmean(alice) + statistics.fmean(fits),
+            "organization_seconds": statistics.fmean(s for r in rs for f in r["fit_seconds_per_round"] for s in f),
+            "exchanges": statistics.fmean(e for r in rs for e in r["exchanges_per_round"]),
+            "stored_parameters": statistics.fmean(r["stored_parameters"] for r in rs),
+            "bytes_per_round": statistics.fmean(r["bytes_sent"] / len(r["round_seconds"]) for r in rs),
+        })  # fmt: skip
+    return out
+
+
+def complexity_table(records: list[dict]) -> str:
+    """GAL's Table 14 measured (:func:`complexity_rows`), the paper's ratios beside each row's against GAL's."""
+    rows = complexity_rows(records)
+    gal = {r["organizations"]: r for r in rows if r["method"] == "gal"}
+    lines = ["| M | method | Alice s/round | organizations s/round (critical path) | round's critical path s | × GAL "
+             "| exchanges/round | stored parameters | × GAL | MB/round |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        g = gal.get(r["organizations"])
+        time_x, space_x = (f"{r[k] / g[k]:.2f}×" if g else "–" for k in ("path_seconds", "stored_parameters"))
+        lines.append(f"| {r['organizations']} | {r['method']} | {r['alice_seconds']:.3f} "
+                     f"| {r['path_seconds'] - r['alice_seconds']:.2f} | {r['path_seconds']:.2f} | {time_x} "
+                     f"| {r['exchanges']:g} | {r['stored_parameters']:,.0f} | {space_x} "
+                     f"| {r['bytes_per_round'] / 1e6:.3f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def speed_table(records: list[dict]) -> str:
     groups = defaultdict(list)
     for r in records:
@@ -195,6 +241,15 @@ def report(records: list[dict]) -> str:
             summarize([r for r in records if r.get("concurrent", True)], PAPER),
             "\nSeconds per GAL round (median over seeds):\n" + speed_table(records),
             "\nDeep Model Sharing: parameters kept for prediction after T rounds, and time:\n" + memory_table(records),
+            *(
+                [
+                    "\nTable 14 measured (organizations timed one after another; the paper: AL's time and "
+                    "exchanges M × GAL's, the space T × for both, 1 × with Deep Model Sharing, the bytes 1 ×):\n"
+                    + complexity_table(records)
+                ]
+                if any("fit_seconds_per_round" in r for r in records)
+                else []
+            ),
         ]
     )
 
@@ -209,9 +264,12 @@ def main() -> None:
                 cfg = config(ds, values, method, seed, args)
                 extra = {"concurrent": True} if method in ("gal", "gal_dms") else {}
                 jobs.append(Job("gal_images", cfg, method, "cnn", costs, extra))
-            if "gal" in args.methods:  # the same GAL run with organizations fitted one after another
-                cfg = config(ds, values, "gal", seed, args, **{"run.concurrent": False})
-                jobs.append(Job("gal_images", cfg, "gal", "cnn", costs, {"concurrent": False}))
+            # the same run with organizations fitted one after another: GAL's (the speed table); on the subset also
+            # those of the other methods of one exchange a round, so Table 14 times every organization alone
+            timed = ("gal", "gal_dms", "al_authors") if ds == "mnist_subset" and not args.quick else ("gal",)
+            for method in (m for m in timed if m in args.methods):
+                cfg = config(ds, values, method, seed, args, **{"run.concurrent": False})
+                jobs.append(Job("gal_images", cfg, method, "cnn", costs, {"concurrent": False}))
     records = run_all(jobs, args)
     write_records(records, args.out)
     print(report(records))

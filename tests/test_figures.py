@@ -1,0 +1,68 @@
+"""The pictures: the papers' figures drawn from kept records only, and a finished run's own curves."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import benchmark
+
+figures = benchmark("figures")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_figure_is_drawn_from_a_kept_record_named_with_its_command(tmp_path):
+    assert figures.main(["--quick", "--out", str(tmp_path)]) == 0
+    for figure in figures.catalogue():
+        png, caption = tmp_path / f"{figure.name}.png", (tmp_path / f"{figure.name}.md").read_text()
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000, figure.name
+        assert f"(../records/{figure.record})" in caption and f"`{figure.command()}`" in caption
+        assert figure.command().startswith("python") or "python benchmarks/" in figure.command()
+    assert figures.main(["--only", "no_such_figure", "--out", str(tmp_path)]) == 2
+
+
+def test_the_docs_show_every_figure_and_every_picture_they_show_is_drawn():
+    drawn = {f.name: f for f in figures.catalogue()}
+    shown = set()
+    for page in (ROOT / "docs").glob("*.md"):
+        for name in re.findall(r"!\[[^\]]*\]\(figures/([\w.]+)\.png\)", page.read_text()):  # embedded pictures
+            assert name in drawn, f"{page.name} shows figures/{name}.png, which benchmarks/figures.py does not draw"
+            assert drawn[name].where == page.name, f"{name} is shown in {page.name}, listed for {drawn[name].where}"
+            shown.add(name)
+    assert shown == set(drawn)
+    for name in drawn:  # kept in the repository, redrawn by the command in its caption
+        assert (ROOT / "docs" / "figures" / f"{name}.png").is_file() and (
+            ROOT / "docs/figures" / f"{name}.md"
+        ).is_file()
+
+
+def test_gal_table14_rows_put_al_on_the_organizations_sum_and_gal_on_the_slowest():
+    record = {"organizations": 2, "stored_parameters": 10, "bytes_sent": 40, "round_seconds": [1.0, 1.0],
+              "fit_seconds_per_round": [[1.0, 3.0], [1.0, 3.0]], "alice_seconds_per_round": [0.5, 0.5],
+              "exchanges_per_round": [1, 1], "concurrent": False}  # fmt: skip
+    rows = figures.load("gal_images").complexity_rows(
+        [{**record, "method": "gal"}, {**record, "method": "al", "exchanges_per_round": [2, 2]}]
+    )
+    by = {r["method"]: r for r in rows}
+    assert by["gal"]["path_seconds"] == 3.5 and by["al"]["path_seconds"] == 4.5 and by["al"]["exchanges"] == 2
+    assert by["gal"]["bytes_per_round"] == 20
+
+
+def test_a_finished_run_draws_its_own_curves(tiny, tmp_path):
+    from vcl.coordinator.runner import train
+    from vcl.use.figures import MARK
+
+    out = tmp_path / "run"
+    train(tiny(**{"run.rounds": 2, "out": str(out), "compare": ["alone"]}), verbose=False)
+    command = [sys.executable, str(ROOT / "train.py"), "figures", "--out", str(out)]
+    for _ in range(2):  # the second time it replaces the picture it wrote
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    png = out / "figures" / "rounds.png"
+    assert MARK in png.read_bytes()[:4096]
+    foreign = tmp_path / "mine.png"
+    foreign.write_bytes(b"\x89PNG\r\n\x1a\n not this command's")
+    for args, words in ((["--png", str(foreign)], "did not write"), (["--out", str(tmp_path / "none")], "no results")):
+        done = subprocess.run(command[:3] + ["--out", str(out)] + args, capture_output=True, text=True)
+        assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert foreign.read_bytes().endswith(b"not this command's")
