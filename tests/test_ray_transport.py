@@ -220,7 +220,8 @@ def test_a_benchmark_job_has_the_threads_its_cpus_give_whatever_the_workers():
         ),
         (
             {"transport.kind": "ray", "transport.party_cpus": [1.0, 1.0, 1.0]},
-            r"^transport.party_cpus lists 3 values for 4 parties; give 1 or 4\.$",
+            r"^transport.party_cpus lists 3 values for the 4 parties of this run \(alice, org1, org2, org3\); give one "
+            r"value for all, or one per party in that order\.$",
         ),
         (
             {"transport.kind": "ray", "transport.party_gpus": [-1.0]},
@@ -359,3 +360,43 @@ def test_a_broadcast_crosses_the_driver_once_and_arrives_whole(ray_cluster):
     assert stored[2] is messages[2]  # a tensor only one message carries goes with its message, as before
     arrived = _fetched(stored[1])
     assert arrived.receiver == "carol" and torch.equal(arrived.values, shared) and _fetched(stored[2]) is stored[2]
+
+
+def test_a_cluster_of_two_nodes_runs_each_organization_on_its_node_as_the_local_run(tmp_path, signal_csvs):
+    """The docs' "Across machines" recipe on a Ray cluster of two nodes (tests/ray_nodes.py): each organization's
+    actor runs on the node of its resource, for training and for a prediction of the finished run, and every
+    round's figures, the bytes and the predictions equal the local run's."""
+    import csv
+    import json
+    import subprocess
+
+    import train as cli
+
+    new = []
+    for path in signal_csvs:  # new people: the first 30 rows of each file (bob's come in another order)
+        lines = Path(path).read_text().splitlines()
+        target = tmp_path / f"new_{Path(path).name}"
+        target.write_text("\n".join(lines[:31]) + "\n")
+        new.append(str(target))
+    out = tmp_path / "cluster"
+    script = Path(__file__).with_name("ray_nodes.py")
+    done = subprocess.run([sys.executable, str(script), str(out), *signal_csvs, *new], capture_output=True,
+                          text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    placed = json.loads(done.stdout.strip().splitlines()[-1])
+    nodes = {p["name"]: p["node"] for p in placed["parties"]}
+    assert nodes == {"alice": placed["nodes"]["node_alice"], "bob": placed["nodes"]["node_bob"]}
+    assert placed["nodes"]["node_alice"] != placed["nodes"]["node_bob"]
+    local = tmp_path / "local"
+    common = ["--data.dataset", "csv", "--data.task", "classification", "--run.rounds", "3", "--quiet"]
+    assert cli.main([*common, "--data.csv_files", *signal_csvs, "--out", str(local), "--run.concurrent", "false"]) == 0
+    assert cli.main(["predict", "--out", str(local), "--data.csv_files", *new, "--predictions",
+                     str(local / "predictions.csv"), "--quiet"]) == 0  # fmt: skip
+    apart, here = (json.loads((d / "results.json").read_text()) for d in (out, local))
+    assert rounds_of(apart) == rounds_of(here) and apart["bytes_sent"] == here["bytes_sent"]
+    rows = [list(csv.DictReader((d / "predictions.csv").open())) for d in (out, local)]
+    shared = set.intersection(*({line.split(",")[0] for line in Path(f).read_text().splitlines()[1:]} for f in new))
+    assert [r["id"] for r in rows[0]] == [r["id"] for r in rows[1]] and {r["id"] for r in rows[0]} == shared
+    for a, b in zip(*rows, strict=True):
+        assert a["prediction"] == b["prediction"]
+        assert all(abs(float(a[k]) - float(b[k])) < 1e-6 for k in a if k.startswith("p_"))

@@ -93,6 +93,12 @@ class PartyHost(PartyRuntime):
     def pid(self) -> int:
         return os.getpid()
 
+    def where(self) -> dict:
+        """Where it runs, with the Ray node (its ID) that holds its process (``transport.party_nodes``)."""
+        import ray
+
+        return {**super().where(), "node": ray.get_runtime_context().get_node_id()}
+
     def handle(self, message: Message) -> Message | None:
         return super().handle(_fetched(message))
 
@@ -139,6 +145,23 @@ def _fetched(message: Message) -> Message:
     return (
         dataclasses.replace(message, **dict(zip(refs, ray.get(list(refs.values())), strict=True))) if refs else message
     )
+
+
+RESOURCES = ("cpus", "gpus", "nodes")
+
+
+def per_party(values: list, names: list[str], data, what: str) -> list:
+    """``transport.party_<what>`` for each of ``names``: one value for all, one per party of the run, or one per
+    organization of the data, of which a method that runs some (Alone: Alice only) takes theirs by name."""
+    organizations = [v.name for v in getattr(data, "views", [])]
+    if len(values) == len(organizations) != len(names) and set(names) <= set(organizations):
+        return [dict(zip(organizations, values, strict=True))[n] for n in names]
+    if len(values) not in (1, len(names)):
+        raise VCLInputError(
+            f"transport.party_{what} lists {len(values)} values for the {len(names)} parties of this run "
+            f"({', '.join(names)}); give one value for all, or one per party in that order."
+        )
+    return per_organization(values, len(names), f"transport.party_{what}", who="parties")
 
 
 def _placement(node: str) -> dict:
@@ -226,11 +249,8 @@ class RayTransport(Transport):
 
     @classmethod
     def open(cls, config: RunConfig, method: str, data, parties: Parties) -> RayTransport:
-        count, t = len(parties.names), config.transport
-        resources = {
-            what: per_organization(getattr(t, f"party_{what}"), count, f"transport.party_{what}", who="parties")
-            for what in ("cpus", "gpus", "nodes")
-        }
+        t = config.transport
+        resources = {what: per_party(getattr(t, f"party_{what}"), parties.names, data, what) for what in RESOURCES}
         return cls(config, method, parties.names, data, parties.own, resources)
 
     @classmethod
@@ -246,8 +266,8 @@ class RayTransport(Transport):
         import ray
 
         t, d = config.transport, config.data
-        start_ray(t.address, sum(per_organization(t.party_cpus, len(names), "transport.party_cpus", who="parties")))
-        nodes = per_organization(t.party_nodes, len(names), "transport.party_nodes", who="parties")
+        start_ray(t.address, sum(per_party(t.party_cpus, names, None, "cpus")))
+        nodes = per_party(t.party_nodes, names, None, "nodes")
         read = ray.remote(num_cpus=0)(answer_from_file)
         refs = [
             read.options(**_placement(nodes[k])).remote(f, d.id_column, drop[k], d.label_column, offer)
