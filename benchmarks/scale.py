@@ -80,6 +80,68 @@ def generate(folder: Path, rows: int, fmt: str = "csv", seed: int = 0) -> list[P
     return paths
 
 
+LEVELS, EMPTY, UNSHARED = 12, 0.01, 0.03  # the realistic shape: text levels, empty cells, rows only one file holds
+
+
+def generate_realistic(folder: Path, rows: int, seed: int = 0) -> list[Path]:
+    """M files shaped like real ones (``--shape realistic``): IDs of UUID length (text), organizations 0, 2, 4, 6 in
+    CSV and 1, 3, 5, 7 in Parquet, 4 to 16 numeric features each and one text column of 12 levels (``cat<m>``),
+    1 % of every feature's cells empty, 3 % of each file's rows people no other file holds (each file leaves out 3 %
+    of the shared people), a label of 3 classes in Alice's file; run with ``data.categorical: onehot`` and
+    ``data.missing: impute``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    people = rows  # each file: 97 % of these people and 3 % of its own, ``rows`` rows
+
+    def uuids(n: int) -> np.ndarray:
+        raw = rng.bytes(16 * n).hex()  # 32 hex digits an ID, written as a UUID is
+        return np.array([f"{raw[i:i + 8]}-{raw[i + 8:i + 12]}-{raw[i + 12:i + 16]}-{raw[i + 16:i + 20]}-"
+                         f"{raw[i + 20:i + 32]}" for i in range(0, 32 * n, 32)])  # fmt: skip
+
+    ids = uuids(people)
+    widths = rng.integers(4, 17, size=ORGANIZATIONS)
+    logits = np.zeros((people, 3), dtype=np.float32)
+    blocks = []
+    for m in range(ORGANIZATIONS):
+        x = rng.normal(size=(people, widths[m])).astype(np.float32)
+        level = rng.integers(0, LEVELS, size=people)
+        logits += x @ rng.normal(size=(widths[m], 3)).astype(np.float32) + rng.normal(size=(LEVELS, 3))[level]
+        blocks.append((x, level))
+    label = np.argmax(logits + rng.gumbel(size=logits.shape).astype(np.float32), axis=1)
+    paths = []
+    for m, (x, level) in enumerate(blocks):
+        name = "alice" if m == 0 else f"org{m}"
+        keep = np.sort(rng.choice(people, people - int(UNSHARED * people), replace=False))
+        own = uuids(people - len(keep))  # people only this file holds
+        order = rng.permutation(people)
+        row_ids = np.concatenate([ids[keep], own])[order]
+        source = np.concatenate([keep, np.full(len(own), -1)])[order]  # -1: a row of its own (random values)
+        filler = rng.normal(size=(len(own), widths[m])).astype(np.float32)
+        values = np.concatenate([x[keep], filler])[order]
+        levels = np.concatenate([level[keep], rng.integers(0, LEVELS, size=len(own))])[order]
+        columns = {"id": pa.array(row_ids)}
+        for j in range(widths[m]):
+            empty = rng.random(people) < EMPTY
+            columns[f"f{m}_{j}"] = pa.array(np.round(values[:, j], 6), mask=empty)
+        text = np.char.add("level_", np.char.zfill(levels.astype(str), 2))
+        columns[f"cat{m}"] = pa.array(text, mask=rng.random(people) < EMPTY)
+        if m == 0:
+            own_label = rng.integers(0, 3, size=people)
+            columns["label"] = pa.array(np.where(source >= 0, label[np.maximum(source, 0)], own_label))
+        table = pa.table(columns)
+        path = folder / f"{name}.{'parquet' if m % 2 else 'csv'}"
+        if m % 2:
+            pq.write_table(table, path)
+        else:
+            pacsv.write_csv(table, path)
+        paths.append(path)
+    return paths
+
+
 BARE_READ = """
 import sys, time, pyarrow.csv as c, pyarrow.parquet as q
 t = time.perf_counter()
@@ -115,13 +177,40 @@ def floors(paths: list[Path]) -> dict:
             "import_rss": max(i[1] for i in imports)}  # fmt: skip
 
 
-def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True, batch=0) -> dict:
+SHAPES = {  # --shape: the files' generator and the options a user gives to read them
+    "numeric": (generate, []),
+    "realistic": (lambda folder, rows, fmt: generate_realistic(folder, rows),
+                  ["--data.categorical", "onehot", "--data.missing", "impute"]),
+}  # fmt: skip
+
+
+def prepared_columns(paths: list[Path]) -> int:
+    """The feature columns the files give once prepared: each numeric column, and a text column's levels (one-hot)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    count = 0
+    for path in paths:
+        table = pq.read_table(path) if path.suffix == ".parquet" else pacsv.read_csv(path)
+        for name in table.column_names:
+            if name in ("id", "label"):
+                continue
+            column = table.column(name)
+            text = pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+            count += sum(1 for level in pc.unique(column.drop_null()).to_pylist() if level != "") if text else 1
+    return count
+
+
+def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True, batch=0,
+        shape="numeric", columns=ORGANIZATIONS * FEATURES) -> dict:  # fmt: skip
     out = folder / f"run-{transport}-{model}-{rows}-{batch}"
     files = [str(p) for p in paths] if fed is None else [str(paths[0])] + [p.stem for p in paths[1:]]
     argv = [sys.executable, "train.py", "--data.dataset", "csv", "--data.task", "classification",
             "--data.csv_files", *files, "--learner.model", model, "--run.rounds", str(rounds),
             "--run.device", device, "--learner.batch_size", str(batch), "--out", str(out), "--overwrite",
-            "--quiet"]  # fmt: skip
+            "--quiet", *SHAPES[shape][1]]  # fmt: skip
     if not alone:
         argv += ["--compare"]  # a bare --compare: no method beside GAL
     if fed is not None:
@@ -135,7 +224,7 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
     seconds = list(results["round_seconds"])
     methods = results["seconds"] + sum(c["seconds"] for c in (results.get("compare") or {}).values())
     party_rss = max(_party_peak(pid) for pid in fed.pids().values()) if fed is not None else 0
-    return {"benchmark": "scale", "rows": rows, "organizations": ORGANIZATIONS, "features": ORGANIZATIONS * FEATURES,
+    return {"benchmark": "scale", "shape": shape, "rows": rows, "organizations": ORGANIZATIONS, "features": columns,
             "transport": transport, "model": model, "device": device, "batch_size": batch, "rounds": rounds,
             "wall_seconds": wall,
             "round_seconds": seconds, "seconds_per_round": statistics.median(seconds),
@@ -143,7 +232,7 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
             "alone_seconds": methods - results["seconds"], "peak_rss": rss,
             "party_peak_rss": party_rss,
             "bytes_per_round": results["bytes_sent"] / max(rounds, 1), "accuracy": results["value"],
-            "matrix_bytes": rows * ORGANIZATIONS * FEATURES * 4, **gpu}  # fmt: skip
+            "matrix_bytes": rows * columns * 4, **gpu}  # fmt: skip
 
 
 def _party_peak(pid: int) -> int:
@@ -208,8 +297,9 @@ def report(records: list[dict]) -> str:
         f = floor.get(r["rows"], {})
         read, imports = f.get("bare_read_seconds", float("nan")), f.get("import_seconds", float("nan"))
         party = f" / {r['party_peak_rss'] / GB:.2f}" if r["party_peak_rss"] else ""
+        shape = " (realistic)" if r.get("shape") == "realistic" else ""
         lines.append(
-            f"| {r['rows']:,} | {r['transport']} | {r['model']} | {r['device']} | {r['wall_seconds']:.1f} "
+            f"| {r['rows']:,}{shape} | {r['transport']} | {r['model']} | {r['device']} | {r['wall_seconds']:.1f} "
             f"| {r['seconds_per_round']:.3f} | {r['rest_seconds']:.1f} | {read:.2f} "
             f"| {imports:.2f} | {r['peak_rss'] / GB:.2f}{party} "
             f"| {r['matrix_bytes'] / GB:.3f} | {r['bytes_per_round']:,.0f} | {r['accuracy']:.4f} |"
@@ -280,7 +370,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[0], help="learner.batch_size (0: the default)")
-    p.add_argument("--format", default="csv", choices=["csv", "parquet"])
+    p.add_argument("--format", default="csv", choices=["csv", "parquet"], help="numeric shape: the files' format")
+    p.add_argument("--shape", default="numeric", choices=list(SHAPES),
+                   help="numeric (text IDs, 8 numeric features each) or realistic (UUID IDs, CSV and Parquet, a text "
+                   "column, empty cells, 4-16 features, unshared rows, 3 classes)")  # fmt: skip
     p.add_argument("--folder", default=None, help="where the generated files go (default: a temporary folder)")
     p.add_argument("--no-alone", action="store_true", help="run GAL without the Alone run the default compares")
     p.add_argument("--psi", action="store_true", help="also time the star PSI alone beside the grpc runs")
@@ -293,15 +386,17 @@ def main() -> None:
         for rows in sizes:
             data = folder / f"data-{rows}"
             data.mkdir()
-            paths = generate(data, rows, args.format)
-            records.append({"benchmark": "scale", "floor": True, "rows": rows, **floors(paths)})
+            paths = SHAPES[args.shape][0](data, rows, args.format)
+            columns = prepared_columns(paths) if args.shape != "numeric" else ORGANIZATIONS * FEATURES
+            records.append({"benchmark": "scale", "floor": True, "shape": args.shape, "rows": rows, **floors(paths)})
             for transport in args.transports:
                 if transport == "grpc" and rows < 10**5:
                     continue
                 for model, batch in itertools.product(args.models, args.batch_sizes):
                     common = (rows, transport, model, args.rounds, args.device, folder)
+                    shaped = {"shape": args.shape, "columns": columns}
                     if transport == "local":
-                        records.append(run(paths, *common, None, not args.no_alone, batch))
+                        records.append(run(paths, *common, None, not args.no_alone, batch, **shaped))
                     else:
                         from vcl.transports.loopback import LoopbackFederation
 
@@ -312,7 +407,7 @@ def main() -> None:
                             fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB, preload=True
                         )
                         with loopback as fed:
-                            records.append(run(paths, *common, fed, not args.no_alone, batch))
+                            records.append(run(paths, *common, fed, not args.no_alone, batch, **shaped))
                     print(_line(records[-1]), flush=True)
                     write_records(records, args.out)  # kept as it goes: a long sweep cut short keeps its runs
             if "grpc" in args.transports and rows >= 10**5 and args.format == "csv" and args.psi:

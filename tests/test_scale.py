@@ -26,6 +26,22 @@ def test_generated_files_are_one_per_organization_each_in_its_own_row_order(tmp_
     assert a.ids == b.ids and (a.y == b.y).all() and abs(a.X - b.X).max() < 1e-6
 
 
+def test_realistic_files_are_shaped_like_real_ones_and_read_with_onehot_and_impute(tmp_path):
+    from vcl.datamodules.csv_files import load_csv_organizations
+
+    paths = scale.generate_realistic(tmp_path, 400)
+    assert [p.suffix for p in paths] == [".csv", ".parquet"] * (scale.ORGANIZATIONS // 2)
+    first = paths[0].read_text().splitlines()[1].split(",")[0].strip('"')  # Arrow quotes text cells
+    assert len(first) == 36 and first.count("-") == 4  # a UUID's length and shape
+    assert ",," in paths[0].read_text()  # empty cells
+    table = load_csv_organizations(paths, task="classification", categorical=("onehot",), missing=("impute",))
+    assert table.num_classes == 3 and 300 < len(table.ids) < 400  # each file's own 3 % of people are left out
+    text = sum(kind == "categorical" for kind in table.kinds)  # one a file, one-hot encoded by its party
+    empty = (table.X[:, [k == "numeric" for k in table.kinds]] != table.X[:, [k == "numeric" for k in table.kinds]])
+    assert text == scale.ORGANIZATIONS and 0.002 < empty.mean() < 0.03  # 1 % empty, imputed by each party
+    assert scale.prepared_columns(paths) == table.X.shape[1] - text + text * scale.LEVELS
+
+
 def _run(rows, transport, rest, round_s, rss, accuracy=0.8, party=0):
     return {"benchmark": "scale", "rows": rows, "transport": transport, "model": "linear", "device": "cpu",
             "wall_seconds": rest + 2 * round_s, "seconds_per_round": round_s, "rest_seconds": rest,
