@@ -37,7 +37,7 @@ def test_realistic_files_are_shaped_like_real_ones_and_read_with_onehot_and_impu
     table = load_csv_organizations(paths, task="classification", categorical=("onehot",), missing=("impute",))
     assert table.num_classes == 3 and 300 < len(table.ids) < 400  # each file's own 3 % of people are left out
     text = sum(kind == "categorical" for kind in table.kinds)  # one a file, one-hot encoded by its party
-    empty = (table.X[:, [k == "numeric" for k in table.kinds]] != table.X[:, [k == "numeric" for k in table.kinds]])
+    empty = table.X[:, [k == "numeric" for k in table.kinds]] != table.X[:, [k == "numeric" for k in table.kinds]]
     assert text == scale.ORGANIZATIONS and 0.002 < empty.mean() < 0.03  # 1 % empty, imputed by each party
     assert scale.prepared_columns(paths) == table.X.shape[1] - text + text * scale.LEVELS
 
