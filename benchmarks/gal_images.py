@@ -17,7 +17,9 @@ epochs, batch 512, 10 rounds, seeds 0–3, M ∈ {2, 4, 8}, on MNIST and CIFAR-1
 ``--data-root``; the centralized one-shot baselines (Late, Interm) train for epochs × rounds.
 ``--datasets mnist_subset`` runs Tables 12 and 13 (M = 2, 4) on the subset with the quick mode's CNN and data for
 10 rounds, on CPU. Every GAL and AL record keeps each round's seconds per organization and at Alice
-(``fit_seconds``, ``alice_seconds``): Table 14's computation, beside its bytes and stored parameters.
+(``fit_seconds``, ``alice_seconds``), and GAL, GAL_DMS and the authors' AL run a second time with the organizations
+fitted one after another, so that each organization's seconds are its own: Table 14's computation
+(:func:`complexity_table`), beside its bytes and stored parameters.
 Speed: seconds per GAL round with organizations fitted concurrently (one vmapped pass) vs one after another.
 """
 
