@@ -246,6 +246,9 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
         (k / f"old.{suffix}").write_bytes((tmp_path / "expired" / f"bob.{suffix}").read_bytes())
     (tmp_path / "garbage.pem").write_text("hello\n")
     (tmp_path / "afile").write_text("x")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    (tmp_path / "real" / "bob").symlink_to(tmp_path / "real")  # the party's own folder under a real root
     tls = {"ca": str(k / "ca.pem"), "cert": str(k / "bob.pem"), "key": str(k / "bob.key")}
     good = {"name": "bob", "listen": "127.0.0.1:0", "coordinator": "alice", "tls": tls, "root": str(tmp_path / "r")}
     cases = [
@@ -260,6 +263,8 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
         ({"secrets": [1, 2]}, "secrets is not a mapping"),
         ({"device": "tpu9"}, "device='tpu9' is not a device"),
         ({"root": str(tmp_path / "afile")}, "afile is not a folder"),
+        ({"root": str(tmp_path / "linked")}, "linked is a symbolic link, and vcl never writes through one"),
+        ({"root": str(tmp_path / "real")}, "real/bob is a symbolic link, and vcl never writes through one"),
         ({"allow_classes": "my_pkg.Net"}, "allow_classes is not a list of class paths"),
         ({"calls_per_peer": 0}, "calls_per_peer=0 is not a whole number from 1 to 64"),
         ({"stall_s": "abc"}, "stall_s='abc' is not a number of seconds"),

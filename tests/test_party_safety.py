@@ -380,3 +380,20 @@ def test_an_organization_refuses_a_fit_it_cannot_make_or_of_a_round_it_passed_as
             fit(values)
     with pytest.raises(VCLInputError, match="of round 2 after its fit of round 2"):
         fit(torch.zeros(10, 3), round_=2)
+
+
+def test_a_party_that_holds_no_run_is_named_for_why_by_when():
+    """FAILED_PRECONDITION is the party's "I hold no run": at start-up its Setup was refused or never reached it (the
+    sentence said "it restarted", which it had not); during a round it restarted, and --resume sets it up again."""
+    from types import SimpleNamespace
+
+    import grpc
+
+    from vcl.transports.grpc import Link
+
+    org1 = SimpleNamespace(name="org1", address="127.0.0.1:1", deadline_is="1 s")
+    held = "it holds no run (it restarted, or was never set up)"
+    early = Link.error(org1, "Where", grpc.StatusCode.FAILED_PRECONDITION, held, "start-up")
+    later = Link.error(org1, "Handle", grpc.StatusCode.FAILED_PRECONDITION, held, "round 2")
+    assert isinstance(early, PartyLost) and "restarted" not in str(early) and "its Setup was refused" in str(early)
+    assert str(later) == "party org1 stopped during round 2: it restarted and holds no run; --resume sets it up again"

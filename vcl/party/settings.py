@@ -133,6 +133,12 @@ def load_settings(path: str | Path) -> PartySettings:
 
         resolve_device(s.device, f"the party config {path}: device")
     root = Path(s.root)
+    for link in (root, root / s.name):  # where its checkpoints go: vcl never writes through a link
+        if link.is_symlink():
+            raise VCLInputError(
+                f"the party config {path}: root={s.root!r}: {link} is a symbolic link, and vcl never writes through "
+                "one; give a real folder."
+            )
     place = next((p for p in (root, *root.parents) if p.exists()), Path("."))
     if not place.is_dir() or not os.access(place, os.W_OK | os.X_OK):
         what = "is not a folder" if not place.is_dir() else "cannot be written"

@@ -130,7 +130,8 @@ def save_party(party, name: str, root: Path, round_: int, run: str) -> None:
         if place.is_symlink():
             raise VCLInputError(
                 f"party {name}'s checkpoint folder {place} is a symbolic link, and vcl never writes through one; "
-                "put a real directory there (transport.party_dirs) and resume."
+                "put a real directory there (the run's transport.party_dirs, or a party config's root where the "
+                "party runs on its own machine) and resume."
             )
     atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_, "run": run}, path)
 

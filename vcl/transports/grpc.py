@@ -143,7 +143,10 @@ class Link:
             return PartyLost(peer, during, reason[:300] or "it did not take a message")
         if code == grpc.StatusCode.INTERNAL:
             return PartyFailed(self.name, during, op, details[:300])
-        if code == grpc.StatusCode.FAILED_PRECONDITION:
+        if code == grpc.StatusCode.FAILED_PRECONDITION:  # the party holds no run
+            if during == "start-up":  # it was never set up by this run: its Setup was refused or did not reach it
+                return PartyLost(self.name, during, "it holds no run: its Setup was refused or did not reach it (the "
+                                 "sentence before this one, or the party's log, says why)")  # fmt: skip
             return PartyLost(self.name, during, "it restarted and holds no run; --resume sets it up again")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return PartyLost(self.name, during, f"it did not answer within {self.deadline_is}")
