@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import statistics
 import sys
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the benchmark scripts, imported by name as results.py loads them
 
-from results import ROOT, commands, load  # noqa: E402
+from results import ROOT, commands, load, read_records  # noqa: E402
 
 DPI = 110
 
@@ -60,15 +59,6 @@ class Figure:
             f"(made by `{self.command()}` on the machine of `docs/records/{folder}/README.md`; drawn by "
             f"`python benchmarks/figures.py --only {self.name} --out docs/figures`). The paper: {self.shows}\n"
         )
-
-
-def _records(path: Path) -> list[dict]:
-    text = path.read_text()
-    return (
-        [json.loads(line) for line in text.splitlines() if line.strip()]
-        if path.suffix == ".jsonl"
-        else json.loads(text)
-    )
 
 
 # --- drawings not kept in a benchmark of their own -------------------------------------------------------------
@@ -232,7 +222,7 @@ ASCII_CURVES = [  # ASCII's figures of test accuracy per round: (number, our tit
 
 def draw(figure: Figure, out: Path, dpi: int) -> Path:
     """``figure``'s PNG and caption into ``out``, each written whole (a temporary file renamed)."""
-    records, text = _records(figure.path), figure.caption()
+    records, text = read_records(figure.path), figure.caption()
     png = out / f"{figure.name}.png"
     tmp = out / f".{figure.name}.tmp.png"
     try:

@@ -184,7 +184,6 @@ def complexity_rows(records: list[dict]) -> list[dict]:
         out.append({
             "method": method, "organizations": m, "alice_seconds": statistics.fmean(alice),
             "path_seconds": statistics.fmean(alice) + statistics.fmean(fits),
-            "organization_seconds": statistics.fmean(s for r in rs for f in r["fit_seconds_per_round"] for s in f),
             "exchanges": statistics.fmean(e for r in rs for e in r["exchanges_per_round"]),
             "stored_parameters": statistics.fmean(r["stored_parameters"] for r in rs),
             "bytes_per_round": statistics.fmean(r["bytes_sent"] / len(r["round_seconds"]) for r in rs),

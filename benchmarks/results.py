@@ -62,12 +62,16 @@ def plain_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def read_records(path: Path) -> list[dict]:
+    """A record file's records: a JSON list, or one JSON object a line (``.jsonl``)."""
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(path.read_text())
+
+
 def section(folder: Path, name: str, command: str) -> str:
     path = folder / name
-    if path.suffix == ".jsonl":
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    else:
-        records = json.loads(path.read_text())
+    records = read_records(path)
     script = re.search(r"benchmarks/(\w+)\.py", command)
     if script is None:
         body = plain_table(records)
