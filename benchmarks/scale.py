@@ -150,6 +150,18 @@ for p in sys.argv[1:]:
 print(time.perf_counter() - t)
 """
 
+READ_BANDWIDTH = """
+import sys, time, torch
+nbytes, device = int(sys.argv[1]), sys.argv[2]
+x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+wait = torch.cuda.synchronize if device.startswith('cuda') else (lambda: None)
+times = []
+for _ in range(6):
+    wait(); t = time.perf_counter(); x.sum(); wait(); times.append(time.perf_counter() - t)
+print(nbytes / min(times[1:]))
+"""
+BANDWIDTH_BYTES = 2 * 10**9  # the array the read bandwidth is measured on: the matrix, at most this much
+
 
 def child(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
     """Wall seconds, peak RSS (bytes) and output of a command in a process of its own."""
@@ -166,7 +178,14 @@ def child(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
 FLOOR_SAMPLES = 3  # each floor is the median of this many processes: one alone moved by ±1 s here from call to call
 
 
-def floors(paths: list[Path]) -> dict:
+def floors(paths: list[Path], matrix_bytes: int = 0, device: str = "cpu") -> dict:
+    """The bare read and the imports, each the median of three processes; with ``matrix_bytes``, the device's read
+    bandwidth (a STREAM-like sum over a float32 array of the matrix's size, at most 2 GB; the best of five)."""
+    bandwidth = {}
+    if matrix_bytes:
+        nbytes = min(matrix_bytes, BANDWIDTH_BYTES)
+        _, _, out = child([sys.executable, "-c", READ_BANDWIDTH, str(nbytes), device])
+        bandwidth = {"read_bytes_per_second": float(out.strip().splitlines()[-1]), "bandwidth_device": device}
     reads = [child([sys.executable, "-c", BARE_READ, *map(str, paths)]) for _ in range(FLOOR_SAMPLES)]
     imports = [child([sys.executable, "-c", "import torch, pytorch_lightning"]) for _ in range(FLOOR_SAMPLES)]
     read_seconds = [float(out.strip().splitlines()[-1]) for _, _, out in reads]
@@ -174,7 +193,15 @@ def floors(paths: list[Path]) -> dict:
             "bare_read_process_seconds": statistics.median(r[0] for r in reads),
             "file_bytes": sum(p.stat().st_size for p in paths), "bare_read_rss": max(r[1] for r in reads),
             "import_seconds": statistics.median(i[0] for i in imports), "import_samples": [i[0] for i in imports],
-            "import_rss": max(i[1] for i in imports)}  # fmt: skip
+            "import_rss": max(i[1] for i in imports), **bandwidth}  # fmt: skip
+
+
+def round_read_bytes(model: str, matrix_bytes: int) -> int:
+    """The bytes a round of local training reads at least: every organization's block once an epoch (the paper's
+    epochs for the model: 100 for Linear and MLP)."""
+    from vcl.models import DEEP, PAPER_DEFAULTS
+
+    return PAPER_DEFAULTS[DEEP[model]]["epochs"] * matrix_bytes
 
 
 SHAPES = {  # --shape: the files' generator and the options a user gives to read them
@@ -232,7 +259,8 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
             "alone_seconds": methods - results["seconds"], "peak_rss": rss,
             "party_peak_rss": party_rss,
             "bytes_per_round": results["bytes_sent"] / max(rounds, 1), "accuracy": results["value"],
-            "matrix_bytes": rows * columns * 4, **gpu}  # fmt: skip
+            "matrix_bytes": rows * columns * 4, "round_read_bytes": round_read_bytes(model, rows * columns * 4),
+            **gpu}  # fmt: skip
 
 
 def _party_peak(pid: int) -> int:
@@ -338,6 +366,18 @@ def report(records: list[dict]) -> str:
             f"imports): {'met' if rest <= budget else 'NOT met'}; peak RSS {peak / 1e9:.2f} GB against ≤ "
             f"{memory / 1e9:.2f} GB: {'met' if peak <= memory else 'NOT met'}"
         )
+    for r in records:
+        bandwidth = floor.get(r["rows"], {}).get("read_bytes_per_second") if "round_read_bytes" in r else None
+        if bandwidth:
+            least = r["round_read_bytes"] / bandwidth
+            ratio = r["seconds_per_round"] / least
+            target = f" (≤ 4: {'met' if ratio <= 4 else 'NOT met'})" if r["device"] == "cpu" else ""
+            targets.append(
+                f"- {r['rows']:,} rows, {r['transport']} {r['model']} {r['device']}, batch "
+                f"{r.get('batch_size') or 'default'}: a round {r['seconds_per_round']:.2f} s against the read floor "
+                f"{least:.3f} s ({r['round_read_bytes'] / GB:.1f} GB at {bandwidth / GB:.1f} GB/s): "
+                f"{ratio:.1f}×{target}"
+            )
     runs = [r for r in records if "seconds_per_round" in r and not r.get("batch_size")]  # the default batch
     by = {(r["rows"], r["transport"], r["model"], r["device"]): r for r in runs}
     for (rows, transport, model, device), r in by.items():
@@ -388,7 +428,8 @@ def main() -> None:
             data.mkdir()
             paths = SHAPES[args.shape][0](data, rows, args.format)
             columns = prepared_columns(paths) if args.shape != "numeric" else ORGANIZATIONS * FEATURES
-            records.append({"benchmark": "scale", "floor": True, "shape": args.shape, "rows": rows, **floors(paths)})
+            floor = floors(paths, rows * columns * 4, args.device)
+            records.append({"benchmark": "scale", "floor": True, "shape": args.shape, "rows": rows, **floor})
             for transport in args.transports:
                 if transport == "grpc" and rows < 10**5:
                     continue
