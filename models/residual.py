@@ -362,7 +362,7 @@ class ResidualRegressor(pl.LightningModule):
             opt, sched = one_optimizer(self.net.configure_optimizers(), hp.module)
         else:
             opt, sched = build_optimizer(
-                params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer
+                params, hp.lr, hp.momentum, hp.weight_decay, hp.milestones, hp.gamma, hp.optimizer, hp.precision
             )
         return Steps(opt, sched, clip=hp.grad_clip, precision=hp.precision, device=device, clip_with=clip_with)
 

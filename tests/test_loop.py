@@ -232,3 +232,31 @@ def test_the_fast_engines_sgd_steps_equal_torchs_plain_sgd_to_the_bit(shape):
         ends.append(p.detach())
     assert opt.defaults.get("fused") in (None, False)  # the reference is torch's loop, not its kernel
     assert torch.equal(*ends)
+
+
+def test_fp16s_scaler_skips_the_steps_it_finds_overflowing_with_the_fast_engines_sgd():
+    """Under ``16-mixed`` the gradient scaler skips a step whose scaled gradients overflowed and lowers its scale;
+    the step then moves nothing. A fused SGD behind the scaler (what build_optimizer gave at every precision before
+    an H200 run of tests/test_gpu.py caught its CNNs not learning) moved its weights on those steps and diverged.
+    Here on the CPU: a start scale that overflows the first steps, the fast engine's Steps with clipping."""
+    from vcl.engine.loop import Steps
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 10, generator=gen)
+    y = (x[:, 0] > 0).long()
+    losses = {}
+    for precision in ("16-mixed", "32-true"):
+        net = torch.nn.Linear(10, 2)
+        with torch.no_grad():
+            net.weight.copy_(torch.randn(2, 10, generator=gen) * 0.1)
+            net.bias.zero_()
+        opt, sched = build_optimizer(net.parameters(), 0.1, 0.9, 5e-4, [], 0.1, precision=precision)
+        steps = Steps(opt, sched, clip=1.0, precision=precision, device="cpu")
+        if steps.scaler is not None:
+            steps.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127)  # the first steps' gradients overflow
+        for _ in range(60):
+            steps.step(torch.nn.functional.cross_entropy(net(x), y) * 100)
+        losses[precision] = float(torch.nn.functional.cross_entropy(net(x), y))
+        if steps.scaler is not None:
+            assert steps.scaler.get_scale() < 2.0**127  # it did skip steps
+    assert losses["16-mixed"] < 0.1 and abs(losses["16-mixed"] - losses["32-true"]) < 0.05, losses

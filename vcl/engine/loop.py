@@ -127,16 +127,22 @@ def build_optimizer(
     milestones,
     gamma: float,
     optimizer: str = "sgd",
+    precision: str = "32-true",
 ):
     """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay:
-    ``torch.optim``'s classes, the same for the fast engine and for Lightning's Trainer. SGD takes torch's fused
-    kernel where the parameters allow it (floating point, on the CPU or a CUDA device): one operation a step
-    instead of a Python loop over the parameters, the same values to the last bit (``tests/test_loop.py``)."""
+    ``torch.optim``'s classes, the same for the fast engine and for Lightning's Trainer. At ``32-true`` SGD takes
+    torch's fused kernel where the parameters allow it (floating point, on the CPU or a CUDA device): one operation
+    a step instead of a Python loop over the parameters, the same values to the last bit (``tests/test_loop.py``).
+    Under mixed precision it does not: a fused SGD behind fp16's gradient scaler moves its weights on the steps the
+    scaler skips for overflow (the run diverges; ``tests/test_loop.py``), and Lightning refuses to clip the gradients
+    of an optimizer that unscales them itself."""
     params = list(params)
     if optimizer == "adam":
         opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     else:
-        fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
+        fused = precision == "32-true" and all(
+            p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params
+        )
         opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, fused=fused or None)
     return opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
 
