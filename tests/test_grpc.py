@@ -361,7 +361,15 @@ def test_a_lost_party_is_one_sentence_and_resume_after_it_is_back_equals_uninter
     federation.restart("org2")  # its own machine kept its checkpoints
     resumed = train(config, resume=True, verbose=False)
     assert rounds_of(resumed) == rounds_of(whole) and resumed["value"] == whole["value"]
-    assert [p.name for p in (federation.folder / "org2-machine" / "org2").glob("round-*")] == ["round-3.ckpt"]
+    assert [p.name for p in own_folder(federation, "org2", tmp_path / "cut").glob("round-*")] == ["round-3.ckpt"]
+
+
+def own_folder(federation, party: str, out: Path) -> Path:
+    """Where a party on its own machine keeps the checkpoints of the run in ``out``: ``<root>/<party>/<run id>/``."""
+    from vcl.storage.checkpoints import load_checkpoint
+
+    run_id = load_checkpoint(out / "checkpoints" / "last.ckpt")["run_id"]
+    return federation.folder / f"{party}-machine" / party / run_id
 
 
 # --- refused cases ---
@@ -469,7 +477,7 @@ def test_a_save_or_prune_of_a_round_the_party_does_not_hold_changes_nothing(fede
 
     base = {"data.organizations": 3, "run.rounds": 2, "learner.epochs": 2}
     train(tiny(**federation.overrides(GAL_NAMES), **base, out=str(tmp_path / "run")), verbose=False)
-    folder = federation.folder / "org1-machine" / "org1"
+    folder = own_folder(federation, "org1", tmp_path / "run")
     kept = {p.name: p.read_bytes() for p in folder.glob("round-*.ckpt")}
     assert "round-2.ckpt" in kept
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.glob("round-*.ckpt"))

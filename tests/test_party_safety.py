@@ -46,6 +46,7 @@ SAYS = {
     "second_setup": "refused the Setup request: alice: it serves run .*first .* this Setup for run .*second",
     "sklearn_spelling": "names class os.Thing, which this party's allow_classes does not list",
     "file_outside_config": "refused the Setup request: org1: the run reads this party's csv file, but its config",
+    "foreign_save": "org1 serves run probeserved, so it refuses a Save for run probeother",
     "second_bind": "listen='127.0.0.1:[0-9]+': the port cannot be opened",
     "raw_connections": "200 of 200 closed by the party",
 }
@@ -116,8 +117,9 @@ def test_a_second_run_is_refused_while_the_first_goes_on_to_its_own_figures(fed,
     train(killed, verbose=False, write=False)  # the same run again, as its --resume: taken, and ended
 
 
-def test_a_save_the_party_cannot_write_is_its_failure_not_its_loss(fed):
+def test_a_save_the_party_cannot_write_is_its_failure_not_its_loss(fed, tmp_path):
     """A failed Save was reported as "party org1 stopped" while the party served on."""
+    set_up(fed, tmp_path)  # a run of its own: the party serves the run of the Save below (it saved for no other)
     folder = fed.folder / "org1-machine" / "org1"
     kept = folder.with_name("kept")
     if folder.exists():

@@ -438,3 +438,56 @@ def test_party_checkpoints_are_private_name_whole_rounds_and_are_pruned_only_beh
     for bad in (-1, 10**9 + 1, "2", 2.0, True):
         with pytest.raises(VCLInputError, match="a checkpoint's round is a whole number from 0 to 10\\^9"):
             party_file(tmp_path, "org1", bad)
+
+
+def test_a_party_on_its_own_root_keeps_each_run_apart_and_acts_only_on_the_run_it_serves(tmp_path):
+    """A party on its own machine kept every run's checkpoints in one folder (``<root>/<name>/round-<t>.ckpt``): a
+    second run overwrote the first's rounds, and the first could no longer predict; and it wrote a Save for any
+    run a request named. Now each run's files sit in ``<root>/<name>/<run id>/``, a party built for a run acts on
+    that run only (the first Save or Load binds it), a prune touches only its run, and a run kept the old way still
+    loads."""
+    from vcl.family import Party
+    from vcl.messages import Load, Prune, Save
+    from vcl.party.runtime import PartyRuntime
+    from vcl.storage.checkpoints import save_party
+
+    class Weights(Party):
+        def __init__(self, value):
+            self.w = torch.full((2,), float(value))
+
+        def state_dict(self):
+            return {"w": self.w}
+
+        def load_state_dict(self, state):
+            self.w = state["w"]
+
+        def log_round(self, folder, round_):
+            pass
+
+    def runtime(value):
+        return PartyRuntime(Weights(value), name="org1", root=tmp_path)
+
+    first, second = runtime(1), runtime(2)
+    for round_ in (1, 2):
+        first.handle(Save("alice", "org1", round_, run="aaaa/digest"))
+        second.handle(Save("alice", "org1", round_, run="bbbb/digest"))
+    assert sorted(p.name for p in (tmp_path / "org1" / "aaaa").iterdir()) == ["round-1.ckpt", "round-2.ckpt"]
+    with pytest.raises(PermissionError, match="org1 serves run aaaa, so it refuses a Save for run bbbb"):
+        first.handle(Save("alice", "org1", 3, run="bbbb/digest"))
+    with pytest.raises(PermissionError, match="refuses a Load for run bbbb"):
+        first.handle(Load("alice", "org1", 1, run="bbbb/digest"))
+    with pytest.raises(TypeError, match="names no run a folder can hold"):
+        runtime(0).handle(Save("alice", "org1", 1, run="../up/digest"))
+    second.handle(Prune("alice", "org1", 2))
+    assert not (tmp_path / "org1" / "bbbb" / "round-1.ckpt").exists()
+    assert (tmp_path / "org1" / "aaaa" / "round-1.ckpt").exists()  # another run's files stay
+    again = runtime(0)  # the first run, predicting after the second ran
+    again.handle(Load("alice", "org1", 2, run="aaaa/digest"))
+    assert again.party.w.tolist() == [1.0, 1.0]
+    save_party(Weights(7), "org1", tmp_path, 4, "old/digest")  # a run kept before runs had folders of their own
+    runtime(3).handle(Prune("alice", "org1", 5))  # serving no run yet: it prunes nothing of its root
+    old = runtime(0)
+    old.handle(Load("alice", "org1", 4, run="old/digest"))
+    assert old.party.w.tolist() == [7.0, 7.0]
+    with pytest.raises(VCLInputError, match="holds party org1's round 4 of another run"):
+        runtime(0).handle(Load("alice", "org1", 4, run="other/digest"))

@@ -21,7 +21,7 @@ from vcl.config import RunConfig
 from vcl.engine.concurrent import fit_jobs
 from vcl.family import Party, family_of
 from vcl.messages import Ack, Labels, Message, MessageRecord, PseudoResidual, RuntimeRequest, record_of
-from vcl.storage.checkpoints import load_party, party_file, prune_party, save_party
+from vcl.storage.checkpoints import load_party, party_file, prune_party, run_of, save_party
 
 FIT_REQUESTS = (PseudoResidual, Labels)  # what a party that fits in halves fits (Party.begin_fit)
 
@@ -30,12 +30,15 @@ class PartyRuntime:
     """One party: ``party`` (a :class:`vcl.family.Party`), or none until :meth:`build` makes it from a config;
     ``name``: its name, when the host knows it already; ``peer_messages``: the message classes it takes from other
     parties (its family's; None: any); ``root``: the folder it keeps its own files in, when it runs on its own machine
-    (a gRPC party's config's ``root``; None: the one the coordinator's requests name)."""
+    (a gRPC party's config's ``root``; None: the one the coordinator's requests name). Its own root holds every run
+    it serves, each run's checkpoints in a folder of their own (``<root>/<name>/<run id>/``: a later run never
+    overwrites an earlier one's); the run's folder the coordinator names holds one run's."""
 
     def __init__(
         self, party: Party | None = None, name: str | None = None, peer_messages=None, root: str | Path | None = None
     ):
         self.party, self._name, self.root = checked_party(party), name, root
+        self.run: str | None = None  # the run it serves, from its first Save or Load (the run's stamp's identity)
         self.peer_kinds = None if peer_messages is None else {m.__name__ for m in peer_messages}
 
     def build(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
@@ -47,6 +50,7 @@ class PartyRuntime:
         if self.party is not None:  # the party of this process's last run
             self.party.close_logs()
         self.party = checked_party(make(config, method, index, ids, kind, num_classes))
+        self.run = None
         self.peer_kinds = {m.__name__ for m in family_of(config, method).peer_messages}
         return self.where()
 
@@ -117,16 +121,36 @@ class PartyRuntime:
             return Ack(**back)
         if type(request.round) is not int:  # a request from the network: its round is the checkpoints' to check
             raise TypeError("the round is not a whole number")
-        if isinstance(request, requests.Save):  # its checkpoint of the round, then that round's line in its own log
-            save_party(self.party, self.name, folder, request.round, str(request.run))
-            self.party.log_round(folder / self.name, request.round)
-        elif isinstance(request, requests.Load):
-            load_party(self.party, self.name, folder, request.round, str(request.run))
+        if isinstance(request, (requests.Save, requests.Load)):
+            run = self.serve(request)
+            own = run if self.root is not None else ""  # its own root: each run's files in their own folder
+            if isinstance(request, requests.Save):  # its checkpoint of the round, then that round's line in its log
+                save_party(self.party, self.name, folder, request.round, str(request.run), own)
+                self.party.log_round(folder / self.name, request.round)
+            else:
+                load_party(self.party, self.name, folder, request.round, str(request.run), own)
         elif isinstance(request, requests.Prune):
-            prune_party(self.name, folder, request.round)
+            if self.root is None or self.run is not None:  # on its own root, only the files of the run it serves
+                prune_party(self.name, folder, request.round, self.run if self.root is not None else "")
         else:
             raise PermissionError(f"{self.name} does no {request.kind}")
         return Ack(**back)
+
+    def serve(self, request: requests.Save | requests.Load) -> str:
+        """The run a Save or Load is for (its stamp's identity): the first after the party was built binds it; one
+        for another run is refused (:class:`PermissionError`), so a party writes and reads only the run it serves."""
+        try:
+            run = run_of(request.run)
+        except ValueError as err:
+            raise TypeError(str(err)) from None  # a malformed request
+        if self.run is None:
+            self.run = run
+        elif run != self.run:
+            raise PermissionError(
+                f"{self.name} serves run {self.run}, so it refuses a {request.kind} for run {run} (a party writes and "
+                "reads only the run it was set up for)"
+            )
+        return run
 
     def where(self) -> dict:
         return party_place(self.name, self.party)

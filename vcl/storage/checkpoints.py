@@ -1,5 +1,6 @@
 """Checkpoint files, in one place: written atomically (temporary file + rename), loaded as data only, and a
-party's own files (``<root>/<party>/round-<t>.ckpt``), which the party writes and reads where it runs.
+party's own files (``<root>/<party>/round-<t>.ckpt``; a party on its own machine keeps each run's apart,
+``<root>/<party>/<run id>/round-<t>.ckpt``), which the party writes and reads where it runs.
 
 A checkpoint holds data only (tensors, numbers, strings, lists, dicts, numeric numpy arrays; fitted
 scikit-learn estimators as skops bytes), so it loads with ``torch.load(weights_only=True)``: opening one
@@ -112,20 +113,35 @@ def load_checkpoint(path: Path, keys: tuple[str, ...] = KEYS) -> dict:
     return state
 
 
-def party_file(root: Path, name: str, round_: int) -> Path:
-    """``root/<name>/round-<t>.ckpt``; a name that is not one plain path component, or a round that is not a whole
-    number from 0 to 10^9, is refused."""
+def party_file(root: Path, name: str, round_: int, run_folder: str = "") -> Path:
+    """``root/<name>/round-<t>.ckpt`` (``root/<name>/<run_folder>/round-<t>.ckpt`` with ``run_folder``); a name or
+    run folder that is not one plain path component, or a round that is not a whole number from 0 to 10^9, is
+    refused."""
     if name in ("", ".", "..") or "/" in name or "\\" in name:
         raise ValueError(f"party name {name!r} cannot name a checkpoint folder.")
+    if run_folder and not RUN_FOLDER.fullmatch(run_folder):
+        raise ValueError(f"run {run_folder!r} cannot name a checkpoint folder.")
     if type(round_) is not int or not 0 <= round_ <= 10**9:
         raise VCLInputError(f"a checkpoint's round is a whole number from 0 to 10^9, not {round_!r}.")
-    return Path(root) / name / f"round-{round_}.ckpt"
+    return Path(root) / name / run_folder / f"round-{round_}.ckpt"
 
 
-def save_party(party, name: str, root: Path, round_: int, run: str) -> None:
+RUN_FOLDER = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a run's identity as a folder name: the first part of its stamp
+
+
+def run_of(stamp: str) -> str:
+    """The run's identity in a checkpoint stamp (``<run id>/<settings digest>``), as a party's folder for the run's
+    files; one that cannot name a folder is refused (:class:`ValueError`)."""
+    run = str(stamp).partition("/")[0]
+    if not RUN_FOLDER.fullmatch(run):
+        raise ValueError(f"the run's stamp {str(stamp)[:80]!r} names no run a folder can hold.")
+    return run
+
+
+def save_party(party, name: str, root: Path, round_: int, run: str, run_folder: str = "") -> None:
     """What a party does to checkpoint itself: its own state, stamped with its run, written atomically where it
     runs (never through a symbolic link)."""
-    path = party_file(root, name, round_)
+    path = party_file(root, name, round_, run_folder)
     for place in (path.parent, path.parent.parent):
         if place.is_symlink():
             raise VCLInputError(
@@ -136,10 +152,14 @@ def save_party(party, name: str, root: Path, round_: int, run: str) -> None:
     atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_, "run": run}, path)
 
 
-def load_party(party, name: str, root: Path, round_: int, run: str) -> None:
+def load_party(party, name: str, root: Path, round_: int, run: str, run_folder: str = "") -> None:
     """A party reads back its own state of ``round_``; one sentence if it is missing, another party's, or another
-    run's (``run``: the stamp :func:`save_party` wrote, the run's identity and its settings' digest)."""
-    path = party_file(root, name, round_)
+    run's (``run``: the stamp :func:`save_party` wrote, the run's identity and its settings' digest). With
+    ``run_folder``, a run whose files a party on its own machine kept before runs had folders of their own
+    (``root/<name>/round-<t>.ckpt``) is read from there."""
+    path = party_file(root, name, round_, run_folder)
+    if run_folder and not path.is_file() and party_file(root, name, round_).is_file():
+        path = party_file(root, name, round_)  # the stamp below still says whose it is
     if not path.is_file():
         raise VCLInputError(
             f"--resume: party {name} has no checkpoint of round {round_} at {path}; resume where that party's "
@@ -161,11 +181,12 @@ def load_party(party, name: str, root: Path, round_: int, run: str) -> None:
     party.load_state_dict(saved["state"])
 
 
-def prune_party(name: str, root: Path, round_: int) -> None:
+def prune_party(name: str, root: Path, round_: int, run_folder: str = "") -> None:
     """Remove the party's own checkpoints of rounds before ``round_`` (files only this party wrote), only when it
     holds the checkpoint of ``round_`` itself: a prune never leaves a party without its latest state."""
-    folder = Path(root) / name
-    if not party_file(root, name, round_).is_file():
+    latest = party_file(root, name, round_, run_folder)
+    folder = latest.parent
+    if not latest.is_file():
         return
     for path in folder.glob("round-*.ckpt") if folder.is_dir() else []:
         stem = path.name[len("round-") : -len(".ckpt")]

@@ -174,6 +174,21 @@ def injected_forward(fed, folder: Path) -> dict:
     return attempt(lambda: link(fed, who="org2").call("Forward", frame))
 
 
+def foreign_save(fed, folder: Path) -> dict:
+    """A Save for a run the party does not serve, after the run it serves saved: refused, and nothing written for
+    it (a party wrote a checkpoint for whatever run a Save named, into the folder every run shared)."""
+    from vcl.messages import Save
+
+    org1 = link(fed)
+    try:
+        attempt(lambda: org1.handle(Save("alice", "org1", 7, run="probeserved/x"), "round 7"))
+        record = attempt(lambda: org1.handle(Save("alice", "org1", 7, run="probeother/x"), "round 7"))
+    finally:
+        org1.close()
+    written = fed.folder / "org1-machine" / "org1" / "probeother"
+    return {**record, "refused": record["refused"] and not written.exists()}
+
+
 def second_setup(fed, folder: Path) -> dict:
     """A second coordinator's run while another is set up: refused with both runs named; the first ends as usual."""
 
@@ -249,6 +264,7 @@ PROBES = {
     "second_setup": second_setup,
     "sklearn_spelling": sklearn_spelling,
     "file_outside_config": file_outside_config,
+    "foreign_save": foreign_save,
     "second_bind": second_bind,
     "raw_connections": raw_connections,
 }
