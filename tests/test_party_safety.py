@@ -42,6 +42,7 @@ SAYS = {
     "malformed": "refused the Handle request: org1: the tensors' bytes run past the frame's end",
     "header_64mib": "refused the Handle request: org1: a header of 67108910 bytes is over the limit of 8 MiB",
     "stalled_calls": "the 36 calls ended {'CANCELLED': 4, 'PERMISSION_DENIED': 30, 'RESOURCE_EXHAUSTED': 2}",
+    "idle_strangers": "40 of 40 calls refused; .* after idle_s",
     "injected_forward": "refused the Forward request: org1: org1 takes no message from another party",
     "second_setup": "refused the Setup request: alice: it serves run .*first .* this Setup for run .*second",
     "sklearn_spelling": "names class os.Thing, which this party's allow_classes does not list",

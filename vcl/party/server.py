@@ -23,7 +23,7 @@ values in a frame of :mod:`vcl.transports.wire`, never code) when the run starts
     calls_per_peer: 4               # calls it serves at once from one organization (more are refused)
     stall_s: 60                     # a request whose next piece takes longer is cancelled
     handshake_s: 10                 # a connection must finish its TLS handshake within this
-    idle_s: 3600                    # a connection with no call for this long is closed
+    idle_s: 120                     # a connection with no call for this long is closed
 
 Every request must come over a TLS connection whose client certificate the federation's CA signed (there is no
 plaintext mode): requests to run the protocol from the ``coordinator`` only, party-to-party messages from the

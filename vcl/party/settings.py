@@ -33,7 +33,7 @@ class PartySettings:
     calls_per_peer: int = 4
     stall_s: float = 60.0
     handshake_s: float = 10.0
-    idle_s: float = 3600.0
+    idle_s: float = 120.0
     preload: bool = True
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import socket
 import struct
 import subprocess
@@ -32,7 +33,7 @@ from vcl.transports.grpc import Link
 from vcl.transports.wire import SERVICE, pack_message
 
 NAMES = ["alice", "org1", "org2"]
-PROBED = {"max_message_mb": 128, "stall_s": 2, "handshake_s": 1}  # org1's settings for the probes
+PROBED = {"max_message_mb": 128, "stall_s": 2, "handshake_s": 1, "idle_s": 3}  # org1's settings for the probes
 
 
 def config(fed, out: str, **extra):
@@ -167,6 +168,38 @@ def stalled_calls(fed, folder: Path) -> dict:
     return {"refused": refused, "detail": f"coordinator answered in {seconds:.3f} s; the 36 calls ended {counts}"}
 
 
+def idle_strangers(fed, folder: Path) -> dict:
+    """A stranger the federation's CA signed opens 40 connections, each with one refused call, and leaves them open:
+    org1 closes each once it has had no call for ``idle_s`` (with the old default of an hour, 125 such connections
+    exhausted a low open-files limit and Alice's Hello timed out)."""
+    import grpc
+
+    tls = fed.tls("intruder")
+    creds = grpc.ssl_channel_credentials(*(Path(tls[k]).read_bytes() for k in ("ca", "key", "cert")))
+    options = [("grpc.ssl_target_name_override", "org1"), ("grpc.use_local_subchannel_pool", 1)]  # one each
+    pid = fed.procs["org1"].pid
+    before = len(os.listdir(f"/proc/{pid}/fd"))
+    channels, codes = [], []
+    try:
+        for _ in range(40):
+            channels.append(grpc.secure_channel(f"127.0.0.1:{fed.ports['org1']}", creds, options=options))
+            try:
+                next(channels[-1].stream_stream(f"/{SERVICE}/Hello")(iter([b""]), timeout=10))
+                codes.append("OK")
+            except grpc.RpcError as err:
+                codes.append(err.code().name)
+        held = len(os.listdir(f"/proc/{pid}/fd")) - before
+        until = time.monotonic() + 2 * fed_setting(fed, "idle_s", 3600.0) + 10  # gRPC's idle timer is coarse
+        while (left := len(os.listdir(f"/proc/{pid}/fd")) - before) > 5 and time.monotonic() < until:
+            time.sleep(0.5)
+    finally:
+        for channel in channels:
+            channel.close()
+    refused = set(codes) == {"PERMISSION_DENIED"} and held >= 30 and left <= 5
+    return {"refused": refused, "detail": f"{codes.count('PERMISSION_DENIED')} of 40 calls refused; {held} "
+            f"connections open after them, {left} after idle_s"}  # fmt: skip
+
+
 def injected_forward(fed, folder: Path) -> dict:
     import torch
 
@@ -260,6 +293,7 @@ PROBES = {
     "malformed": malformed,
     "header_64mib": header_64mib,
     "stalled_calls": stalled_calls,
+    "idle_strangers": idle_strangers,
     "injected_forward": injected_forward,
     "second_setup": second_setup,
     "sklearn_spelling": sklearn_spelling,
