@@ -400,3 +400,17 @@ def test_a_party_that_holds_no_run_is_named_for_why_by_when():
     later = Link.error(org1, "Handle", grpc.StatusCode.FAILED_PRECONDITION, held, "round 2")
     assert isinstance(early, PartyLost) and "restarted" not in str(early) and "its Setup was refused" in str(early)
     assert str(later) == "party org1 stopped during round 2: it restarted and holds no run; --resume sets it up again"
+
+
+def test_the_coordinators_link_calls_again_after_the_party_closed_its_idle_connection(fed):
+    """A party closes a connection without a call for idle_s (3 s here; 120 s by default): the coordinator's link,
+    which makes no retries, is answered on its next call over a new connection."""
+    from vcl.testing.probes import fed_setting
+
+    alice = link(fed)
+    try:
+        assert alice.ask("Hello")["name"] == "org1"
+        time.sleep(2 * fed_setting(fed, "idle_s", 3600.0) + 6)  # past gRPC's coarse idle timer
+        assert alice.ask("Hello")["name"] == "org1"
+    finally:
+        alice.close()
