@@ -16,7 +16,9 @@ preparing, the prediction stage, the interpreter and its imports), of which the 
 and of its largest party process, bytes per round, the final test accuracy (and, on a GPU, peak GPU memory and median
 utilization). Beside them, each in a process of its own: the bare read of the same files by pyarrow alone, and
 ``import torch, pytorch_lightning``, each the median of three processes (their samples kept in the record: on this
-machine one such process took 5.4 s and the next 7.0 s); with ``--psi``, the star PSI alone.
+machine one such process took 5.4 s and the next 7.0 s); the device's read bandwidth (a sum over a float32 array of
+the matrix's size, at most 2 GB, on ``--device``), beside which each round is set: its bytes (the paper's epochs ×
+the matrix) at that bandwidth are the round's floor; with ``--psi``, the star PSI alone.
 
 Targets (the 2-core development machine): the rest ≤ 3× the bare read plus the imports (under grpc, the rest less
 the data step, whose PSI is the libsodium operations' cost: ``benchmarks/psi.py``); peak RSS ≤ 1.2 GB + 6× the
