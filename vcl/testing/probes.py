@@ -27,7 +27,7 @@ from vcl.config import RunConfig, party_copy
 from vcl.coordinator.assembly import build_protocol
 from vcl.coordinator.runner import run_data, train
 from vcl.errors import PartyLost, VCLInputError
-from vcl.messages import PseudoResidual
+from vcl.messages import PseudoResidual, Save
 from vcl.transports import certs
 from vcl.transports.grpc import Link
 from vcl.transports.wire import SERVICE, pack_message
@@ -210,8 +210,6 @@ def injected_forward(fed, folder: Path) -> dict:
 def foreign_save(fed, folder: Path) -> dict:
     """A Save for a run the party does not serve, after the run it serves saved: refused, and nothing written for
     it (a party wrote a checkpoint for whatever run a Save named, into the folder every run shared)."""
-    from vcl.messages import Save
-
     org1 = link(fed)
     try:
         attempt(lambda: org1.handle(Save("alice", "org1", 7, run="probeserved/x"), "round 7"))
