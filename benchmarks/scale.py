@@ -17,8 +17,8 @@ and of its largest party process, bytes per round, the final test accuracy (and,
 utilization). Beside them, each in a process of its own: the bare read of the same files by pyarrow alone, and
 ``import torch, pytorch_lightning``, each the median of three processes (their samples kept in the record: on this
 machine one such process took 5.4 s and the next 7.0 s); the device's read bandwidth (a sum over a float32 array of
-the matrix's size, at most 2 GB, on ``--device``), beside which each round is set: its bytes (the paper's epochs ×
-the matrix) at that bandwidth are the round's floor; with ``--psi``, the star PSI alone.
+the matrix's size, from 512 MiB to 2 GB, on ``--device``), beside which each round is set: its bytes (the paper's
+epochs × the matrix) at that bandwidth are the round's floor; with ``--psi``, the star PSI alone.
 
 Targets (the 2-core development machine): the rest ≤ 3× the bare read plus the imports (under grpc, the rest less
 the data step, whose PSI is the libsodium operations' cost: ``benchmarks/psi.py``); peak RSS ≤ 1.2 GB + 6× the
@@ -162,7 +162,8 @@ for _ in range(6):
     wait(); t = time.perf_counter(); x.sum(); wait(); times.append(time.perf_counter() - t)
 print(nbytes / min(times[1:]))
 """
-BANDWIDTH_BYTES = 2 * 10**9  # the array the read bandwidth is measured on: the matrix, at most this much
+BANDWIDTH_BYTES = (512 * 2**20, 2 * 10**9)  # the array the bandwidth is read on: the matrix's size, within these
+# (a smaller one is read from the processor's caches, or costs more to start than to read: not the memory's speed)
 
 
 def child(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
@@ -182,10 +183,11 @@ FLOOR_SAMPLES = 3  # each floor is the median of this many processes: one alone 
 
 def floors(paths: list[Path], matrix_bytes: int = 0, device: str = "cpu") -> dict:
     """The bare read and the imports, each the median of three processes; with ``matrix_bytes``, the device's read
-    bandwidth (a STREAM-like sum over a float32 array of the matrix's size, at most 2 GB; the best of five)."""
+    bandwidth (a STREAM-like sum over a float32 array of the matrix's size, from 512 MiB to 2 GB; the best of
+    five)."""
     bandwidth = {}
     if matrix_bytes:
-        nbytes = min(matrix_bytes, BANDWIDTH_BYTES)
+        nbytes = min(max(matrix_bytes, BANDWIDTH_BYTES[0]), BANDWIDTH_BYTES[1])
         _, _, out = child([sys.executable, "-c", READ_BANDWIDTH, str(nbytes), device])
         bandwidth = {"read_bytes_per_second": float(out.strip().splitlines()[-1]), "bandwidth_device": device}
     reads = [child([sys.executable, "-c", BARE_READ, *map(str, paths)]) for _ in range(FLOOR_SAMPLES)]
