@@ -250,6 +250,43 @@ def test_a_party_killed_after_round_2_is_left_out_and_prediction_goes_on_without
     np.testing.assert_allclose(probabilities[order], stage.probabilities, rtol=0, atol=1e-6)
 
 
+class Restart(RoundCallback):
+    """Starts ``party``'s process of a :class:`vcl.transports.loopback.LoopbackFederation` again (on its own machine's
+    files) at the end of round ``at``."""
+
+    def __init__(self, at, federation, party):
+        self.at, self.federation, self.party = at, federation, party
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            self.federation.restart(self.party)
+
+
+@pytest.mark.slow
+def test_a_party_killed_after_round_2_and_restarted_rejoins_at_round_4(tiny, tmp_path):
+    """Rejoin under grpc: Carol's process ends after round 2 and starts again after round 3; before round 4 the
+    coordinator sets her up again and she reads her own checkpoint of round 2, so rounds 1, 2 and 4 keep her models,
+    the run's prediction stage is Alice's running F, and train.py predict with the new files reproduces it."""
+    from vcl.transports.loopback import LoopbackFederation
+
+    files = federation_files(tmp_path / "data")
+    base = {**CSV, "run.rounds": 4, "run.missing_parties": "skip"}
+    new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
+    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
+    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+        config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
+        config.transport.deadline = 20.0
+        stage, kept = StageOutputs(), KeptModels()
+        callbacks = [*default_callbacks(config, False), KillParty(2, fed, "carol"), Restart(3, fed, "carol")]
+        results = train(config, verbose=False, callbacks=[*callbacks, stage, kept])
+        assert results["missing_rounds"] == {"carol": [3]} and results["rejoined_rounds"] == {"carol": [4]}
+        assert results["missing_at_prediction"] == []
+        assert [r["coefficients"][2] != 0.0 for r in results["rounds"][1:]] == [True, True, False, True]
+        torch.testing.assert_close(kept.stage, kept.running, rtol=0, atol=1e-5)
+        predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / "p.csv", verbose=False)
+        assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)
+
+
 def test_skip_is_refused_for_a_method_that_cannot_leave_an_organization_out(tiny):
     from vcl.coordinator.assembly import check_config
     from vcl.errors import VCLInputError
@@ -335,6 +372,60 @@ def test_gal_and_al_go_on_without_an_organization_lost_from_round_2(tiny, monkey
         assert record["missing"] == ["org2"] and record["coefficients"][2] == 0.0 and record["weights"][2] == 0.0
     with pytest.raises(PartyLost, match="org2"):
         train(tiny(method=method, **{"data.organizations": 3, "learner.epochs": 5}), verbose=False, write=False)
+
+
+class KeptModels(RoundCallback):
+    """Alice's running F on the test split, and what the prediction stage gives from the models the parties keep."""
+
+    def on_run_end(self, run, results):
+        self.running, self.stage = run.protocol.F["test"].clone(), run.protocol.predict("test")
+
+
+class StopAfter(RoundCallback):
+    def __init__(self, at):
+        self.at = at
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("method", ["gal", "al"])
+def test_an_organization_lost_in_round_2_rejoins_from_its_own_round_1(tiny, monkeypatch, tmp_path, method):
+    """Rejoin, in one process: org2 answers nothing in round 2; before round 3 it answers again (the transport sets
+    it up again), reads its own checkpoint of round 1 and fits rounds 3 and 4, so the models kept give Alice's
+    running F. A run interrupted after round 2 and resumed with org2 back takes it back at the resume."""
+    from vcl.coordinator.runner import RunInterrupted
+    from vcl.errors import PartyLost
+    from vcl.testing.suite import rounds_of
+    from vcl.transports.local import LocalTransport
+
+    real, down = LocalTransport.deliver, {2}
+
+    def deliver(self, requests):
+        gone = {i for i, (party, message) in enumerate(requests) if party == "org2" and message.round in down}
+        kept = real(self, [r for i, r in enumerate(requests) if i not in gone]) if len(gone) < len(requests) else []
+        answers = iter(kept)
+        return [PartyLost("org2", "round 2") if i in gone else next(answers) for i in range(len(requests))]
+
+    monkeypatch.setattr(LocalTransport, "deliver", deliver)
+    monkeypatch.setattr(LocalTransport, "rejoin", lambda self, party: True)
+    base = {"data.organizations": 3, "run.missing_parties": "skip", "learner.epochs": 5, "run.rounds": 4}
+    config = tiny(method=method, out=str(tmp_path / "whole"), **base)
+    kept = KeptModels()
+    results = train(config, verbose=False, callbacks=[*default_callbacks(config, False), kept])
+    assert results["missing_rounds"] == {"org2": [2]} and results["rejoined_rounds"] == {"org2": [3]}
+    assert results["missing_at_prediction"] == [] and results["rounds"][3]["rejoined"] == ["org2"]
+    assert [r["coefficients"][2] != 0.0 for r in results["rounds"][1:]] == [True, False, True, True]
+    torch.testing.assert_close(kept.stage, kept.running, rtol=0, atol=1e-5)  # every model it fitted is kept
+
+    cut = tiny(method=method, out=str(tmp_path / "cut"), **base)
+    with pytest.raises(RunInterrupted):
+        train(cut, verbose=False, callbacks=[*default_callbacks(cut, False), StopAfter(2)])
+    down.clear()  # org2 is back for the resume: its own round 1, as the checkpoint of round 2 says
+    resumed = train(cut, resume=True, verbose=False)
+    assert resumed["missing_rounds"] == {"org2": [2]} and resumed["rejoined_rounds"] == {"org2": [3]}
+    assert rounds_of(resumed) == rounds_of(results)
 
 
 def test_a_class_the_run_names_is_imported_only_when_the_user_names_it_too(tiny, tmp_path, capsys):

@@ -79,7 +79,15 @@ class Missing:
             if isinstance(answer, PartyLost):
                 if not self.skip or answer.party == first:
                     raise answer
-                self.parties[answer.party] = str(answer)
+                self.leave(answer.party, str(answer))
                 answer = None
             out.append(answer)
         return out
+
+    def leave(self, name: str, why: str) -> None:
+        """Leave ``name`` out from now on, saying ``why``."""
+        self.parties[name] = why
+
+    def back(self, name: str) -> None:
+        """``name`` answers again (it rejoined, :meth:`vcl.coordinator.federation.Federation.rejoin`)."""
+        self.parties.pop(name, None)

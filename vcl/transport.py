@@ -18,7 +18,11 @@ The contract, what a transport implements (docs/extending.md, "Write a transport
   a message;
 - ``relay(parties)``: the messages those parties addressed to other parties, handed party to party (never through
   the coordinator), each counted once in the ledger;
-- ``close()``: the parties go.
+- ``close()``: the parties go;
+- ``rejoin(party)`` (optional): set up again a party left out under ``run.missing_parties: skip`` that answers
+  again, True once it is; the coordinator then has it read its own last checkpoint
+  (:meth:`vcl.coordinator.federation.Federation.rejoin`). By default False: the party stays out for the rest of the
+  run (``--resume`` sets it up again).
 
 A transport whose parties run apart from the coordinator (``apart = True``: each loads its own data where it runs)
 also answers ``psi_answers``, the parties' half of the row alignment of CSV files, which comes before the run's
@@ -99,6 +103,13 @@ class Transport:
         (:meth:`vcl.party.runtime.PartyRuntime.relay`), and add the ledger's line for each to ``channel``. Alice's
         coordinator never gets these messages."""
         raise NotImplementedError
+
+    def rejoin(self, party: str) -> bool:
+        """Set ``party``, left out (:attr:`missing`), up again for the run if it answers now, as at the run's start
+        (a new party runtime, its data read again); True once it is, False if it is still down or refused. It stays
+        in :attr:`missing` until the coordinator takes it back. By default False: a transport whose parties cannot
+        come back on their own (the coordinator's in-process parties, Ray's actors)."""
+        return False
 
     def close(self) -> None:
         """Let the parties go (their processes end); the transport takes no request after this."""

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from vcl.config import RunConfig
 from vcl.coordinator.assembly import per_organization
+from vcl.errors import VCLInputError
 from vcl.family import family_of
 from vcl.messages import (
     Channel,
@@ -64,6 +65,9 @@ class Federation:
         self.root: Path | None = None  # the run's folder of the parties' own files (keep_files); None: in Alice's state
         self.absent: list[int] = []  # the participants of the last fit that did not answer (run.missing_parties)
         self.fit_seconds: dict[int, float] = {}  # each participant of the last fit: its own seconds (FittedValues)
+        self.saved: dict[str, int] = {}  # each party's last round kept in its own files (save), for a rejoin
+        self.fitted: dict[str, int] = {}  # each party's last round whose fit it answered
+        self.returned: list[str] = []  # the parties left out at a checkpoint's round that its load took back
 
     @classmethod
     def of_run(cls, config: RunConfig, method: str, transport: Transport, **kwargs) -> Federation:
@@ -98,13 +102,18 @@ class Federation:
             t.relay(list(dict.fromkeys(party for party, _ in reach if party not in lost)))
         return [None if reply is None else self.channel.send(reply) for reply in replies]
 
-    def _every(self, request: Callable[[str], RuntimeRequest]) -> list:
+    def _every(self, request: Callable[[str], RuntimeRequest], names: list[str] | None = None) -> list:
         """``request(name)`` (a :class:`vcl.messages.RuntimeRequest`: the party's own files, its state, where it
-        runs) to every party still present, answered by its runtime; the replies (a party left out keeps its files of
-        the rounds it was in). Not in the ledger: what crosses is a folder, a round, the run's stamp."""
-        present = [n for n in self.names if n not in self.transport.missing]
-        replies = self.transport.deliver([(n, request(n)) for n in present])
+        runs) to every party still present (or to ``names``), answered by its runtime; the replies in that order, None
+        for one lost now (a party left out keeps its files of the rounds it was in). Not in the ledger: what crosses
+        is a folder, a round, the run's stamp."""
+        names = self.present() if names is None else names
+        replies = self.transport.deliver([(n, request(n)) for n in names])
         return self.transport.missing.tolerate(replies, self.alice)
+
+    def present(self) -> list[str]:
+        """The parties not left out."""
+        return [n for n in self.names if n not in self.transport.missing]
 
     def _root(self, name: str) -> str:
         return str(self.party_roots.get(name, self.root))
@@ -119,13 +128,58 @@ class Federation:
     def save(self, round_: int, run: str) -> None:
         """Every party writes its own state of ``round_``, stamped with ``run`` (the run's identity,
         :attr:`vcl.coordinator.runner.Run.stamp`)."""
-        self._every(lambda n: Save(self.alice, n, round_, root=self._root(n), run=run))
+        names = self.present()
+        replies = self._every(lambda n: Save(self.alice, n, round_, root=self._root(n), run=run), names)
+        self.saved.update({n: round_ for n, reply in zip(names, replies, strict=True) if reply is not None})
 
-    def load(self, round_: int, run: str, root: Path | None = None) -> None:
+    def load(self, round_: int, run: str, root: Path | None = None, kept: dict | None = None) -> None:
         """Every party reads back its own state of ``round_``, refusing one of another run; ``root``: the run's
-        folder of the parties' files, where :meth:`keep_files` was not called (a finished run's prediction)."""
+        folder of the parties' files, where :meth:`keep_files` was not called (a finished run's prediction).
+        ``kept``: the checkpoint's :meth:`state_dict`, whose ``saved`` rounds say which parties were left out at
+        ``round_`` (``run.missing_parties: skip``): each of those reads its own last round instead, and is present
+        again, when that round holds every model it fitted (:meth:`can_rejoin`); else it stays out."""
         self.root = Path(root) if root is not None else self.root
-        self._every(lambda n: Load(self.alice, n, round_, root=self._root(n), run=run))
+        kept = kept if kept is not None and "saved" in kept else None  # a checkpoint made before rejoins: all at round_
+        self.saved = {n: int(r) for n, r in kept["saved"].items()} if kept else {}
+        self.fitted = {n: int(r) for n, r in kept["fitted"].items()} if kept else {}
+        rounds = {n: self.saved.get(n) if kept else round_ for n in self.present()}  # None: it saved no round
+        for name, own in rounds.items():
+            if own != round_ and not self.can_rejoin(name):
+                self.transport.missing.leave(name, f"party {name} is left out: its last checkpoint (round {own}) "
+                                             f"lacks its fit of round {self.fitted[name]}")  # fmt: skip
+        names = [n for n in self.present() if rounds[n] is not None]
+        self._every(lambda n: Load(self.alice, n, rounds[n], root=self._root(n), run=run), names)
+        self.saved.update({n: rounds[n] for n in names})
+        self.returned = [n for n in self.present() if rounds[n] != round_]
+
+    def can_rejoin(self, name: str) -> bool:
+        """Whether party ``name``, left out, can come back: its own files keep every model it fitted (its last
+        saved round is at or after its last fit), or it never fitted one."""
+        if name not in self.saved:
+            return name not in self.fitted
+        return self.saved[name] >= self.fitted.get(name, -1)
+
+    def rejoin(self, run: str) -> list[str]:
+        """Set up again each party left out (``run.missing_parties: skip``) that answers now and can come back
+        (:meth:`can_rejoin`): it reads its own checkpoint of its last saved round (``run``: the run's stamp) and is
+        asked again from the next request on. The names that came back; only a run whose parties keep their own
+        files (:meth:`keep_files`) has a round to come back to. Those a resumed run's :meth:`load` took back come
+        first."""
+        back, self.returned = self.returned, []
+        for name in self.missing():
+            if self.root is None or not self.can_rejoin(name) or not self.transport.rejoin(name):
+                continue
+            self.transport.missing.back(name)
+            if name in self.saved:
+                try:
+                    load = Load(self.alice, name, self.saved[name], root=self._root(name), run=run)
+                    if self._every(lambda n, load=load: load, [name])[0] is None:
+                        continue  # lost again: left out, as before
+                except VCLInputError as err:  # its files are gone or not this run's: it stays out, saying why
+                    self.transport.missing.leave(name, str(err))
+                    continue
+            back.append(name)
+        return back
 
     def prune(self, round_: int) -> None:
         """Every party removes its own files of rounds before ``round_`` (once the coordinator saved it)."""
@@ -182,6 +236,7 @@ class Federation:
         replies = self.request_all(requests)
         self.absent = [m for m, reply in zip(values, replies, strict=True) if reply is None]
         self.fit_seconds = {m: fit_seconds(r) for m, r in zip(values, replies, strict=True) if r is not None}
+        self.fitted.update({self.names[m]: round_ for m, r in zip(values, replies, strict=True) if r is not None})
         present = [r for r in replies if r is not None]
         return stack_replies(present, device) if present else {}
 
@@ -203,13 +258,15 @@ class Federation:
     def state_dict(self) -> dict:
         """Alice's ledger, and the parties' states too unless each party keeps its own files (:meth:`keep_files`:
         a run's checkpoints)."""
-        state = {"channel": self.channel.state_dict()}
+        state = {"channel": self.channel.state_dict(), "saved": dict(self.saved), "fitted": dict(self.fitted)}
         if self.root is None:
             state["organizations"] = [r.state for r in self._every(lambda n: StateRequest(self.alice, n, 0))]
         return state
 
     def load_state_dict(self, state: dict) -> None:
         self.channel.load_state_dict(state["channel"])
+        self.saved = {n: int(r) for n, r in state.get("saved", {}).items()}
+        self.fitted = {n: int(r) for n, r in state.get("fitted", {}).items()}
         if "organizations" in state:
             states = dict(zip(self.names, state["organizations"], strict=True))
             self.transport.deliver([(n, LoadState(self.alice, n, 0, state=s)) for n, s in states.items()])

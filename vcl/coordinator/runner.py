@@ -63,9 +63,9 @@ class Run:
         if self.verbose:
             print(line, flush=True)
 
-    def record_round(self, record: RoundRecord) -> dict:
+    def record_round(self, record: RoundRecord, rejoined: list[str] | None = None) -> dict:
         """The protocol's record of a round with Alice's metrics, AUROC and the round's bytes: what results.json
-        keeps and the callbacks see."""
+        keeps and the callbacks see; ``rejoined``: the parties that came back before it (:meth:`rejoin`)."""
         channel = self.protocol.federation.channel
         metrics = self.protocol.evaluate()
         auroc = self.protocol.auroc(splits=list(metrics))  # a binary task's, beside its accuracy
@@ -73,10 +73,24 @@ class Run:
             **record.as_dict(),
             "metrics": metrics,
             **({"auroc": auroc} if auroc else {}),
+            **({"rejoined": list(rejoined)} if rejoined else {}),
             "bytes_sent": channel.bytes_by_round().get(record.round, 0),
         }
         self.records.append(record)
         return record
+
+    def rejoin(self) -> list[str]:
+        """Under ``run.missing_parties: skip``, before a round: the parties left out that answer again are set up
+        and read their own last checkpoint (:meth:`vcl.coordinator.federation.Federation.rejoin`); their names."""
+        federation = self.protocol.federation
+        if self.config.run.missing_parties != "skip" or not (federation.missing() or federation.returned):
+            return []
+        back = federation.rejoin(self.stamp)
+        for name in back:
+            saved = federation.saved.get(name)
+            self.log(f"{name} rejoined before round {self.protocol.round + 1}"
+                     + (f" from its checkpoint of round {saved}" if saved is not None else ""))  # fmt: skip
+        return back
 
     @property
     def stamp(self) -> str:
@@ -138,15 +152,19 @@ class Run:
         }
 
     def missing(self, records: list[dict]) -> dict:
-        """With ``run.missing_parties: skip``: the rounds each organization was left out of, and those left out of
-        the prediction stage."""
+        """With ``run.missing_parties: skip``: the rounds each organization was left out of, those it rejoined at
+        (if any), and those left out of the prediction stage."""
         if self.config.run.missing_parties != "skip":
             return {}
         rounds: dict[str, list[int]] = {}
+        back: dict[str, list[int]] = {}
         for record in records:
             for name in record.get("missing", []):
                 rounds.setdefault(name, []).append(record["round"])
-        return {"missing_rounds": rounds, "missing_at_prediction": self.protocol.federation.missing()}
+            for name in record.get("rejoined", []):
+                back.setdefault(name, []).append(record["round"])
+        rejoined = {"rejoined_rounds": back} if back else {}
+        return {"missing_rounds": rounds, **rejoined, "missing_at_prediction": self.protocol.federation.missing()}
 
 
 DIGEST = "sha256"  # SHA-NI makes it ~3x BLAKE2b's speed on x86 (256 MB: 0.17 s against 0.46 s); before: blake2b
@@ -257,10 +275,11 @@ def rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Iterato
     limit = min(max_rounds, run.protocol.max_rounds or max_rounds)
     while run.protocol.round < limit and not run.should_stop and not run.protocol.stopped:
         start = time.perf_counter()
+        rejoined = run.rejoin()
         with round_bar(f"round {run.protocol.round + 1}: local training", run.verbose and sys.stdout.isatty()):
             record = run.protocol.run_round()
         run.round_seconds.append(time.perf_counter() - start)
-        record = run.record_round(record)
+        record = run.record_round(record, rejoined)
         for cb in callbacks:
             cb.on_round_end(run, record)
         if run.protocol.stopped:
@@ -388,7 +407,8 @@ def restore(protocol: Protocol, state: dict, out_dir: Path, config: RunConfig) -
     ``--resume`` and ``train.py predict`` (:class:`vcl.use.predict.Deployed`) both start from it."""
     if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
         stamp = run_stamp(state["run_id"], config)
-        protocol.federation.load(state["protocol"]["round"], stamp, out_dir / PARTIES)
+        kept = state["protocol"]["federation"]
+        protocol.federation.load(state["protocol"]["round"], stamp, out_dir / PARTIES, kept)
     protocol.load_state_dict(state["protocol"])
 
 

@@ -263,12 +263,13 @@ class GrpcTransport(Transport):
         def body(m: int, n: str) -> dict:
             return {**setup, "index": m, **({"places": places[n]} if n in places else {})}
 
+        self._setups = {n: body(m, n) for m, n in enumerate(names)}  # kept for a party that rejoins
         try:
             placed = in_parallel(
-                [lambda n=n, m=m: self._links[n].ask("Setup", body(m, n)) for m, n in enumerate(names)],
-                lost_in_place=True,
+                [lambda n=n: self._links[n].ask("Setup", self._setups[n]) for n in names], lost_in_place=True
             )
-            self.placed = [p for p in self.missing.tolerate(placed, self.names[0]) if p is not None]
+            self._places = dict(zip(names, self.missing.tolerate(placed, self.names[0]), strict=True))
+            self.placed = [p for p in self._places.values() if p is not None]
         except BaseException:
             self.close()
             raise
@@ -292,6 +293,20 @@ class GrpcTransport(Transport):
                 records = self.missing.tolerate([err], self.names[0])[0] or []
             for record in records:
                 self.channel.add(MessageRecord(**record))
+
+    def rejoin(self, party: str) -> bool:
+        """A party left out is asked Hello (within 5 s at most) on a new link (the old one's reconnection back-off may
+        be long after the party went down), then sent the run's Setup again; False if it does not answer or refuses
+        (serving another run, say)."""
+        self._links[party].close()
+        self._links[party] = link = links(self.config, [party])[party]
+        try:
+            link.ask("Hello", None, self._during, timeout=min(self.config.transport.deadline, 5))
+            self._places[party] = link.ask("Setup", self._setups[party], self._during)
+        except (PartyLost, VCLInputError):
+            return False
+        self.placed = [p for p in self._places.values() if p is not None]
+        return True
 
     def close(self) -> None:
         """End the run at every party that answers (another run may then set it up), and close the links."""
