@@ -1,16 +1,17 @@
 #!/usr/bin/env python
-"""The prediction service's latency and throughput: ``python -m vcl.use.serve`` answering batches of 1, 100 and 10,000
-IDs, one request at a time (a bounded load: one client that waits for each answer), on 127.0.0.1, with the organizations
-in the service's process (``local``) and as party processes (``grpc``, mutual TLS, each party on its own file).
+"""The prediction service's latency and throughput: ``python -m vcl.use.serve`` (uvicorn) answering batches of 1, 100
+and 10,000 IDs, one request at a time (one client that waits for each answer), then 8 clients at once asking
+batches of 1 and 100, on 127.0.0.1, with the organizations in the service's process (``local``) and as party
+processes (``grpc``, mutual TLS, each party on its own file).
 
     python benchmarks/serve.py --quick --out serve_quick.json   # 10^4 people, fewer requests (a few minutes)
     python benchmarks/serve.py --out serve.json                 # 2 x 10^4 people
 
 The data are ``benchmarks/scale.py``'s generated files (8 organizations of 8 features, a text ID column); a GAL run
 with Linear organizations and 2 rounds is trained on them first, and the service then serves the same people. Each
-record: the batch size, the requests, the p50 and p99 latency, requests and IDs per second, and beside them the
-floor measured in the same run: the p50 of ``GET /health``, an HTTP round trip to the same service that asks no
-party.
+record: the batch size, the clients at once, the requests, the p50 and p99 latency of a request, requests and IDs
+per second (over the wall time with several clients), and beside them the floor measured in the same run: the p50
+of ``GET /live``, an HTTP round trip to the same service that asks no party.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common import parse_args, write_records
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCHES = (1, 100, 10_000)
+CLIENTS = 8  # clients at once, for batches of CONCURRENT_BATCHES
+CONCURRENT_BATCHES = (1, 100)
 
 
 def start_service(run: Path, files: list[str]) -> tuple[subprocess.Popen, int]:
@@ -44,19 +48,24 @@ def start_service(run: Path, files: list[str]) -> tuple[subprocess.Popen, int]:
         "--data.csv_files",
         *files,
     ]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    log = run.parent / "service.log"  # its JSON line per request (standard error), which nobody reads as it runs
+    with open(log, "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     if "serving" not in line:
         proc.kill()
-        raise RuntimeError(f"the service did not start: {line}{proc.stdout.read()}")
+        raise RuntimeError(f"the service did not start: {line}{proc.stdout.read()}{log.read_text()[-2000:]}")
     return proc, int(line.rsplit(":", 1)[1])
 
 
-def measure(port: int, ids: list[str], batch: int, requests: int, seed: int = 0) -> dict:
-    rng = random.Random(seed)
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+def measure(port: int, ids: list[str], batch: int, requests: int, seed: int = 0, clients: int = 1) -> dict:
+    """``clients`` clients at once, each on its own connection asking ``requests`` batches of ``batch`` random IDs
+    one after the other; then ``GET /live`` (the floor) on one connection."""
 
-    def ask(method: str, path: str, body: bytes | None = None) -> float:
+    def connect():
+        return http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+
+    def ask(connection, method: str, path: str, body: bytes | None = None) -> float:
         start = time.perf_counter()
         connection.request(method, path, body=body, headers={"Content-Type": "application/json"})
         response = connection.getresponse()
@@ -65,17 +74,31 @@ def measure(port: int, ids: list[str], batch: int, requests: int, seed: int = 0)
             raise RuntimeError(f"{path}: {answer}")
         return time.perf_counter() - start
 
-    bodies = [json.dumps({"ids": rng.sample(ids, batch)}).encode() for _ in range(requests)]
-    ask("POST", "/predict", bodies[0])  # the first request pays for what is built once
-    latencies = [ask("POST", "/predict", body) for body in bodies]
-    health = [ask("GET", "/health") for _ in range(max(requests, 20))]
-    connection.close()
+    def client(k: int) -> list[float]:
+        rng = random.Random(seed * 1000 + k)
+        bodies = [json.dumps({"ids": rng.sample(ids, batch)}).encode() for _ in range(requests)]
+        connection = connect()
+        try:
+            return [ask(connection, "POST", "/predict", body) for body in bodies]
+        finally:
+            connection.close()
+
+    first = connect()
+    ask(first, "POST", "/predict", json.dumps({"ids": ids[:batch]}).encode())  # what is built once is paid here
+    first.close()
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        latencies = [t for times in pool.map(client, range(clients)) for t in times]
+    wall = time.perf_counter() - start
+    floor = connect()  # a new connection: the server closes one idle for 5 s
+    live = [ask(floor, "GET", "/live") for _ in range(max(requests, 20))]
+    floor.close()
     ordered = sorted(latencies)
-    total = sum(latencies)
-    return {"batch": batch, "requests": requests, "p50_ms": 1e3 * statistics.median(latencies),
+    return {"batch": batch, "clients": clients, "requests": len(latencies),
+            "p50_ms": 1e3 * statistics.median(latencies),
             "p99_ms": 1e3 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
-            "requests_per_s": requests / total, "ids_per_s": requests * batch / total,
-            "health_p50_ms": 1e3 * statistics.median(health)}  # fmt: skip
+            "requests_per_s": len(latencies) / wall, "ids_per_s": len(latencies) * batch / wall,
+            "live_p50_ms": 1e3 * statistics.median(live)}  # fmt: skip
 
 
 def train_run(files: list[str], folder: Path, overrides: dict) -> Path:
@@ -95,8 +118,10 @@ def serve_records(transport: str, paths: list[Path], rows: int, folder: Path, co
     proc, port = start_service(run, files)
     try:
         out = []
-        for batch in BATCHES:
-            record = measure(port, ids, batch, counts[batch])
+        runs = [(batch, 1, counts[batch]) for batch in BATCHES]
+        runs += [(batch, CLIENTS, max(1, counts[batch] // CLIENTS)) for batch in CONCURRENT_BATCHES]
+        for batch, clients, requests in runs:
+            record = measure(port, ids, batch, requests, clients=clients)
             out.append({"benchmark": "serve", "transport": transport, "people": rows, "organizations": len(paths),
                         **record})  # fmt: skip
             print(_line(out[-1]), flush=True)
@@ -108,22 +133,22 @@ def serve_records(transport: str, paths: list[Path], rows: int, folder: Path, co
 
 def report(records: list[dict]) -> str:
     lines = [
-        "| transport | people | organizations | batch (IDs) | requests | p50 ms | p99 ms | requests/s | IDs/s "
-        "| floor: GET /health p50 ms |",
-        "|" + "---|" * 10,
+        "| transport | people | organizations | batch (IDs) | clients | requests | p50 ms | p99 ms | requests/s "
+        "| IDs/s | floor: GET /live p50 ms |",
+        "|" + "---|" * 11,
     ]
     for r in records:
         lines.append(
-            f"| {r['transport']} | {r['people']} | {r['organizations']} | {r['batch']} | {r['requests']} | "
-            f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['requests_per_s']:.1f} | {r['ids_per_s']:.0f} | "
-            f"{r['health_p50_ms']:.2f} |"
+            f"| {r['transport']} | {r['people']} | {r['organizations']} | {r['batch']} | {r['clients']} | "
+            f"{r['requests']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['requests_per_s']:.1f} | "
+            f"{r['ids_per_s']:.0f} | {r['live_p50_ms']:.2f} |"
         )
     return "\n".join(lines)
 
 
 def _line(r: dict) -> str:
-    return (f"{r['transport']}: batch {r['batch']}: p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
-            f"{r['ids_per_s']:.0f} IDs/s (GET /health {r['health_p50_ms']:.2f} ms)")  # fmt: skip
+    return (f"{r['transport']}: batch {r['batch']} x {r['clients']} clients: p50 {r['p50_ms']:.1f} ms, p99 "
+            f"{r['p99_ms']:.1f} ms, {r['ids_per_s']:.0f} IDs/s (GET /live {r['live_p50_ms']:.2f} ms)")  # fmt: skip
 
 
 def main() -> None:

@@ -241,9 +241,7 @@ class Organization(Party):
 
     def predict(self, message: PredictionRequest) -> FittedValues:
         """The prediction stage: every round model's outputs on the requested rows ({round: N × K})."""
-        x = self._view.splits[message.split]
-        if message.rows is not None:
-            x = x[message.rows.to(device=x.device, dtype=torch.long)]
+        x = some_rows(self._view.splits[message.split], message.rows, self.name)
         shared = self._shared.predict_rounds(x) if self.settings.dms and self._shared is not None else None
         values = {
             str(r): self._output(learner.predict(x) if shared is None else shared[learner.index], s, message.split)
@@ -292,6 +290,24 @@ class Organization(Party):
         return ModelsReport(
             self.name, message.sender, message.round, len(self._models), self.stored_parameters(), self.settings.dms
         )
+
+
+def some_rows(x, rows, name: str):
+    """``x``'s rows at the positions ``rows`` (a prediction service's batch, :mod:`vcl.use.serve`: a tensor or a
+    list of whole numbers; None: every row), ``x`` a tensor or a NumPy array; one sentence (a malformed request) for
+    anything but positions of rows of ``x``."""
+    if rows is None:
+        return x
+    try:
+        index = torch.as_tensor(rows)
+    except (TypeError, ValueError, RuntimeError):
+        index = None
+    n = x.shape[0]
+    ok = index is not None and index.ndim == 1 and (index.dtype == torch.long or index.numel() == 0)
+    if not ok or (index.numel() and (int(index.min()) < 0 or int(index.max()) >= n)):
+        raise VCLInputError(f"{name}: the rows to predict must be a list of positions from 0 to {n - 1}.")
+    index = index.to(torch.long)
+    return x[index.to(x.device)] if isinstance(x, Tensor) else x[index.numpy()]
 
 
 def stack_replies(replies: list[FittedValues], device=None) -> dict[str, Tensor]:

@@ -60,7 +60,7 @@ class CollaborationProtocol(Protocol):
             return dict(self.history[-1]["split_metrics"])
         return super().evaluate()
 
-    def predict(self, split: str) -> torch.Tensor:
+    def predict(self, split: str, rows: torch.Tensor | None = None) -> torch.Tensor:
         """New rows (``train.py predict``): only DC's own model has a path for them (:class:`DataCollaboration`)."""
 
         raise VCLInputError(
@@ -126,11 +126,13 @@ class DataCollaboration(CollaborationProtocol):
         self.ask(list(self.kept), "report", peers=())
         return self._finish(class_scores(h, X_hat, K), collab=np.stack(test))
 
-    def predict(self, split: str) -> torch.Tensor:
-        """DC's model on the rows of ``split`` (every row group holds them, as the test rows): each worker maps its
-        columns with its kept f_ij, the master maps each row group's into the collaboration space (its G_i) and
-        applies h; the mean over the row groups, as the round computed F["test"]."""
-        replies = self.ask(self.flat, "represent", split=split, peers=())
+    def predict(self, split: str, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """DC's model on the rows of ``split`` (every row group holds them, as the test rows; ``rows``: those of
+        them, by position, :mod:`vcl.use.serve`): each worker maps its columns with its kept f_ij, the master maps
+        each row group's into the collaboration space (its G_i) and applies h; the mean over the row groups, as the
+        round computed F["test"]."""
+        some = {} if rows is None else {"rows": [int(r) for r in rows]}
+        replies = self.ask(self.flat, "represent", split=split, peers=(), **some)
         reps = {w: _np(m.values[split]) for w, m in zip(self.flat, replies, strict=True)}
         G, h, K = self.master["G"], self.master["h"], self.task.num_outputs
         rows = [np.hstack([reps[w] for w in row]) for row in self.grid]

@@ -15,6 +15,7 @@ from vcl.methods.dc.anchors import AnchorConstruction, GridLayout
 from vcl.methods.dc.messages import AnchorPredictions, AnchorShare, KeptModel, RawFeatures, ReducedRepresentation
 from vcl.methods.dc.models import make_interpretable, make_reduction
 from vcl.methods.dc.options import MASTER, DCOptions, _np
+from vcl.methods.organization import some_rows
 from vcl.models.sklearn import dump_estimator, load_estimator
 
 
@@ -82,9 +83,10 @@ class DCWorker(Party):
             self.send_shares(message.args["peers"], r)
         elif message.step == "reduce":
             return self.reduce(r)
-        elif message.step == "represent":  # rows to predict, mapped by the kept f_ij (train.py predict)
+        elif message.step == "represent":  # rows to predict, mapped by the kept f_ij (train.py predict, serve)
             split = message.args["split"]
-            return ReducedRepresentation(self.name, message.sender, r, {split: self._transform(self._x[split])})
+            x = some_rows(self._x[split], message.args.get("rows"), self.name)
+            return ReducedRepresentation(self.name, message.sender, r, {split: self._transform(x)})
         elif message.step == "labels":
             return Labels(self.name, message.sender, r, as_float(torch.from_numpy(self._y)))
         elif message.step == "raw":

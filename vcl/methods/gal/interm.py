@@ -35,6 +35,7 @@ from vcl.family import Party
 from vcl.messages import Ack, Message, Scalars, Step, as_float
 from vcl.methods.columns import build_parties, make_task, organizations
 from vcl.methods.gal.coordinator import column_options, federation
+from vcl.methods.organization import some_rows
 from vcl.models import LearnerSettings, build_learner
 from vcl.protocol import Protocol, RoundRecord
 
@@ -100,9 +101,13 @@ class IntermParty(Party):
         return Ack(self.name, message.sender, message.round)
 
     @torch.no_grad()
-    def step_predict(self, message: Step, split: str, start: int, stop: int) -> Activations:
+    def step_predict(
+        self, message: Step, split: str, start: int = 0, stop: int | None = None, rows: list[int] | None = None
+    ) -> Activations:
+        """Its representation of rows ``start:stop`` of ``split``, or of the rows at positions ``rows``."""
         self.extractor.eval()
-        hidden = self.extractor(self.view.splits[split][start:stop])
+        x = self.view.splits[split]
+        hidden = self.extractor(some_rows(x, rows, self.name) if rows is not None else x[start:stop])
         return Activations(self.name, message.sender, message.round, as_float(hidden))
 
     def state_dict(self) -> dict:
@@ -167,11 +172,17 @@ class IntermFusion(Protocol):
         return self.record()
 
     @torch.no_grad()
-    def predict(self, split: str, chunk: int = 4096) -> Tensor:
+    def predict(self, split: str, rows: Tensor | None = None, chunk: int = 4096) -> Tensor:
+        """The head on the mean of the parties' representations of ``split`` (``rows``: those of it, by position;
+        :mod:`vcl.use.serve`), ``chunk`` rows a request."""
         self.head.eval()
-        n, out = self.rows(split), []
+        n = self.rows(split) if rows is None else len(rows)
+        out = [torch.zeros(0, self.task.num_outputs, device=self.device)]
         for start in range(0, n, chunk):
-            hidden = self.ask(self.federation.names, "predict", split=split, start=start, stop=min(start + chunk, n))
+            where = {"start": start, "stop": min(start + chunk, n)}
+            if rows is not None:
+                where = {"rows": [int(r) for r in rows[start : start + chunk]]}
+            hidden = self.ask(self.federation.names, "predict", split=split, **where)
             out.append(self.head(torch.stack([a.values.to(self.device) for a in hidden]).mean(0)))
         return torch.cat(out)
 
