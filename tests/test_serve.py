@@ -243,3 +243,36 @@ def test_the_service_socket_names_tcp_so_that_its_replies_are_not_held_back():
 
     with bind("127.0.0.1:0") as sock:
         assert sock.proto == socket.IPPROTO_TCP
+
+
+@pytest.mark.slow
+def test_health_says_which_organization_does_not_answer_under_grpc(tiny, tmp_path):
+    """A served grpc run with run.missing_parties: skip: Carol's process ends; /health names her and is 503 while she
+    still scores; the next batch goes on without her (missing), and /health is then ready without her."""
+    from vcl.transports.loopback import LoopbackFederation
+
+    files = federation_files(tmp_path / "data")
+    base = {**CSV, "run.rounds": 2, "run.missing_parties": "skip"}
+    new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
+    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
+    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+        config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
+        config.transport.deadline = 20.0
+        deployed = trained_and_written(config, [str(new[0]), "bob", "carol"], tmp_path / "p.csv")
+        _, body = written(tmp_path / "p.csv")
+        try:
+            with serving(deployed) as port:
+                status, health = ask(port, "GET", "/health")
+                assert status == 200 and all(o["answers"] for o in health["organizations"].values())
+                fed.kill("carol")
+                status, health = ask(port, "GET", "/health")
+                assert status == 503 and not health["ready"] and health["organizations"]["carol"]["answers"] is False
+                assert health["organizations"]["bob"]["answers"] is True
+                status, answer = ask(port, "POST", "/predict", json.dumps({"ids": [body[0][0]]}).encode())
+                assert status == 200 and answer["missing"] == ["carol"] and len(answer["predictions"]) == 1
+                status, health = ask(port, "GET", "/health")
+                assert status == 200 and health["missing"] == ["carol"]
+                assert health["organizations"]["carol"] == {**health["organizations"]["carol"], "answers": False,
+                                                            "scores": False}  # fmt: skip
+        finally:
+            deployed.close()
