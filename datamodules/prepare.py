@@ -28,21 +28,31 @@ class Preparation:
     mean: np.ndarray | None = None
     std: np.ndarray | None = None
 
-    def encode(self, block: np.ndarray, text: dict | None = None) -> np.ndarray:
+    @property
+    def width(self) -> int:
+        """How many prepared columns: the numeric ones, then one per category of each text column."""
+        numeric = sum(k == "numeric" for k in self.kinds)
+        return numeric + sum(len(e.categories_[0]) for e in self.encoders.values())
+
+    def encode(self, block: np.ndarray, text: dict | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """The raw columns (``block``, NaN for a missing cell; ``text``: each text column's strings by position) as
-        the prepared numbers, before scaling (float64)."""
+        the prepared numbers, before scaling: float64, or written into ``out`` (rows × :attr:`width`, e.g. a
+        float32 slice of the whole table: each part is cast as it is written, with no full copy in between)."""
         text = text if text is not None else {j: block[:, j] for j in self.encoders}
-        parts = []
+        out = np.empty((block.shape[0], self.width)) if out is None else out
         numeric = [j for j, k in enumerate(self.kinds) if k == "numeric"]
+        at = len(numeric)
         if numeric:
             values = np.asarray(block[:, numeric], dtype=np.float64)
-            parts.append(values if self.imputer is None else self.imputer.transform(values))
+            out[:, :at] = values if self.imputer is None else self.imputer.transform(values)
         for j, encoder in self.encoders.items():
             cells = np.asarray(text[j], dtype=object).reshape(-1, 1)
             if j in self.fills:
                 cells = self.fills[j].transform(cells)
-            parts.append(encoder.transform(cells))
-        return np.hstack(parts) if len(parts) > 1 else parts[0]
+            width = len(encoder.categories_[0])
+            out[:, at : at + width] = encoder.transform(cells)
+            at += width
+        return out
 
     def scale(self, block: np.ndarray) -> np.ndarray:
         """Prepared columns z-scored with the training rows' statistics, as float32 (C order): each column worked
@@ -61,8 +71,8 @@ def prepare_group(
     """One organization's columns as numbers: numeric columns (``block``'s, NaN for a missing cell; mean-imputed
     if ``missing`` is impute), then each text column's categories seen in the training rows as 0/1 columns named
     ``column=value`` (a category unseen there encodes as zeros). ``text``: each text column's strings by its
-    position in the group (NaN where missing; else ``block``'s own column). Returns (float64 array, names, the
-    fitted :class:`Preparation`, not yet with its scaling)."""
+    position in the group (NaN where missing; else ``block``'s own column). Returns (the prepared column names, the
+    fitted :class:`Preparation`, not yet with its scaling); its :meth:`Preparation.encode` makes the numbers."""
     from sklearn.impute import SimpleImputer
     from sklearn.preprocessing import OneHotEncoder
 
@@ -92,4 +102,4 @@ def prepare_group(
             cells = fitted.fills[j].transform(cells)
         fitted.encoders[j] = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(cells[train])
         encoded += [f"{names[j]}={v}" for v in fitted.encoders[j].categories_[0]]
-    return fitted.encode(block, text), [names[j] for j in numeric] + encoded, fitted
+    return [names[j] for j in numeric] + encoded, fitted

@@ -156,21 +156,18 @@ def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[
     """``table`` with each group's columns prepared alone (:func:`vcl.datamodules.prepare.prepare_group`), and each
     group's fitted :class:`~vcl.datamodules.prepare.Preparation`."""
 
-    blocks, columns, new_groups, text, fitted = [], [], [], table.text or {}, []
-    for g, (_, missing) in zip(groups, table.policies, strict=True):
-        block, names, preparation = prepare_group(
-            table.X[:, g],
-            [table.kinds[i] for i in g],
-            [table.columns[i] for i in g],
-            missing,
-            train,
-            {j: text[i] for j, i in enumerate(g) if i in text},
+    columns, new_groups, text, fitted = [], [], table.text or {}, []
+    own_text = [{j: text[i] for j, i in enumerate(g) if i in text} for g in groups]
+    for g, (_, missing), texts in zip(groups, table.policies, own_text, strict=True):
+        names, preparation = prepare_group(
+            table.X[:, g], [table.kinds[i] for i in g], [table.columns[i] for i in g], missing, train, texts
         )
         new_groups.append(list(range(len(columns), len(columns) + len(names))))
-        blocks.append(block.astype(table.X.dtype, copy=False))
         columns += names
         fitted.append(preparation)
-    X = np.hstack(blocks)
+    X = np.empty((table.X.shape[0], len(columns)), dtype=table.X.dtype, order="F")  # each group encoded into its place
+    for g, new, preparation, texts in zip(groups, new_groups, fitted, own_text, strict=True):
+        preparation.encode(table.X[:, g], texts, out=X[:, new[0] : new[-1] + 1])
     prepared_table = replace(table, X=X, columns=columns, groups=new_groups, kinds=None, policies=None, text=None)
     return prepared_table, new_groups, fitted
 
