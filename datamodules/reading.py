@@ -152,7 +152,7 @@ def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFi
     regular_file(path, _kind(path), "check the path in csv_files")
     if path.suffix.lower() in PARQUET:
         try:
-            table = pq.read_table(path)
+            table = pq.ParquetFile(path).read()  # one file: read_table would import pyarrow.dataset for it
         except (pa.ArrowException, OSError) as err:
             raise VCLInputError(f"{what} is not a Parquet file we can read ({_first_line(err)}).") from None
         header = list(table.column_names)

@@ -354,3 +354,26 @@ def test_scaling_a_block_column_by_column_gives_the_whole_blocks_float64_result_
     scaled = prep.scale(block)
     assert scaled.dtype == np.float32 and scaled.flags.c_contiguous
     assert np.array_equal(scaled, ((block - prep.mean) / prep.std).astype(np.float32))
+
+
+def test_a_preparation_writes_into_a_float32_slice_what_it_returns_as_float64():
+    """Preparation.encode(out=...) (how a table's groups are encoded into their places) casts each part as it
+    writes it: the numbers equal the float64 encoding cast to float32, text columns one-hot and imputed."""
+    from vcl.datamodules.prepare import prepare_group
+
+    rng = np.random.default_rng(0)
+    numbers = rng.normal(size=(50, 2))
+    numbers[::7, 0] = np.nan
+    colors = np.array(["red", "blue", "green"], dtype=object)[rng.integers(0, 3, 50)]
+    colors[::5] = np.nan
+    block = np.column_stack([numbers[:, 0], colors, numbers[:, 1]]).astype(object)
+    kinds, names = ["numeric", "categorical", "numeric"], ["a", "color", "b"]
+    block[:, 1] = np.nan
+    text = {1: colors}
+    columns, fitted = prepare_group(block, kinds, names, "impute", np.arange(40), text)
+    assert columns == ["a", "b", "color=blue", "color=green", "color=red"] and fitted.width == 5
+    whole = fitted.encode(block, text)
+    table = np.full((50, 9), -1.0, dtype=np.float32, order="F")
+    fitted.encode(block, text, out=table[:, 2:7])
+    assert np.array_equal(table[:, 2:7], whole.astype(np.float32)) and (table[:, [0, 1, 7, 8]] == -1).all()
+    assert not np.isnan(whole).any() and (whole[:, 2:].sum(1) == 1).all()

@@ -209,8 +209,8 @@ def test_a_column_empty_on_the_training_rows_cannot_be_imputed():
     block = np.array([[np.nan, 1.0], [np.nan, 2.0], [5.0, 3.0]], dtype=object)
     with pytest.raises(VCLInputError, match="column 'x' has no value in its organization's training rows"):
         prepare_group(block, ["numeric", "numeric"], ["x", "y"], "impute", np.array([0, 1]))
-    out, names, _ = prepare_group(block, ["numeric", "numeric"], ["x", "y"], "impute", np.array([1, 2]))
-    assert names == ["x", "y"] and out[0, 0] == 5.0  # imputed from the training rows' mean
+    names, fitted = prepare_group(block, ["numeric", "numeric"], ["x", "y"], "impute", np.array([1, 2]))
+    assert names == ["x", "y"] and fitted.encode(block)[0, 0] == 5.0  # imputed from the training rows' mean
 
 
 @pytest.mark.parametrize("missing", ["error", "impute", "drop"])
