@@ -85,3 +85,14 @@ class KillParty(RoundCallback):
     def on_round_end(self, run, record):
         if record["round"] == self.at:
             self.federation.kill(self.party)
+
+
+class Stop(RoundCallback):
+    """Interrupts the run (as Ctrl-C would) at the end of round ``at``, after the callbacks before it."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def on_round_end(self, run, record):
+        if record["round"] == self.at:
+            raise KeyboardInterrupt

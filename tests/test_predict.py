@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from sklearn.datasets import load_wine
 from vcl.callbacks import RoundCallback
 from vcl.datamodules.tabular import seeded_row_splits
 
-from tests.helpers import KillParty
+from tests.helpers import KillParty, Stop
 from train import main
 from vcl.coordinator.assembly import datamodule_for
 from vcl.coordinator.runner import default_callbacks, train
@@ -85,6 +86,22 @@ def new_files_of_test_split(files: list[Path], config, folder: Path) -> list[Pat
         with open(out[-1], "w", newline="") as f:
             csv.writer(f).writerows([[r[c] for c in keep] for r in rows if r[0] in test or r is rows[0]])
     return out
+
+
+@contextmanager
+def three_parties(tiny, tmp_path, **settings):
+    """Alice, Bob and Carol as grpc party processes on their own files (and files of new people: the run's test
+    split); the run's config with ``settings`` (transport.deadline 20 s), the three files and the new ones."""
+    from vcl.transports.loopback import LoopbackFederation
+
+    files = federation_files(tmp_path / "data")
+    base = {**CSV, **settings}
+    new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
+    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
+    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+        config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
+        config.transport.deadline = 20.0
+        yield fed, config, files, new
 
 
 class StageOutputs(RoundCallback):
@@ -220,15 +237,7 @@ def test_a_party_killed_after_round_2_is_left_out_and_prediction_goes_on_without
     """run.missing_parties: skip under grpc: Carol's process ends after round 2; rounds 3 and 4 weigh Alice and
     Bob only, the run completes and says so; predict with Carol still down scores every row without her and marks
     them, as the run's own prediction stage did."""
-    from vcl.transports.loopback import LoopbackFederation
-
-    files = federation_files(tmp_path / "data")
-    base = {**CSV, "run.rounds": 4, "run.missing_parties": "skip", "transport.deadline": 20.0}
-    new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
-    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
-    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
-        config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
-        config.transport.deadline = 20.0
+    with three_parties(tiny, tmp_path, **{"run.rounds": 4, "run.missing_parties": "skip"}) as (fed, config, files, new):
         stage = StageOutputs()
         callbacks = [*default_callbacks(config, False), KillParty(2, fed, "carol"), stage]
         results = train(config, verbose=False, callbacks=callbacks)
@@ -267,15 +276,7 @@ def test_a_party_killed_after_round_2_and_restarted_rejoins_at_round_4(tiny, tmp
     """Rejoin under grpc: Carol's process ends after round 2 and starts again after round 3; before round 4 the
     coordinator sets her up again and she reads her own checkpoint of round 2, so rounds 1, 2 and 4 keep her models,
     the run's prediction stage is Alice's running F, and train.py predict with the new files reproduces it."""
-    from vcl.transports.loopback import LoopbackFederation
-
-    files = federation_files(tmp_path / "data")
-    base = {**CSV, "run.rounds": 4, "run.missing_parties": "skip"}
-    new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
-    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
-    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
-        config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
-        config.transport.deadline = 20.0
+    with three_parties(tiny, tmp_path, **{"run.rounds": 4, "run.missing_parties": "skip"}) as (fed, config, files, new):
         stage, kept = StageOutputs(), KeptModels()
         callbacks = [*default_callbacks(config, False), KillParty(2, fed, "carol"), Restart(3, fed, "carol")]
         results = train(config, verbose=False, callbacks=[*callbacks, stage, kept])
@@ -381,15 +382,6 @@ class KeptModels(RoundCallback):
         self.running, self.stage = run.protocol.F["test"].clone(), run.protocol.predict("test")
 
 
-class StopAfter(RoundCallback):
-    def __init__(self, at):
-        self.at = at
-
-    def on_round_end(self, run, record):
-        if record["round"] == self.at:
-            raise KeyboardInterrupt
-
-
 @pytest.mark.parametrize("method", ["gal", "al"])
 def test_an_organization_lost_in_round_2_rejoins_from_its_own_round_1(tiny, monkeypatch, tmp_path, method):
     """Rejoin, in one process: org2 answers nothing in round 2; before round 3 it answers again (the transport sets
@@ -421,7 +413,7 @@ def test_an_organization_lost_in_round_2_rejoins_from_its_own_round_1(tiny, monk
 
     cut = tiny(method=method, out=str(tmp_path / "cut"), **base)
     with pytest.raises(RunInterrupted):
-        train(cut, verbose=False, callbacks=[*default_callbacks(cut, False), StopAfter(2)])
+        train(cut, verbose=False, callbacks=[*default_callbacks(cut, False), Stop(2)])
     down.clear()  # org2 is back for the resume: its own round 1, as the checkpoint of round 2 says
     resumed = train(cut, resume=True, verbose=False)
     assert resumed["missing_rounds"] == {"org2": [2]} and resumed["rejoined_rounds"] == {"org2": [3]}

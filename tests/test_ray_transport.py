@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from vcl.callbacks import RoundCallback, RoundCheckpoint
 
-from tests.helpers import TINY_DC, rounds_of
+from tests.helpers import TINY_DC, Stop, rounds_of
 from vcl.coordinator.runner import train
 from vcl.errors import PartyLost, VCLInputError
 from vcl.testing.suite import TransportSuite
@@ -299,15 +299,6 @@ def test_sigterm_under_ray_ends_with_the_resume_line(ray_cluster, tmp_path):
     assert code == 143, err
     assert len(lines) == 1 and "terminated after round" in lines[0] and "--resume" in lines[0], err
     assert records == int(lines[0].split("after round ")[1].split(" ")[0]) + 1
-
-
-class Stop(RoundCallback):
-    def __init__(self, at):
-        self.at = at
-
-    def on_round_end(self, run, record):
-        if record["round"] == self.at:
-            raise KeyboardInterrupt
 
 
 def test_a_run_stopped_in_one_process_resumes_under_ray_and_ends_as_uninterrupted(tiny, tmp_path):

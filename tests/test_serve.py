@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from tests.helpers import TINY_DC
-from tests.test_predict import CSV, federation_files, new_files_of_test_split
+from tests.test_predict import CSV, federation_files, new_files_of_test_split, three_parties
 from vcl.coordinator.runner import train
 from vcl.use.predict import Deployed, predict
 from vcl.use.serve import Limits, Scorer, main, serve
@@ -249,15 +249,7 @@ def test_the_service_socket_names_tcp_so_that_its_replies_are_not_held_back():
 def test_health_says_which_organization_does_not_answer_under_grpc(tiny, tmp_path):
     """A served grpc run with run.missing_parties: skip: Carol's process ends; /health names her and is 503 while she
     still scores; the next batch goes on without her (missing), and /health is then ready without her."""
-    from vcl.transports.loopback import LoopbackFederation
-
-    files = federation_files(tmp_path / "data")
-    base = {**CSV, "run.rounds": 2, "run.missing_parties": "skip"}
-    new = new_files_of_test_split(files, tiny(**base), tmp_path / "new")
-    own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
-    with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
-        config = tiny(**{**base, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]})
-        config.transport.deadline = 20.0
+    with three_parties(tiny, tmp_path, **{"run.rounds": 2, "run.missing_parties": "skip"}) as (fed, config, _, new):
         deployed = trained_and_written(config, [str(new[0]), "bob", "carol"], tmp_path / "p.csv")
         _, body = written(tmp_path / "p.csv")
         try:
