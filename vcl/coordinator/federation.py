@@ -140,8 +140,7 @@ class Federation:
         again, when that round holds every model it fitted (:meth:`can_rejoin`); else it stays out."""
         self.root = Path(root) if root is not None else self.root
         kept = kept if kept is not None and "saved" in kept else None  # a checkpoint made before rejoins: all at round_
-        self.saved = {n: int(r) for n, r in kept["saved"].items()} if kept else {}
-        self.fitted = {n: int(r) for n, r in kept["fitted"].items()} if kept else {}
+        self._keep_rounds(kept or {})
         rounds = {n: self.saved.get(n) if kept else round_ for n in self.present()}  # None: it saved no round
         for name, own in rounds.items():
             if own != round_ and not self.can_rejoin(name):
@@ -172,8 +171,10 @@ class Federation:
             self.transport.missing.back(name)
             if name in self.saved:
                 try:
-                    load = Load(self.alice, name, self.saved[name], root=self._root(name), run=run)
-                    if self._every(lambda n, load=load: load, [name])[0] is None:
+                    [loaded] = self._every(
+                        lambda n: Load(self.alice, n, self.saved[n], root=self._root(n), run=run), [name]
+                    )
+                    if loaded is None:
                         continue  # lost again: left out, as before
                 except VCLInputError as err:  # its files are gone or not this run's: it stays out, saying why
                     self.transport.missing.leave(name, str(err))
@@ -263,10 +264,14 @@ class Federation:
             state["organizations"] = [r.state for r in self._every(lambda n: StateRequest(self.alice, n, 0))]
         return state
 
-    def load_state_dict(self, state: dict) -> None:
-        self.channel.load_state_dict(state["channel"])
+    def _keep_rounds(self, state: dict) -> None:
+        """:attr:`saved` and :attr:`fitted` as a checkpoint's state kept them (none in one made before rejoins)."""
         self.saved = {n: int(r) for n, r in state.get("saved", {}).items()}
         self.fitted = {n: int(r) for n, r in state.get("fitted", {}).items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.channel.load_state_dict(state["channel"])
+        self._keep_rounds(state)
         if "organizations" in state:
             states = dict(zip(self.names, state["organizations"], strict=True))
             self.transport.deliver([(n, LoadState(self.alice, n, 0, state=s)) for n, s in states.items()])
