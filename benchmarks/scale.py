@@ -6,6 +6,7 @@ beside the floors measured in the same run.
     python benchmarks/scale.py --quick --out runs/bench/scale_quick.json   # N = 10^4, 10^5
     python benchmarks/scale.py --out runs/bench/scale.json                 # and 10^6 (grpc: a star PSI of 8 × 10^6 IDs)
     python benchmarks/scale.py --device cuda --rows 1000000 --models linear mlp --transports local   # on a GPU
+    python benchmarks/scale.py --rows 1000000 --transports local --predict       # and score N new people a party
 
 Each organization's file holds a text ID column, 8 numeric features and (Alice's) a label of 4 classes that depends
 on every organization's features; each file lists its rows in its own order. A run is the command line a user types
@@ -18,12 +19,15 @@ utilization). Beside them, each in a process of its own: the bare read of the sa
 ``import torch, pytorch_lightning``, each the median of three processes (their samples kept in the record: on this
 machine one such process took 5.4 s and the next 7.0 s); the device's read bandwidth (a sum over a float32 array of
 the matrix's size, from 512 MiB to 2 GB, on ``--device``), beside which each round is set: its bytes (the paper's
-epochs × the matrix) at that bandwidth are the round's floor; with ``--psi``, the star PSI alone.
+epochs × the matrix) at that bandwidth are the round's floor; with ``--psi``, the star PSI alone. With ``--predict``,
+each run's ``train.py predict`` of N new people per organization (files of the same shape, another seed), made with
+the training files moved away: its wall seconds and peak RSS beside the same floors.
 
 Targets (the 2-core development machine): the rest ≤ 3× the bare read plus the imports (under grpc, the rest less
 the data step, whose PSI is the libsodium operations' cost: ``benchmarks/psi.py``); peak RSS ≤ 1.2 GB + 6× the
 float32 feature matrix; seconds per round at 10^6 ≤ 12× those at 10^5; the grpc run's accuracy equal to the local
-one's. Records: ``{"benchmark": "scale", ...}``, one per run, one ``"floor"`` per size.
+one's; a prediction's peak RSS within the same bound on memory. Records: ``{"benchmark": "scale", ...}``, one per
+run, one ``"floor"`` per size, one ``"predict"`` per prediction.
 """
 
 from __future__ import annotations
@@ -210,7 +214,7 @@ def round_read_bytes(model: str, matrix_bytes: int) -> int:
 
 SHAPES = {  # --shape: the files' generator and the options a user gives to read them
     "numeric": (generate, []),
-    "realistic": (lambda folder, rows, fmt: generate_realistic(folder, rows),
+    "realistic": (lambda folder, rows, fmt, seed=0: generate_realistic(folder, rows, seed),
                   ["--data.categorical", "onehot", "--data.missing", "impute"]),
 }  # fmt: skip
 
@@ -265,6 +269,31 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
             "bytes_per_round": results["bytes_sent"] / max(rounds, 1), "accuracy": results["value"],
             "matrix_bytes": rows * columns * 4, "round_read_bytes": round_read_bytes(model, rows * columns * 4),
             **gpu}  # fmt: skip
+
+
+def predict_run(run_record: dict, new: list[Path], train_folder: Path, folder: Path, fed=None) -> dict:
+    """``train.py predict`` of the run that made ``run_record`` on the files ``new``, in a process of its own, with
+    the run's training files (``train_folder``) moved away meanwhile: what a user's prediction costs."""
+    rows, transport = run_record["rows"], run_record["transport"]
+    out = folder / f"run-{transport}-{run_record['model']}-{rows}-{run_record['batch_size']}"
+    scored = folder / f"predictions-{transport}-{rows}.csv"
+    files = [str(p) for p in new] if fed is None else [str(new[0])] + [p.stem for p in new[1:]]
+    argv = [sys.executable, "train.py", "predict", "--out", str(out), "--predictions", str(scored),
+            "--data.csv_files", *files]  # fmt: skip
+    away = train_folder.with_name(train_folder.name + "-away")
+    train_folder.rename(away)
+    try:
+        wall, rss, _ = child(argv, dict(os.environ, PYTHONUNBUFFERED="1"))
+    finally:
+        away.rename(train_folder)
+    with open(scored) as f:
+        count = sum(1 for _ in f) - 1
+    scored.unlink()
+    party_rss = max(_party_peak(pid) for pid in fed.pids().values()) if fed is not None else 0
+    return {"benchmark": "scale", "predict": True, "shape": run_record["shape"], "rows": rows,
+            "transport": transport, "model": run_record["model"], "device": run_record["device"],
+            "wall_seconds": wall, "peak_rss": rss, "party_peak_rss": party_rss, "predictions": count,
+            "matrix_bytes": run_record["matrix_bytes"]}  # fmt: skip
 
 
 def _party_peak(pid: int) -> int:
@@ -324,7 +353,7 @@ def report(records: list[dict]) -> str:
     ]
     floor = {r["rows"]: r for r in records if r.get("floor")}
     for r in records:
-        if r.get("floor") or r.get("psi"):
+        if r.get("floor") or r.get("psi") or r.get("predict"):
             continue
         f = floor.get(r["rows"], {})
         read, imports = f.get("bare_read_seconds", float("nan")), f.get("import_seconds", float("nan"))
@@ -351,10 +380,38 @@ def report(records: list[dict]) -> str:
                 f"| {r['seconds_per_round']:.1f} | {data} | {r['gpu_utilization_median']:.0f} "
                 f"| {r['gpu_memory_peak_mib']:.0f} |"
             )
+    predictions = [r for r in records if r.get("predict")]
+    if predictions:
+        lines += [
+            "",
+            "`train.py predict` of N new people per organization, the training files moved away:",
+            "",
+            "| rows per organization | transport | predictions | whole s | bare read s | import s "
+            "| peak RSS GB (run / party) | float32 matrix GB |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in predictions:
+            f = floor.get(r["rows"], {})
+            party = f" / {r['party_peak_rss'] / GB:.2f}" if r["party_peak_rss"] else ""
+            shape = " (realistic)" if r.get("shape") == "realistic" else ""
+            lines.append(
+                f"| {r['rows']:,}{shape} | {r['transport']} | {r['predictions']:,} | {r['wall_seconds']:.1f} "
+                f"| {f.get('bare_read_seconds', float('nan')):.2f} | {f.get('import_seconds', float('nan')):.2f} "
+                f"| {r['peak_rss'] / GB:.2f}{party} | {r['matrix_bytes'] / GB:.3f} |"
+            )
     targets = []
     psi = {r["rows"]: r["seconds"] for r in records if r.get("psi")}
+    for r in predictions:
+        memory, peak = 1.2e9 + 6 * r["matrix_bytes"], max(r["peak_rss"], r["party_peak_rss"])
+        f = floor.get(r["rows"], {})
+        budget = 3 * f.get("bare_read_seconds", float("nan")) + f.get("import_seconds", float("nan"))
+        targets.append(
+            f"- predict {r['rows']:,} rows, {r['transport']}: peak RSS {peak / 1e9:.2f} GB against ≤ {memory / 1e9:.2f}"
+            f" GB: {'met' if peak <= memory else 'NOT met'}; {r['wall_seconds']:.1f} s against 3 × bare read + "
+            f"imports {budget:.1f} s ({r['wall_seconds'] / budget:.1f}×)"
+        )
     for r in records:
-        if r.get("floor") or r.get("psi") or r["device"] != "cpu":
+        if r.get("floor") or r.get("psi") or r.get("predict") or r["device"] != "cpu":
             continue
         f = floor[r["rows"]]
         budget = 3 * f["bare_read_seconds"] + f["import_seconds"]
@@ -422,6 +479,7 @@ def main() -> None:
     p.add_argument("--no-alone", action="store_true", help="run GAL without the Alone run the default compares")
     p.add_argument("--psi", action="store_true", help="also time the star PSI alone beside the grpc runs")
     p.add_argument("--no-psi", action="store_true", help="no separate star PSI (the default; earlier records' flag)")
+    p.add_argument("--predict", action="store_true", help="also time train.py predict of N new people per organization")
     args = p.parse_args()
     sizes = args.rows or ([10**4, 10**5] if args.quick else [10**4, 10**5, 10**6])
     records = []
@@ -431,6 +489,10 @@ def main() -> None:
             data = folder / f"data-{rows}"
             data.mkdir()
             paths = SHAPES[args.shape][0](data, rows, args.format)
+            new = []
+            if args.predict:  # new people: files of the same shape from another seed, in a folder of their own
+                (folder / f"new-{rows}").mkdir()
+                new = SHAPES[args.shape][0](folder / f"new-{rows}", rows, args.format, 1)
             columns = prepared_columns(paths) if args.shape != "numeric" else ORGANIZATIONS * FEATURES
             floor = floors(paths, rows * columns * 4, args.device)
             records.append({"benchmark": "scale", "floor": True, "shape": args.shape, "rows": rows, **floor})
@@ -442,10 +504,14 @@ def main() -> None:
                     shaped = {"shape": args.shape, "columns": columns}
                     if transport == "local":
                         records.append(run(paths, *common, None, not args.no_alone, batch, **shaped))
+                        if new:
+                            print(_line(records[-1]), flush=True)
+                            records.append(predict_run(records[-1], new, data, folder))
                     else:
                         from vcl.transports.loopback import LoopbackFederation
 
-                        own = {p.stem: {"csv": str(p)} for p in paths}
+                        own = {p.stem: {"csv": str(p), **({"predict_csv": str(q)} if new else {})}
+                               for p, q in itertools.zip_longest(paths, new)}  # fmt: skip
                         names = [p.stem for p in paths]
                         fed_folder = folder / f"fed-{rows}-{model}-{batch}"
                         loopback = LoopbackFederation(
@@ -453,18 +519,24 @@ def main() -> None:
                         )
                         with loopback as fed:
                             records.append(run(paths, *common, fed, not args.no_alone, batch, **shaped))
+                            if new:
+                                print(_line(records[-1]), flush=True)
+                                records.append(predict_run(records[-1], new, data, folder, fed))
                     print(_line(records[-1]), flush=True)
                     write_records(records, args.out)  # kept as it goes: a long sweep cut short keeps its runs
             if "grpc" in args.transports and rows >= 10**5 and args.format == "csv" and args.psi:
                 records.append(psi_star(paths, folder, rows))  # the alignment's share of the grpc run's rest
                 print(f"star PSI of {len(paths)} parties x {rows:,} IDs: {records[-1]['seconds']:.1f} s", flush=True)
-            for p in paths:
+            for p in [*paths, *new]:
                 p.unlink()
     write_records(records, args.out)
     print(report(records))
 
 
 def _line(r: dict) -> str:
+    if r.get("predict"):
+        return (f"{r['rows']:,} rows {r['transport']} predict: {r['predictions']:,} predictions, "
+                f"{r['wall_seconds']:.1f} s, peak {r['peak_rss'] / GB:.2f} GB")  # fmt: skip
     return (
         f"{r['rows']:,} rows {r['transport']} {r['model']}: {r['wall_seconds']:.1f} s, {r['seconds_per_round']:.3f} "
         f"s/round, peak {r['peak_rss'] / GB:.2f} GB, accuracy {r['accuracy']:.4f}"

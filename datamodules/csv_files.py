@@ -453,14 +453,17 @@ def load_new_rows(files, trained, id_column="id", label_column="label", only=Non
     checked as in training, its columns those of the training file (any order; Alice's label column optional and
     unread), their kinds as in training, rows aligned by ID as in training (``ids``: the aligned IDs a party is
     sent). ``trained``: each file's ``(feature columns, kinds, (categorical, missing))`` from training (only file
-    ``only``'s when one party reads its own). Returns (the aligned IDs, {file index: (float32 block, NaN where
-    missing; its text columns' strings by position)})."""
+    ``only``'s when one party reads its own; None for a file read for its IDs alone). Returns (the aligned IDs,
+    {file index: (float32 block, NaN where missing; its text columns' strings by position)}, for each file whose
+    columns were asked for)."""
     paths = [Path(f) for f in files]
     read = range(len(paths)) if only is None else [only]
     owns = {k: read_file(paths[k], id_column, label_column) for k in read}
     in_threads(lambda own: unique_ids(own.what, own.ids), list(owns.values()))
-    for (k, own), (feats, _, _) in zip(owns.items(), trained, strict=True):
-        have = own.features(label_column)
+    for (k, own), columns in zip(owns.items(), trained, strict=True):
+        if columns is None:
+            continue
+        feats, have = columns[0], own.features(label_column)
         lacking, extra = [c for c in feats if c not in have], [c for c in have if c not in feats]
         if k > 0 and label_column in own.header:
             extra.append(label_column)
@@ -472,12 +475,15 @@ def load_new_rows(files, trained, id_column="id", label_column="label", only=Non
                 f"{own.what} holds other columns than its organization trained on ({says}); give it the training "
                 f"file's columns {feats}."
             )
-    offered = [complete_rows(own) if policy[1] == "drop" else None for own, (_, _, policy) in zip(
+    offered = [complete_rows(own) if columns and columns[2][1] == "drop" else None for own, columns in zip(
         owns.values(), trained, strict=True)]  # fmt: skip
     keys, file_rows = aligned([own.ids for own in owns.values()], offered, id_column, False, ids, least=1)
     blocks = {}
-    for (k, own), rows, (feats, kinds, policy) in zip(owns.items(), file_rows, trained, strict=True):
+    for (k, own), rows, columns in zip(owns.items(), file_rows, trained, strict=True):
         holds_every(own, rows, keys)
+        if columns is None:
+            continue
+        feats, kinds, policy = columns
         block = np.empty((len(keys), len(feats)), dtype=np.float32, order="F")
         _, text = _block(own, feats, rows, _Keys(keys), policy, block, 0, kinds)
         blocks[k] = (block, text)

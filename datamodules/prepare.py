@@ -1,8 +1,12 @@
 """Each organization's own preparation of its columns, fitted on its training rows only and kept, so that new rows
 (``train.py predict``) are prepared exactly as the training rows were: text categories one-hot encoded and missing
-values imputed with scikit-learn (``categorical: onehot``, ``missing: impute``; ``missing: drop`` acts earlier, when
-the rows are aligned), then every column z-scored with its training mean and deviation. Nothing about one
+values imputed (fitted by scikit-learn: ``categorical: onehot``, ``missing: impute``; ``missing: drop`` acts earlier,
+when the rows are aligned), then every column z-scored with its training mean and deviation. Nothing about one
 organization's columns reaches another's: each group is prepared alone, as its own party would.
+
+A fitted preparation is data (column names, category lists, means and deviations), not code: each party keeps it in
+its own checkpoints beside its models (:meth:`Preparation.state`), so a finished run predicts from its checkpoints and
+the new rows alone, without its training files (:meth:`Preparation.from_state` checks what it reads back).
 """
 
 from __future__ import annotations
@@ -10,48 +14,68 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
 
 from vcl.errors import VCLInputError
+
+KINDS = ("numeric", "categorical")
 
 
 @dataclass
 class Preparation:
-    """One organization's fitted preparation: its file's feature columns (``raw``, their ``kinds``), the imputers
-    and encoders fitted on its training rows, and each prepared column's training mean and deviation."""
+    """One organization's fitted preparation: its feature columns (``raw``, named as in the run's table; ``read``,
+    as in its file; their ``kinds``), what its training rows gave the imputation (``means`` of the numeric columns,
+    ``fills``: each text column's most frequent category, by position) and the one-hot encoding (``categories``:
+    each text column's categories, sorted), and each prepared column's training mean and deviation."""
 
     raw: list[str]
     kinds: list[str]
     missing: str = "error"
-    imputer: object | None = None  # numeric columns' means (missing: impute)
+    means: np.ndarray | None = None  # numeric columns' training means, for their empty cells (missing: impute)
     fills: dict = field(default_factory=dict)  # text column position → its most frequent category (impute)
-    encoders: dict = field(default_factory=dict)  # text column position → its fitted OneHotEncoder
+    categories: dict = field(default_factory=dict)  # text column position → its training categories, sorted
     mean: np.ndarray | None = None
     std: np.ndarray | None = None
+    read: list[str] | None = None  # the columns' names in the organization's file (None: no file was read)
+    place: int = 0  # the organization's place in the run (0: Alice's), whose file these columns are
 
     @property
     def width(self) -> int:
         """How many prepared columns: the numeric ones, then one per category of each text column."""
-        numeric = sum(k == "numeric" for k in self.kinds)
-        return numeric + sum(len(e.categories_[0]) for e in self.encoders.values())
+        return sum(k == "numeric" for k in self.kinds) + sum(len(c) for c in self.categories.values())
+
+    @property
+    def columns(self) -> list[str]:
+        """The prepared columns' names: the numeric columns', then ``column=category`` for each text column."""
+        numeric = [self.raw[j] for j, k in enumerate(self.kinds) if k == "numeric"]
+        return numeric + [f"{self.raw[j]}={v}" for j, cats in self.categories.items() for v in cats]
 
     def encode(self, block: np.ndarray, text: dict | None = None, out: np.ndarray | None = None) -> np.ndarray:
-        """The raw columns (``block``, NaN for a missing cell; ``text``: each text column's strings by position) as
-        the prepared numbers, before scaling: float64, or written into ``out`` (rows × :attr:`width`, e.g. a
-        float32 slice of the whole table: each part is cast as it is written, with no full copy in between)."""
-        text = text if text is not None else {j: block[:, j] for j in self.encoders}
+        """The raw columns (``block``, NaN for a missing cell; ``text``: each text column's strings by position, NaN
+        where missing) as the prepared numbers, before scaling: float64, or written into ``out`` (rows ×
+        :attr:`width`, e.g. a float32 slice of the whole table: each part is cast as it is written, with no full copy
+        in between). The numbers scikit-learn's fitted imputers and encoder give (tested), from their fitted values:
+        an empty cell takes its column's training mean or most frequent category, a category unseen in training
+        encodes as zeros."""
+        text = text if text is not None else {j: block[:, j] for j in self.categories}
         out = np.empty((block.shape[0], self.width)) if out is None else out
         numeric = [j for j, k in enumerate(self.kinds) if k == "numeric"]
         at = len(numeric)
         if numeric:
             values = np.asarray(block[:, numeric], dtype=np.float64)
-            out[:, :at] = values if self.imputer is None else self.imputer.transform(values)
-        for j, encoder in self.encoders.items():
-            cells = np.asarray(text[j], dtype=object).reshape(-1, 1)
+            out[:, :at] = values if self.means is None else np.where(np.isnan(values), self.means, values)
+        for j, categories in self.categories.items():
+            cells = pa.array(np.asarray(text[j], dtype=object), pa.string(), from_pandas=True)  # NaN: null
             if j in self.fills:
-                cells = self.fills[j].transform(cells)
-            width = len(encoder.categories_[0])
-            out[:, at : at + width] = encoder.transform(cells)
-            at += width
+                cells = cells.fill_null(self.fills[j])
+            index = pc.index_in(cells, value_set=pa.array(categories, pa.string()))
+            index = index.fill_null(-1).to_numpy(zero_copy_only=False)
+            part, seen = out[:, at : at + len(categories)], np.flatnonzero(index >= 0)
+            part[...] = 0
+            part[seen, index[seen]] = 1
+            at += len(categories)
         return out
 
     def scale(self, block: np.ndarray) -> np.ndarray:
@@ -64,6 +88,72 @@ class Preparation:
             np.divide(np.subtract(block[:, j], mean[j], dtype=np.float64), std[j], out=out[:, j], casting="same_kind")
         return out
 
+    def state(self) -> dict:
+        """The fitted preparation as a checkpoint keeps it: names, numbers and tensors only."""
+
+        def numbers(values):
+            return None if values is None else torch.from_numpy(np.array(values, dtype=np.float64))
+
+        return {
+            "raw": list(self.raw), "kinds": list(self.kinds), "missing": self.missing, "read": list(self.read or []),
+            "place": self.place,
+            "means": numbers(self.means), "fills": [[j, v] for j, v in self.fills.items()],
+            "categories": [[j, list(c)] for j, c in self.categories.items()],
+            "mean": numbers(self.mean), "std": numbers(self.std),
+        }  # fmt: skip
+
+    @classmethod
+    def from_state(cls, state, where: str) -> Preparation:
+        """A preparation from what :meth:`state` kept, checked: anything else (a damaged or crafted checkpoint) is
+        one sentence naming ``where`` it was read."""
+        try:
+            prep = cls._from_state(state)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise VCLInputError(
+                f"{where} keeps no organization's preparation that vcl can use ({err}); predict with the run's "
+                "training files as before, or train the run again."
+            ) from None
+        return prep
+
+    @classmethod
+    def _from_state(cls, state) -> Preparation:
+        def texts(values, what: str) -> list[str]:
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise TypeError(f"its {what} are not a list of names")
+            return list(values)
+
+        def numbers(value, count: int, what: str):
+            ok = isinstance(value, torch.Tensor) and value.dtype == torch.float64 and tuple(value.shape) == (count,)
+            if not ok or not torch.isfinite(value).all():
+                raise ValueError(f"its {what} are not {count} finite numbers")
+            return value.numpy().copy()
+
+        raw, kinds, read = texts(state["raw"], "columns"), texts(state["kinds"], "kinds"), texts(state["read"], "files")
+        if len(kinds) != len(raw) or len(read) != len(raw) or not raw or any(k not in KINDS for k in kinds):
+            raise ValueError("its columns, kinds and file columns do not match")
+        if state["missing"] not in ("error", "drop", "impute"):
+            raise ValueError(f"missing={state['missing']!r}")
+        text = [j for j, k in enumerate(kinds) if k == "categorical"]
+        categories = {int(j): texts(c, "categories") for j, c in state["categories"]}
+        if sorted(categories) != text or any(not c or c != sorted(set(c)) for c in categories.values()):
+            raise ValueError("its categories are not each text column's, sorted and distinct")
+        fills = {int(j): v for j, v in state["fills"]}
+        if not set(fills) <= set(text) or not all(isinstance(v, str) for v in fills.values()):
+            raise ValueError("its fills are not text columns' categories")
+        numeric = len(raw) - len(text)
+        means = None if state["means"] is None else numbers(state["means"], numeric, "means")
+        place = state["place"]
+        if type(place) is not int or place < 0:
+            raise ValueError(f"its place {place!r} is not an organization's")
+        prep = cls(raw, kinds, state["missing"], means, fills, dict(sorted(categories.items())), read=read, place=place)
+        prep.mean, prep.std = (
+            numbers(state["mean"], prep.width, "means"),
+            numbers(state["std"], prep.width, "deviations"),
+        )
+        if (prep.std <= 0).any():
+            raise ValueError("a deviation is not positive")
+        return prep
+
 
 def prepare_group(
     block: np.ndarray, kinds: list[str], names: list[str], missing: str, train: np.ndarray, text: dict | None = None
@@ -72,7 +162,8 @@ def prepare_group(
     if ``missing`` is impute), then each text column's categories seen in the training rows as 0/1 columns named
     ``column=value`` (a category unseen there encodes as zeros). ``text``: each text column's strings by its
     position in the group (NaN where missing; else ``block``'s own column). Returns (the prepared column names, the
-    fitted :class:`Preparation`, not yet with its scaling); its :meth:`Preparation.encode` makes the numbers."""
+    fitted :class:`Preparation`, not yet with its scaling); its :meth:`Preparation.encode` makes the numbers. The
+    imputers and the encoder are scikit-learn's, fitted here; the preparation keeps what they learned."""
     from sklearn.impute import SimpleImputer
     from sklearn.preprocessing import OneHotEncoder
 
@@ -93,13 +184,14 @@ def prepare_group(
                 )
     fitted = Preparation(list(names), list(kinds), missing)
     if numeric and impute:
-        fitted.imputer = SimpleImputer(strategy="mean").fit(np.asarray(block[train][:, numeric], dtype=np.float64))
-    encoded = []
+        imputer = SimpleImputer(strategy="mean").fit(np.asarray(block[train][:, numeric], dtype=np.float64))
+        fitted.means = np.asarray(imputer.statistics_, dtype=np.float64)
     for j in cats:
         cells = np.asarray(text[j], dtype=object).reshape(-1, 1)
         if impute:
-            fitted.fills[j] = SimpleImputer(strategy="most_frequent", missing_values=np.nan).fit(cells[train])
-            cells = fitted.fills[j].transform(cells)
-        fitted.encoders[j] = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(cells[train])
-        encoded += [f"{names[j]}={v}" for v in fitted.encoders[j].categories_[0]]
-    return [names[j] for j in numeric] + encoded, fitted
+            fill = SimpleImputer(strategy="most_frequent", missing_values=np.nan).fit(cells[train])
+            fitted.fills[j] = str(fill.statistics_[0])
+            cells = fill.transform(cells)
+        encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(cells[train])
+        fitted.categories[j] = [str(v) for v in encoder.categories_[0]]
+    return fitted.columns, fitted

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pytorch_lightning as pl
@@ -201,7 +202,7 @@ class FeatureView:
     name: str
     columns: list[str]
     splits: dict[str, Tensor]
-    preparation: object | None = None
+    preparation: object | None = field(default=None, metadata={"digest": False})  # made from the data: not digested
 
     @property
     def num_features(self) -> int:
@@ -214,6 +215,16 @@ class FeatureView:
 
     def to(self, device) -> FeatureView:
         return FeatureView(self.name, self.columns, {k: v.to(device) for k, v in self.splits.items()}, self.preparation)
+
+
+def kept_preparations(view: FeatureView) -> list[dict] | None:
+    """What a party keeps of its view's preparation (:meth:`vcl.family.Party.preparation`): each organization's
+    fitted :class:`~vcl.datamodules.prepare.Preparation` whose columns it holds, as data; None for a view not read
+    from an organization's file."""
+    preps = view.preparation if isinstance(view.preparation, list) else [view.preparation]
+    if not preps or any(p is None or p.read is None for p in preps):
+        return None
+    return [p.state() for p in preps]
 
 
 @dataclass
@@ -235,13 +246,16 @@ class VerticalData:
     # grpc: by party, where Alice's PSI found each aligned ID in that party's offer (a hint its Setup checks, not
     # data: no digest of the data holds it, as a resumed run, which aligns no rows again, has none)
     places: dict | None = field(default=None, repr=False, metadata={"digest": False})
+    # train.py predict of a finished run: where each party finds its own checkpoint to be built again from (the
+    # run's stamp, each party's round and folder; vcl.use.predict)
+    kept: dict | None = field(default=None, repr=False, metadata={"digest": False})
 
     def joint_view(self) -> FeatureView:
         if self.joint is not None:
             return self.joint
         cols = [c for v in self.views for c in v.columns]
         splits = {s: torch.cat([v.splits[s] for v in self.views], dim=-1) for s in self.views[0].splits}
-        return FeatureView(self.views[0].name, cols, splits)
+        return FeatureView(self.views[0].name, cols, splits, [v.preparation for v in self.views])
 
 
 class VerticalDataModule(pl.LightningDataModule):
@@ -310,6 +324,7 @@ class TabularDataModule(VerticalDataModule):
         missing: list[str] | tuple = ("error",),
         new_files: list[str] | None = None,
         new_ids: list[str] | None = None,
+        kept: dict[int, Preparation] | None = None,
     ):
         super().__init__()
         check_fractions(test_fraction, val_fraction)
@@ -329,11 +344,15 @@ class TabularDataModule(VerticalDataModule):
         self.only, self.ids = only, ids  # dataset=csv: read organization ``only``'s file alone, on rows ``ids``
         self.categorical, self.missing = list(categorical), list(missing)  # dataset=csv: per file, or one for all
         self.new_files, self.new_ids = list(new_files or []), new_ids  # train.py predict: new people's files
+        self.kept = kept  # train.py predict of a finished run: each organization's kept preparation, by its place
         self.data: VerticalData | None = None
         self._trained: list | None = None  # dataset=csv: each file's (columns, kinds, policies), for new rows
 
     def setup(self, stage: str | None = None) -> None:
         if self.data is not None:
+            return
+        if self.kept is not None:
+            self.data = self.kept_rows()
             return
         table = load_table(
             self.dataset,
@@ -359,6 +378,10 @@ class TabularDataModule(VerticalDataModule):
                 for cols, g, p in zip(table.raw_columns, table.groups, policies, strict=True)
             ]
         self.data = self.split(table)
+        if self._trained is not None:  # each organization's preparation names its file's columns and its place
+            places = range(len(self.csv_files)) if self.only is None else [self.only]
+            for view, (cols, _, _), k in zip(self.data.views, self._trained, places, strict=True):
+                view.preparation.read, view.preparation.place = list(cols), k
         if self.new_files:
             self.data = self.with_new_rows(self.data)
 
@@ -378,6 +401,29 @@ class TabularDataModule(VerticalDataModule):
             x = prep.scale(prep.encode(block, text))
             view.splits["new"] = torch.from_numpy(np.ascontiguousarray(x))
         return replace(data, new_ids=keys)
+
+    def kept_rows(self) -> VerticalData:
+        """New people's rows alone (``new_files``), each organization's read and checked as its training file was
+        and prepared with the preparation it kept (``kept``, from its own checkpoint): no training file is read. An
+        organization whose preparation is not here (a party that holds none: Alice alone) gives only its IDs to the
+        row alignment, and a view without rows. Labels, task and classes are the run's, not the data's."""
+
+        places = range(len(self.csv_files)) if self.only is None else [self.only]
+        policies = csv_policies(self.categorical, self.missing, len(self.csv_files))
+        trained = [(p.read, p.kinds, policies[k]) if (p := self.kept.get(k)) else None for k in places]
+        keys, blocks = load_new_rows(
+            self.new_files, trained, self.id_column, self.label_column, self.only, self.new_ids
+        )
+        views = []
+        for k in places:
+            name, prep = Path(self.csv_files[k]).stem, self.kept.get(k)
+            if prep is None:
+                views.append(FeatureView(name, [], {}))
+                continue
+            block, text = blocks[k]
+            x = torch.from_numpy(np.ascontiguousarray(prep.scale(prep.encode(block, text))))
+            views.append(FeatureView(name, prep.columns, {"new": x}, prep))
+        return VerticalData(views, {}, self.task or "classification", 0, new_ids=keys)
 
     def column_groups(self, table: Table) -> tuple[list[list[int]], list[str]]:
         if table.groups is not None:

@@ -377,3 +377,71 @@ def test_a_preparation_writes_into_a_float32_slice_what_it_returns_as_float64():
     fitted.encode(block, text, out=table[:, 2:7])
     assert np.array_equal(table[:, 2:7], whole.astype(np.float32)) and (table[:, [0, 1, 7, 8]] == -1).all()
     assert not np.isnan(whole).any() and (whole[:, 2:].sum(1) == 1).all()
+
+
+def test_a_kept_preparation_encodes_as_scikit_learns_fitted_imputers_and_encoder_and_survives_a_checkpoint(tmp_path):
+    """What a party keeps (Preparation.state) is data: saved in a checkpoint and read back with weights_only, it
+    encodes new rows (empty cells, a category unseen in training, ties for the most frequent one) exactly as the
+    scikit-learn imputers and encoder fitted on the training rows do."""
+    from sklearn.impute import SimpleImputer
+    from sklearn.preprocessing import OneHotEncoder
+    from vcl.datamodules.prepare import Preparation, prepare_group
+
+    from vcl.storage.checkpoints import PARTY_KEYS, atomic_torch_save, load_checkpoint
+
+    rng = np.random.default_rng(1)
+    n, train = 80, np.arange(60)
+    numbers = rng.normal(size=(n, 2))
+    numbers[rng.random((n, 2)) < 0.2] = np.nan
+    colors = np.array(["red", "blue", "green", "grey"], dtype=object)[rng.integers(0, 3, n)]  # grey: unseen in training
+    colors[60:] = np.array(["grey", "red", "blue"] * 7, dtype=object)[:20]
+    colors[train[:30]] = np.array(["blue", "red"] * 15, dtype=object)  # a tie decided as scikit-learn decides it
+    colors[rng.random(n) < 0.15] = np.nan
+    block = np.column_stack([numbers[:, 0], np.full(n, np.nan), numbers[:, 1]])
+    kinds, names = ["numeric", "categorical", "numeric"], ["a", "color", "b"]
+    _, fitted = prepare_group(block, kinds, names, "impute", train, {1: colors})
+    fitted.mean, fitted.std, fitted.read = np.arange(5.0), np.arange(1.0, 6.0), ["a", "colour", "b"]
+    atomic_torch_save(
+        {"state": {}, "party": "x", "round": 1, "run": "r", "preparation": [fitted.state()]}, tmp_path / "c"
+    )
+    kept = Preparation.from_state(load_checkpoint(tmp_path / "c", PARTY_KEYS)["preparation"][0], "here")
+    assert (
+        kept.columns == fitted.columns == ["a", "b", "color=blue", "color=green", "color=red"]
+        and kept.read[1] == "colour"
+    )
+
+    imputer = SimpleImputer(strategy="mean").fit(block[train][:, [0, 2]])  # as laid out there: the same sums
+    fill = SimpleImputer(strategy="most_frequent", missing_values=np.nan).fit(colors[train].reshape(-1, 1))
+    filled = fill.transform(colors.reshape(-1, 1))
+    onehot = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(filled[train])
+    expected = np.hstack([imputer.transform(block[:, [0, 2]]), onehot.transform(filled)])
+    assert np.array_equal(kept.encode(block, {1: colors}), expected)
+    assert (expected[colors == "grey", 2:] == 0).all() and fill.statistics_[0] == kept.fills[1]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: s.update(kinds=["numeric", "code", "numeric"]),
+        lambda s: s.update(categories=[[1, ["red", "blue"]]]),  # not sorted
+        lambda s: s.update(means=torch.tensor([1.0, float("nan")], dtype=torch.float64)),
+        lambda s: s.update(std=torch.zeros(5, dtype=torch.float64)),
+        lambda s: s.update(mean=[0.0] * 5),
+        lambda s: s.update(place=-1),
+        lambda s: s.pop("read"),
+        lambda s: s.update(fills=[[0, "x"]]),  # a numeric column's
+    ],
+)
+def test_a_damaged_or_crafted_preparation_is_one_sentence(damage):
+    from vcl.datamodules.prepare import Preparation, prepare_group
+
+    colors = np.array(["red", "blue", "green"] * 4, dtype=object)
+    block = np.column_stack([np.arange(12.0), np.full(12, np.nan), np.arange(12.0) ** 2])
+    _, fitted = prepare_group(block, ["numeric", "categorical", "numeric"], ["a", "c", "b"], "impute", np.arange(9),
+                              {1: colors})  # fmt: skip
+    fitted.mean, fitted.std, fitted.read = np.zeros(5), np.ones(5), ["a", "c", "b"]
+    state = fitted.state()
+    assert Preparation.from_state(state, "here").width == 5
+    damage(state)
+    with pytest.raises(VCLInputError, match=r"^here keeps no organization's preparation that vcl can use \(.+\); "):
+        Preparation.from_state(state, "here")

@@ -141,12 +141,22 @@ def labels_of(path: Path) -> dict[str, str]:
     return {r[0]: r[rows[0].index("label")] for r in rows[1:]}
 
 
+def moved_away(files: list[Path]) -> list[Path]:
+    """The training files moved out of their folder (where the run read them): a prediction may not read them."""
+    away = files[0].parent.with_name(files[0].parent.name + "-away")
+    files[0].parent.rename(away)
+    return [away / f.name for f in files]
+
+
 @pytest.mark.parametrize("method", ["gal", "late", "interm", "ascii"])
 def test_the_test_split_given_as_new_files_reproduces_the_runs_prediction_stage(tiny, tmp_path, method):
+    """With the training files moved away: each organization prepares its new rows with the preparation it kept in
+    its own checkpoint (a text column one-hot, empty cells imputed, z-scores), and Alice takes F⁰ from hers."""
     files = federation_files(tmp_path / "data")
     config = tiny(method=method, **CSV, **METHODS[method], **{"data.csv_files": [str(f) for f in files]})
     results, stage = trained(config)
     new = new_files_of_test_split(files, config, tmp_path / "new")
+    files = moved_away(files)
     scored = predict(config.run_dir, [str(f) for f in new], tmp_path / "p.csv", verbose=False)
     assert len(scored["ids"]) == len(stage.probabilities)
     assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)
@@ -195,23 +205,58 @@ def test_bad_input_is_one_sentence_exit_2_and_writes_nothing(tiny, tmp_path, cap
     assert main(["predict", "--out", str(config.run_dir), "--predictions", str(out), "--data.csv_files",
                  *map(str, new_files_of_test_split(files, config, tmp_path / "again"))]) == 2  # fmt: skip
     assert "exists" in capsys.readouterr().err and out.read_text() == "mine\n"
-    Path(files[2]).write_text(Path(files[2]).read_text().replace("w001,", "w001x,"))  # training data changed
-    out.unlink()
-    assert main([*args, *map(str, new_files_of_test_split(files, config, tmp_path / "third"))]) == 2
-    assert "training data differ" in capsys.readouterr().err and not out.exists()
     results = json.loads((config.run_dir / "results.json").read_text())
     assert results["method"] == "gal"
+
+
+def made_before_parties_kept_preparations(run_dir: Path, version: int = 1) -> None:
+    """The run's checkpoints as vcl wrote them before parties kept their preparation: the coordinator's names no
+    task and classes (and, ``version`` 1, digested the data another way), the parties' keep none."""
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    state = torch.load(ckpt, weights_only=False)
+    state["data"].pop("kept", None)
+    state["data"]["version"] = version
+    torch.save(state, ckpt)
+    for path in (run_dir / "parties").glob("*/round-*.ckpt"):
+        saved = torch.load(path, weights_only=False)
+        torch.save({k: v for k, v in saved.items() if k != "preparation"}, path)
+
+
+def test_a_run_made_before_parties_kept_their_preparation_predicts_from_its_training_files(tiny, tmp_path, capsys):
+    """Such a run prepares new rows from its training files, as vcl did then: with them it predicts as the run did;
+    with one changed (a digest of version 2) or gone, one sentence says what to do, exit 2, no file written."""
+    files = federation_files(tmp_path / "data")
+    config = tiny(**{**CSV, "data.csv_files": [str(f) for f in files], "run.rounds": 2})
+    results, stage = trained(config)
+    new = [str(f) for f in new_files_of_test_split(files, config, tmp_path / "new")]
+    made_before_parties_kept_preparations(config.run_dir)
+    out = tmp_path / "p.csv"
+    args = ["predict", "--out", str(config.run_dir), "--predictions", str(out), "--data.csv_files", *new]
+    assert main(args) == 0
+    assert_reproduces_the_stage(results, stage, out, files, config)
+    out.unlink()
+    made_before_parties_kept_preparations(config.run_dir, version=2)
+    Path(files[2]).write_text(Path(files[2]).read_text().replace("w001,", "w001x,"))  # training data changed
+    assert main(args) == 2
+    assert "training data differ" in capsys.readouterr().err and not out.exists()
+    files[2].unlink()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "trained before vcl kept" in err and str(files[2]) in err and not out.exists()
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("ray_cluster")
 def test_under_ray_each_party_scores_its_own_new_rows_in_its_own_process(tiny, tmp_path):
     files = federation_files(tmp_path / "data")
+    runs = {}
     for method, extra in METHODS.items():
         base = {**CSV, **extra, "data.csv_files": [str(f) for f in files], "transport.kind": "ray"}
         config = tiny(method=method, out=str(tmp_path / method), **base)
-        results, stage = trained(config)
-        new = new_files_of_test_split(files, config, tmp_path / "new")
+        runs[method] = config, *trained(config)
+    new = new_files_of_test_split(files, config, tmp_path / "new")
+    files = moved_away(files)  # each actor builds its party from its own checkpoint and its new rows alone
+    for method, (config, results, stage) in runs.items():
         predict(config.run_dir, [str(f) for f in new], tmp_path / f"{method}.csv", verbose=False)
         assert_reproduces_the_stage(results, stage, tmp_path / f"{method}.csv", files, config)
 
@@ -224,10 +269,13 @@ def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(ti
     new = new_files_of_test_split(files, tiny(**CSV), tmp_path / "new")
     own = {n: {"csv": str(files[k]), "predict_csv": str(new[k])} for k, n in enumerate(("alice", "bob", "carol"))}
     with LoopbackFederation(tmp_path / "fed", ["alice", "bob", "carol"], own=own) as fed:
+        runs = {}
         for method, extra in METHODS.items():
             base = {**CSV, **extra, **fed.overrides(), "data.csv_files": [str(files[0]), "bob", "carol"]}
             config = tiny(method=method, out=str(tmp_path / method), **base)
-            results, stage = trained(config)
+            runs[method] = config, *trained(config)
+        files = moved_away(files)  # each party reads its own checkpoint and its file of new people, where it runs
+        for method, (config, results, stage) in runs.items():
             predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / f"{method}.csv", verbose=False)
             assert_reproduces_the_stage(results, stage, tmp_path / f"{method}.csv", files, config)
 

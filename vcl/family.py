@@ -19,9 +19,11 @@ and reads its attributes: ``name``, ``methods`` (the methods it runs), ``referen
 one when ``compare`` is unset, or None), ``messages`` (its message classes: the wire format of ``grpc`` looks a
 frame's kind up among the message classes of the families a process has loaded, so a family registers its own),
 ``peer_messages`` (the kinds its parties send each other: a party takes no other kind from another party, refused
-before it reaches the party), ``party_loads_all_data`` (whether a party's own process loads the whole data set and
-keeps its part, as DC and MPDL do, or reads only its own view) and ``options`` (an outside family's options: a
-dataclass that the config's ``options`` mapping fills).
+before it reaches the party), ``parties_keep_preparation`` (whether its parties keep their columns' fitted preparation
+in their checkpoints, :meth:`Party.preparation`: a finished run of CSV files then predicts from its checkpoints and the
+new rows alone, each party built again from its own), ``party_loads_all_data`` (whether a party's own process loads
+the whole data set and keeps its part, as DC and MPDL do, or reads only its own view) and ``options`` (an outside
+family's options: a dataclass that the config's ``options`` mapping fills).
 
 A built-in family is named by the registry (:mod:`vcl.registry`); a family outside vcl by its class path in the
 config (``method: my_pkg.MyMethod``), imported where the run starts and, under ``grpc``, by each party
@@ -70,6 +72,12 @@ class Party:
     def load_state_dict(self, state: dict) -> None:
         pass
 
+    def preparation(self) -> list[dict] | None:
+        """What it keeps in its checkpoints beside its state so that it can be built again on new rows alone, without
+        its training data (``train.py predict`` of a finished run): the fitted preparation of each organization's
+        columns it holds (:meth:`vcl.datamodules.prepare.Preparation.state`). None (the default): it keeps none."""
+        return None
+
     def outgoing(self) -> list:
         return []
 
@@ -101,6 +109,7 @@ class Family:
     messages: tuple[type, ...] = ()
     peer_messages: tuple[type, ...] = ()
     party_loads_all_data: bool = False
+    parties_keep_preparation: bool = False
     options: type | None = None
 
     def check(self, config: RunConfig) -> None:

@@ -42,9 +42,10 @@ class RoundRecord:
 class Protocol:
     """A small state machine: ``run_round()`` advances one round and returns its record (:meth:`record`).
 
-    ``F[split]`` is Alice's current output on that split's rows (N × K), starting at F⁰; it is all she
-    needs to evaluate, so a checkpoint of (round, F, history) plus the organizations' models resumes a
-    run exactly.
+    ``F[split]`` is Alice's current output on that split's rows (N × K), starting at F⁰ (:attr:`prior`, from
+    her training labels); it is all she needs to evaluate, so a checkpoint of (round, F, F⁰, history) plus the
+    organizations' models resumes a run exactly. A protocol opened to score a finished run without its training
+    data (``labels`` empty: ``train.py predict``) takes F⁰ from the checkpoint and works on the CPU.
     """
 
     name = "protocol"
@@ -65,8 +66,9 @@ class Protocol:
         self.history: list[dict] = []
         self.stopped: str | None = None  # why the protocol ended before its last round (the runner stops)
         self.unlabelled: dict[str, int] = {}  # rows of splits without labels (train.py predict's "new")
-        start = task.initial(labels["train"])
-        self.F = {s: start.expand(y.shape[0], task.num_outputs).clone() for s, y in labels.items()}
+        self.device = next((y.device for y in labels.values()), torch.device("cpu"))  # Alice's: her labels'
+        self.prior = task.initial(labels["train"]) if "train" in labels else None  # F⁰ as one row (K,)
+        self.F = {s: self.prior.expand(y.shape[0], task.num_outputs).clone() for s, y in labels.items()}
 
     def run_round(self) -> RoundRecord:
         raise NotImplementedError
@@ -109,10 +111,10 @@ class Protocol:
         """{round t: F after rounds 1..t} from one prediction request to every organization (but ``without``)."""
         outputs = self.federation.predictions(split, self.round, rows)  # None for an organization left out
         outputs = [None if m in without else o for m, o in enumerate(outputs)]
-        device = self.labels["train"].device
+        device = self.device
         first = next((v for o in outputs if o is not None for v in o.values()), None)
         n = first.shape[0] if first is not None else len(rows) if rows is not None else self.rows(split)
-        prior = self.task.initial(self.labels["train"]).to(device).expand(n, -1).clone()
+        prior = self.prior.to(device).expand(n, -1).clone()
         F = prior if self.starts_from_prior else torch.zeros_like(prior)
         out = {0: prior}  # round 0 is F⁰ for every protocol (what the runner records before round 1)
         for record in self.history:
@@ -194,6 +196,7 @@ class Protocol:
         return {
             "round": self.round,
             "F": {s: f.detach().cpu() for s, f in self.F.items()},
+            "prior": None if self.prior is None else self.prior.detach().cpu(),
             "history": list(self.history),
             "federation": self.federation.state_dict(),
             "stopped": self.stopped,
@@ -201,8 +204,9 @@ class Protocol:
 
     def load_state_dict(self, state: dict) -> None:
         self.round = state["round"]
-        device = next(iter(self.F.values())).device
-        self.F = {s: f.to(device) for s, f in state["F"].items()}
+        self.F = {s: f.to(self.device) for s, f in state["F"].items()}
+        if state.get("prior") is not None:  # a checkpoint made before it kept F⁰: the labels' (they are here)
+            self.prior = state["prior"].to(self.prior.device if self.prior is not None else self.device)
         self.history = list(state["history"])
         self.stopped = state.get("stopped")
         self.federation.load_state_dict(state["federation"])

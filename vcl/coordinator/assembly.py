@@ -26,6 +26,7 @@ from vcl.datamodules.tabular import FeatureView, Resampling, VerticalData
 from vcl.datamodules.user import build_datamodule, check_vertical
 from vcl.errors import PartyLost, VCLInputError
 from vcl.family import compare_methods, family_name, family_of, methods_of
+from vcl.storage.checkpoints import kept_preparation
 from vcl.transport import Parties, Transport, transport_class
 
 if TYPE_CHECKING:
@@ -186,14 +187,42 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
     )  # fmt: skip
 
 
+def kept_data(config: RunConfig, run: dict, where: dict) -> VerticalData:
+    """What the coordinator holds to score new people with a finished run whose parties keep their preparation
+    (``train.py predict``, :mod:`vcl.use.predict`), reading no training file: the new people's rows aligned by ID
+    (private set intersection where parties run apart), the run's task and classes (``run``, from its checkpoint)
+    and no labels. Where parties run apart each builds itself again from its own checkpoint (``where``: the run's
+    stamp, each party's last saved round and folder; :func:`party_ids` sends it); in this process every party's
+    preparation is read here, from each party's checkpoint, and every view prepared."""
+    d = config.data
+    task, classes = run["task"], run["classes"]
+    names = [Path(f).stem for f in d.csv_files]
+    if transport_class(config.transport.kind).apart:
+        drop = [m == "drop" for _, m in csv_policies(d.categorical, d.missing, len(d.csv_files))]
+        own = csv_ids(d.predict_files[0], d.id_column, drop[0], d.label_column)
+        new_ids = shared_ids(psi_with_parties(config, names, own, drop, new=True)[0], d.id_column, any(drop), least=1)
+        views = [FeatureView(name, [], {}) for name in names]
+        return VerticalData(views, {}, task, run["num_classes"], new_ids=new_ids, classes=classes, kept=where)
+    preparations = {}
+    for name, round_ in where["rounds"].items():
+        folder = Path(where["roots"].get(name) or where["root"])
+        preparations |= kept_preparation(name, folder, round_, where["run"])
+    dm = datamodule_for(config, ids={"rows": None, "new": None, "kept": preparations})
+    dm.setup()
+    return replace(dm.data, task=task, num_classes=run["num_classes"], classes=classes)
+
+
 def party_ids(data):
     """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
     ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``), each as one Arrow array of texts
-    (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side)."""
+    (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side); for a
+    finished run whose parties keep their preparation, no rows but where each party's checkpoint is (``"kept"``:
+    :meth:`vcl.party.runtime.PartyRuntime.kept` reads it there)."""
 
     ids, new = (getattr(data, key, None) for key in ("ids", "new_ids"))
     ids, new = (None if i is None else string_array(i) for i in (ids, new))
-    return ids if new is None else {"rows": ids, "new": new}
+    kept = getattr(data, "kept", None)
+    return ids if new is None else {"rows": ids, "new": new, **({"kept": kept} if kept is not None else {})}
 
 
 def psi_with_parties(
@@ -233,8 +262,9 @@ def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_c
     run of the same config on the same rows (a ``--compare`` method after the main one) takes the data it loaded
     for the run before, as one process running every party does, unless its file changed meanwhile."""
     everything = method in ("joint", "oracle")
+    kept = isinstance(ids, dict) and ids.get("kept") is not None  # a finished run's party: no training file read
     if config.data.dataset == "csv" and not everything:
-        key = _loaded_key(config, index, kind, num_classes)
+        key = None if kept else _loaded_key(config, index, kind, num_classes)
         if _LAST_LOADED and _LAST_LOADED[0][0] == key and _same_ids(_LAST_LOADED[0][1], ids):
             return _own_splits(_LAST_LOADED[0][2])
         _LAST_LOADED.clear()
@@ -243,7 +273,8 @@ def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_c
         views = [FeatureView(Path(f).stem, [], {}) for f in config.data.csv_files]
         views[index] = dm.data.views[0]
         data = VerticalData(views, {}, kind, num_classes, new_ids=dm.data.new_ids)
-        _LAST_LOADED.append((key, ids, data))
+        if not kept:
+            _LAST_LOADED.append((key, ids, data))
         return _own_splits(data)
     dm = datamodule_for(config, ids=ids) if config.data.dataset == "csv" else datamodule_for(config)
     dm.setup()

@@ -73,10 +73,8 @@ class Federation:
     def of_run(cls, config: RunConfig, method: str, transport: Transport, **kwargs) -> Federation:
         """The federation of a run of ``method`` over ``transport``, with the run's settings of how its parties
         are reached (``relays`` from the family, ``party_roots`` from ``transport.party_dirs``)."""
-        dirs = per_organization(config.transport.party_dirs, len(transport.names), "transport.party_dirs", "parties")
-        roots = {name: Path(d) for name, d in zip(transport.names, dirs, strict=True) if d}
         relays = bool(family_of(config, method).peer_messages)  # GAL's parties send each other nothing
-        return cls(transport=transport, relays=relays, party_roots=roots, **kwargs)
+        return cls(transport=transport, relays=relays, party_roots=party_roots(config, transport.names), **kwargs)
 
     # --- reaching the parties ---
     def request(self, party: str, message: Message) -> Message:
@@ -275,6 +273,13 @@ class Federation:
         if "organizations" in state:
             states = dict(zip(self.names, state["organizations"], strict=True))
             self.transport.deliver([(n, LoadState(self.alice, n, 0, state=s)) for n, s in states.items()])
+
+
+def party_roots(config: RunConfig, names: list[str]) -> dict[str, Path]:
+    """Each party's own root of checkpoints where ``transport.party_dirs`` names one (``names``: the run's parties,
+    in order); the others keep theirs in the run's folder."""
+    dirs = per_organization(config.transport.party_dirs, len(names), "transport.party_dirs", "parties")
+    return {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
 
 
 def fit_seconds(reply) -> float:

@@ -212,14 +212,20 @@ def data_digest(data, algorithm: str = DIGEST) -> str:
 
 
 def kept_digest(config: RunConfig, data) -> dict:
-    """What a checkpoint keeps of the data (:func:`data_digest`): the transport, the algorithm and the digest."""
-    return {"transport": config.transport.kind, "hash": DIGEST, "digest": data_digest(data)}
+    """What a checkpoint keeps of the data (:func:`data_digest`): the transport, the algorithm, the digest and its
+    version; and for a run whose parties keep their preparation (:attr:`vcl.family.Family.parties_keep_preparation`,
+    on CSV files) the task and classes, which ``train.py predict`` then takes from here, reading no training file."""
+    kept = {"transport": config.transport.kind, "hash": DIGEST, "digest": data_digest(data), "version": 2}
+    if config.data.dataset == "csv" and not config.data.module and family_of(config).parties_keep_preparation:
+        kept["kept"] = {"task": data.task, "num_classes": data.num_classes, "classes": data.classes}
+    return kept
 
 
 def data_differ(kept: dict, config: RunConfig, data) -> bool:
     """Whether ``data`` differ from those a checkpoint's ``kept`` digest was made from, on the same transport (a
-    checkpoint of an earlier version digested with BLAKE2b and names no algorithm)."""
-    if kept.get("transport") != config.transport.kind:
+    checkpoint of an earlier version digested with BLAKE2b and names no algorithm). A digest before version 2 took
+    in each view's fitted preparation in a form vcl no longer has: such data cannot be compared and are not refused."""
+    if kept.get("transport") != config.transport.kind or kept.get("version", 1) < 2:
         return False
     return kept.get("digest") != data_digest(data, kept.get("hash", "blake2b"))
 

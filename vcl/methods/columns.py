@@ -80,9 +80,8 @@ def organization_set(values: list, count: int, key: str, seed: int = 0) -> set[i
 def noninformative(view: FeatureView, seed: int) -> FeatureView:
     """The same organization with inputs replaced by N(0, 1) noise: no predictive power (GAL Tables 19–21)."""
     gen = torch.Generator().manual_seed(seed)
-    return FeatureView(
-        view.name, view.columns, {s: torch.randn(x.shape, generator=gen) for s, x in view.splits.items()}
-    )
+    noise = {s: torch.randn(x.shape, generator=gen) for s, x in view.splits.items()}
+    return FeatureView(view.name, view.columns, noise, view.preparation)
 
 
 def views_for(method: str, views: list[FeatureView], data: VerticalData) -> list[FeatureView]:
@@ -202,11 +201,12 @@ def organizations(config: RunConfig, method: str, data: VerticalData, parties, o
 
 def organizations_datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
     """The data module of a GAL-family or ASCII run: image patches, sequence feature groups, or columns
-    (``only``, ``ids``: one CSV organization's file alone; with new people's IDs, ``{"rows": ..., "new": ...}``)."""
+    (``only``, ``ids``: one CSV organization's file alone; with new people's IDs, ``{"rows": ..., "new": ...}``, and
+    for a finished run's prediction each organization's kept preparation by place, ``"kept"``, instead of rows)."""
     d = config.data
-    new_ids = None
-    if isinstance(ids, dict):  # train.py predict where parties run apart (vcl.coordinator.assembly.party_ids)
-        ids, new_ids = ids["rows"], ids["new"]
+    new_ids = kept = None
+    if isinstance(ids, dict):  # train.py predict (vcl.coordinator.assembly.party_ids)
+        ids, new_ids, kept = ids["rows"], ids["new"], ids.get("kept")
     if d.module:  # the user's own (vcl.models.user)
         shared_data_options(config)["resample"].refuse("a data.module makes its own splits")
 
@@ -241,13 +241,17 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
         missing=d.missing,
         new_files=d.predict_files,
         new_ids=new_ids,
+        kept=kept,
     )
 
 
 class OrganizationFamily(Family):
     """A family whose organizations each hold a column view of the same rows, Alice the labels (GAL, ASCII): it
     reads :func:`organizations_datamodule`, and its parties are what :meth:`party` makes of each organization's
-    part of the plan; its ``build`` starts from :func:`organizations`."""
+    part of the plan; its ``build`` starts from :func:`organizations`. Its parties keep their columns' preparation
+    (:func:`vcl.datamodules.tabular.kept_preparations`)."""
+
+    parties_keep_preparation = True
 
     def party(self, config: RunConfig, method: str, plan: PartyPlan, m: int, device):
         """Organization ``m``'s party (a :class:`vcl.family.Party`) from the plan: its view ``plan.views[m]``, its

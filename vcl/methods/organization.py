@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from vcl.datamodules.tabular import kept_preparations
 from vcl.engine.loop import seed_for
 from vcl.engine.losses import local_loss
 from vcl.errors import VCLInputError
@@ -114,7 +115,7 @@ class Organization(Party):
 
     def device(self) -> torch.device:
         """Where this organization's data and models live."""
-        return self._view.splits["train"].device if self._view.splits else torch.device("cpu")
+        return next(iter(self._view.splits.values())).device if self._view.splits else torch.device("cpu")
 
     @property
     def splits(self) -> list[str]:
@@ -236,7 +237,7 @@ class Organization(Party):
                 f"{self.name}: rows for split {split!r} need shape (N, {', '.join(map(str, self.example_shape))}), "
                 f"got {tuple(features.shape)}."
             )
-        device = self._view.splits["train"].device
+        device = self.device()
         self._view.splits[split] = features.to(device=device, dtype=torch.float32)
 
     def predict(self, message: PredictionRequest) -> FittedValues:
@@ -250,6 +251,10 @@ class Organization(Party):
         return FittedValues(self.name, message.sender, message.round, values)
 
     # --- resumable state --------------------------------------------------------------------
+    def preparation(self) -> list[dict] | None:
+        """Its columns' fitted preparation, kept in its checkpoints: a finished run rebuilds it on new rows alone."""
+        return kept_preparations(self._view)
+
     def state_dict(self) -> dict:
         if self.settings.dms:
             shared = None if self._shared is None else self._shared.shared_state()
@@ -268,7 +273,7 @@ class Organization(Party):
             self._shared = None
             if state["shared"] is not None:
                 r0, s0, k0, _ = state["models"][0]
-                self._shared = self._new_learner(k0, s0, shared=True).to(self._view.splits["train"].device)
+                self._shared = self._new_learner(k0, s0, shared=True).to(self.device())
                 self._shared.load_shared_state(state["shared"])
             self._models = [(r, s, k, self._shared.round_model(i)) for r, s, k, i in state["models"]]
             return

@@ -19,9 +19,10 @@ from pathlib import Path
 from vcl import messages as requests  # the runtime's own requests: requests.Save, requests.Where, ...
 from vcl.config import RunConfig
 from vcl.engine.concurrent import fit_jobs
+from vcl.errors import VCLInputError
 from vcl.family import Party, family_of
 from vcl.messages import Ack, Labels, Message, MessageRecord, PseudoResidual, RuntimeRequest, record_of
-from vcl.storage.checkpoints import load_party, party_file, prune_party, run_of, save_party
+from vcl.storage.checkpoints import kept_preparation, load_party, party_file, prune_party, run_of, save_party
 
 FIT_REQUESTS = (PseudoResidual, Labels)  # what a party that fits in halves fits (Party.begin_fit)
 
@@ -49,10 +50,28 @@ class PartyRuntime:
         config = RunConfig.from_dict(settings)
         if self.party is not None:  # the party of this process's last run
             self.party.close_logs()
+        if isinstance(ids, dict) and ids.get("kept") is not None:  # a finished run's party, built again on new rows
+            ids = {**ids, "kept": self.kept(ids["kept"], config, index)}
         self.party = checked_party(make(config, method, index, ids, kind, num_classes))
         self.run = None
         self.peer_kinds = {m.__name__ for m in family_of(config, method).peer_messages}
         return self.where()
+
+    def kept(self, where: dict, config: RunConfig, index: int) -> dict:
+        """The preparation this party kept in its own checkpoint of a finished run (``where``: the run's stamp, each
+        party's last saved round and folder, :func:`vcl.use.predict.kept_location`), to prepare its new rows with:
+        read from its own root when it has one, else from the folder the coordinator names."""
+        name = self._name or Path(config.data.csv_files[index]).stem
+        round_ = where["rounds"].get(name)
+        if type(round_) is not int:
+            raise VCLInputError(f"party {name} kept no round of this run, so it holds no model to predict with.")
+        run = str(where["run"])
+        try:
+            own = run_of(run) if self.root is not None else ""
+        except ValueError as err:
+            raise TypeError(str(err)) from None  # a malformed request
+        folder = Path(self.root or where["roots"].get(name) or where["root"])
+        return kept_preparation(name, folder, round_, run, own)
 
     @property
     def name(self) -> str:

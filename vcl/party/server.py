@@ -256,7 +256,9 @@ class PartyServer(Guard):
         for key in SECRETS:  # its own secrets from its own config; no other's
             group, _, name = key.partition(".")
             settings[group][name] = int(self.settings.secrets.get(key, 0))
-        settings["data"] = self.own_data(settings["data"], index)
+        ids = body.get("ids")
+        kept = isinstance(ids, dict) and ids.get("kept") is not None  # a finished run's: it needs no training file
+        settings["data"] = self.own_data(settings["data"], index, kept)
         if self.settings.csv and "places" in body:  # where Alice found the aligned IDs in its PSI offer: a hint
             from vcl.datamodules.reading import use_places
 
@@ -271,13 +273,14 @@ class PartyServer(Guard):
         self.close_peers()  # links of an earlier run: a peer may have moved since
         return where
 
-    def own_data(self, data: dict, index: int) -> dict:
+    def own_data(self, data: dict, index: int, kept: bool = False) -> dict:
         """The run's data settings with this party's files, folder, download permission and ID column, from its own
-        config: a run may choose among what the party offers, never name another file."""
+        config: a run may choose among what the party offers, never name another file. ``kept``: a finished run's
+        prediction from the party's own checkpoint, which reads its file of new people and not its training file."""
         s = self.settings
         data = {**data, "id_column": s.id_column, "root": s.data_root, "download": s.download}
         for key, own, setting in (("csv_files", s.csv, "csv"), ("predict_files", s.predict_csv, "predict_csv")):
-            if key == "csv_files" and data["dataset"] != "csv" or not data.get(key):
+            if key == "csv_files" and (data["dataset"] != "csv" or kept) or not data.get(key):
                 continue
             if not own:
                 raise PermissionError(f"the run reads this party's {key[:-6]} file, but its config names no {setting}")

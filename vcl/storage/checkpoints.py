@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from vcl.datamodules.prepare import Preparation
 from vcl.errors import VCLInputError
 
 KEYS = ("identity", "protocol", "records", "round_seconds", "run_id", "data")
@@ -139,8 +140,9 @@ def run_of(stamp: str) -> str:
 
 
 def save_party(party, name: str, root: Path, round_: int, run: str, run_folder: str = "") -> None:
-    """What a party does to checkpoint itself: its own state, stamped with its run, written atomically where it
-    runs (never through a symbolic link)."""
+    """What a party does to checkpoint itself: its own state and what it needs to be built again on new rows
+    (:meth:`vcl.family.Party.preparation`), stamped with its run, written atomically where it runs (never through a
+    symbolic link)."""
     path = party_file(root, name, round_, run_folder)
     for place in (path.parent, path.parent.parent):
         if place.is_symlink():
@@ -149,14 +151,20 @@ def save_party(party, name: str, root: Path, round_: int, run: str, run_folder: 
                 "put a real directory there (the run's transport.party_dirs, or a party config's root where the "
                 "party runs on its own machine) and resume."
             )
-    atomic_torch_save({"state": party.state_dict(), "party": name, "round": round_, "run": run}, path)
+    saved = {"state": party.state_dict(), "party": name, "round": round_, "run": run}
+    atomic_torch_save(saved | {"preparation": party.preparation()}, path)
 
 
 def load_party(party, name: str, root: Path, round_: int, run: str, run_folder: str = "") -> None:
-    """A party reads back its own state of ``round_``; one sentence if it is missing, another party's, or another
-    run's (``run``: the stamp :func:`save_party` wrote, the run's identity and its settings' digest). With
-    ``run_folder``, a run whose files a party on its own machine kept before runs had folders of their own
-    (``root/<name>/round-<t>.ckpt``) is read from there."""
+    """A party reads back its own state of ``round_`` (:func:`read_party`)."""
+    party.load_state_dict(read_party(name, root, round_, run, run_folder)["state"])
+
+
+def read_party(name: str, root: Path, round_: int, run: str, run_folder: str = "") -> dict:
+    """Party ``name``'s own checkpoint of ``round_`` (:func:`save_party`'s fields); one sentence if it is missing,
+    another party's, or another run's (``run``: the stamp :func:`save_party` wrote, the run's identity and its
+    settings' digest). With ``run_folder``, a run whose files a party on its own machine kept before runs had folders
+    of their own (``root/<name>/round-<t>.ckpt``) is read from there."""
     path = party_file(root, name, round_, run_folder)
     if run_folder and not path.is_file() and party_file(root, name, round_).is_file():
         path = party_file(root, name, round_)  # the stamp below still says whose it is
@@ -178,7 +186,7 @@ def load_party(party, name: str, root: Path, round_: int, run: str, run_folder: 
             f"--resume: {path} holds party {name}'s round {round_} of {whose}, not of the run in this --out; "
             "put back that party's own files of this run, or start afresh with --overwrite."
         )
-    party.load_state_dict(saved["state"])
+    return saved
 
 
 def prune_party(name: str, root: Path, round_: int, run_folder: str = "") -> None:
@@ -227,3 +235,19 @@ def unpack_ids(packed, path: Path) -> list[str] | None:
     if not ok:
         raise VCLInputError(f"checkpoint {path} keeps row IDs that are not text; start the run afresh (--overwrite).")
     return array.to_pylist()
+
+
+def kept_preparation(name: str, root: Path, round_: int, run: str, run_folder: str = "") -> dict:
+    """What party ``name`` kept in its checkpoint of ``round_`` to be built again on new rows (:func:`save_party`):
+    the fitted preparation of each organization's columns it holds, by the organization's place, checked; one
+    sentence if it kept none (a party of a family that keeps none, or a damaged file)."""
+    saved = read_party(name, root, round_, run, run_folder)
+    where = f"party {name}'s checkpoint {party_file(root, name, round_, run_folder)}"
+    states = saved.get("preparation")
+    if not isinstance(states, list) or not states:
+        raise VCLInputError(
+            f"{where} keeps no preparation of its columns (its party's preparation() gave none), so it cannot "
+            "prepare new rows without its training file; a family whose parties keep none sets "
+            "parties_keep_preparation = False, and its runs predict from their training files."
+        )
+    return {p.place: p for p in (Preparation.from_state(s, where) for s in states)}

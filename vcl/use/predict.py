@@ -29,10 +29,13 @@ import pyarrow.csv as pacsv
 
 from vcl.classpath import named_classes
 from vcl.config import RunConfig
-from vcl.coordinator.assembly import build_protocol, check_config
-from vcl.coordinator.runner import data_differ, restore, run_data
+from vcl.coordinator.assembly import build_protocol, check_config, kept_data
+from vcl.coordinator.federation import party_roots
+from vcl.coordinator.rundir import PARTIES
+from vcl.coordinator.runner import data_differ, restore, run_data, run_stamp
 from vcl.errors import PartyLost, VCLInputError
 from vcl.storage.checkpoints import load_checkpoint, unpack_ids
+from vcl.transport import transport_class
 
 
 def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
@@ -84,13 +87,18 @@ class Deployed:
         config.run.missing_parties = missing_parties or config.run.missing_parties
         check_config(config)
         state = load_checkpoint(ckpt := run_dir / "checkpoints" / "last.ckpt")
-        data = run_data(config, unpack_ids(state.get("ids"), ckpt))  # the training rows as the run aligned them
-        kept = state["data"]
-        if data_differ(kept, config, _without_new(data)):
-            raise VCLInputError(
-                f"the training data differ from those the run in {run_dir} was trained with; each organization "
-                "prepares new rows as it prepared its training rows, so give the run its training files back."
-            )
+        run = state["data"].get("kept") if csv else None  # the run's task and classes: its parties keep preparations
+        if run is not None:  # each party built again from its own checkpoint and its new rows; no training file read
+            where = kept_location(run_dir, state, config, self.results["organizations"])
+            data = kept_data(config, run, where)
+        else:  # a run made before parties kept their preparation, or a built-in data set: its data read again
+            _training_files_here(config, run_dir)
+            data = run_data(config, unpack_ids(state.get("ids"), ckpt))  # the training rows as the run aligned them
+            if data_differ(state["data"], config, _without_new(data)):
+                raise VCLInputError(
+                    f"the training data differ from those the run in {run_dir} was trained with; each organization "
+                    "prepares new rows as it prepared its training rows, so give the run its training files back."
+                )
         self.config, self.data, self.split = config, data, "new" if csv else "test"
         self.protocol = protocol = build_protocol(config, data)
         try:
@@ -178,6 +186,34 @@ def one_sentence(work, again: str) -> int:
         print(f"error: {err}; {again}", file=sys.stderr)
         return 1
     return 0
+
+
+def kept_location(run_dir: Path, state: dict, config: RunConfig, names: list[str]) -> dict:
+    """Where each party of the finished run in ``run_dir`` finds its own last checkpoint (``state``: the run's;
+    ``names``: its parties, in order): the run's stamp, each party's last saved round, the run's folder of the parties'
+    files and the folders ``transport.party_dirs`` gave some of them (a party on its own machine reads its own root)."""
+    federation = state["protocol"]["federation"]
+    saved = federation.get("saved") or dict.fromkeys(names, state["protocol"]["round"])
+    roots = party_roots(config, names)
+    return {
+        "run": run_stamp(state["run_id"], config), "rounds": {str(n): int(r) for n, r in saved.items()},
+        "root": str(run_dir / PARTIES), "roots": {n: str(p) for n, p in roots.items()},
+    }  # fmt: skip
+
+
+def _training_files_here(config: RunConfig, run_dir: Path) -> None:
+    """One sentence if a training file this process reads is gone, for a run that prepares new rows from them."""
+    d = config.data
+    if d.dataset != "csv" or d.module:
+        return
+    here = d.csv_files[:1] if transport_class(config.transport.kind).apart else d.csv_files
+    gone = next((f for f in here if not Path(f).exists()), None)
+    if gone is not None:
+        raise VCLInputError(
+            f"the run in {run_dir} was trained before vcl kept each organization's preparation with its models, so "
+            f"it prepares new rows from its training files, and {gone} is not there; give the run its training "
+            "files back, or train it again."
+        )
 
 
 def _without_new(data):

@@ -176,7 +176,7 @@ class AssistedClassification(Protocol):
             pairs = zip(reply.alphas.tolist(), reply.classes.items(), strict=True)
             votes.append({int(r): a * samme_code(c.long(), self.num_classes) for a, (r, c) in pairs})
         rows = next(v for by_round in votes for v in by_round.values()).shape[0]
-        device = self.F["train"].device
+        device = self.device
         if self.ensemble:
             stacked = torch.zeros(len(self.federation), rows, self.num_classes, device=device)
             for m, by_round in enumerate(votes):

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from vcl.config import RunConfig
-from vcl.datamodules.tabular import FeatureView
+from vcl.datamodules.tabular import FeatureView, kept_preparations
 from vcl.engine.loop import (
     DRAWS,
     Steps,
@@ -110,6 +110,10 @@ class IntermParty(Party):
         hidden = self.extractor(some_rows(x, rows, self.name) if rows is not None else x[start:stop])
         return Activations(self.name, message.sender, message.round, as_float(hidden))
 
+    def preparation(self) -> list[dict] | None:
+        """Its columns' fitted preparation, kept in its checkpoints: a finished run rebuilds it on new rows alone."""
+        return kept_preparations(self.view)
+
     def state_dict(self) -> dict:
         return {"extractor": {k: v.cpu() for k, v in self.extractor.state_dict().items()}}
 
@@ -127,7 +131,6 @@ class IntermFusion(Protocol):
 
     def __init__(self, task, federation, labels: dict[str, Tensor], seed: int = 0):
         super().__init__(task, federation, labels, seed)
-        self.device = next(iter(labels.values())).device
         setups = [r.figures for r in self.ask(self.federation.names, "setup")]
         widths = {s["width"] for s in setups}
         if len(widths) != 1:
