@@ -202,7 +202,8 @@ class FeatureView:
     name: str
     columns: list[str]
     splits: dict[str, Tensor]
-    preparation: object | None = field(default=None, metadata={"digest": False})  # made from the data: not digested
+    # made from the data, so not digested (a digest before version 2 took it in, in a form vcl.coordinator.runner keeps)
+    preparation: object | None = field(default=None, metadata={"digest": "before 2"})
 
     @property
     def num_features(self) -> int:

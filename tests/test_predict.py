@@ -209,13 +209,17 @@ def test_bad_input_is_one_sentence_exit_2_and_writes_nothing(tiny, tmp_path, cap
     assert results["method"] == "gal"
 
 
-def made_before_parties_kept_preparations(run_dir: Path, version: int = 1) -> None:
+def made_before_parties_kept_preparations(config, version: int = 1) -> None:
     """The run's checkpoints as vcl wrote them before parties kept their preparation: the coordinator's names no
-    task and classes (and, ``version`` 1, digested the data another way), the parties' keep none."""
+    task and classes (and, ``version`` 1, digested the data as vcl did then), the parties' keep none."""
+    from vcl.coordinator.runner import data_digest, run_data
+
+    run_dir = config.run_dir
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     state = torch.load(ckpt, weights_only=False)
     state["data"].pop("kept", None)
     state["data"]["version"] = version
+    state["data"]["digest"] = data_digest(run_data(config), state["data"]["hash"], version)
     torch.save(state, ckpt)
     for path in (run_dir / "parties").glob("*/round-*.ckpt"):
         saved = torch.load(path, weights_only=False)
@@ -229,13 +233,13 @@ def test_a_run_made_before_parties_kept_their_preparation_predicts_from_its_trai
     config = tiny(**{**CSV, "data.csv_files": [str(f) for f in files], "run.rounds": 2})
     results, stage = trained(config)
     new = [str(f) for f in new_files_of_test_split(files, config, tmp_path / "new")]
-    made_before_parties_kept_preparations(config.run_dir)
+    made_before_parties_kept_preparations(config)
     out = tmp_path / "p.csv"
     args = ["predict", "--out", str(config.run_dir), "--predictions", str(out), "--data.csv_files", *new]
     assert main(args) == 0
     assert_reproduces_the_stage(results, stage, out, files, config)
     out.unlink()
-    made_before_parties_kept_preparations(config.run_dir, version=2)
+    made_before_parties_kept_preparations(config, version=2)
     Path(files[2]).write_text(Path(files[2]).read_text().replace("w001,", "w001x,"))  # training data changed
     assert main(args) == 2
     assert "training data differ" in capsys.readouterr().err and not out.exists()

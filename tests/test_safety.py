@@ -420,9 +420,10 @@ def test_an_organization_name_cannot_point_a_checkpoint_outside_the_run(tiny, tm
 def test_party_checkpoints_are_private_name_whole_rounds_and_are_pruned_only_behind_a_kept_one(tmp_path):
     import stat
 
+    from vcl.family import Party as Base
     from vcl.storage.checkpoints import party_file, prune_party, save_party
 
-    class Party:
+    class Party(Base):
         def state_dict(self):
             return {"w": torch.ones(2)}
 

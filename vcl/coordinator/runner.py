@@ -24,6 +24,7 @@ from vcl.config import RunConfig, identity_differs
 from vcl.coordinator.assembly import build_protocol, check_config, coordinator_data, datamodule_for
 from vcl.coordinator.results import kept_records, prediction_stage
 from vcl.coordinator.rundir import PARTIES, RunDirectory, atomic_write_json
+from vcl.datamodules.prepare import Preparation
 from vcl.datamodules.user import check_vertical
 from vcl.engine.progress import round_bar
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
@@ -170,11 +171,12 @@ class Run:
 DIGEST = "sha256"  # SHA-NI makes it ~3x BLAKE2b's speed on x86 (256 MB: 0.17 s against 0.46 s); before: blake2b
 
 
-def data_digest(data, algorithm: str = DIGEST) -> str:
+def data_digest(data, algorithm: str = DIGEST, version: int = 2) -> str:
     """A digest of the data the coordinating process holds (every party's under the local transport; Alice's labels,
     the row IDs and the parties' names under ray): tensors and arrays by dtype, shape and bytes, dataclasses, dicts
     and lists by their contents. A run resumed on the same transport must find the same data its checkpoint was made
-    with (on the other transport the coordinator holds other data, and the check is skipped): :func:`data_differ`."""
+    with (on the other transport the coordinator holds other data, and the check is skipped): :func:`data_differ`.
+    ``version`` 1: as vcl digested before 2026-11-29, each view's fitted preparation included (:func:`_as_before`)."""
 
     import numpy as np
     import torch
@@ -187,9 +189,14 @@ def data_digest(data, algorithm: str = DIGEST) -> str:
         if isinstance(value, np.ndarray):
             digest.update(f"{value.dtype}{value.shape}".encode())
             digest.update(np.ascontiguousarray(value).data if value.dtype != object else repr(value).encode())
+        elif version < 2 and isinstance(value, Preparation):
+            for name, part in _as_before(value):
+                digest.update(name.encode())
+                feed(part)
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             for f in dataclasses.fields(value):
-                if f.metadata.get("digest") is False:  # a hint, not data (VerticalData.places)
+                mark = f.metadata.get("digest")
+                if mark is False or (mark == "before 2" and version >= 2):  # a hint (VerticalData.places), or derived
                     continue
                 digest.update(f.name.encode())
                 feed(getattr(value, f.name))
@@ -211,6 +218,20 @@ def data_digest(data, algorithm: str = DIGEST) -> str:
     return digest.hexdigest()[:32]
 
 
+def _as_before(prep: Preparation) -> list[tuple[str, object]]:
+    """A preparation's fields as a digest of version 1 took them in: its scikit-learn imputers and encoders by their
+    ``repr`` (their settings, not what they learned), then its training means and deviations."""
+    import numpy as np
+    from sklearn.impute import SimpleImputer
+    from sklearn.preprocessing import OneHotEncoder
+
+    imputer = None if prep.means is None else SimpleImputer(strategy="mean")
+    fills = {j: SimpleImputer(strategy="most_frequent", missing_values=np.nan) for j in prep.fills}
+    encoders = {j: OneHotEncoder(handle_unknown="ignore", sparse_output=False) for j in prep.categories}
+    return [("raw", prep.raw), ("kinds", prep.kinds), ("missing", prep.missing), ("imputer", imputer),
+            ("fills", fills), ("encoders", encoders), ("mean", prep.mean), ("std", prep.std)]  # fmt: skip
+
+
 def kept_digest(config: RunConfig, data) -> dict:
     """What a checkpoint keeps of the data (:func:`data_digest`): the transport, the algorithm, the digest and its
     version; and for a run whose parties keep their preparation (:attr:`vcl.family.Family.parties_keep_preparation`,
@@ -223,11 +244,11 @@ def kept_digest(config: RunConfig, data) -> dict:
 
 def data_differ(kept: dict, config: RunConfig, data) -> bool:
     """Whether ``data`` differ from those a checkpoint's ``kept`` digest was made from, on the same transport (a
-    checkpoint of an earlier version digested with BLAKE2b and names no algorithm). A digest before version 2 took
-    in each view's fitted preparation in a form vcl no longer has: such data cannot be compared and are not refused."""
-    if kept.get("transport") != config.transport.kind or kept.get("version", 1) < 2:
+    checkpoint of an earlier version digested with BLAKE2b and names no algorithm, and one before version 2 took in
+    each view's fitted preparation)."""
+    if kept.get("transport") != config.transport.kind:
         return False
-    return kept.get("digest") != data_digest(data, kept.get("hash", "blake2b"))
+    return kept.get("digest") != data_digest(data, kept.get("hash", "blake2b"), kept.get("version", 1))
 
 
 OUT_OF_MEMORY = ("can't allocate memory", "out of memory")  # torch's words for a failed allocation

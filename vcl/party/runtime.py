@@ -61,6 +61,9 @@ class PartyRuntime:
         """The preparation this party kept in its own checkpoint of a finished run (``where``: the run's stamp, each
         party's last saved round and folder, :func:`vcl.use.predict.kept_location`), to prepare its new rows with:
         read from its own root when it has one, else from the folder the coordinator names."""
+        fields = isinstance(where, dict) and all(isinstance(where.get(k), dict) for k in ("rounds", "roots"))
+        if not fields or not isinstance(where.get("root"), str):
+            raise TypeError("the Setup's place of the party's checkpoint is malformed")  # a malformed request
         name = self._name or Path(config.data.csv_files[index]).stem
         round_ = where["rounds"].get(name)
         if type(round_) is not int:

@@ -2,16 +2,19 @@
 
     python train.py predict --out RUN_DIR --data.csv_files NEW_ALICE.csv NEW_BOB.csv ... --predictions FILE
 
-The run is built again as ``--resume`` builds it (its config from its ``results.json``, the same transport, every
-party from its own data and its own checkpoint, where it runs), with one more split, "new": each organization reads
-its own file of new people, checks it as training checked its file, and prepares it with the preparation it fitted on
-its training rows (:class:`vcl.datamodules.prepare.Preparation`: imputation, one-hot categories, z-scores); the
-rows are aligned by ID as training aligned them (private set intersection where parties run apart). The coordinator
-then runs its method's prediction stage on that split (GAL's Algorithm 1: F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m), with the
-round the run reported; MPDL's central model M_D over the two parties' bottoms) and writes FILE: the ID column,
-``prediction`` and, for classification, ``p_<class>`` per class. A built-in data set (``data.dataset``; DC's and
-MPDL's runs always use one) has no new people: its test split is scored as if it were new. A method that keeps no
-model for new rows (DC's references, FTL) says so in one sentence from its protocol's ``predict``.
+The run is built again from what it kept (its config from its ``results.json``, the same transport): every party,
+where it runs, from its own last checkpoint, which keeps its models and the preparation it fitted on its training
+rows (:class:`vcl.datamodules.prepare.Preparation`: its file's columns, imputation, one-hot categories, z-scores),
+and from its own file of new people, which it reads, checks as training checked its file and prepares with that
+preparation (split "new"); Alice's side from her checkpoint (F⁰, the task, the classes). No training file is read.
+The rows are aligned by ID as training aligned them (private set intersection where parties run apart). A run made
+before parties kept their preparation is built as ``--resume`` builds it, each party from its training file first.
+The coordinator then runs its method's prediction stage on that split (GAL's Algorithm 1: F⁰ + Σ_t Σ_m c_m^t
+f_m^t(x_m), with the round the run reported; MPDL's central model M_D over the two parties' bottoms) and writes FILE:
+the ID column, ``prediction`` and, for classification, ``p_<class>`` per class. A built-in data set
+(``data.dataset``; DC's and MPDL's runs always use one) has no new people: its test split is scored as if it were new.
+A method that keeps no model for new rows (DC's references, FTL) says so in one sentence from its protocol's
+``predict``.
 """
 
 from __future__ import annotations
@@ -55,9 +58,10 @@ def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
 
 
 class Deployed:
-    """A finished run opened to score people: its parties built again as ``--resume`` builds them, each with its
-    own kept models and its rows of new people (split "new"; a built-in data set's test split), and Alice's
-    protocol at the round the run reported. :func:`predict` scores every row once; :mod:`vcl.use.serve` keeps it open
+    """A finished run opened to score people: its parties built again from their own checkpoints (or, for a run
+    made before they kept their preparation and a built-in data set's, as ``--resume`` builds them), each with its
+    kept models and its rows of new people (split "new"; a built-in data set's test split), and Alice's protocol at
+    the round the run reported. :func:`predict` scores every row once; :mod:`vcl.use.serve` keeps it open
     and scores batches of IDs. ``missing_parties``: ``fail`` or ``skip`` (default: the run's)."""
 
     def __init__(
