@@ -20,7 +20,8 @@ utilization). Beside them, each in a process of its own: the bare read of the sa
 machine one such process took 5.4 s and the next 7.0 s); the device's read bandwidth (a sum over a float32 array of
 the matrix's size, from 512 MiB to 2 GB, on ``--device``), beside which each round is set: its bytes (the paper's
 epochs × the matrix) at that bandwidth are the round's floor; with ``--psi``, the star PSI alone. With ``--predict``,
-each run's ``train.py predict`` of N new people per organization (files of the same shape, another seed), made with
+each run's ``train.py predict`` of N new people per organization (files of the same shape, another seed; the realistic
+shape, whose columns are drawn with its people, scores its training people again from files of their own), made with
 the training files moved away: its wall seconds and peak RSS beside the same floors.
 
 Targets (the 2-core development machine): the rest ≤ 3× the bare read plus the imports (under grpc, the rest less
@@ -490,9 +491,10 @@ def main() -> None:
             data.mkdir()
             paths = SHAPES[args.shape][0](data, rows, args.format)
             new = []
-            if args.predict:  # new people: files of the same shape from another seed, in a folder of their own
+            if args.predict:  # new people: files of the same shape from another seed, in a folder of their own (the
+                # realistic shape draws its columns with its people: its "new" people are the training people again)
                 (folder / f"new-{rows}").mkdir()
-                new = SHAPES[args.shape][0](folder / f"new-{rows}", rows, args.format, 1)
+                new = SHAPES[args.shape][0](folder / f"new-{rows}", rows, args.format, int(args.shape == "numeric"))
             columns = prepared_columns(paths) if args.shape != "numeric" else ORGANIZATIONS * FEATURES
             floor = floors(paths, rows * columns * 4, args.device)
             records.append({"benchmark": "scale", "floor": True, "shape": args.shape, "rows": rows, **floor})
