@@ -279,6 +279,10 @@ def test_under_grpc_each_party_reads_its_own_file_of_new_people_where_it_runs(ti
             config = tiny(method=method, out=str(tmp_path / method), **base)
             runs[method] = config, *trained(config)
         files = moved_away(files)  # each party reads its own checkpoint and its file of new people, where it runs
+        for k, name in enumerate(("alice", "bob", "carol")):  # its config now names no training file at all
+            fed.kill(name)
+            fed.own[name] = {"predict_csv": str(new[k])}
+            fed.restart(name)
         for method, (config, results, stage) in runs.items():
             predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / f"{method}.csv", verbose=False)
             assert_reproduces_the_stage(results, stage, tmp_path / f"{method}.csv", files, config)

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from tests.helpers import TINY_DC
-from tests.test_predict import CSV, federation_files, new_files_of_test_split, three_parties
+from tests.test_predict import CSV, federation_files, moved_away, new_files_of_test_split, three_parties
 from vcl.coordinator.runner import train
 from vcl.use.predict import Deployed, predict
 from vcl.use.serve import Limits, Scorer, main, serve
@@ -43,19 +43,23 @@ def serving(deployed, limits: Limits | None = None):
         thread.join(30)
 
 
-def trained_and_written(config, new: list[str], out) -> Deployed:
+def trained_and_written(config, new: list[str], out, files: list | None = None) -> Deployed:
+    """The run trained, then (its training ``files`` moved away, if given) scored by predict and opened to serve."""
     train(config, verbose=False)
+    if files is not None:
+        moved_away(files)
     predict(config.run_dir, new, out, verbose=False)
     return Deployed(config.run_dir, new)
 
 
 @pytest.fixture
 def service(tiny, tmp_path):
-    """A finished GAL run on three organizations' files, served; its port and the file train.py predict wrote."""
+    """A finished GAL run on three organizations' files, served without them (moved away: each party built from its
+    own checkpoint and its new rows); its port and the file train.py predict wrote."""
     files = federation_files(tmp_path / "data")
     config = tiny(**{**CSV, "data.csv_files": [str(f) for f in files], "run.rounds": 2})
     new = [str(f) for f in new_files_of_test_split(files, config, tmp_path / "new")]
-    deployed = trained_and_written(config, new, tmp_path / "p.csv")
+    deployed = trained_and_written(config, new, tmp_path / "p.csv", files)
     with serving(deployed, Limits(max_ids=500)) as port:
         yield port, tmp_path / "p.csv"
     deployed.close()
