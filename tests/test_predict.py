@@ -148,12 +148,13 @@ def moved_away(files: list[Path]) -> list[Path]:
     return [away / f.name for f in files]
 
 
-@pytest.mark.parametrize("method", ["gal", "late", "interm", "ascii"])
+@pytest.mark.parametrize("method", [*METHODS, "alone", "joint"])
 def test_the_test_split_given_as_new_files_reproduces_the_runs_prediction_stage(tiny, tmp_path, method):
     """With the training files moved away: each organization prepares its new rows with the preparation it kept in
-    its own checkpoint (a text column one-hot, empty cells imputed, z-scores), and Alice takes F⁰ from hers."""
+    its own checkpoint (a text column one-hot, empty cells imputed, z-scores), and Alice takes F⁰ from hers (Alone:
+    Alice's party alone keeps one; Joint: its one party keeps every organization's)."""
     files = federation_files(tmp_path / "data")
-    config = tiny(method=method, **CSV, **METHODS[method], **{"data.csv_files": [str(f) for f in files]})
+    config = tiny(method=method, **CSV, **METHODS.get(method, {}), **{"data.csv_files": [str(f) for f in files]})
     results, stage = trained(config)
     new = new_files_of_test_split(files, config, tmp_path / "new")
     files = moved_away(files)
@@ -429,6 +430,22 @@ def test_gal_and_al_go_on_without_an_organization_lost_from_round_2(tiny, monkey
         assert record["missing"] == ["org2"] and record["coefficients"][2] == 0.0 and record["weights"][2] == 0.0
     with pytest.raises(PartyLost, match="org2"):
         train(tiny(method=method, **{"data.organizations": 3, "learner.epochs": 5}), verbose=False, write=False)
+
+
+@pytest.mark.slow
+def test_a_party_down_for_the_whole_run_and_up_at_prediction_adds_nothing(tiny, tmp_path):
+    """Under grpc and skip, Carol's process is down from the start (she aligns no row, saves no round); at prediction,
+    the training files moved away, she is up: she is set up again from no checkpoint (no preparation, no model),
+    reads her new people's IDs for the alignment, answers with no model, and the file equals the run's own stage."""
+    with three_parties(tiny, tmp_path, **{"run.missing_parties": "skip"}) as (fed, config, files, new):
+        fed.kill("carol")
+        results, stage = trained(config)
+        assert results["missing_at_prediction"] == ["carol"]
+        fed.restart("carol")
+        files = moved_away(files)
+        scored = predict(config.run_dir, [str(new[0]), "bob", "carol"], tmp_path / "p.csv", verbose=False)
+        assert scored["missing"] == []
+        assert_reproduces_the_stage(results, stage, tmp_path / "p.csv", files, config)
 
 
 class KeptModels(RoundCallback):

@@ -241,7 +241,10 @@ class Organization(Party):
         self._view.splits[split] = features.to(device=device, dtype=torch.float32)
 
     def predict(self, message: PredictionRequest) -> FittedValues:
-        """The prediction stage: every round model's outputs on the requested rows ({round: N × K})."""
+        """The prediction stage: every round model's outputs on the requested rows ({round: N × K}); none from an
+        organization that kept no model (left out of every round it could have fitted: built again without rows)."""
+        if not self._models:
+            return FittedValues(self.name, message.sender, message.round, {})
         x = some_rows(self._view.splits[message.split], message.rows, self.name)
         shared = self._shared.predict_rounds(x) if self.settings.dms and self._shared is not None else None
         values = {

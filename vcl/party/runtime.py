@@ -19,7 +19,6 @@ from pathlib import Path
 from vcl import messages as requests  # the runtime's own requests: requests.Save, requests.Where, ...
 from vcl.config import RunConfig
 from vcl.engine.concurrent import fit_jobs
-from vcl.errors import VCLInputError
 from vcl.family import Party, family_of
 from vcl.messages import Ack, Labels, Message, MessageRecord, PseudoResidual, RuntimeRequest, record_of
 from vcl.storage.checkpoints import kept_preparation, load_party, party_file, prune_party, run_of, save_party
@@ -66,8 +65,10 @@ class PartyRuntime:
             raise TypeError("the Setup's place of the party's checkpoint is malformed")  # a malformed request
         name = self._name or Path(config.data.csv_files[index]).stem
         round_ = where["rounds"].get(name)
+        if round_ is None:  # left out from the run's first round on: it kept no model, and prepares no rows
+            return {}
         if type(round_) is not int:
-            raise VCLInputError(f"party {name} kept no round of this run, so it holds no model to predict with.")
+            raise TypeError("the Setup's round of the party's checkpoint is not a whole number")  # a malformed request
         run = str(where["run"])
         try:
             own = run_of(run) if self.root is not None else ""
