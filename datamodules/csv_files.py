@@ -214,7 +214,7 @@ def _block(
 ):
     """One file's feature columns on the aligned ``rows`` (file row per aligned row; ``keys`` their IDs) into
     ``out[:, start:start + len(feats)]`` as float32 (NaN where missing); returns each column's kind and, for a
-    text column that its policy lets through, its strings (an object array, NaN where missing). ``kinds``: each
+    text column that its policy lets through, its strings (an Arrow string array, null where missing). ``kinds``: each
     column's kind in training (new rows: a text cell in a numeric column is refused)."""
 
     categorical, missing = policy
@@ -246,11 +246,10 @@ def _block(
                 refuse_cell(None, own.path, c, keys[i])  # raises, naming the fix
     text = {}
     for j, (col, kind) in enumerate(zip(cols, kinds, strict=True)):
-        if kind == "categorical":
-            cells = pc.utf8_trim_whitespace(col.cast("string")).to_numpy(zero_copy_only=False).astype(object)
-            cells[missing_cells(col).to_numpy(zero_copy_only=False)] = np.nan
+        if kind == "categorical":  # its strings, trimmed, null where missing (Arrow's: no Python object per cell)
+            trimmed = pc.utf8_trim_whitespace(col.cast("string"))
+            text[start + j] = pc.if_else(missing_cells(col), pa.scalar(None, pa.string()), trimmed)
             out[:, start + j] = np.nan
-            text[start + j] = cells
     return kinds, text
 
 

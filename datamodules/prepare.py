@@ -67,7 +67,7 @@ class Preparation:
             values = np.asarray(block[:, numeric], dtype=np.float64)
             out[:, :at] = values if self.means is None else np.where(np.isnan(values), self.means, values)
         for j, categories in self.categories.items():
-            cells = pa.array(np.asarray(text[j], dtype=object), pa.string(), from_pandas=True)  # NaN: null
+            cells = as_text(text[j])
             if j in self.fills:
                 cells = cells.fill_null(self.fills[j])
             index = pc.index_in(cells, value_set=pa.array(categories, pa.string()))
@@ -161,20 +161,23 @@ def prepare_group(
     """One organization's columns as numbers: numeric columns (``block``'s, NaN for a missing cell; mean-imputed
     if ``missing`` is impute), then each text column's categories seen in the training rows as 0/1 columns named
     ``column=value`` (a category unseen there encodes as zeros). ``text``: each text column's strings by its
-    position in the group (NaN where missing; else ``block``'s own column). Returns (the prepared column names, the
-    fitted :class:`Preparation`, not yet with its scaling); its :meth:`Preparation.encode` makes the numbers. The
-    imputers and the encoder are scikit-learn's, fitted here; the preparation keeps what they learned."""
+    position in the group (Arrow strings, null where missing, or Python strings, NaN where missing; else ``block``'s
+    own column). Returns (the prepared column names, the fitted :class:`Preparation`, not yet with its scaling); its
+    :meth:`Preparation.encode` makes the numbers. The numeric columns' means are scikit-learn's ``SimpleImputer``'s;
+    a text column's most frequent category (ties: the first in code-point order) and its sorted categories are what
+    scikit-learn's ``SimpleImputer(strategy="most_frequent")`` and ``OneHotEncoder`` find (tested), counted by Arrow
+    on the column's strings, without a Python object per cell."""
     from sklearn.impute import SimpleImputer
-    from sklearn.preprocessing import OneHotEncoder
 
     numeric = [j for j, k in enumerate(kinds) if k == "numeric"]
     cats = [j for j, k in enumerate(kinds) if k == "categorical"]
-    text = text if text is not None else {j: block[:, j] for j in cats}
+    text = {j: as_text(t) for j, t in (text if text is not None else {j: block[:, j] for j in cats}).items()}
+    rows = pa.array(np.asarray(train, dtype=np.int64))
     impute = missing == "impute"
     if impute:
         for j in range(len(kinds)):
             if j in text:
-                empty = all(v is None or isinstance(v, float) and np.isnan(v) for v in text[j][train])
+                empty = text[j].take(rows).null_count == len(train)
             else:
                 empty = np.isnan(np.asarray(block[train, j], dtype=np.float64)).all()
             if empty:
@@ -187,11 +190,22 @@ def prepare_group(
         imputer = SimpleImputer(strategy="mean").fit(np.asarray(block[train][:, numeric], dtype=np.float64))
         fitted.means = np.asarray(imputer.statistics_, dtype=np.float64)
     for j in cats:
-        cells = np.asarray(text[j], dtype=object).reshape(-1, 1)
+        cells = text[j].take(rows)  # its training rows
         if impute:
-            fill = SimpleImputer(strategy="most_frequent", missing_values=np.nan).fit(cells[train])
-            fitted.fills[j] = str(fill.statistics_[0])
-            cells = fill.transform(cells)
-        encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False).fit(cells[train])
-        fitted.categories[j] = [str(v) for v in encoder.categories_[0]]
+            counts = pc.value_counts(cells.drop_null())
+            values, n = counts.field("values"), counts.field("counts")
+            fitted.fills[j] = pc.min(values.filter(pc.equal(n, pc.max(n)))).as_py()
+            cells = cells.fill_null(fitted.fills[j])
+        seen = pc.unique(cells.drop_null())
+        fitted.categories[j] = seen.take(pc.sort_indices(seen)).to_pylist()
     return fitted.columns, fitted
+
+
+def as_text(cells) -> pa.Array:
+    """A text column's cells as one Arrow string array, null where missing: an Arrow array (or chunked array) as it
+    is, or Python strings with NaN or None where missing."""
+    if isinstance(cells, pa.ChunkedArray):
+        cells = cells.combine_chunks()
+    if isinstance(cells, pa.Array):
+        return cells if cells.type == pa.string() else cells.cast(pa.string())
+    return pa.array(np.asarray(cells, dtype=object), pa.string(), from_pandas=True)

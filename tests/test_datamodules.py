@@ -417,6 +417,11 @@ def test_a_kept_preparation_encodes_as_scikit_learns_fitted_imputers_and_encoder
     expected = np.hstack([imputer.transform(block[:, [0, 2]]), onehot.transform(filled)])
     assert np.array_equal(kept.encode(block, {1: colors}), expected)
     assert (expected[colors == "grey", 2:] == 0).all() and fill.statistics_[0] == kept.fills[1]
+    tied = np.array(["b", "a", "é", "Z", "é", "Z", "a", "b", np.nan], dtype=object)  # four ways, in code-point order
+    _, prep = prepare_group(np.full((9, 1), np.nan), ["categorical"], ["t"], "impute", np.arange(9), {0: tied})
+    fill = SimpleImputer(strategy="most_frequent", missing_values=np.nan).fit(tied.reshape(-1, 1))
+    onehot = OneHotEncoder(sparse_output=False).fit(fill.transform(tied.reshape(-1, 1)))
+    assert prep.fills[0] == fill.statistics_[0] == "Z" and prep.categories[0] == onehot.categories_[0].tolist()
 
 
 @pytest.mark.parametrize(
