@@ -356,14 +356,10 @@ def report(records: list[dict]) -> str:
     for r in records:
         if r.get("floor") or r.get("psi") or r.get("predict"):
             continue
-        f = floor.get(r["rows"], {})
-        read, imports = f.get("bare_read_seconds", float("nan")), f.get("import_seconds", float("nan"))
-        party = f" / {r['party_peak_rss'] / GB:.2f}" if r["party_peak_rss"] else ""
-        shape = " (realistic)" if r.get("shape") == "realistic" else ""
+        rows, read, imports, peak = _cells(r, floor)
         lines.append(
-            f"| {r['rows']:,}{shape} | {r['transport']} | {r['model']} | {r['device']} | {r['wall_seconds']:.1f} "
-            f"| {r['seconds_per_round']:.3f} | {r['rest_seconds']:.1f} | {read:.2f} "
-            f"| {imports:.2f} | {r['peak_rss'] / GB:.2f}{party} "
+            f"| {rows} | {r['transport']} | {r['model']} | {r['device']} | {r['wall_seconds']:.1f} "
+            f"| {r['seconds_per_round']:.3f} | {r['rest_seconds']:.1f} | {read:.2f} | {imports:.2f} | {peak} "
             f"| {r['matrix_bytes'] / GB:.3f} | {r['bytes_per_round']:,.0f} | {r['accuracy']:.4f} |"
         )
     gpu = [r for r in records if r.get("gpu_memory_peak_mib") is not None]
@@ -392,13 +388,10 @@ def report(records: list[dict]) -> str:
             "|---|---|---|---|---|---|---|---|",
         ]
         for r in predictions:
-            f = floor.get(r["rows"], {})
-            party = f" / {r['party_peak_rss'] / GB:.2f}" if r["party_peak_rss"] else ""
-            shape = " (realistic)" if r.get("shape") == "realistic" else ""
+            rows, read, imports, peak = _cells(r, floor)
             lines.append(
-                f"| {r['rows']:,}{shape} | {r['transport']} | {r['predictions']:,} | {r['wall_seconds']:.1f} "
-                f"| {f.get('bare_read_seconds', float('nan')):.2f} | {f.get('import_seconds', float('nan')):.2f} "
-                f"| {r['peak_rss'] / GB:.2f}{party} | {r['matrix_bytes'] / GB:.3f} |"
+                f"| {rows} | {r['transport']} | {r['predictions']:,} | {r['wall_seconds']:.1f} | {read:.2f} "
+                f"| {imports:.2f} | {peak} | {r['matrix_bytes'] / GB:.3f} |"
             )
     targets = []
     psi = {r["rows"]: r["seconds"] for r in records if r.get("psi")}
@@ -460,6 +453,21 @@ def report(records: list[dict]) -> str:
     if targets:
         lines += ["", "Targets:", *targets]
     return "\n".join(lines)
+
+
+def _cells(r: dict, floor: dict) -> tuple[str, float, float, str]:
+    """A record's cells its tables share: its rows (and shape), its size's bare read and import seconds (NaN if the
+    record has no floor), its peak RSS (the run's, and the largest party's)."""
+    f = floor.get(r["rows"], {})
+    party = f" / {r['party_peak_rss'] / GB:.2f}" if r["party_peak_rss"] else ""
+    shape = " (realistic)" if r.get("shape") == "realistic" else ""
+    nan = float("nan")
+    return (
+        f"{r['rows']:,}{shape}",
+        f.get("bare_read_seconds", nan),
+        f.get("import_seconds", nan),
+        f"{r['peak_rss'] / GB:.2f}{party}",
+    )
 
 
 def main() -> None:
