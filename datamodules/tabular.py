@@ -249,7 +249,7 @@ class VerticalData:
     places: dict | None = field(default=None, repr=False, metadata={"digest": False})
     # train.py predict of a finished run: where each party finds its own checkpoint to be built again from (the
     # run's stamp, each party's round and folder; vcl.use.predict)
-    kept: dict | None = field(default=None, repr=False, metadata={"digest": False})
+    checkpoints: dict | None = field(default=None, repr=False, metadata={"digest": False})
 
     def joint_view(self) -> FeatureView:
         if self.joint is not None:

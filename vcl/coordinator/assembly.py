@@ -202,7 +202,7 @@ def kept_data(config: RunConfig, run: dict, where: dict) -> VerticalData:
         own = csv_ids(d.predict_files[0], d.id_column, drop[0], d.label_column)
         new_ids = shared_ids(psi_with_parties(config, names, own, drop, new=True)[0], d.id_column, any(drop), least=1)
         views = [FeatureView(name, [], {}) for name in names]
-        return VerticalData(views, {}, task, run["num_classes"], new_ids=new_ids, classes=classes, kept=where)
+        return VerticalData(views, {}, task, run["num_classes"], new_ids=new_ids, classes=classes, checkpoints=where)
     preparations = {}
     for name, round_ in where["rounds"].items():
         folder = Path(where["roots"].get(name) or where["root"])
@@ -216,13 +216,14 @@ def party_ids(data):
     """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
     ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``), each as one Arrow array of texts
     (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side); for a
-    finished run whose parties keep their preparation, no rows but where each party's checkpoint is (``"kept"``:
-    :meth:`vcl.party.runtime.PartyRuntime.kept` reads it there)."""
+    finished run whose parties keep their preparation, no rows but where each party's checkpoint is
+    (``"checkpoints"``: :meth:`vcl.party.runtime.PartyRuntime.kept` reads its preparation there, which the party is
+    then built from as ``"kept"``)."""
 
     ids, new = (getattr(data, key, None) for key in ("ids", "new_ids"))
     ids, new = (None if i is None else string_array(i) for i in (ids, new))
-    kept = getattr(data, "kept", None)
-    return ids if new is None else {"rows": ids, "new": new, **({"kept": kept} if kept is not None else {})}
+    where = getattr(data, "checkpoints", None)
+    return ids if new is None else {"rows": ids, "new": new, **({"checkpoints": where} if where is not None else {})}
 
 
 def psi_with_parties(

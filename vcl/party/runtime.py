@@ -49,8 +49,8 @@ class PartyRuntime:
         config = RunConfig.from_dict(settings)
         if self.party is not None:  # the party of this process's last run
             self.party.close_logs()
-        if isinstance(ids, dict) and ids.get("kept") is not None:  # a finished run's party, built again on new rows
-            ids = {**ids, "kept": self.kept(ids["kept"], config, index)}
+        if isinstance(ids, dict) and ids.get("checkpoints") is not None:  # a finished run's: built again on new rows
+            ids = {"rows": ids["rows"], "new": ids["new"], "kept": self.kept(ids["checkpoints"], config, index)}
         self.party = checked_party(make(config, method, index, ids, kind, num_classes))
         self.run = None
         self.peer_kinds = {m.__name__ for m in family_of(config, method).peer_messages}

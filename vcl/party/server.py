@@ -257,7 +257,7 @@ class PartyServer(Guard):
             group, _, name = key.partition(".")
             settings[group][name] = int(self.settings.secrets.get(key, 0))
         ids = body.get("ids")
-        kept = isinstance(ids, dict) and ids.get("kept") is not None  # a finished run's: it needs no training file
+        kept = isinstance(ids, dict) and ids.get("checkpoints") is not None  # a finished run's: no training file
         settings["data"] = self.own_data(settings["data"], index, kept)
         if self.settings.csv and "places" in body:  # where Alice found the aligned IDs in its PSI offer: a hint
             from vcl.datamodules.reading import use_places
