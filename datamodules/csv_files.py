@@ -379,7 +379,8 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
         block_kinds, block_text = _block(own, own.features(label_column), rows, _Keys(keys), policies[k], X, group[0])
         kinds += block_kinds
         text.update(block_text)
-        own.table = None  # the file's columns are in X now (its memory goes as X fills)
+        own.table = None  # the file's columns are in X now: its memory goes as X fills, handed back to the system
+        pa.default_memory_pool().release_unused()  # at once (Arrow's pool keeps freed memory for reuse otherwise)
     if 0 not in owns:  # another organization's own file: its features, no labels
         table = Table(X, np.zeros(len(keys), dtype=np.int64), columns, task)
     else:
@@ -487,4 +488,5 @@ def load_new_rows(files, trained, id_column="id", label_column="label", only=Non
         _, text = _block(own, feats, rows, _Keys(keys), policy, block, 0, kinds)
         blocks[k] = (block, text)
         own.table = None
+        pa.default_memory_pool().release_unused()
     return keys.to_pylist(), blocks
