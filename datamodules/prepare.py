@@ -88,6 +88,11 @@ class Preparation:
             np.divide(np.subtract(block[:, j], mean[j], dtype=np.float64), std[j], out=out[:, j], casting="same_kind")
         return out
 
+    def prepare(self, block: np.ndarray, text: dict | None = None) -> torch.Tensor:
+        """New rows (``block``, ``text`` as :meth:`encode` takes them) as the training rows were prepared: encoded,
+        then scaled; a float32 tensor (C order)."""
+        return torch.from_numpy(self.scale(self.encode(block, text)))
+
     def state(self) -> dict:
         """The fitted preparation as a checkpoint keeps it: names, numbers and tensors only."""
 

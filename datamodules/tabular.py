@@ -398,9 +398,7 @@ class TabularDataModule(VerticalDataModule):
             self.new_files, self._trained, self.id_column, self.label_column, self.only, self.new_ids
         )
         for view, (block, text) in zip(data.views, blocks.values(), strict=True):
-            prep = view.preparation
-            x = prep.scale(prep.encode(block, text))
-            view.splits["new"] = torch.from_numpy(np.ascontiguousarray(x))
+            view.splits["new"] = view.preparation.prepare(block, text)
         return replace(data, new_ids=keys)
 
     def kept_rows(self) -> VerticalData:
@@ -421,9 +419,7 @@ class TabularDataModule(VerticalDataModule):
             if prep is None:
                 views.append(FeatureView(name, [], {}))
                 continue
-            block, text = blocks[k]
-            x = torch.from_numpy(np.ascontiguousarray(prep.scale(prep.encode(block, text))))
-            views.append(FeatureView(name, prep.columns, {"new": x}, prep))
+            views.append(FeatureView(name, prep.columns, {"new": prep.prepare(*blocks[k])}, prep))
         return VerticalData(views, {}, self.task or "classification", 0, new_ids=keys)
 
     def column_groups(self, table: Table) -> tuple[list[list[int]], list[str]]:
