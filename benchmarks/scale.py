@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -171,16 +172,50 @@ BANDWIDTH_BYTES = (512 * 2**20, 2 * 10**9)  # the array the bandwidth is read on
 # (a smaller one is read from the processor's caches, or costs more to start than to read: not the memory's speed)
 
 
-def child(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (bytes) and output of a command in a process of its own."""
+def child(argv: list[str], env: dict | None = None, samples: list | None = None) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS (bytes) and output of a command in a process of its own; ``samples``: a list to append
+    (wall clock, RSS) to every 20 ms while it runs, its first entry the start (:func:`memory_steps`)."""
     start = time.perf_counter()
+    if samples is not None:
+        samples.append((time.time(), 0))
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    sampler = threading.Thread(target=_sample_rss, args=(proc, samples), daemon=True) if samples is not None else None
+    if sampler is not None:
+        sampler.start()
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    if sampler is not None:
+        sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(argv[:3])} ... failed:\n{out[-3000:]}")
     return wall, usage.ru_maxrss * 1024, out
+
+
+def _sample_rss(proc: subprocess.Popen, samples: list) -> None:
+    while proc.returncode is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):  # the process has gone (or is a zombie, with no VmRSS)
+            return
+        samples.append((time.time(), rss))
+        time.sleep(0.02)
+
+
+def memory_steps(marks: list[dict], samples: list) -> list[dict]:
+    """The run's steps (results.json's ``memory``: each step's end, the memory held then and the peak so far,
+    :func:`vcl.engine.memory.mark`) with each step's seconds and peak RSS: exact where the peak so far rose during the
+    step (the new peak is the step's), else the most the sampler saw in it; a last step, ``exit``, to the process's
+    end."""
+    out, begin, before = [], samples[0][0], 0
+    ends = [*marks, {"step": "exit", "time": samples[-1][0], "rss": samples[-1][1], "peak": 0}]
+    for m in ends:
+        seen = max([m["rss"], *(rss for t, rss in samples if begin <= t <= m["time"])])
+        peak = m["peak"] if m["peak"] and m["peak"] > before else seen
+        out.append({"step": m["step"], "seconds": m["time"] - begin, "rss": m["rss"], "peak_rss": peak})
+        begin, before = m["time"], max(before, m["peak"] or 0)
+    return out
 
 
 FLOOR_SAMPLES = 3  # each floor is the median of this many processes: one alone moved by ±1 s here from call to call
@@ -254,7 +289,8 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
             argv += [f"--{key}", json.dumps(value) if isinstance(value, dict) else str(value)]
         argv += ["--transport.deadline", "3600"]  # the PSI of 10^6 IDs takes minutes on 2 cores (the default)
     sampler = GPUSampler() if device.startswith("cuda") else None
-    wall, rss, _ = child(argv, dict(os.environ, PYTHONUNBUFFERED="1"))
+    samples: list = []
+    wall, rss, _ = child(argv, dict(os.environ, PYTHONUNBUFFERED="1"), samples)
     gpu = sampler.stop() if sampler else {}
     results = json.loads((out / "results.json").read_text())
     seconds = list(results["round_seconds"])
@@ -269,7 +305,7 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
             "party_peak_rss": party_rss,
             "bytes_per_round": results["bytes_sent"] / max(rounds, 1), "accuracy": results["value"],
             "matrix_bytes": rows * columns * 4, "round_read_bytes": round_read_bytes(model, rows * columns * 4),
-            **gpu}  # fmt: skip
+            "memory_steps": memory_steps(results.get("memory", []), samples), **gpu}  # fmt: skip
 
 
 def predict_run(run_record: dict, new: list[Path], train_folder: Path, folder: Path, fed=None) -> dict:

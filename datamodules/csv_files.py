@@ -42,6 +42,7 @@ from vcl.datamodules.reading import (
 )
 from vcl.datamodules.table import Table
 
+from vcl.engine import memory
 from vcl.errors import VCLInputError
 
 CATEGORICAL = ("error", "onehot")  # a text column: refuse it, or one-hot encode it (fitted on training rows)
@@ -340,6 +341,7 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     policies = csv_policies(categorical, missing, len(paths))
     read = range(len(paths)) if only is None else [only]
     owns = {k: (read_file if ids is None else read_kept)(paths[k], id_column, label_column) for k in read}
+    memory.mark("read")
     encoding = None  # the IDs' one encoding, for the join (none where the rows are given)
     if ids is None:
         encoding = unique_in_each(list(owns.values()))
@@ -361,6 +363,7 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     ids_of = [own.ids for own in owns.values()]
     hints = [own.rows_hint for own in owns.values()]
     keys, file_rows = aligned(ids_of, offered, id_column, dropped, ids, encoding=encoding, hints=hints)
+    memory.mark("align")
     width = sum(len(own.features(label_column)) for own in owns.values())
     X = np.empty((len(keys), width), dtype=np.float32, order="F")  # column by column: each written, read at once
     columns, groups, kinds, text, seen = [], [], [], {}, set()
@@ -390,6 +393,7 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     table.raw_columns = [own.features(label_column) for own in owns.values()]
     if text or any(p[1] != "error" for p in (policies[k] for k in owns)):
         table.kinds, table.policies, table.text = kinds, [policies[k] for k in owns], text
+    memory.mark("fill")
     return table
 
 

@@ -24,6 +24,7 @@ from vcl.datamodules.sources import load_table
 from vcl.datamodules.table import Table
 from vcl.datamodules.view import PartyDataModule, label_targets
 
+from vcl.engine import memory
 from vcl.errors import VCLInputError
 
 
@@ -379,6 +380,8 @@ class TabularDataModule(VerticalDataModule):
                 for cols, g, p in zip(table.raw_columns, table.groups, policies, strict=True)
             ]
         self.data = self.split(table)
+        del table
+        memory.mark("prepare")
         if self._trained is not None:  # each organization's preparation names its file's columns and its place
             places = range(len(self.csv_files)) if self.only is None else [self.only]
             for view, (cols, _, _), k in zip(self.data.views, self._trained, places, strict=True):

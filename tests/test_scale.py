@@ -85,4 +85,8 @@ def test_a_tiny_run_of_the_command_line_is_one_record(tmp_path):
     assert run["rows"] == 400 and run["rounds"] == 1 and len(run["round_seconds"]) == 1 and run["alone_seconds"] == 0
     assert 0.0 < run["accuracy"] <= 1.0 and run["peak_rss"] > 0 and run["bytes_per_round"] > 0
     assert 0.0 < run["data_seconds"] < run["rest_seconds"]  # results.json's: reading, aligning, preparing
+    steps = run["memory_steps"]  # the run's steps in order, each with its seconds and its peak (sampled or exact)
+    assert [s["step"] for s in steps] == ["read", "align", "fill", "prepare", "build", "rounds", "results", "exit"]
+    assert max(s["peak_rss"] for s in steps) <= 1.01 * run["peak_rss"]  # the kernel counts in batches per thread
+    assert all(s["peak_rss"] >= s["rss"] > 0 for s in steps)
     assert "| 400 | local | linear | cpu |" in proc.stdout

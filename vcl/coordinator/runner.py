@@ -26,6 +26,7 @@ from vcl.coordinator.results import kept_records, prediction_stage
 from vcl.coordinator.rundir import PARTIES, RunDirectory, atomic_write_json
 from vcl.datamodules.prepare import Preparation
 from vcl.datamodules.user import check_vertical
+from vcl.engine import memory
 from vcl.engine.progress import round_bar
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
 from vcl.family import compare_methods, family_of
@@ -367,6 +368,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
                     "features changed); resume with the original data, or start afresh with --overwrite."
                 )
             protocol = build_protocol(config, data)
+            memory.mark("build")
         except PartyLost as err:
             err.saved_round, err.out_dir = (state["protocol"]["round"] if state else None), out_dir
             raise
@@ -388,7 +390,9 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
                 run.log(f"resumed {out_dir} at round {protocol.round}")
             try:
                 run_rounds(run, callbacks, config.run.rounds)
+                memory.mark("rounds")
                 results = run.results({})
+                memory.mark("results")
                 for cb in callbacks:
                     cb.on_run_end(run, results)
             finally:
@@ -420,6 +424,9 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
                     cb.teardown(other)
                 other.protocol.federation.close()
             results["compare"][method].pop("config")
+            memory.mark(method)
+        results["memory"] = memory.MARKS[:]  # this process's steps since its previous run (vcl.engine.memory)
+        memory.MARKS.clear()
         if write:
             atomic_write_json(results, out_dir / "results.json")
         done.append(results)

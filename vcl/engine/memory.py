@@ -18,9 +18,11 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 
 import pyarrow as pa
 
+MARKS: list[dict] = []  # this process's steps as they end (:func:`mark`), in order
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # glibc's mallopt parameters (malloc.h)
 MMAP_THRESHOLD = 32 << 20  # glibc's largest: blocks below it come from the heap
 TRIM_THRESHOLD = 128 << 20  # freed memory kept at the heap's top before any is returned to the kernel
@@ -71,3 +73,26 @@ def prepare_process() -> bool:
     applied = reuse_freed_memory()
     answer_pandas_probe()
     return applied
+
+
+def _status_bytes(key: str) -> int | None:
+    """A ``/proc/self/status`` figure in bytes (``VmRSS``: resident now; ``VmHWM``: the peak so far), or None where
+    there is none (not Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def mark(step: str) -> None:
+    """Note that ``step`` (reading the files, aligning their rows, preparing the views, a round, ...) ended now: the
+    wall clock, the memory this process holds and its peak so far, appended to :data:`MARKS` (results.json's
+    ``memory``). A few microseconds; nothing is reset, so a peak measured from outside stays whole. Between two
+    marks the peak is what a sampler of the process's memory saw then (``benchmarks/scale.py`` keeps both)."""
+    rss = _status_bytes("VmRSS")
+    if rss is not None:
+        MARKS.append({"step": step, "time": time.time(), "rss": rss, "peak": _status_bytes("VmHWM")})
