@@ -52,7 +52,6 @@ MIN_SHARED = 3  # aligned rows a run needs: two to train on, one to test
 
 def in_threads(function, items: list) -> list:
     """``function`` over ``items`` on the machine's cores (Arrow's kernels release the GIL), results in order."""
-
     if len(items) < 2:
         return [function(item) for item in items]
     with ThreadPoolExecutor(min(len(items), os.cpu_count() or 1)) as pool:
@@ -108,15 +107,17 @@ def shared_ids(id_lists, id_column="id", dropped: bool = False, least: int = MIN
 
 
 def encode_ids(id_lists) -> tuple:
-    """Every list's IDs as codes of one dictionary encoding (one Arrow hash table over them all): the distinct IDs,
-    and each list's codes (file order). Equal IDs get equal codes across lists, so the rest is integer work."""
-
+    """Every list's IDs as codes of one dictionary encoding (one Arrow hash table over them all, the lists as chunks
+    of one array: not copied into one): the distinct IDs, and each list's codes (file order). Equal IDs get equal
+    codes across lists, so the rest is integer work."""
     lists = [string_array(ids) for ids in id_lists]
     if sum(a.nbytes for a in lists) >= 2**31 - 2**20:  # beyond a string array's 32-bit offsets
         lists = [a.cast(pa.large_string()) for a in lists]
-    encoded = pa.concat_arrays(lists).dictionary_encode()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    return encoded.dictionary, np.split(codes, np.cumsum([len(a) for a in lists])[:-1])
+    chunks = iter(pa.chunked_array(lists, type=lists[0].type if lists else pa.string()).dictionary_encode().chunks)
+    encoded = [next(chunks) if len(a) else None for a in lists]  # a chunk a list (not copied into one), bar empty ones
+    dictionary = next((e.dictionary for e in encoded if e is not None), pa.array([], pa.string()))
+    empty = np.zeros(0, dtype=np.int32)
+    return dictionary, [empty if e is None else e.indices.to_numpy(zero_copy_only=False) for e in encoded]
 
 
 def unique_in_each(owns: list[OwnFile]) -> tuple:
@@ -234,7 +235,9 @@ def _block(
             i = first_true(t)
             refuse_cell(col[i].as_py(), own.path, c, keys[i])  # raises, naming the fix
     for j, (c, col, kind) in enumerate(zip(feats, cols, kinds, strict=True)):
-        if kind == "numeric":  # checked, then written into its column of ``out`` (one column in float64 at a time)
+        if kind == "numeric" and pa.types.is_float32(col.type):  # every value fits (reading.narrowed): as it is
+            out[:, start + j] = col.to_numpy(zero_copy_only=False)
+        elif kind == "numeric":  # checked, then written into its column of ``out`` (one column in float64 at a time)
             x = as_float64(col)
             i = first_true(np.abs(x) > FLOAT32_MAX)  # infinities too; a NaN (missing) compares False
             if i is not None:
@@ -389,7 +392,7 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     else:
         table = _labels(X, labels, _Keys(keys), columns, paths[0], label_column, task)
     table.groups, table.group_names = groups, [paths[k].stem for k in owns]
-    table.ids = keys.to_pylist() if ids is None else ids  # as given: a party's Arrow array stays one (57 MB at 10^6)
+    table.ids = keys if ids is None else ids  # an Arrow array (a list of 10^6 Python strings held ~60 MB more)
     table.raw_columns = [own.features(label_column) for own in owns.values()]
     if text or any(p[1] != "error" for p in (policies[k] for k in owns)):
         table.kinds, table.policies, table.text = kinds, [policies[k] for k in owns], text

@@ -19,7 +19,7 @@ class Table:
     num_classes: int = 1
     groups: list[list[int]] | None = None  # column indices per organization (CSV files)
     group_names: list[str] | None = None
-    ids: list[str] | None = None
+    ids: object = None  # CSV files: the aligned IDs, an Arrow array of texts (or a list of them, as given)
     train_rows: int | None = None  # the dataset's own split: the first train_rows rows train, the rest test
     test_rows: np.ndarray | None = None  # row indices the source reserves for test (generated data)
     attributes: list[str] | None = None  # each column's source attribute (one-hot columns share theirs)

@@ -242,7 +242,7 @@ class VerticalData:
     task: str
     num_classes: int
     joint: FeatureView | None = None
-    ids: list[str] | None = None  # dataset=csv: the aligned IDs, in row order (before the split); as given if given
+    ids: object = None  # dataset=csv: the aligned IDs (an Arrow array of texts), in row order (before the split)
     new_ids: list[str] | None = None  # train.py predict: the new people's aligned IDs (each view's split "new")
     classes: list[str] | None = None  # classification: the classes' names, in the order of the outputs
     # grpc: by party, where Alice's PSI found each aligned ID in that party's offer (a hint its Setup checks, not

@@ -250,7 +250,7 @@ def test_drop_removes_a_partys_incomplete_rows_from_every_party_before_the_split
         "csv", csv_files=files, task="classification", categorical=["onehot"], missing=["impute", "drop"]
     )
     dm.setup()
-    kept = set(dm.data.ids)
+    kept = set(dm.data.ids.to_pylist())
     bob_gaps = {r[0] for r in bob_rows if r[1] == ""}
     assert kept == {r[0] for r in alice_rows} - bob_gaps  # Bob drops his incomplete rows; Alice imputes hers
     n = sum(v.shape[0] for v in dm.data.views[0].splits.values())
@@ -324,7 +324,7 @@ def test_a_file_reads_as_float32_each_check_naming_the_first_offending_id_in_row
     alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(f"k{i:02d}", i * 0.5, i % 3) for i in range(n)])
     bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(f"k{i:02d}", -i) for i in reversed(range(n))])
     table = load_csv_organizations([alice, bob], task="classification")
-    assert table.X.dtype == np.float32 and table.X.shape == (n, 2) and table.ids[:2] == ["k00", "k01"]
+    assert table.X.dtype == np.float32 and table.X.shape == (n, 2) and table.ids[:2].to_pylist() == ["k00", "k01"]
     assert np.array_equal(table.X[:, 1], -np.arange(n, dtype=np.float32)) and table.num_classes == 3
     cells = {"k17": "3e39", "k05": "-Infinity", "k09": "oops"}
     rows = [(f"k{i:02d}", cells.get(f"k{i:02d}", -i)) for i in reversed(range(n))]

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 from vcl.datamodules import csv_files
@@ -183,6 +184,8 @@ def test_packed_ids_come_back_and_a_crafted_field_is_refused(tmp_path):
     torch.save({"ids": packed}, path)
     assert unpack_ids(torch.load(path, weights_only=True)["ids"], path) == ids
     assert unpack_ids(ids, path) == ids and unpack_ids(None, path) is None  # an earlier version's list
+    arrow = pa.array(["before", *ids])[1:]  # the IDs as a run holds them: an Arrow array (here a slice of one)
+    assert {k: t.tolist() for k, t in pack_ids(arrow).items()} == {k: t.tolist() for k, t in packed.items()}
     crafted = [
         {"utf8": packed["utf8"], "ends": packed["ends"] + 5},  # ends past the bytes
         {"utf8": packed["utf8"], "ends": packed["ends"].flip(0)},  # ends going back
@@ -206,6 +209,11 @@ def test_a_checkpoint_of_an_earlier_version_blake2b_digest_still_recognizes_its_
     now = kept_digest(config, data)
     assert now["hash"] == "sha256" and not data_differ(now, config, data) and data_differ(now, config, changed)
     assert not data_differ({**now, "transport": "grpc"}, config, changed)  # another transport's data: not compared
+    many = [f"p{i}'\"ë" for i in range(70_000)]  # a run holds its IDs in Arrow now: digested as their list was
+    assert (
+        data_digest({"ids": pa.array(many)}) == data_digest({"ids": many}) != data_digest({"ids": pa.array(many[1:])})
+    )
+    assert data_digest({"ids": pa.array(many, pa.large_string())}) == data_digest({"ids": many})
 
 
 def test_a_file_read_for_the_row_alignment_is_kept_for_the_load_on_the_aligned_rows(tmp_path, monkeypatch):

@@ -180,6 +180,7 @@ def data_digest(data, algorithm: str = DIGEST, version: int = 2) -> str:
     ``version`` 1: as vcl digested before 2026-11-29, each view's fitted preparation included (:func:`_as_before`)."""
 
     import numpy as np
+    import pyarrow as pa
     import torch
 
     digest = hashlib.blake2b(digest_size=16) if algorithm == "blake2b" else hashlib.sha256()
@@ -205,6 +206,10 @@ def data_digest(data, algorithm: str = DIGEST, version: int = 2) -> str:
             for key in sorted(value, key=str):
                 digest.update(str(key).encode())
                 feed(value[key])
+        elif isinstance(value, pa.Array) and (pa.types.is_string(value.type) or pa.types.is_large_string(value.type)):
+            digest.update(f"[{len(value)}".encode())  # row IDs held by Arrow: as their list was, a slice at a time
+            for start in range(0, len(value), 1 << 16):
+                digest.update("".join(map(repr, value.slice(start, 1 << 16).to_pylist())).encode())
         elif isinstance(value, list | tuple):
             digest.update(f"[{len(value)}".encode())
             if value and all(type(item) is str for item in value):  # row IDs: the same bytes, in one update

@@ -25,6 +25,7 @@ import pyarrow as pa
 import torch
 
 from vcl.datamodules.prepare import Preparation
+from vcl.datamodules.reading import string_array
 from vcl.errors import VCLInputError
 
 KEYS = ("identity", "protocol", "records", "round_seconds", "run_id", "data")
@@ -202,15 +203,17 @@ def prune_party(name: str, root: Path, round_: int, run_folder: str = "") -> Non
             path.unlink()
 
 
-def pack_ids(ids: list[str]) -> dict[str, torch.Tensor]:
-    """Row IDs as a checkpoint keeps them: their UTF-8 bytes end to end and where each ends (two tensors). A list of
-    10^6 strings took ~1.8 s to save with every round's checkpoint; the two tensors take milliseconds."""
+def pack_ids(ids) -> dict[str, torch.Tensor]:
+    """Row IDs (a list of texts, or an Arrow array of them) as a checkpoint keeps them: their UTF-8 bytes end to end
+    and where each ends (two tensors). A list of 10^6 strings took ~1.8 s to save with every round's checkpoint; the
+    two tensors take milliseconds."""
 
-    array = pa.array(ids, pa.large_string())
+    array = string_array(ids).cast(pa.large_string())
     _, offsets, data = array.buffers()
-    ends = np.frombuffer(offsets, dtype=np.int64, count=len(array) + 1)
-    utf8 = np.frombuffer(data, dtype=np.uint8, count=int(ends[-1])) if data is not None else np.empty(0, np.uint8)
-    return {"utf8": torch.from_numpy(utf8.copy()), "ends": torch.from_numpy(ends[1:].copy())}
+    ends = np.frombuffer(offsets, dtype=np.int64, count=array.offset + len(array) + 1)[array.offset :]
+    first = int(ends[0])  # a slice's (or a cast's) bytes may begin after others in its buffer
+    utf8 = np.empty(0, np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8, count=int(ends[-1]))[first:]
+    return {"utf8": torch.from_numpy(utf8.copy()), "ends": torch.from_numpy(ends[1:] - first)}
 
 
 def unpack_ids(packed, path: Path) -> list[str] | None:
