@@ -216,7 +216,12 @@ class FeatureView:
         return tuple(next(iter(self.splits.values())).shape[1:])
 
     def to(self, device) -> FeatureView:
-        return FeatureView(self.name, self.columns, {k: v.to(device) for k, v in self.splits.items()}, self.preparation)
+        """The view on ``device``: itself where every split is there already (a party built from it shares its
+        splits, so the fast engine's stack of them holds the rows once: :mod:`vcl.engine.concurrent`)."""
+        splits = {k: v.to(device) for k, v in self.splits.items()}
+        if all(splits[k] is v for k, v in self.splits.items()):
+            return self
+        return FeatureView(self.name, self.columns, splits, self.preparation)
 
 
 def kept_preparations(view: FeatureView) -> list[dict] | None:

@@ -306,3 +306,43 @@ def test_a_learner_fitted_alone_trains_on_its_own_rows_without_a_copy():
     assert _padded([x, x], 4).data_ptr() != x.data_ptr()  # several: zero-padded into one stack
     learner = ResidualRegressor(4, 2, hidden=(8,), epochs=3).fit(x, torch.randn(50, 2))
     assert learner.stackable and torch.isfinite(learner.predict(x)).all()
+
+
+@pytest.mark.parametrize("widths", [(3, 5, 2, 5), (4, 4, 4, 4)])
+def test_organizations_fitted_together_round_after_round_hold_their_rows_once(widths):
+    """Kept from round to round (``stacked``), the stack the linear fit reads becomes each organization's rows: its
+    splits are views of their place in it (same numbers; the originals can go), the next round stacks nothing, and
+    the outputs are those of a fit on the rows as given."""
+    xs, y = _data(widths)
+    tests, _ = _data(widths, n=17, seed=4)
+    settings = LearnerSettings(epochs=3, milestones=[2], batch_size=8)
+    prototypes = [learner_prototype("linear", (w,), 3, "l2", settings) for w in widths]
+    given = [{"train": x.clone(), "test": t.clone()} for x, t in zip(xs, tests, strict=True)]
+    held, stacked, bases = [{"train": x, "test": t} for x, t in zip(xs, tests, strict=True)], {}, None
+    for _ in range(2):
+        _, fresh = fit_linear_rounds(prototypes, [1, 2, 3, 4], given, y)
+        _, kept = fit_linear_rounds(prototypes, [1, 2, 3, 4], held, y, stacked)
+        assert all(torch.equal(fresh[s], kept[s]) for s in ("train", "test"))
+        for split in ("train", "test"):
+            stack = held[0][split]._base
+            assert stack is not None and all(own[split]._base is stack for own in held)
+            assert all(torch.equal(own[split], mine[split]) for own, mine in zip(held, given, strict=True))
+        now = [held[0][s]._base for s in ("train", "test")]
+        assert bases is None or all(a is b for a, b in zip(bases, now, strict=True))  # round 2 stacked nothing
+        bases = now
+    assert len(stacked) == 2
+
+
+def test_a_party_built_on_the_device_its_view_is_on_shares_the_views_rows(tiny):
+    """A GAL round of Linear organizations under the local transport: each organization's training rows, in the
+    run's data as in its party, are one stack's (held once, not as the views and the stack)."""
+    from vcl.coordinator.assembly import build_protocol
+    from vcl.coordinator.runner import run_data
+
+    config = tiny(**{"learner.model": "linear", "run.rounds": 1})
+    data = run_data(config)
+    rows = [v.splits["train"].clone() for v in data.views]
+    build_protocol(config, data).run_round()
+    stack = data.views[0].splits["train"]._base
+    assert stack is not None and all(v.splits["train"]._base is stack for v in data.views)
+    assert all(torch.equal(v.splits["train"], r) for v, r in zip(data.views, rows, strict=True))

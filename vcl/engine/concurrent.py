@@ -127,7 +127,7 @@ def fit_linear_rounds(
         if d < width:
             weight[:, :d] = own
     start = torch.cat([weights.transpose(1, 2), biases.unsqueeze(1)], 1)  # [Wᵀ; 0; b] of each, M × (width+1) × K
-    theta, x = _fit_linear(prototypes[0], seeds, [i["train"] for i in inputs], targets, None, stacked, start)
+    theta, x = _fit_linear(prototypes[0], seeds, inputs, targets, None, stacked, start)
     rounds = [  # each its own memory (a d = 1 slice made contiguous would be a view of every organization's)
         LinearRound(prototype, seed, own[:d].t().clone(memory_format=torch.contiguous_format), own[-1].clone())
         for prototype, seed, own, d in zip(prototypes, seeds, theta, dims, strict=True)
@@ -138,8 +138,7 @@ def fit_linear_rounds(
 def _linear_outputs(theta: Tensor, x: Tensor, inputs: list[dict[str, Tensor]], stacked) -> dict[str, Tensor]:
     """Every split's outputs of the stacked Linear models ``theta`` (M × (d+1) × K): one batched product each."""
     return {
-        s: torch.bmm(x if s == "train" else _padded([i[s] for i in inputs], x.shape[-1], True, stacked), theta)
-        for s in inputs[0]
+        s: torch.bmm(x if s == "train" else _stacked_split(inputs, s, x.shape[-1], stacked), theta) for s in inputs[0]
     }
 
 
@@ -247,14 +246,41 @@ def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dic
     return x
 
 
+def _stacked_split(inputs: list[dict[str, Tensor]], split: str, width: int, stacked: dict | None) -> Tensor:
+    """The organizations' rows of ``split`` as the linear fit reads them, zero-padded with a last column of ones
+    (:func:`_padded`, M × N × ``width``), kept in ``stacked``; each organization's rows of that split then become a
+    view of their place in the stack (``inputs[m][split]``: its own dict, its view's splits), so that a table is held
+    once, not once as the views and again as the stack (at 10^7 rows, gigabytes). The same numbers, another row
+    stride; a later round finds its rows are the stack's and stacks nothing."""
+    key = (width, True, *(id(i[split]) for i in inputs))
+    if stacked is None or key in stacked:
+        return _padded([i[split] for i in inputs], width, True, stacked)  # the stack kept (its own check), or a new one
+    first = inputs[0][split]
+    x = first.new_empty(len(inputs), first.shape[0], width)
+    for m, own in enumerate(inputs):  # one at a time: each organization's rows go as its place in the stack fills
+        d = own[split].shape[1]
+        x[m, :, :d] = own[split]
+        x[m, :, d:-1], x[m, :, -1] = 0.0, 1.0
+        own[split] = x[m, :, :d]
+    while len(stacked) >= 4:
+        stacked.pop(next(iter(stacked)))
+    views = [own[split] for own in inputs]
+    stacked[(width, True, *map(id, views))] = (views, [v._version for v in views], x)
+    return x
+
+
 def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start: Tensor) -> tuple[Tensor, Tensor]:
     """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``start`` (their ``[Wᵀ; 0; b]``,
     M × (d+1) × K), trained together with closed-form gradients (:class:`vcl.engine.loop.LinearSteps`): inputs
-    zero-padded to the widest organization plus a column of ones, M × N × (d+1). Returns the trained parameters and the
-    inputs."""
+    zero-padded to the widest organization plus a column of ones, M × N × (d+1). ``features``: each organization's
+    training rows, or its splits (a dict: :func:`_stacked_split`). Returns the trained parameters and the inputs."""
     hp, device = learner.hparams, targets.device
-    width = max(f.shape[1] for f in features)
-    x = _padded(features, width + 1, True, stacked)
+    if isinstance(features[0], dict):
+        width = max(f["train"].shape[1] for f in features)
+        x = _stacked_split(features, "train", width + 1, stacked)
+    else:
+        width = max(f.shape[1] for f in features)
+        x = _padded(features, width + 1, True, stacked)
     theta = start.detach().to(device)
     linear = LinearSteps(
         theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
