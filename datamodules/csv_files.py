@@ -181,7 +181,7 @@ def aligned(
         )
 
     def file_rows(c: np.ndarray) -> np.ndarray:  # each shared ID's row in the list whose codes are c
-        row_of = np.full(len(dictionary), -1, dtype=np.int64)
+        row_of = np.full(len(dictionary), -1, dtype=np.int32 if len(c) < 2**31 else np.int64)
         row_of[c] = np.arange(len(c))
         return row_of[shared]
 
@@ -366,6 +366,7 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     ids_of = [own.ids for own in owns.values()]
     hints = [own.rows_hint for own in owns.values()]
     keys, file_rows = aligned(ids_of, offered, id_column, dropped, ids, encoding=encoding, hints=hints)
+    encoding = None  # its codes and distinct IDs (0.46 GB at 10^7 rows of 8 files) go before the columns are filled
     memory.mark("align")
     width = sum(len(own.features(label_column)) for own in owns.values())
     X = np.empty((len(keys), width), dtype=np.float32, order="F")  # column by column: each written, read at once

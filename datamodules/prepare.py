@@ -78,14 +78,16 @@ class Preparation:
             at += len(categories)
         return out
 
-    def scale(self, block: np.ndarray) -> np.ndarray:
+    def scale(self, block: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Prepared columns z-scored with the training rows' statistics, as float32 (C order): each column worked
         out in float64 on its own, as ``((block - mean) / std).astype(float32)`` would, without its float64 copy of
-        the whole block (a tenth of a second per 10^6 rows of 8 columns)."""
+        the whole block (a tenth of a second per 10^6 rows of 8 columns); ``rows``: those rows only, in that order
+        (a split's, taken as each column is scaled: no scaled copy of the whole block)."""
         mean, std = np.asarray(self.mean, dtype=np.float64), np.asarray(self.std, dtype=np.float64)
-        out = np.empty(block.shape, dtype=np.float32)
+        out = np.empty((block.shape[0] if rows is None else len(rows), block.shape[1]), dtype=np.float32)
         for j in range(block.shape[1]):
-            np.divide(np.subtract(block[:, j], mean[j], dtype=np.float64), std[j], out=out[:, j], casting="same_kind")
+            column = block[:, j] if rows is None else block[:, j][rows]
+            np.divide(np.subtract(column, mean[j], dtype=np.float64), std[j], out=out[:, j], casting="same_kind")
         return out
 
     def prepare(self, block: np.ndarray, text: dict | None = None) -> torch.Tensor:

@@ -173,9 +173,11 @@ def read_file(path, id_column: str = "id", label_column: str = "label") -> OwnFi
         ids = table.column(id_column)
     if table.num_rows == 0:
         raise VCLInputError(f"{what} has a header but no rows; add one row per ID.")
-    ids = ids.combine_chunks() if hasattr(ids, "combine_chunks") else ids
+    if hasattr(ids, "combine_chunks"):  # one array (a lone chunk as it is)
+        ids = ids.chunk(0) if ids.num_chunks == 1 else ids.combine_chunks()
     if pc.min(pc.binary_length(ids)).as_py() == 0:  # by length: a Python "" would make Arrow import pandas
         raise VCLInputError(f"{what} has a row with a missing {id_column!r}; fill in every ID.")
+    table = table.drop_columns([id_column])  # the IDs are ``ids`` now: not held twice
     return OwnFile(path, [c for c in header if c != id_column], ids, narrowed(table))
 
 

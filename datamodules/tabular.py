@@ -448,21 +448,19 @@ class TabularDataModule(VerticalDataModule):
         fitted = [None] * len(groups)
         if table.kinds is not None:  # CSV columns each organization prepares on its own training rows
             table, groups, fitted = prepared(table, groups, rows["train"])
-        if not np.isfinite(table.X).all():
+        if not all(np.isfinite(table.X[:, j]).all() for j in range(table.X.shape[1])):  # a column at a time
             raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
         whole = column_statistics(table.X, rows["train"]) if table.X.dtype != np.float32 else None
         train = np.sort(rows["train"])  # for each organization's statistics: sorted once
-        index = {s: torch.from_numpy(r) for s, r in rows.items()}
         views = []
         for m, (name, g) in enumerate(zip(names, groups, strict=True)):  # z-scored one organization's at a time
-            block = table.X[:, g]
+            together = g == list(range(g[0], g[-1] + 1))  # its columns side by side (a file's): a view of them
+            block = table.X[:, g[0] : g[-1] + 1] if together else table.X[:, g]
             prep = fitted[m] or Preparation([table.columns[i] for i in g], ["numeric"] * len(g))
             stats = column_statistics(block, train) if whole is None else (whole[0][g], whole[1][g])
             prep.mean, prep.std = stats
-            block = torch.from_numpy(prep.scale(block))
-            splits = {s: block.index_select(0, r) for s, r in index.items()}
+            splits = {s: torch.from_numpy(prep.scale(block, r)) for s, r in rows.items()}  # each split's rows, scaled
             views.append(FeatureView(name, [table.columns[i] for i in g], splits, prep))
-            del block
         labels = {s: torch.from_numpy(table.y[r]) for s, r in rows.items()}
         if table.task == "regression":
             labels = {s: y.to(torch.float32) for s, y in labels.items()}

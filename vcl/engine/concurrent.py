@@ -357,7 +357,8 @@ def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
                 job.learner = model
         else:
             outputs = fit_and_predict([j.built() for j in group], inputs, first.targets, stacked=stacked)
-        losses = local_losses(outputs["train"], first.targets, first.learner.hparams.loss).tolist()
+        loss = first.learner.hparams.loss  # each model's alone: its temporaries N × K, not M × N × K (GBs at 10^7)
+        losses = [float(local_losses(out, first.targets, loss)) for out in outputs["train"]]
         for m, job in enumerate(group):
             job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]
 
