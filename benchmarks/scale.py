@@ -15,7 +15,9 @@ rounds (results.json: GAL's, and Alone's that the default run compares with), th
 preparing, the prediction stage, the interpreter and its imports), of which the data step (results.json's
 ``data_seconds``: under grpc the star PSI of every party's IDs and Alice's own file), peak RSS of the run's process
 and of its largest party process, bytes per round, the final test accuracy (and, on a GPU, peak GPU memory and median
-utilization). Beside them, each in a process of its own: the bare read of the same files by pyarrow alone, and
+utilization), and each step of the run's process with its seconds, the memory held when it ended and its peak
+(``memory_steps``: results.json's ``memory`` beside a sampler of the run's memory, :func:`memory_steps`). Beside
+them, each in a process of its own: the bare read of the same files by pyarrow alone, and
 ``import torch, pytorch_lightning``, each the median of three processes (their samples kept in the record: on this
 machine one such process took 5.4 s and the next 7.0 s); the device's read bandwidth (a sum over a float32 array of
 the matrix's size, from 512 MiB to 2 GB, on ``--device``), beside which each round is set: its bytes (the paper's
