@@ -240,10 +240,16 @@ def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dic
     for m, f in enumerate(features):
         x[m, :, : f.shape[1]] = f
     if stacked is not None:
-        while len(stacked) >= 4:
-            stacked.pop(next(iter(stacked)))
-        stacked[key] = (list(features), [f._version for f in features], x)
+        _keep(stacked, features, ones, x)
     return x
+
+
+def _keep(stacked: dict, features: list[Tensor], ones: bool, x: Tensor) -> None:
+    """Keep the stack ``x`` of ``features`` in ``stacked`` (its last four), found again while they are the same,
+    unchanged tensors (:func:`_padded`)."""
+    while len(stacked) >= 4:
+        stacked.pop(next(iter(stacked)))
+    stacked[(x.shape[-1], ones, *map(id, features))] = (list(features), [f._version for f in features], x)
 
 
 def _stacked_split(inputs: list[dict[str, Tensor]], split: str, width: int, stacked: dict | None) -> Tensor:
@@ -262,10 +268,7 @@ def _stacked_split(inputs: list[dict[str, Tensor]], split: str, width: int, stac
         x[m, :, :d] = own[split]
         x[m, :, d:-1], x[m, :, -1] = 0.0, 1.0
         own[split] = x[m, :, :d]
-    while len(stacked) >= 4:
-        stacked.pop(next(iter(stacked)))
-    views = [own[split] for own in inputs]
-    stacked[(width, True, *map(id, views))] = (views, [v._version for v in views], x)
+    _keep(stacked, [own[split] for own in inputs], True, x)
     return x
 
 
