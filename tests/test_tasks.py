@@ -1,5 +1,6 @@
 """Pseudo-residuals against autograd; the assistance weights and the line search."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -86,8 +87,11 @@ def test_l2_weights_on_the_gram_matrix_equal_adam_on_the_outputs():
 @pytest.mark.parametrize(
     "kind,k,loss", [("classification", 4, "ce"), ("regression", 1, "l1"), ("regression", 2, "mse")]
 )
-def test_loss_along_a_line_equals_autograd(kind, k, loss):
-    """The line search's L₁(y, F + η d) and dL₁/dη (NumPy, float64): what autograd gives in float64."""
+@pytest.mark.parametrize("block", [1 << 16, 7])
+def test_loss_along_a_line_equals_autograd(kind, k, loss, block, monkeypatch):
+    """The line search's L₁(y, F + η d) and dL₁/dη (NumPy, float64): what autograd gives in float64; the
+    cross-entropy's sums over blocks of rows (60 rows in blocks of 7: the last one short) equal one sum."""
+    monkeypatch.setattr("vcl.engine.tasks.CHUNK_ROWS", block)
     task = Task(kind, k, loss)
     g = torch.Generator().manual_seed(5)
     F, d = torch.randn(60, k, generator=g) * 2, torch.randn(60, k, generator=g)
@@ -100,3 +104,13 @@ def test_loss_along_a_line_equals_autograd(kind, k, loss):
         loss, slope = along(value)
         assert loss == pytest.approx(float(expected.detach()), rel=1e-12)
         assert slope == pytest.approx(float(eta.grad), rel=1e-10, abs=1e-12)
+
+
+def test_cross_entropy_along_a_line_with_tensors_equals_numpy(monkeypatch):
+    """The accelerator's way (torch tensors, blocks copied with ``copy_``), run here on CPU tensors: NumPy's numbers."""
+    monkeypatch.setattr("vcl.engine.tasks.CHUNK_ROWS", 9)
+    g = torch.Generator().manual_seed(6)
+    F, d, y = torch.randn(40, 3, generator=g), torch.randn(40, 3, generator=g), torch.randint(0, 3, (40,), generator=g)
+    tensors, arrays = (Task._cross_entropy_along(F, d, y, xp) for xp in (torch, np))
+    for eta in (-2.0, 0.0, 0.5, 9.0):
+        assert tensors(eta) == pytest.approx(arrays(eta), rel=1e-12)

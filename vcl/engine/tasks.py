@@ -18,6 +18,7 @@ from torch import Tensor
 from vcl.engine.losses import one_hot
 from vcl.errors import VCLInputError
 
+CHUNK_ROWS = 1 << 16  # rows of a block of the line search's cross-entropy (Task.along): 2 MB of float64 at 4 classes
 TASK_LOSSES = {"classification": ("ce",), "regression": ("l1", "mse")}
 
 
@@ -69,24 +70,9 @@ class Task:
         times a round: NumPy arrays on the CPU (an operation on a small array costs about a microsecond there,
         a tensor operation ten), tensors on an accelerator."""
         xp = np if F_.device.type == "cpu" else torch
-        F64, d = (t.detach().double() for t in (F_, direction))
         if self.kind == "classification":
-            target = one_hot(y, self.num_outputs).to(F64.device, torch.float64)
-            n = F64.shape[0]
-            f_y, d_y = float((F64 * target).sum()) / n, float((d * target).sum()) / n  # the true classes' means
-            F64, d = (t.t().contiguous() for t in (F64, d))  # K × N: each step over classes is on whole rows
-            if xp is np:
-                F64, d = F64.numpy(), d.numpy()
-
-            def cross_entropy(eta: float) -> tuple[float, float]:
-                z = F64 + eta * d
-                top = xp.amax(z, axis=0)
-                e = xp.exp(z - top)
-                total = e.sum(axis=0)
-                loss = float((top + xp.log(total)).mean()) - f_y - eta * d_y
-                return loss, float(((e * d).sum(axis=0) / total).mean()) - d_y
-
-            return cross_entropy
+            return self._cross_entropy_along(F_.detach(), direction.detach(), y, xp)
+        F64, d = (t.detach().double() for t in (F_, direction))
         r = y.to(F64.device, torch.float64).reshape(F64.shape) - F64
         if self.loss == "mse":  # a quadratic in η: mean(r²) − 2η·mean(r·d) + η²·mean(d²)
             a, b, c = float((d * d).mean()), float((r * d).mean()), float((r * r).mean())
@@ -99,6 +85,41 @@ class Task:
             return float(xp.abs(e).mean()), -float((xp.sign(e) * d).mean())
 
         return absolute
+
+    @staticmethod
+    def _cross_entropy_along(F_: Tensor, d: Tensor, y: Tensor, xp):
+        """The cross-entropy along the line, a block of :data:`CHUNK_ROWS` rows at a time: each block's logits and
+        direction made float64 as it is reached (K × rows, so each step over classes is on whole rows), the sums kept
+        in float64. Beside the float32 F and direction nothing of size N × K is held or made (at 10^7 rows and 4
+        classes, whole float64 copies were ~1 GB at the round's peak)."""
+        n, rows = F_.shape[0], CHUNK_ROWS
+        true = y.long().reshape(-1, 1).to(F_.device)
+        f_y, d_y = (float(t.gather(1, true).double().sum()) / n for t in (F_, d))  # the true classes' means
+        Ft, dt = F_.t(), d.t()  # K × N views
+        if xp is np:
+            Ft, dt = Ft.numpy(), dt.numpy()
+
+        def block(a, start: int):
+            part = a[:, start : start + rows]
+            if xp is np:
+                return np.array(part, dtype=np.float64, order="C")
+            return torch.empty(part.shape, dtype=torch.float64, device=part.device).copy_(part)
+
+        def cross_entropy(eta: float) -> tuple[float, float]:
+            total_loss = total_slope = 0.0
+            for start in range(0, n, rows):
+                z, dz = block(Ft, start), block(dt, start)
+                z += eta * dz
+                top = xp.amax(z, axis=0)
+                z -= top
+                e = xp.exp(z, out=z) if xp is np else z.exp_()
+                total = e.sum(axis=0)
+                total_loss += float((top + xp.log(total)).sum())
+                e *= dz
+                total_slope += float((e.sum(axis=0) / total).sum())
+            return total_loss / n - f_y - eta * d_y, total_slope / n - d_y
+
+        return cross_entropy
 
     def pseudo_residual(self, F_: Tensor, y: Tensor) -> Tensor:
         """``−∂L₁/∂F`` with sum reduction, in closed form."""

@@ -40,14 +40,14 @@ def assistance_weights(
 
 def _l2_weights(outputs: Tensor, residual: Tensor, steps: int, lr: float, weight_decay: float) -> Tensor:
     """The ℓ₂ case: ``E ℓ₂(r, Σ w_m f_m) = (wᵀGw − 2wᵀc + rᵀr) / NK`` with the Gram matrix ``G = [f_m · f_m']``
-    and ``c = [f_m · r]``, computed once (one matrix product); then torch's Adam on θ in float64 with that
-    expression's gradient in closed form, ``(2/NK)(Gw − c)`` through the softmax: M numbers a step instead of
-    M·N·K, and no graph to build for them."""
+    and ``c = [f_m · r]``, computed once (two matrix products on the outputs as they lie, no copy of them); then
+    torch's Adam on θ in float64 with that expression's gradient in closed form, ``(2/NK)(Gw − c)`` through the
+    softmax: M numbers a step instead of M·N·K, and no graph to build for them."""
     m = outputs.shape[0]
-    f = torch.cat([outputs.reshape(m, -1), residual.reshape(1, -1).to(outputs.dtype)])
-    gram_all = (f @ f.T).double().cpu()  # [G c; cᵀ rᵀr]: one product, M + 1 rows
-    gram, c = gram_all[:m, :m], gram_all[:m, m]
-    scale = 2.0 / f.shape[1]
+    flat = outputs.reshape(m, -1)  # a view (the outputs are one block): nothing of size M × N × K is made
+    gram = (flat @ flat.T).double().cpu()
+    c = (flat @ residual.reshape(-1).to(outputs.dtype)).double().cpu()
+    scale = 2.0 / flat.shape[1]
     theta = torch.ones(m, dtype=torch.float64)
     opt = torch.optim.Adam([theta], lr=lr, weight_decay=weight_decay)
     for _ in range(steps):
