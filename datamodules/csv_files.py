@@ -3,10 +3,10 @@ columns and missing values handled by the run's policies, one sentence per probl
 
 Each file is read and its columns checked by :mod:`vcl.datamodules.reading` (Apache Arrow, whole columns at a
 time). The inner join on IDs is a hash join: one dictionary encoding of every file's IDs (Arrow's hash table), then
-integer work in NumPy. A file's feature columns go straight into one float32 array on the aligned rows (NaN
-where a cell is missing); a text column (``categorical: onehot``) stays a column of strings for its organization
-to encode. Where a check fails, the sentence names the file, the column and the first offending ID in the aligned
-(sorted) order.
+integer work in NumPy; a Parquet file's columns are read after its IDs have aligned the rows. A file's feature
+columns go straight into a float32 array of its own on the aligned rows (NaN where a cell is missing); a text
+column (``categorical: onehot``) stays a column of strings for its organization to encode. Where a check fails,
+the sentence names the file, the column and the first offending ID in the aligned (sorted) order.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from vcl.datamodules.reading import (
     empty_column,
     file_version,
     first_true,
+    holds_every,
     keep_read,
     missing_cells,
     read_file,
@@ -186,15 +187,6 @@ def aligned(
     return keys, [file_rows(c) for c in codes]
 
 
-def holds_every(own: OwnFile, rows: np.ndarray, keys) -> None:
-    """One sentence if the file lacks a row for an aligned ID (``rows``: its row per ID, -1 where none)."""
-    if (rows < 0).any():
-        gone = keys[first_true(rows < 0)].as_py()
-        raise VCLInputError(
-            f"{own.what} has no row for ID {gone!r}; it changed since the rows were aligned, so run again."
-        )
-
-
 def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
     """(categorical, missing) for each of ``count`` CSV organizations: one value for all, or one each."""
     out = []
@@ -314,7 +306,7 @@ def load_csv_organizations(
     when k is 0 (another file's labels are zeros: it holds none). ``categorical`` / ``missing`` (one value, or
     one per file): a file may let text categories (``onehot``) or missing values (``drop``: its incomplete rows
     leave every party before the split; ``impute``) through, to be prepared on its own training rows.
-    The features come as one float32 array, each file's columns filled in place, file by file.
+    The features come as each file's float32 array (``Table.parts``), filled in place, file by file.
     """
     if only is None and ids is None and _AHEAD:
         future = _AHEAD.pop(_ahead_key(files, id_column, label_column, task, categorical, missing), None)
@@ -357,16 +349,19 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
     for own in owns.values():
         if not own.features(label_column):
             raise VCLInputError(f"{own.what} has no feature columns; every organization needs at least one.")
-        empty_column(own, label_column)
+        if own.table is not None:  # a Parquet file's once its columns are read (``unread``), as they fill
+            empty_column(own, label_column)
+    unread = {k for k, own in owns.items() if own.table is None}
     offered = [complete_rows(own) if policies[k][1] == "drop" else None for k, own in owns.items()]
     dropped = any(m is not None and not m.all() for m in offered)
     ids_of = [own.ids for own in owns.values()]
     hints = [own.rows_hint for own in owns.values()]
     keys, file_rows = aligned(ids_of, offered, id_column, dropped, ids, encoding=encoding, hints=hints)
-    encoding = None  # its codes and distinct IDs (0.46 GB at 10^7 rows of 8 files) go before the columns are filled
+    encoding = ids_of = hints = None  # its codes and distinct IDs (0.46 GB at 10^7 rows of 8 files) go, and the
+    for own in owns.values():  # files' own IDs (1.1 GB there; the aligned ones are ``keys``), before the columns fill
+        own.ids = None
+    pa.default_memory_pool().release_unused()
     memory.mark("align")
-    width = sum(len(own.features(label_column)) for own in owns.values())
-    X = np.empty((len(keys), width), dtype=np.float32, order="F")  # column by column: each written, read at once
     columns, groups, kinds, text, seen = [], [], [], {}, set()
     for (k, own), rows in zip(owns.items(), file_rows, strict=True):
         holds_every(own, rows, keys)
@@ -379,23 +374,25 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
         labels = pc.take(column_of(owns[0], label_column), file_rows[0])
 
     # one file at a time: two at once (on both cores) took ~0.3 s less at 10^6 rows and ~0.15 GB more memory
-    for (k, own), rows, group in zip(owns.items(), file_rows, groups, strict=True):
-        block_kinds, block_text = _block(own, own.features(label_column), rows, _Keys(keys), policies[k], X, group[0])
+    parts = [np.empty((len(keys), len(g)), dtype=np.float32, order="F") for g in groups]  # each file's columns
+    for (k, own), rows, group, part in zip(owns.items(), file_rows, groups, parts, strict=True):
+        if k in unread:
+            empty_column(own, label_column)
+        block_kinds, block_text = _block(own, own.features(label_column), rows, _Keys(keys), policies[k], part, 0)
         kinds += block_kinds
-        text.update(block_text)
+        text.update({group[0] + j: t for j, t in block_text.items()})  # by the column's place in the table
         own.table = None  # the file's columns are in X now: its memory goes as X fills, handed back to the system
         pa.default_memory_pool().release_unused()  # at once (Arrow's pool keeps freed memory for reuse otherwise)
     if 0 not in owns:  # another organization's own file: its features, no labels
-        table = Table(X, np.zeros(len(keys), dtype=np.int64), columns, task)
+        table = Table(None, np.zeros(len(keys), dtype=np.int64), columns, task)
     else:
-        table = _labels(X, labels, _Keys(keys), columns, paths[0], label_column, task)
-    table.groups, table.group_names = groups, [paths[k].stem for k in owns]
+        table = _labels(None, labels, _Keys(keys), columns, paths[0], label_column, task)
+    table.groups, table.group_names, table.parts = groups, [paths[k].stem for k in owns], parts
     table.ids = keys if ids is None else ids  # an Arrow array (a list of 10^6 Python strings held ~60 MB more)
     table.raw_columns = [own.features(label_column) for own in owns.values()]
     if text or any(p[1] != "error" for p in (policies[k] for k in owns)):
         table.kinds, table.policies, table.text = kinds, [policies[k] for k in owns], text
-    owns, ids_of, hints, labels = {}, None, None, None  # the files' own IDs (the aligned ones are ``keys``), then
-    pa.default_memory_pool().release_unused()  # their memory back to the system (0.3 GB at 2 x 10^6 rows of 8 files)
+    owns, labels = {}, None
     memory.mark("fill")
     return table
 

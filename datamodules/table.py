@@ -12,7 +12,7 @@ from vcl.errors import VCLInputError
 
 @dataclass
 class Table:
-    X: np.ndarray
+    X: np.ndarray | None  # the features side by side; None where ``parts`` holds them
     y: np.ndarray
     columns: list[str]
     task: str  # classification | regression
@@ -31,6 +31,27 @@ class Table:
     text: dict[int, np.ndarray] | None = None
     raw_columns: list[list[str]] | None = None  # CSV files: each file's feature columns as it names them
     classes: list[str] | None = None  # classification: each class's name, in the order of the outputs
+    # files read for a run: each group's columns as an array of its own (float32, F order) and X None, so that an
+    # organization's raw columns go as soon as its rows are prepared (:meth:`take`), not when every one's are
+    parts: list[np.ndarray | None] | None = None
+
+    @property
+    def rows(self) -> int:
+        return (self.X if self.parts is None else self.parts[0]).shape[0]
+
+    def matrix(self) -> np.ndarray:
+        """The features side by side: X, or the parts put together (a copy; for small tables)."""
+        return self.X if self.parts is None else np.concatenate(self.parts, axis=1)
+
+    def take(self, m: int, group: list[int]) -> np.ndarray:
+        """Group ``m``'s columns (``group``: their indices): a view of X's where they lie side by side (else a copy);
+        or part ``m`` itself, which the table lets go (taken once: the caller holds the only reference)."""
+        if self.parts is not None:
+            part, self.parts[m] = self.parts[m], None
+            return part
+        if group == list(range(group[0], group[-1] + 1)):
+            return self.X[:, group[0] : group[-1] + 1]
+        return self.X[:, group]
 
 
 def _finish(X, y, names, kind, what: str = "the dataset's label") -> Table:

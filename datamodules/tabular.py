@@ -154,24 +154,17 @@ def seeded_row_splits(
     return splits
 
 
-def prepared(table: Table, groups: list[list[int]], train: np.ndarray) -> tuple[Table, list[list[int]], list]:
-    """``table`` with each group's columns prepared alone (:func:`vcl.datamodules.prepare.prepare_group`), and each
-    group's fitted :class:`~vcl.datamodules.prepare.Preparation`."""
-
-    columns, new_groups, text, fitted = [], [], table.text or {}, []
-    own_text = [{j: text[i] for j, i in enumerate(g) if i in text} for g in groups]
-    for g, (_, missing), texts in zip(groups, table.policies, own_text, strict=True):
-        names, preparation = prepare_group(
-            table.X[:, g], [table.kinds[i] for i in g], [table.columns[i] for i in g], missing, train, texts
-        )
-        new_groups.append(list(range(len(columns), len(columns) + len(names))))
-        columns += names
-        fitted.append(preparation)
-    X = np.empty((table.X.shape[0], len(columns)), dtype=table.X.dtype, order="F")  # each group encoded into its place
-    for g, new, preparation, texts in zip(groups, new_groups, fitted, own_text, strict=True):
-        preparation.encode(table.X[:, g], texts, out=X[:, new[0] : new[-1] + 1])
-    prepared_table = replace(table, X=X, columns=columns, groups=new_groups, kinds=None, policies=None, text=None)
-    return prepared_table, new_groups, fitted
+def prepared(table: Table, m: int, group: list[int], block: np.ndarray, train: np.ndarray):
+    """Group ``m``'s raw columns (``block``: float32, NaN where missing; ``group``: their indices) prepared alone on
+    the training rows (:func:`vcl.datamodules.prepare.prepare_group`): its prepared column names, their numbers
+    (float32, F order) and its fitted :class:`~vcl.datamodules.prepare.Preparation`. Its text columns leave the
+    table's ``text`` as they are encoded."""
+    texts = {j: table.text.pop(i) for j, i in enumerate(group) if i in (table.text or {})}
+    names, preparation = prepare_group(
+        block, [table.kinds[i] for i in group], [table.columns[i] for i in group], table.policies[m][1], train, texts
+    )
+    out = np.empty((block.shape[0], len(names)), dtype=block.dtype, order="F")
+    return names, preparation.encode(block, texts, out=out), preparation
 
 
 def is_sorted(a: np.ndarray) -> bool:
@@ -377,7 +370,7 @@ class TabularDataModule(VerticalDataModule):
             missing=self.missing,
         )
         if table.raw_columns is not None:
-            kinds = table.kinds or ["numeric"] * table.X.shape[1]
+            kinds = table.kinds or ["numeric"] * len(table.columns)
             policies = csv_policies(self.categorical, self.missing, len(self.csv_files))
             policies = policies if self.only is None else [policies[self.only]]
             self._trained = [
@@ -443,24 +436,29 @@ class TabularDataModule(VerticalDataModule):
         return seeded_row_splits(n, self.split_seed, self.test_fraction, self.val_fraction, train_rows, self.resample)
 
     def split(self, table: Table) -> VerticalData:
+        """Each organization's rows of each split, prepared (CSV columns with text or missing cells) and z-scored on
+        its own training rows, one organization after another: a table held as parts (files read for a run) lets
+        each organization's raw columns go once its splits are made."""
         groups, names = self.column_groups(table)
-        rows = self.row_splits(table.X.shape[0], table.train_rows)
-        fitted = [None] * len(groups)
-        if table.kinds is not None:  # CSV columns each organization prepares on its own training rows
-            table, groups, fitted = prepared(table, groups, rows["train"])
-        if not all(np.isfinite(table.X[:, j]).all() for j in range(table.X.shape[1])):  # a column at a time
-            raise VCLInputError(f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first.")
-        whole = column_statistics(table.X, rows["train"]) if table.X.dtype != np.float32 else None
+        rows = self.row_splits(table.rows, table.train_rows)
+        whole = None  # a float64 table's statistics, all columns at once
+        if table.parts is None and table.X.dtype != np.float32 and table.kinds is None:
+            whole = column_statistics(table.X, rows["train"])
         train = np.sort(rows["train"])  # for each organization's statistics: sorted once
         views = []
         for m, (name, g) in enumerate(zip(names, groups, strict=True)):  # z-scored one organization's at a time
-            together = g == list(range(g[0], g[-1] + 1))  # its columns side by side (a file's): a view of them
-            block = table.X[:, g[0] : g[-1] + 1] if together else table.X[:, g]
-            prep = fitted[m] or Preparation([table.columns[i] for i in g], ["numeric"] * len(g))
-            stats = column_statistics(block, train) if whole is None else (whole[0][g], whole[1][g])
-            prep.mean, prep.std = stats
+            block, columns = table.take(m, g), [table.columns[i] for i in g]
+            prep = Preparation(columns, ["numeric"] * len(g))
+            if table.kinds is not None:  # CSV columns each organization prepares on its own training rows
+                columns, block, prep = prepared(table, m, g, block, rows["train"])
+            if not all(np.isfinite(block[:, j]).all() for j in range(block.shape[1])):  # a column at a time
+                raise VCLInputError(
+                    f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first."
+                )
+            prep.mean, prep.std = column_statistics(block, train) if whole is None else (whole[0][g], whole[1][g])
             splits = {s: torch.from_numpy(prep.scale(block, r)) for s, r in rows.items()}  # each split's rows, scaled
-            views.append(FeatureView(name, [table.columns[i] for i in g], splits, prep))
+            views.append(FeatureView(name, columns, splits, prep))
+            block = None  # a part's raw columns go here, before the next organization's are prepared
         labels = {s: torch.from_numpy(table.y[r]) for s, r in rows.items()}
         if table.task == "regression":
             labels = {s: y.to(torch.float32) for s, y in labels.items()}

@@ -315,6 +315,33 @@ def test_parquet_files_give_the_views_csv_files_give(tmp_path):
     assert all(torch.equal(views["csv"].labels[s], views["parquet"].labels[s]) for s in views["csv"].labels)
 
 
+def test_a_parquet_files_columns_are_read_after_its_ids_from_the_same_file(tmp_path):
+    """A Parquet file's IDs are read alone (the rows align before any file's columns are held), its columns when
+    first asked for; a file rewritten in between is refused, and an empty column is still named as the columns are
+    read (once the rows are aligned)."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from vcl.datamodules.csv_files import load_csv_organizations
+    from vcl.datamodules.reading import column_of, read_file
+
+    path = tmp_path / "bob.parquet"
+    pq.write_table(pa.table({"id": ["b", "a", "c"], "z": [2.0, 1.0, 3.0]}), path)
+    own = read_file(path)
+    assert own.table is None and own.header == ["z"] and own.ids.to_pylist() == ["b", "a", "c"]
+    assert column_of(own, "z").to_pylist() == [2.0, 1.0, 3.0] and own.table is not None
+    stale = read_file(path)
+    pq.write_table(pa.table({"id": ["b", "a", "c"], "z": [9.0, 9.0, 9.0]}), path)
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 10**9))
+    with pytest.raises(VCLInputError, match="bob.parquet changed while it was read; run again"):
+        column_of(stale, "z")
+    alice = write_csv(tmp_path / "alice.csv", ["id", "x", "label"], [(k, i, i % 2) for i, k in enumerate("abc")])
+    pq.write_table(pa.table({"id": ["b", "a", "c"], "z": pa.nulls(3, pa.float64())}), path)
+    with pytest.raises(VCLInputError, match="bob.parquet, column 'z' has no value in any row"):
+        load_csv_organizations([alice, path], task="classification")
+
+
 def test_a_file_reads_as_float32_each_check_naming_the_first_offending_id_in_row_order(tmp_path):
     """The features are held once, as float32; a bad cell is named by its file, column and the first ID (in the
     aligned, sorted order) that holds one, quoting the cell as the file spells it."""
@@ -324,8 +351,12 @@ def test_a_file_reads_as_float32_each_check_naming_the_first_offending_id_in_row
     alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(f"k{i:02d}", i * 0.5, i % 3) for i in range(n)])
     bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(f"k{i:02d}", -i) for i in reversed(range(n))])
     table = load_csv_organizations([alice, bob], task="classification")
-    assert table.X.dtype == np.float32 and table.X.shape == (n, 2) and table.ids[:2].to_pylist() == ["k00", "k01"]
-    assert np.array_equal(table.X[:, 1], -np.arange(n, dtype=np.float32)) and table.num_classes == 3
+    assert (
+        table.matrix().dtype == np.float32
+        and table.matrix().shape == (n, 2)
+        and table.ids[:2].to_pylist() == ["k00", "k01"]
+    )
+    assert np.array_equal(table.matrix()[:, 1], -np.arange(n, dtype=np.float32)) and table.num_classes == 3
     cells = {"k17": "3e39", "k05": "-Infinity", "k09": "oops"}
     rows = [(f"k{i:02d}", cells.get(f"k{i:02d}", -i)) for i in reversed(range(n))]
     write_csv(bob, ["id", "z"], [r for r in rows if r[1] != "oops"])

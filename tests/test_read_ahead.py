@@ -47,7 +47,7 @@ def test_a_read_ahead_is_taken_once_and_gives_what_a_read_gives(signal_csvs, cou
     ahead = load_csv_organizations(signal_csvs, task="classification")
     again = load_csv_organizations(signal_csvs, task="classification")  # nothing left ahead: read afresh
     assert len(counted) == 2
-    np.testing.assert_array_equal(ahead.X, again.X)
+    np.testing.assert_array_equal(ahead.matrix(), again.matrix())
     assert ahead.ids == again.ids and list(ahead.y) == list(again.y)
 
 
@@ -58,7 +58,7 @@ def test_a_file_changed_after_its_read_began_is_read_again(signal_csvs, counted)
     write = [lines[0]] + [line.rsplit(",", 1)[0] + ",7.5" for line in lines[1:]]
     open(signal_csvs[1], "w").write("\n".join(write) + "\n")
     table = load_csv_organizations(signal_csvs, task="classification")
-    assert len(counted) == 2 and (table.X[:, -1] == 7.5).all()
+    assert len(counted) == 2 and (table.matrix()[:, -1] == 7.5).all()
     csv_files.forget_read_ahead()
 
 
@@ -135,11 +135,11 @@ def test_a_party_takes_its_rows_from_the_places_alice_found_in_its_psi_offer(sig
     hinted = bobs_table(places)
     assert not looked_up and len(hinted.ids) == 115 and reading._KEPT == {}
     looked = load_csv_organizations(signal_csvs, "id", "label", "classification", only=1, ids=ids)
-    assert looked_up and np.array_equal(hinted.X, looked.X)
+    assert looked_up and np.array_equal(hinted.matrix(), looked.matrix())
     for sent in (places[::-1].copy(), places.astype(float), np.full(len(places), 10**6), "rows", None):
         party.op_psi({"offer": alice.offer(), "drop": False, "label_column": "label", "new": False}, "alice")
         looked_up.clear()
-        assert np.array_equal(bobs_table(sent).X, looked.X) and looked_up
+        assert np.array_equal(bobs_table(sent).matrix(), looked.matrix()) and looked_up
 
 
 def test_the_coordinator_sends_each_party_the_places_of_the_aligned_ids_in_its_own_offer(
@@ -231,7 +231,7 @@ def test_a_file_read_for_the_row_alignment_is_kept_for_the_load_on_the_aligned_r
     ids = sorted(csv_files.csv_ids(bob, keep=True))
 
     def bobs_column():
-        return load_csv_organizations([alice, bob], "id", "label", "classification", only=1, ids=ids).X[:, 0]
+        return load_csv_organizations([alice, bob], "id", "label", "classification", only=1, ids=ids).matrix()[:, 0]
 
     assert np.array_equal(bobs_column(), [0, 10, 20, 30, 40, 50]) and reads == []  # the kept read, taken
     assert np.array_equal(bobs_column(), [0, 10, 20, 30, 40, 50]) and len(reads) == 1  # nothing kept: read
@@ -290,4 +290,4 @@ def test_alices_own_party_reads_her_file_during_the_psi_and_its_setup_takes_that
     real = reading.read_file
     monkeypatch.setattr(reading, "read_file", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
     table = load_csv_organizations(signal_csvs, "id", "label", "classification", only=0, ids=ids)
-    assert reads == [] and reading._KEPT == {} and table.X.shape == (120, 2)  # the kept read, taken
+    assert reads == [] and reading._KEPT == {} and table.matrix().shape == (120, 2)  # the kept read, taken

@@ -22,8 +22,8 @@ def test_generated_files_are_one_per_organization_each_in_its_own_row_order(tmp_
     assert len(firsts) > 1  # the files list their rows in their own orders
     a = load_csv_organizations(csv, task="classification")
     b = load_csv_organizations(parquet, task="classification")
-    assert a.X.shape == (50, scale.ORGANIZATIONS * scale.FEATURES) and a.num_classes == scale.CLASSES
-    assert a.ids == b.ids and (a.y == b.y).all() and abs(a.X - b.X).max() < 1e-6
+    assert a.matrix().shape == (50, scale.ORGANIZATIONS * scale.FEATURES) and a.num_classes == scale.CLASSES
+    assert a.ids == b.ids and (a.y == b.y).all() and abs(a.matrix() - b.matrix()).max() < 1e-6
 
 
 def test_realistic_files_are_shaped_like_real_ones_and_read_with_onehot_and_impute(tmp_path):
@@ -37,9 +37,12 @@ def test_realistic_files_are_shaped_like_real_ones_and_read_with_onehot_and_impu
     table = load_csv_organizations(paths, task="classification", categorical=("onehot",), missing=("impute",))
     assert table.num_classes == 3 and 300 < len(table.ids) < 400  # each file's own 3 % of people are left out
     text = sum(kind == "categorical" for kind in table.kinds)  # one a file, one-hot encoded by its party
-    empty = table.X[:, [k == "numeric" for k in table.kinds]] != table.X[:, [k == "numeric" for k in table.kinds]]
+    empty = (
+        table.matrix()[:, [k == "numeric" for k in table.kinds]]
+        != table.matrix()[:, [k == "numeric" for k in table.kinds]]
+    )
     assert text == scale.ORGANIZATIONS and 0.002 < empty.mean() < 0.03  # 1 % empty, imputed by each party
-    assert scale.prepared_columns(paths) == table.X.shape[1] - text + text * scale.LEVELS
+    assert scale.prepared_columns(paths) == table.matrix().shape[1] - text + text * scale.LEVELS
 
 
 def _run(rows, transport, rest, round_s, rss, accuracy=0.8, party=0):

@@ -197,7 +197,7 @@ for name, column in (("alice", "label"), ("org1", "x")):
     rows = [f"p{i},{i % 2},{i * 0.5}" for i in range(20)]
     (folder / f"{name}.csv").write_text(f"id,{column},y\\n" + "\\n".join(rows) + "\\n")
 table = load_csv_organizations([folder / "alice.csv", folder / "org1.csv"], task="classification")
-print(table.X.shape[0], "pandas" in sys.modules)
+print(table.rows, "pandas" in sys.modules)
 import pyarrow as pa
 print(type(pa.table({"a": [1]}).to_pandas()).__name__)
 """
