@@ -450,7 +450,7 @@ class TabularDataModule(VerticalDataModule):
             block, columns = table.take(m, g), [table.columns[i] for i in g]
             prep = Preparation(columns, ["numeric"] * len(g))
             if table.kinds is not None:  # CSV columns each organization prepares on its own training rows
-                columns, block, prep = prepared(table, m, g, block, rows["train"])
+                columns, block, prep = prepared(table, m, g, block, train)
             if not all(np.isfinite(block[:, j]).all() for j in range(block.shape[1])):  # a column at a time
                 raise VCLInputError(
                     f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first."
