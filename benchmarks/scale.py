@@ -176,33 +176,43 @@ BANDWIDTH_BYTES = (512 * 2**20, 2 * 10**9)  # the array the bandwidth is read on
 
 def child(argv: list[str], env: dict | None = None, samples: list | None = None) -> tuple[float, int, str]:
     """Wall seconds, peak RSS (bytes) and output of a command in a process of its own; ``samples``: a list to append
-    (wall clock, RSS) to every 20 ms while it runs, its first entry the start (:func:`memory_steps`)."""
+    (wall clock, RSS) to every 20 ms while it runs, its first entry the start (:func:`memory_steps`). The peak is the
+    process's own high-water mark (``VmHWM``, read with each sample), not ``ru_maxrss``: Linux copies a process's
+    high-water mark into the child it forks and keeps it across ``exec``, so a benchmark that had generated a large
+    table would have every child's figure floored at its own peak (12.61 GB for a run that peaked at 11.26 GB)."""
     start = time.perf_counter()
     if samples is not None:
         samples.append((time.time(), 0))
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
-    sampler = threading.Thread(target=_sample_rss, args=(proc, samples), daemon=True) if samples is not None else None
-    if sampler is not None:
-        sampler.start()
+    peak = [0]
+    sampler = threading.Thread(target=_sample_rss, args=(proc, samples, peak), daemon=True)
+    sampler.start()
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    if sampler is not None:
-        sampler.join()
+    sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(argv[:3])} ... failed:\n{out[-3000:]}")
-    return wall, usage.ru_maxrss * 1024, out
+    return wall, peak[0] or usage.ru_maxrss * 1024, out
 
 
-def _sample_rss(proc: subprocess.Popen, samples: list) -> None:
+def _sample_rss(proc: subprocess.Popen, samples: list | None, peak: list) -> None:
+    """Until the process ends: its RSS every 20 ms into ``samples`` (if given), its high-water mark into ``peak[0]``."""
     while proc.returncode is None:
         try:
             with open(f"/proc/{proc.pid}/status") as f:
-                rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-        except (OSError, StopIteration):  # the process has gone (or is a zombie, with no VmRSS)
+                status = {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f) if k in MEMORY}
+        except (OSError, ValueError):  # the process has gone (or is a zombie, with no VmRSS)
             return
-        samples.append((time.time(), rss))
+        if len(status) < len(MEMORY):
+            return
+        peak[0] = max(peak[0], status["VmHWM"])
+        if samples is not None:
+            samples.append((time.time(), status["VmRSS"]))
         time.sleep(0.02)
+
+
+MEMORY = ("VmRSS", "VmHWM")  # what _sample_rss reads of /proc/<pid>/status
 
 
 def memory_steps(marks: list[dict], samples: list) -> list[dict]:

@@ -93,3 +93,14 @@ def test_a_tiny_run_of_the_command_line_is_one_record(tmp_path):
     assert max(s["peak_rss"] for s in steps) <= 1.01 * run["peak_rss"]  # the kernel counts in batches per thread
     assert all(s["peak_rss"] >= s["rss"] > 0 for s in steps)
     assert "| 400 | local | linear | cpu |" in proc.stdout
+
+
+def test_a_processs_peak_is_its_own_not_the_benchmarks_that_started_it():
+    """Linux hands a forked process its parent's memory high-water mark and keeps it across exec, so ``ru_maxrss``
+    would report a small run as large as the benchmark that generated its files: the peak is the run's own."""
+    import numpy as np
+
+    touched = np.ones(10**8)  # 0.8 GB held here, then let go: this process's peak
+    del touched
+    wall, peak, _ = scale.child([sys.executable, "-c", "import time; held = bytearray(40 << 20); time.sleep(0.3)"])
+    assert 40 << 20 < peak < 300 << 20
