@@ -37,7 +37,7 @@ class Table:
 
     @property
     def rows(self) -> int:
-        return (self.X if self.parts is None else self.parts[0]).shape[0]
+        return len(self.y)
 
     def matrix(self) -> np.ndarray:
         """The features side by side: X, or the parts put together (a copy; for small tables)."""
