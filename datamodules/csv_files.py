@@ -381,7 +381,7 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
         block_kinds, block_text = _block(own, own.features(label_column), rows, _Keys(keys), policies[k], part, 0)
         kinds += block_kinds
         text.update({group[0] + j: t for j, t in block_text.items()})  # by the column's place in the table
-        own.table = None  # the file's columns are in X now: its memory goes as X fills, handed back to the system
+        own.table = None  # the file's columns are in its part now: its memory goes, handed back to the system
         pa.default_memory_pool().release_unused()  # at once (Arrow's pool keeps freed memory for reuse otherwise)
     if 0 not in owns:  # another organization's own file: its features, no labels
         table = Table(None, np.zeros(len(keys), dtype=np.int64), columns, task)
