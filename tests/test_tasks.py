@@ -109,6 +109,7 @@ def test_loss_along_a_line_equals_autograd(kind, k, loss, block, monkeypatch):
 def test_cross_entropy_along_a_line_with_tensors_equals_numpy(monkeypatch):
     """The accelerator's way (torch tensors, blocks copied with ``copy_``), run here on CPU tensors: NumPy's numbers."""
     monkeypatch.setattr("vcl.engine.tasks.CHUNK_ROWS", 9)
+    monkeypatch.setattr("vcl.engine.tasks.DEVICE_CHUNK_ROWS", 7)
     g = torch.Generator().manual_seed(6)
     F, d, y = torch.randn(40, 3, generator=g), torch.randn(40, 3, generator=g), torch.randint(0, 3, (40,), generator=g)
     tensors, arrays = (Task._cross_entropy_along(F, d, y, xp) for xp in (torch, np))

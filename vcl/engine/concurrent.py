@@ -361,7 +361,7 @@ def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
         else:
             outputs = fit_and_predict([j.built() for j in group], inputs, first.targets, stacked=stacked)
         loss = first.learner.hparams.loss  # each model's alone: its temporaries N × K, not M × N × K (GBs at 10^7)
-        losses = [float(local_losses(out, first.targets, loss)) for out in outputs["train"]]
+        losses = torch.stack([local_losses(out, first.targets, loss) for out in outputs["train"]]).tolist()
         for m, job in enumerate(group):
             job.outputs, job.train_loss = {split: out[m] for split, out in outputs.items()}, losses[m]
 

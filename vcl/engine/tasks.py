@@ -18,7 +18,9 @@ from torch import Tensor
 from vcl.engine.losses import one_hot
 from vcl.errors import VCLInputError
 
-CHUNK_ROWS = 1 << 16  # rows of a block of the line search's cross-entropy (Task.along): 2 MB of float64 at 4 classes
+# rows of a block of the line search's cross-entropy (Task.along): on the CPU 2 MB of float64 at 4 classes (in cache);
+# on an accelerator 2^22 rows (128 MB there), so a block's few kernels are launched a handful of times, not hundreds
+CHUNK_ROWS, DEVICE_CHUNK_ROWS = 1 << 16, 1 << 22
 TASK_LOSSES = {"classification": ("ce",), "regression": ("l1", "mse")}
 
 
@@ -88,11 +90,12 @@ class Task:
 
     @staticmethod
     def _cross_entropy_along(F_: Tensor, d: Tensor, y: Tensor, xp):
-        """The cross-entropy along the line, a block of :data:`CHUNK_ROWS` rows at a time: each block's logits and
-        direction made float64 as it is reached (K × rows, so each step over classes is on whole rows), the sums kept
-        in float64. Beside the float32 F and direction nothing of size N × K is held or made (at 10^7 rows and 4
+        """The cross-entropy along the line, a block of rows at a time (:data:`CHUNK_ROWS`, on tensors
+        :data:`DEVICE_CHUNK_ROWS`): each block's logits and direction made float64 as it is reached (K × rows, so each
+        step over classes is on whole rows), the sums kept in float64 (on tensors, on the device: one synchronization
+        an evaluation). Beside the float32 F and direction nothing of size N × K is held or made (at 10^7 rows and 4
         classes, whole float64 copies were ~1 GB at the round's peak)."""
-        n, rows = F_.shape[0], CHUNK_ROWS
+        n, rows = F_.shape[0], CHUNK_ROWS if xp is np else DEVICE_CHUNK_ROWS
         true = y.long().reshape(-1, 1).to(F_.device)
         f_y, d_y = (float(t.gather(1, true).double().sum()) / n for t in (F_, d))  # the true classes' means
         Ft, dt = F_.t(), d.t()  # K × N views
@@ -114,10 +117,10 @@ class Task:
                 z -= top
                 e = xp.exp(z, out=z) if xp is np else z.exp_()
                 total = e.sum(axis=0)
-                total_loss += float((top + xp.log(total)).sum())
+                total_loss = total_loss + (top + xp.log(total)).sum()
                 e *= dz
-                total_slope += float((e.sum(axis=0) / total).sum())
-            return total_loss / n - f_y - eta * d_y, total_slope / n - d_y
+                total_slope = total_slope + (e.sum(axis=0) / total).sum()
+            return float(total_loss) / n - f_y - eta * d_y, float(total_slope) / n - d_y
 
         return cross_entropy
 
