@@ -166,13 +166,13 @@ def test_an_unknown_precision_is_refused():
 @pytest.mark.parametrize("weighted", [False, True])
 def test_an_epochs_largest_batch_takes_the_whole_datas_sums_less_the_others(stacked, weighted):
     """ℓ₂ steps of linear models: when one shuffled batch holds most rows, its G = x̃ᵀDx̃ and C = x̃ᵀDy are the whole
-    data's less the other batch's; both equal the batches' own, computed from their rows."""
+    data's less the other batch's; both equal the batches' own, computed from their rows with a column of ones."""
     g = torch.Generator().manual_seed(0)
     m, n, d, k = 3, 50, 4, 2
     x = torch.randn((m, n, d) if stacked else (n, d), generator=g, dtype=torch.float64)
     y, w = torch.randn(n, k, generator=g, dtype=torch.float64), torch.rand(n, generator=g, dtype=torch.float64)
     w = w if weighted else None
-    theta = torch.zeros((m, d, k) if stacked else (d, k), dtype=torch.float64)
+    theta = torch.zeros((m, d + 1, k) if stacked else (d + 1, k), dtype=torch.float64)
     linear = LinearSteps(theta, lambda p: Steps(torch.optim.SGD(p, lr=0.1)), x, y, "l2", w)
     gens = [torch.Generator().manual_seed(i) for i in range(m)] if stacked else torch.Generator().manual_seed(0)
     pieces = minibatches(n, 36, gens)  # 36 rows and 14
@@ -180,6 +180,7 @@ def test_an_epochs_largest_batch_takes_the_whole_datas_sums_less_the_others(stac
     rows = torch.arange(m).unsqueeze(1) if stacked else None
     for piece in pieces:
         xb = x[rows, piece] if stacked else x[piece]
+        xb = torch.cat([xb, torch.ones(*xb.shape[:-1], 1, dtype=x.dtype)], -1)  # x̃ = [x, 1], never made by the steps
         wb = torch.ones(piece.shape, dtype=x.dtype) if w is None else w[piece]
         xw = (xb * (wb / wb.sum(-1, keepdim=True)).unsqueeze(-1)).transpose(-1, -2)
         gram, c = linear.planned[id(piece)]

@@ -27,7 +27,7 @@ from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 
-from vcl.engine.loop import LinearSteps, load_theta, own_rows, permutations, stacked_theta, train_epochs
+from vcl.engine.loop import LinearSteps, linear_map, load_theta, own_rows, permutations, stacked_theta, train_epochs
 from vcl.engine.losses import local_loss, local_losses
 
 
@@ -138,7 +138,7 @@ def fit_linear_rounds(
 def _linear_outputs(theta: Tensor, x: Tensor, inputs: list[dict[str, Tensor]], stacked) -> dict[str, Tensor]:
     """Every split's outputs of the stacked Linear models ``theta`` (M × (d+1) × K): one batched product each."""
     return {
-        s: torch.bmm(x if s == "train" else _stacked_split(inputs, s, x.shape[-1], stacked), theta) for s in inputs[0]
+        s: linear_map(x if s == "train" else _stacked_split(inputs, s, x.shape[-1], stacked), theta) for s in inputs[0]
     }
 
 
@@ -164,7 +164,7 @@ def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
     if features[0].dim() == 2:  # rows: zero-pad to the widest organization
         width = max(f.shape[1] for f in features)
-        x = _padded(features, width, stacked=stacked)  # M,N,d
+        x = _padded(features, width, stacked)  # M,N,d
     else:  # images of one shape
         width = None
         x = torch.stack(features)  # M,N,C,H,W
@@ -223,67 +223,65 @@ def _schedule(learner, seeds: list[int], n: int, device) -> Callable[[int], list
     return schedule
 
 
-def _padded(features: list[Tensor], width: int, ones: bool = False, stacked: dict | None = None) -> Tensor:
-    """Rows zero-padded to ``width`` columns, stacked: M × N × width; ``ones``: the last column is ones instead.
-    Kept in ``stacked`` (its last four) and taken from there while ``features`` are the same tensors, unchanged; a
-    single learner's rows of that width are a view of them."""
-    if len(features) == 1 and not ones and features[0].shape[1] == width and features[0].is_contiguous():
+def _padded(features: list[Tensor], width: int, stacked: dict | None = None) -> Tensor:
+    """Rows zero-padded to ``width`` columns, stacked: M × N × width. Kept in ``stacked`` (its last four) and taken
+    from there while ``features`` are the same tensors, unchanged; a single learner's rows of that width are a view
+    of them."""
+    if len(features) == 1 and features[0].shape[1] == width and features[0].is_contiguous():
         return features[0].unsqueeze(0)  # one learner's own rows, as they are: no copy
-    key = (width, ones, *map(id, features))
+    key = (width, *map(id, features))
     if stacked is not None and key in stacked:
         kept, versions, x = stacked[key]
         if all(f is k and f._version == v for f, k, v in zip(features, kept, versions, strict=True)):
             return x
     x = features[0].new_zeros(len(features), features[0].shape[0], width)
-    if ones:
-        x[..., -1] = 1.0
     for m, f in enumerate(features):
         x[m, :, : f.shape[1]] = f
     if stacked is not None:
-        _keep(stacked, features, ones, x)
+        _keep(stacked, features, x)
     return x
 
 
-def _keep(stacked: dict, features: list[Tensor], ones: bool, x: Tensor) -> None:
+def _keep(stacked: dict, features: list[Tensor], x: Tensor) -> None:
     """Keep the stack ``x`` of ``features`` in ``stacked`` (its last four), found again while they are the same,
     unchanged tensors (:func:`_padded`)."""
     while len(stacked) >= 4:
         stacked.pop(next(iter(stacked)))
-    stacked[(x.shape[-1], ones, *map(id, features))] = (list(features), [f._version for f in features], x)
+    stacked[(x.shape[-1], *map(id, features))] = (list(features), [f._version for f in features], x)
 
 
 def _stacked_split(inputs: list[dict[str, Tensor]], split: str, width: int, stacked: dict | None) -> Tensor:
-    """The organizations' rows of ``split`` as the linear fit reads them, zero-padded with a last column of ones
+    """The organizations' rows of ``split`` as the linear fit reads them, zero-padded to the widest
     (:func:`_padded`, M × N × ``width``), kept in ``stacked``; each organization's rows of that split then become a
     view of their place in the stack (``inputs[m][split]``: its own dict, its view's splits), so that a table is held
     once, not once as the views and again as the stack (at 10^7 rows, gigabytes). The same numbers, another row
     stride; a later round finds its rows are the stack's and stacks nothing."""
-    key = (width, True, *(id(i[split]) for i in inputs))
+    key = (width, *(id(i[split]) for i in inputs))
     if stacked is None or key in stacked:
-        return _padded([i[split] for i in inputs], width, True, stacked)  # the stack kept (its own check), or a new one
+        return _padded([i[split] for i in inputs], width, stacked)  # the stack kept (its own check), or a new one
     first = inputs[0][split]
     x = first.new_empty(len(inputs), first.shape[0], width)
     for m, own in enumerate(inputs):  # one at a time: each organization's rows go as its place in the stack fills
         d = own[split].shape[1]
         x[m, :, :d] = own[split]
-        x[m, :, d:-1], x[m, :, -1] = 0.0, 1.0
+        x[m, :, d:] = 0.0
         own[split] = x[m, :, :d]
-    _keep(stacked, [own[split] for own in inputs], True, x)
+    _keep(stacked, [own[split] for own in inputs], x)
     return x
 
 
 def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start: Tensor) -> tuple[Tensor, Tensor]:
     """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``start`` (their ``[Wᵀ; 0; b]``,
     M × (d+1) × K), trained together with closed-form gradients (:class:`vcl.engine.loop.LinearSteps`): inputs
-    zero-padded to the widest organization plus a column of ones, M × N × (d+1). ``features``: each organization's
+    zero-padded to the widest organization, M × N × d. ``features``: each organization's
     training rows, or its splits (a dict: :func:`_stacked_split`). Returns the trained parameters and the inputs."""
     hp, device = learner.hparams, targets.device
     if isinstance(features[0], dict):
         width = max(f["train"].shape[1] for f in features)
-        x = _stacked_split(features, "train", width + 1, stacked)
+        x = _stacked_split(features, "train", width, stacked)
     else:
         width = max(f.shape[1] for f in features)
-        x = _padded(features, width + 1, True, stacked)
+        x = _padded(features, width, stacked)
     theta = start.detach().to(device)
     linear = LinearSteps(
         theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight

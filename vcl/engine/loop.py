@@ -233,13 +233,15 @@ class Steps:
 class LinearSteps:
     """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.engine.losses.local_loss` with closed-form gradients, W and b
     trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`stacked_theta`; (d+1, K), or M models stacked, (M, d+1, K)) on the
-    inputs ``x`` with a column of ones ((N, d+1), or (M, N, d+1)); targets ``y`` (N, K) and sample weights ``w``
-    (N,) are the same for every model. No autograd graph:
+    inputs ``x`` ((N, d), or (M, N, d)); targets ``y`` (N, K) and sample weights ``w`` (N,) are the same for every
+    model. The bias is the weight of a column of ones ``x̃ = [x, 1]`` that is never made (at 10^7 rows and 8
+    organizations it would be 0.32 GB). No autograd graph:
 
     - ℓ₂: the gradient is ``(2/K)(G Θ − C)`` with ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` (D: the batch's rows and their
-      weights); in-order batches compute them once, shuffled ones per step, in operations on x (N × (d+1) per
-      model), never on the M × N × K outputs;
-    - other losses: ``g = ∂loss/∂(x̃Θ)`` on the batch (:func:`vcl.engine.losses.local_loss_grad`), then ``x̃ᵀg``.
+      weights; :func:`moments`); in-order batches compute them once, shuffled ones per step, in operations on x
+      (N × d per model), never on the M × N × K outputs;
+    - other losses: ``g = ∂loss/∂(x Wᵀ + b)`` on the batch (:func:`vcl.engine.losses.local_loss_grad`), then
+      ``[xᵀg; Σ g]``.
 
     Then one parameter's update by the learner's :class:`Steps` (clipping, weight decay, momentum, schedule).
     What autograd computes on W and b, to float rounding (tested). float32 only (no autocast)."""
@@ -280,9 +282,8 @@ class LinearSteps:
         else:
             x = self.x[idx] if self.x.dim() == 2 else own_rows(self.x, idx)
             y, w = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
-        xt = (x if w is None else x * w.unsqueeze(-1)).transpose(-1, -2)
         total = float(x.shape[-2]) if w is None else w.sum(-1).clamp_min(1e-12)[..., None, None]
-        return xt @ x, xt @ y, total
+        return (*moments(x, y, 1.0 if w is None else w), total)
 
     def _batch_weights(self, idx) -> Tensor | float:
         """Each of the batch's rows' weight in the loss's mean (1/B, or w_i / Σ w)."""
@@ -299,18 +300,12 @@ class LinearSteps:
             return self.fixed[key]
         weights = self._batch_weights(idx)
         if key is not None:
-            x, y = self.x[..., idx, :], self.y[idx]
-            xw = x * (weights.unsqueeze(-1) if isinstance(weights, Tensor) else weights)
-        else:
-            x, y = self.x, self.y
-            coef = x.new_zeros(x.shape[:-1])
-            coef.scatter_(-1, idx, weights if isinstance(weights, Tensor) else coef.new_full(idx.shape, weights))
-            xw = x * coef.unsqueeze(-1)
-        xw = xw.transpose(-1, -2)
-        gram = (xw @ x, xw @ y)
-        if key is not None:
+            gram = moments(self.x[..., idx, :], self.y[idx], weights)
             self.fixed[key] = gram
-        return gram
+            return gram
+        coef = self.x.new_zeros(self.x.shape[:-1])
+        coef.scatter_(-1, idx, weights if isinstance(weights, Tensor) else coef.new_full(idx.shape, weights))
+        return moments(self.x, self.y, coef)
 
     @torch.no_grad()
     def step(self, idx) -> None:
@@ -329,9 +324,39 @@ class LinearSteps:
             else:
                 xb = self.x[idx] if self.x.dim() == 2 else own_rows(self.x, idx)
             yb, wb = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
-            g = local_loss_grad(xb @ self.theta, yb, self.loss, wb)
-            self.theta.grad = xb.transpose(-1, -2) @ g
+            g = local_loss_grad(linear_map(xb, self.theta), yb, self.loss, wb)
+            grad = torch.empty_like(self.theta)
+            grad[..., :-1, :] = xb.transpose(-1, -2) @ g
+            torch.sum(g, -2, out=grad[..., -1, :])
+            self.theta.grad = grad
         self.steps.update()
+
+
+def linear_map(x: Tensor, theta: Tensor) -> Tensor:
+    """``x Wᵀ + b`` for ``Θ = [Wᵀ; b]`` ((d+1, K), or stacked (M, d+1, K) on x (M, N, d)): one ``addmm`` /
+    ``baddbmm``, with no column of ones."""
+    if x.dim() == 2 and theta.dim() == 2:
+        return torch.addmm(theta[-1], x, theta[:-1])
+    return torch.baddbmm(theta[..., -1:, :], x, theta[..., :-1, :])
+
+
+def moments(x: Tensor, y: Tensor, weights: Tensor | float) -> tuple[Tensor, Tensor]:
+    """``G = x̃ᵀ D x̃`` ((..., d+1, d+1)) and ``C = x̃ᵀ D y`` ((..., d+1, K)) for ``x̃ = [x, 1]`` and D the rows' weights
+    (``weights``: (..., N), or one for every row), from ``x`` (..., N, d) itself: ``xᵀDx`` and ``xᵀDy`` by matrix
+    products, the ones column's row and column as sums. ``y`` (N, K) may be shared by a stack of x."""
+    d = x.shape[-1]
+    per_row = isinstance(weights, Tensor)
+    xw = x * (weights.unsqueeze(-1) if per_row else weights)
+    xwt = xw.transpose(-1, -2)
+    lead = x.shape[:-2]
+    gram = x.new_empty(*lead, d + 1, d + 1)
+    c = x.new_empty(*lead, d + 1, y.shape[-1])
+    gram[..., :d, :d] = xwt @ x
+    gram[..., :d, d] = gram[..., d, :d] = xw.sum(-2)
+    gram[..., d, d] = weights.sum(-1) if per_row else weights * x.shape[-2]
+    c[..., :d, :] = xwt @ y
+    c[..., d, :] = (weights.unsqueeze(-2) @ y).squeeze(-2) if per_row else y.sum(-2) * weights
+    return gram, c
 
 
 def own_rows(t: Tensor, idx) -> Tensor:
@@ -360,7 +385,7 @@ _WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: to
 
 def _select_rows(t: Tensor, index: Tensor) -> Tensor:
     """``t.index_select(0, index)``. Rows of one machine word (at most 8 bytes, e.g. one or two float32 columns:
-    a one-column organization's inputs and their column of ones) are selected as integer words of a 1-D view,
+    a one- or two-column organization's inputs) are selected as integer words of a 1-D view,
     which torch does in half the time of short rows; rows of 16 bytes (four float32 targets) as complex128 words,
     in about half the time (8192 rows a step from an 800,000-row table: docs/development.md); the same bytes."""
     size = math.prod(t.shape[1:]) * t.element_size()  # bytes a row
