@@ -21,7 +21,9 @@ them, each in a process of its own: the bare read of the same files by pyarrow a
 ``import torch, pytorch_lightning``, each the median of three processes (their samples kept in the record: on this
 machine one such process took 5.4 s and the next 7.0 s); the device's read bandwidth (a sum over a float32 array of
 the matrix's size, from 512 MiB to 2 GB, on ``--device``), beside which each round is set: its bytes (the paper's
-epochs × the matrix) at that bandwidth are the round's floor; with ``--psi``, the star PSI alone. With ``--predict``,
+epochs × the matrix) at that bandwidth are the round's read floor; and a random gather's seconds a row of the matrix
+and of the targets (:func:`gather_floor`): every organization's rows and targets drawn at random once an epoch, as
+minibatches are, are the round's gather floor; with ``--psi``, the star PSI alone. With ``--predict``,
 each run's ``train.py predict`` of N new people per organization (files of the same shape, another seed; the realistic
 shape, whose columns are drawn with its people, scores its training people again from files of their own), made with
 the training files moved away: its wall seconds and peak RSS beside the same floors.
@@ -170,6 +172,27 @@ for _ in range(6):
     wait(); t = time.perf_counter(); x.sum(); wait(); times.append(time.perf_counter() - t)
 print(nbytes / min(times[1:]))
 """
+RANDOM_GATHER = """
+import sys, time, torch
+rows, width, targets, classes, batch, device = *map(int, sys.argv[1:6]), sys.argv[6]
+wait = torch.cuda.synchronize if device.startswith('cuda') else (lambda: None)
+per_row = []
+for n, w in ((rows, width), (targets, classes)):
+    x = torch.ones(n, w, dtype=torch.float32, device=device)
+    picks = torch.randint(0, n, (65, batch), device=device).unbind(0)
+    if device == 'cpu':  # NumPy's take: as fast as torch's index_select for rows of 32 bytes, 3x for 16 here
+        x, picks = x.numpy(), [p.numpy() for p in picks]
+    take = (lambda p: x.take(p, axis=0)) if device == 'cpu' else (lambda p: x.index_select(0, p))
+    best = float('inf')
+    for _ in range(3):
+        take(picks[0]); wait(); t = time.perf_counter()
+        for p in picks[1:]:
+            take(p)
+        wait(); best = min(best, (time.perf_counter() - t) / (64 * batch))
+    per_row.append(best)
+print(*per_row)
+"""
+GATHER_BATCH = 1024  # the paper's batch of Linear organizations: a step gathers this many rows of each
 BANDWIDTH_BYTES = (512 * 2**20, 2 * 10**9)  # the array the bandwidth is read on: the matrix's size, within these
 # (a smaller one is read from the processor's caches, or costs more to start than to read: not the memory's speed)
 
@@ -233,15 +256,18 @@ def memory_steps(marks: list[dict], samples: list) -> list[dict]:
 FLOOR_SAMPLES = 3  # each floor is the median of this many processes: one alone moved by ±1 s here from call to call
 
 
-def floors(paths: list[Path], matrix_bytes: int = 0, device: str = "cpu") -> dict:
+def floors(paths: list[Path], matrix_bytes: int = 0, device: str = "cpu", classes: int = 0, rows: int = 0) -> dict:
     """The bare read and the imports, each the median of three processes; with ``matrix_bytes``, the device's read
     bandwidth (a STREAM-like sum over a float32 array of the matrix's size, from 512 MiB to 2 GB; the best of
-    five)."""
+    five) and, with ``classes`` and ``rows`` (an organization's), a random gather's seconds a row
+    (:func:`gather_floor`)."""
     bandwidth = {}
     if matrix_bytes:
         nbytes = min(max(matrix_bytes, BANDWIDTH_BYTES[0]), BANDWIDTH_BYTES[1])
         _, _, out = child([sys.executable, "-c", READ_BANDWIDTH, str(nbytes), device])
         bandwidth = {"read_bytes_per_second": float(out.strip().splitlines()[-1]), "bandwidth_device": device}
+        if classes and rows:
+            bandwidth.update(gather_floor(matrix_bytes, rows, len(paths), classes, device))
     reads = [child([sys.executable, "-c", BARE_READ, *map(str, paths)]) for _ in range(FLOOR_SAMPLES)]
     imports = [child([sys.executable, "-c", "import torch, pytorch_lightning"]) for _ in range(FLOOR_SAMPLES)]
     read_seconds = [float(out.strip().splitlines()[-1]) for _, _, out in reads]
@@ -252,6 +278,20 @@ def floors(paths: list[Path], matrix_bytes: int = 0, device: str = "cpu") -> dic
             "import_rss": max(i[1] for i in imports), **bandwidth}  # fmt: skip
 
 
+def gather_floor(matrix_bytes: int, rows: int, organizations: int, classes: int, device: str) -> dict:
+    """A shuffled epoch's floor: seconds a row to select rows at random (NumPy's ``take`` on a CPU, else torch's
+    ``index_select``, of ``GATHER_BATCH`` × organizations fresh random rows, as a step of the organizations fitted
+    together does; the best of three passes of 64) from an array of the matrix's size (at most 2 GB) with each
+    organization's mean width, and from the targets (N × classes). Reading
+    the matrix in order (the read floor) is not what minibatches drawn at random can do: each of their rows is a
+    wait on memory. A round's gather floor is every organization's rows and targets gathered once an epoch."""
+    width = max(1, round(matrix_bytes / 4 / organizations / rows))
+    argv = [min(matrix_bytes, BANDWIDTH_BYTES[1]) // 4 // width, width, rows, classes, GATHER_BATCH * organizations]
+    _, _, out = child([sys.executable, "-c", RANDOM_GATHER, *map(str, argv), device])
+    row, target = map(float, out.strip().splitlines()[-1].split())
+    return {"gather_row_seconds": row, "gather_target_row_seconds": target, "gather_width": width}
+
+
 def round_read_bytes(model: str, matrix_bytes: int) -> int:
     """The bytes a round of local training reads at least: every organization's block once an epoch (the paper's
     epochs for the model: 100 for Linear and MLP)."""
@@ -260,10 +300,10 @@ def round_read_bytes(model: str, matrix_bytes: int) -> int:
     return PAPER_DEFAULTS[DEEP[model]]["epochs"] * matrix_bytes
 
 
-SHAPES = {  # --shape: the files' generator and the options a user gives to read them
-    "numeric": (generate, []),
+SHAPES = {  # --shape: the files' generator, the options a user gives to read them, the label's classes
+    "numeric": (generate, [], CLASSES),
     "realistic": (lambda folder, rows, fmt, seed=0: generate_realistic(folder, rows, seed),
-                  ["--data.categorical", "onehot", "--data.missing", "impute"]),
+                  ["--data.categorical", "onehot", "--data.missing", "impute"], 3),
 }  # fmt: skip
 
 
@@ -470,16 +510,23 @@ def report(records: list[dict]) -> str:
             f"{memory / 1e9:.2f} GB: {'met' if peak <= memory else 'NOT met'}"
         )
     for r in records:
-        bandwidth = floor.get(r["rows"], {}).get("read_bytes_per_second") if "round_read_bytes" in r else None
-        if bandwidth:
+        sized = floor.get(r["rows"], {}) if "round_read_bytes" in r else {}
+        if bandwidth := sized.get("read_bytes_per_second"):
             least = r["round_read_bytes"] / bandwidth
             ratio = r["seconds_per_round"] / least
             target = f" (≤ 4: {'met' if ratio <= 4 else 'NOT met'})" if r["device"] == "cpu" else ""
+            gathered = ""
+            if "gather_row_seconds" in sized and not r.get("batch_size"):  # the paper's batch: rows drawn at random
+                epochs = r["round_read_bytes"] / r["matrix_bytes"]
+                rows = epochs * r["organizations"] * r["rows"]
+                gather = rows * (sized["gather_row_seconds"] + sized["gather_target_row_seconds"])
+                gathered = (f"; against the gather floor {gather:.2f} s (every organization's rows and targets "
+                            f"selected at random once an epoch): {r['seconds_per_round'] / gather:.1f}×")  # fmt: skip
             targets.append(
                 f"- {r['rows']:,} rows, {r['transport']} {r['model']} {r['device']}, batch "
                 f"{r.get('batch_size') or 'default'}: a round {r['seconds_per_round']:.2f} s against the read floor "
                 f"{least:.3f} s ({r['round_read_bytes'] / GB:.1f} GB at {bandwidth / GB:.1f} GB/s): "
-                f"{ratio:.1f}×{target}"
+                f"{ratio:.1f}×{target}{gathered}"
             )
     runs = [r for r in records if "seconds_per_round" in r and not r.get("batch_size")]  # the default batch
     by = {(r["rows"], r["transport"], r["model"], r["device"]): r for r in runs}
@@ -552,7 +599,7 @@ def main() -> None:
                 (folder / f"new-{rows}").mkdir()
                 new = SHAPES[args.shape][0](folder / f"new-{rows}", rows, args.format, int(args.shape == "numeric"))
             columns = prepared_columns(paths) if args.shape != "numeric" else ORGANIZATIONS * FEATURES
-            floor = floors(paths, rows * columns * 4, args.device)
+            floor = floors(paths, rows * columns * 4, args.device, SHAPES[args.shape][2], rows)
             records.append({"benchmark": "scale", "floor": True, "shape": args.shape, "rows": rows, **floor})
             for transport in args.transports:
                 if transport == "grpc" and rows < 10**5:

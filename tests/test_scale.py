@@ -75,6 +75,20 @@ def test_report_says_which_targets_hold():
     assert "rest less the data step (its star PSI; 65.0 s) 5.0 s against ≤ 7.0 s" in stepped  # the run's own
 
 
+def test_report_sets_a_round_beside_its_read_and_gather_floors():
+    """A round of the paper's batch beside the matrix read in order (its bytes at the read bandwidth) and beside its
+    rows drawn at random (every organization's rows and targets once an epoch at the gather's seconds a row)."""
+    floor = {"benchmark": "scale", "floor": True, "rows": 10**6, "bare_read_seconds": 1.0, "import_seconds": 4.0,
+             "read_bytes_per_second": 40e9, "gather_row_seconds": 10e-9, "gather_target_row_seconds": 5e-9}  # fmt: skip
+    run = {**_run(10**6, "local", 9.0, 30.0, 2.0e9), "organizations": 8, "round_read_bytes": 100 * 256 * 10**6}
+    text = scale.report([floor, run])
+    assert "a round 30.00 s against the read floor 0.640 s (25.6 GB at 40.0 GB/s): 46.9× (≤ 4: NOT met)" in text
+    assert "against the gather floor 12.00 s (every organization's rows and targets selected at random" in text
+    assert "once an epoch): 2.5×" in text
+    other = scale.report([floor, {**run, "batch_size": 16384}])  # a batch of the user's: no gather floor stated
+    assert "read floor 0.640 s" in other and "gather floor" not in other
+
+
 @pytest.mark.slow
 def test_a_tiny_run_of_the_command_line_is_one_record(tmp_path):
     out = tmp_path / "scale.json"
@@ -85,6 +99,7 @@ def test_a_tiny_run_of_the_command_line_is_one_record(tmp_path):
     floor, run = json.loads(out.read_text())
     assert floor["floor"] and floor["bare_read_seconds"] > 0 and floor["import_seconds"] > 0
     assert floor["import_seconds"] == sorted(floor["import_samples"])[1] and len(floor["bare_read_samples"]) == 3
+    assert floor["gather_row_seconds"] > 0 and floor["gather_target_row_seconds"] > 0 and floor["gather_width"] == 8
     assert run["rows"] == 400 and run["rounds"] == 1 and len(run["round_seconds"]) == 1 and run["alone_seconds"] == 0
     assert 0.0 < run["accuracy"] <= 1.0 and run["peak_rss"] > 0 and run["bytes_per_round"] > 0
     assert 0.0 < run["data_seconds"] < run["rest_seconds"]  # results.json's: reading, aligning, preparing
