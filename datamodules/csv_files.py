@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from vcl.datamodules.ids import fixed_width_encoding
 from vcl.datamodules.reading import (
     FLOAT32_MAX,
     NUMBER,
@@ -109,8 +110,10 @@ def shared_ids(id_lists, id_column="id", dropped: bool = False, least: int = MIN
 def encode_ids(id_lists) -> tuple:
     """Every list's IDs as codes of one dictionary encoding (one Arrow hash table over them all, the lists as chunks
     of one array: not copied into one): the distinct IDs, and each list's codes (file order). Equal IDs get equal
-    codes across lists, so the rest is integer work."""
+    codes across lists, so the rest is integer work. IDs all of one width take 64-bit keys (:mod:`.ids`)."""
     lists = [string_array(ids) for ids in id_lists]
+    if (fixed := fixed_width_encoding(lists)) is not None:
+        return fixed
     if sum(a.nbytes for a in lists) >= 2**31 - 2**20:  # beyond a string array's 32-bit offsets
         lists = [a.cast(pa.large_string()) for a in lists]
     chunks = iter(pa.chunked_array(lists, type=lists[0].type if lists else pa.string()).dictionary_encode().chunks)

@@ -481,3 +481,41 @@ def test_a_damaged_or_crafted_preparation_is_one_sentence(damage):
     damage(state)
     with pytest.raises(VCLInputError, match=r"^here keeps no organization's preparation that vcl can use \(.+\); "):
         Preparation.from_state(state, "here")
+
+
+def test_ids_of_one_width_encode_through_integer_keys_as_arrow_encodes_their_text(monkeypatch):
+    """encode_ids of IDs all of one width (up to 8 bytes: the bytes are the key; beyond: a hash of the words) gives
+    the codes and distinct IDs of Arrow's own encoding of the text, sliced arrays and multi-byte characters included;
+    IDs of several widths, and two IDs that meet on one key, are encoded as text."""
+    import uuid
+
+    import pyarrow as pa
+    from vcl.datamodules import ids as fixed
+    from vcl.datamodules.csv_files import encode_ids
+
+    def arrow(lists):
+        chunks = pa.chunked_array([pa.array(a, pa.string()) for a in lists]).dictionary_encode().chunks
+        return chunks[0].dictionary.to_pylist(), [c.indices.to_numpy().tolist() for c in chunks]
+
+    rng = np.random.default_rng(0)
+    people = {
+        3: [f"{i:03d}" for i in range(400)],
+        8: [f"c{i:07d}" for i in range(400)],
+        10: [f"c{i:09d}" for i in range(400)],
+        36: [str(uuid.UUID(int=int(rng.integers(2**62)) << 64 | i)) for i in range(400)],
+        13: [f"é{i:011d}" for i in range(400)],  # 13 bytes: é is two
+    }
+    for width, names in people.items():
+        lists = [list(rng.choice(names, size=n, replace=False)) for n in (300, 250, 390)]
+        sliced = pa.array(["pad", *lists[1]], pa.string()).slice(1)  # an array that starts inside its buffers
+        encoding = fixed.fixed_width_encoding([pa.array(lists[0], pa.string()), sliced, pa.array(lists[2])])
+        assert encoding is not None, width
+        dictionary, codes = encode_ids(lists)
+        assert (dictionary.to_pylist(), [c.tolist() for c in codes]) == arrow(lists)
+        assert (encoding[0].to_pylist(), [c.tolist() for c in encoding[1]]) == arrow(lists)
+    assert fixed.fixed_width_encoding([pa.array(["a1", "b2"]), pa.array(["c33"])]) is None  # several widths
+    monkeypatch.setattr(fixed, "_keys", lambda rows: rows[:, 0].astype(np.uint64))  # many IDs, one key
+    lists = [people[10][:50], people[10][25:90]]
+    assert fixed.fixed_width_encoding([pa.array(a) for a in lists]) is None
+    dictionary, codes = encode_ids(lists)  # as text
+    assert (dictionary.to_pylist(), [c.tolist() for c in codes]) == arrow(lists)
