@@ -2,11 +2,12 @@
 instead of on text.
 
 :func:`vcl.datamodules.csv_files.encode_ids` gives every file's IDs codes of one dictionary encoding. On text, Arrow
-hashes and compares each ID's bytes in its hash table: about 270 ns an ID for 2.4 × 10^7 UUIDs of 8 files here.
-When every ID of every file has the same width in bytes, each is made one 64-bit key (its bytes themselves, up to 8;
-else a hash of its words, in NumPy over all rows at once), Arrow encodes the keys, and each ID is then compared,
-byte for byte, with the one its code names: equal everywhere, the codes and distinct IDs are those of the encoding on
-text (the same first-seen order); two different IDs that met on one key and anything else give None, and the
+hashes and compares each ID's bytes in its hash table (the alignment of 8 × 10^7 UUIDs: 32.7 s on text in
+``docs/records/2026-11-29f-cpu``, 24.5 s this way in ``docs/records/2026-11-29h-cpu``). When every ID of every file
+has the same width in bytes, each is made one 64-bit key (its bytes themselves, up to 8; else a hash of its words, in
+NumPy over all rows at once), Arrow encodes the keys, and each ID is then compared, byte for byte, with the one its
+code names: equal everywhere, the codes and distinct IDs are those of the encoding on text (the same first-seen
+order). Otherwise (IDs of several widths, or two different IDs that met on one key) the result is None and the
 caller encodes the text as before.
 """
 
@@ -36,7 +37,7 @@ def fixed_width_encoding(lists: list[pa.Array]) -> tuple[pa.Array, list[np.ndarr
     count = len(encoded[0].dictionary)
     if count * width >= 2**31:  # a string array's 32-bit offsets
         return None
-    word = f"<u{next(w for w in (8, 4, 2, 1) if width % w == 0)}"  # rows as words: NumPy takes them 3× as fast
+    word = f"<u{next(w for w in (8, 4, 2, 1) if width % w == 0)}"  # rows as words: NumPy takes them faster than bytes
     rows = [b.view(word) for b in blocks]
     distinct, seen = np.empty((count, rows[0].shape[1]), dtype=word), 0
     for r, c in zip(rows, codes, strict=True):  # each key's bytes from a row of the list that first holds it
