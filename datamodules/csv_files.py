@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from vcl.datamodules.fill import fill_columns
 from vcl.datamodules.ids import fixed_width_encoding
 from vcl.datamodules.reading import (
     FLOAT32_MAX,
     NUMBER,
     OwnFile,
     as_float64,
-    cell_text,
     checked_hint,
     column_of,
     complete_rows,
@@ -34,12 +34,10 @@ from vcl.datamodules.reading import (
     first_true,
     holds_every,
     keep_read,
-    missing_cells,
     read_file,
     read_kept,
     refuse_cell,
     string_array,
-    text_cells,
     unique_ids,
 )
 from vcl.datamodules.table import Table
@@ -52,11 +50,13 @@ MISSING = ("error", "drop", "impute")  # a missing value: refuse it, drop its ro
 MIN_SHARED = 3  # aligned rows a run needs: two to train on, one to test
 
 
-def in_threads(function, items: list) -> list:
-    """``function`` over ``items`` on the machine's cores (Arrow's kernels release the GIL), results in order."""
-    if len(items) < 2:
+def in_threads(function, items: list, at_most: int | None = None) -> list:
+    """``function`` over ``items`` on the machine's cores (Arrow's kernels release the GIL), ``at_most`` at once,
+    results in order (an item's exception raised where its result would be)."""
+    workers = min(len(items), os.cpu_count() or 1, at_most or len(items))
+    if workers < 2:
         return [function(item) for item in items]
-    with ThreadPoolExecutor(min(len(items), os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(function, items))
 
 
@@ -204,51 +204,6 @@ def csv_policies(categorical, missing, count: int) -> list[tuple[str, str]]:
     return list(zip(*out, strict=True))
 
 
-def _block(
-    own: OwnFile, feats: list[str], rows, keys, policy: tuple[str, str], out: np.ndarray, start: int, kinds=None
-):
-    """One file's feature columns on the aligned ``rows`` (file row per aligned row; ``keys`` their IDs) into
-    ``out[:, start:start + len(feats)]`` as float32 (NaN where missing); returns each column's kind and, for a
-    text column that its policy lets through, its strings (an Arrow string array, null where missing). ``kinds``: each
-    column's kind in training (new rows: a text cell in a numeric column is refused)."""
-    categorical, missing = policy
-    cols = [pc.take(column_of(own, c), rows) for c in feats]
-    texts = [text_cells(col) for col in cols]
-    seen = ["categorical" if t is not None and pc.any(t).as_py() else "numeric" for t in texts]
-    kinds = seen if kinds is None else kinds
-    for c, col, t, kind, found in zip(feats, cols, texts, kinds, seen, strict=True):
-        if (kind, found) == ("numeric", "categorical") and kinds is not seen:  # new rows: training read numbers
-            i = first_true(t)
-            raise VCLInputError(
-                f"{own.what}, column {c!r}, ID {keys[i]!r}: {col[i].as_py()!r} is not a number, but its organization "
-                "trained on numbers in this column; give a number (or leave the cell empty with data.missing: impute)."
-            )
-        if kind == "categorical" and categorical == "error":
-            i = first_true(t)
-            refuse_cell(col[i].as_py(), own.path, c, keys[i])  # raises, naming the fix
-    for j, (c, col, kind) in enumerate(zip(feats, cols, kinds, strict=True)):
-        if kind == "numeric" and pa.types.is_float32(col.type):  # every value fits (reading.narrowed): as it is
-            out[:, start + j] = col.to_numpy(zero_copy_only=False)
-        elif kind == "numeric":  # checked, then written into its column of ``out`` (one column in float64 at a time)
-            x = as_float64(col)
-            i = first_true(np.abs(x) > FLOAT32_MAX)  # infinities too; a NaN (missing) compares False
-            if i is not None:
-                refuse_cell(cell_text(own, c, int(rows[i])), own.path, c, keys[i])  # raises, naming the fix
-            out[:, start + j] = x
-    if missing == "error":
-        for c, col in zip(feats, cols, strict=True):
-            i = first_true(missing_cells(col))
-            if i is not None:
-                refuse_cell(None, own.path, c, keys[i])  # raises, naming the fix
-    text = {}
-    for j, (col, kind) in enumerate(zip(cols, kinds, strict=True)):
-        if kind == "categorical":  # its strings, trimmed, null where missing (Arrow's: no Python object per cell)
-            trimmed = pc.utf8_trim_whitespace(col.cast("string"))
-            text[start + j] = pc.if_else(missing_cells(col), pa.scalar(None, pa.string()), trimmed)
-            out[:, start + j] = np.nan
-    return kinds, text
-
-
 _AHEAD: dict = {}  # what read_ahead started: its call's key -> a Future of its table
 
 
@@ -377,11 +332,11 @@ def _load(files, id_column, label_column, task, only=None, ids=None, categorical
         labels = pc.take(column_of(owns[0], label_column), file_rows[0])
 
     # one file at a time: two at once (on both cores) took ~0.3 s less at 10^6 rows and ~0.15 GB more memory
-    parts = [np.empty((len(keys), len(g)), dtype=np.float32, order="F") for g in groups]  # each file's columns
+    parts = [np.empty((len(keys), len(g)), dtype=np.float32) for g in groups]  # each file's columns, row by row
     for (k, own), rows, group, part in zip(owns.items(), file_rows, groups, parts, strict=True):
         if k in unread:
             empty_column(own, label_column)
-        block_kinds, block_text = _block(own, own.features(label_column), rows, _Keys(keys), policies[k], part, 0)
+        block_kinds, block_text = fill_columns(own, own.features(label_column), rows, _Keys(keys), policies[k], part)
         kinds += block_kinds
         text.update({group[0] + j: t for j, t in block_text.items()})  # by the column's place in the table
         own.table = None  # the file's columns are in its part now: its memory goes, handed back to the system
@@ -491,8 +446,8 @@ def load_new_rows(files, trained, id_column="id", label_column="label", only=Non
         if columns is None:
             continue
         feats, kinds, policy = columns
-        block = np.empty((len(keys), len(feats)), dtype=np.float32, order="F")
-        _, text = _block(own, feats, rows, _Keys(keys), policy, block, 0, kinds)
+        block = np.empty((len(keys), len(feats)), dtype=np.float32)
+        _, text = fill_columns(own, feats, rows, _Keys(keys), policy, block, kinds)
         blocks[k] = (block, text)
         own.table = None
         pa.default_memory_pool().release_unused()

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import torch
+from vcl.datamodules.rows import BLOCK, scaled_rows
 
 from vcl.errors import VCLInputError
 
@@ -63,9 +64,10 @@ class Preparation:
         out = np.empty((block.shape[0], self.width)) if out is None else out
         numeric = [j for j, k in enumerate(self.kinds) if k == "numeric"]
         at = len(numeric)
-        if numeric:
-            values = np.asarray(block[:, numeric], dtype=np.float64)
-            out[:, :at] = values if self.means is None else np.where(np.isnan(values), self.means, values)
+        for start in range(0, block.shape[0] if numeric else 0, BLOCK):  # a block of rows at a time, in float64
+            values = np.asarray(block[start : start + BLOCK][:, numeric], dtype=np.float64)
+            filled = values if self.means is None else np.where(np.isnan(values), self.means, values)
+            out[start : start + BLOCK, :at] = filled
         for j, categories in self.categories.items():
             cells = as_text(text[j])
             if j in self.fills:
@@ -79,16 +81,12 @@ class Preparation:
         return out
 
     def scale(self, block: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Prepared columns z-scored with the training rows' statistics, as float32 (C order): each column worked
-        out in float64 on its own, as ``((block - mean) / std).astype(float32)`` would, without its float64 copy of
-        the whole block (a tenth of a second per 10^6 rows of 8 columns); ``rows``: those rows only, in that order
-        (a split's, taken as each column is scaled: no scaled copy of the whole block)."""
+        """Prepared columns z-scored with the training rows' statistics, as float32 (C order): each number as
+        ``((block - mean) / std).astype(float32)`` computes it, a block of rows at a time (no float64 copy of the
+        whole block); ``rows``: those rows only, in that order (a split's, taken whole from a C-order block as they
+        are scaled: :func:`vcl.datamodules.rows.scaled_rows`)."""
         mean, std = np.asarray(self.mean, dtype=np.float64), np.asarray(self.std, dtype=np.float64)
-        out = np.empty((block.shape[0] if rows is None else len(rows), block.shape[1]), dtype=np.float32)
-        for j in range(block.shape[1]):
-            column = block[:, j] if rows is None else block[:, j][rows]
-            np.divide(np.subtract(column, mean[j], dtype=np.float64), std[j], out=out[:, j], casting="same_kind")
-        return out
+        return scaled_rows(block, rows, mean, std)
 
     def prepare(self, block: np.ndarray, text: dict | None = None) -> torch.Tensor:
         """New rows (``block``, ``text`` as :meth:`encode` takes them) as the training rows were prepared: encoded,
@@ -174,8 +172,6 @@ def prepare_group(
     a text column's most frequent category (ties: the first in code-point order) and its sorted categories are what
     scikit-learn's ``SimpleImputer(strategy="most_frequent")`` and ``OneHotEncoder`` find (tested), counted by Arrow
     on the column's strings, without a Python object per cell."""
-    from sklearn.impute import SimpleImputer
-
     numeric = [j for j, k in enumerate(kinds) if k == "numeric"]
     cats = [j for j, k in enumerate(kinds) if k == "categorical"]
     text = {j: as_text(t) for j, t in (text if text is not None else {j: block[:, j] for j in cats}).items()}
@@ -193,9 +189,11 @@ def prepare_group(
                     "nothing to impute from; fill some in or remove the column."
                 )
     fitted = Preparation(list(names), list(kinds), missing)
-    if numeric and impute:
-        imputer = SimpleImputer(strategy="mean").fit(np.asarray(block[train][:, numeric], dtype=np.float64))
-        fitted.means = np.asarray(imputer.statistics_, dtype=np.float64)
+    if numeric and impute:  # SimpleImputer(strategy="mean")'s sums and counts, on the same array (tested)
+        values = np.asarray(block[train][:, numeric], dtype=np.float64)
+        empty = np.isnan(values)
+        np.copyto(values, 0.0, where=empty)
+        fitted.means = values.sum(axis=0) * 1.0 / (len(values) - empty.sum(axis=0))
     for j in cats:
         cells = text[j].take(rows)  # its training rows
         if impute:

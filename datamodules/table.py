@@ -31,7 +31,7 @@ class Table:
     text: dict[int, np.ndarray] | None = None
     raw_columns: list[list[str]] | None = None  # CSV files: each file's feature columns as it names them
     classes: list[str] | None = None  # classification: each class's name, in the order of the outputs
-    # files read for a run: each group's columns as an array of its own (float32, F order) and X None, so that an
+    # files read for a run: each group's columns as an array of its own (float32, C order) and X None, so that an
     # organization's raw columns go as soon as its rows are prepared (:meth:`take`), not when every one's are
     parts: list[np.ndarray | None] | None = None
 

@@ -18,8 +18,9 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
-from vcl.datamodules.csv_files import csv_policies, load_new_rows
+from vcl.datamodules.csv_files import csv_policies, in_threads, load_new_rows
 from vcl.datamodules.prepare import Preparation, prepare_group
+from vcl.datamodules.rows import all_finite, column_values
 from vcl.datamodules.sources import load_table
 from vcl.datamodules.table import Table
 from vcl.datamodules.view import PartyDataModule, label_targets
@@ -157,13 +158,13 @@ def seeded_row_splits(
 def prepared(table: Table, m: int, group: list[int], block: np.ndarray, train: np.ndarray):
     """Group ``m``'s raw columns (``block``: float32, NaN where missing; ``group``: their indices) prepared alone on
     the training rows (:func:`vcl.datamodules.prepare.prepare_group`): its prepared column names, their numbers
-    (float32, F order) and its fitted :class:`~vcl.datamodules.prepare.Preparation`. Its text columns leave the
+    (float32, C order) and its fitted :class:`~vcl.datamodules.prepare.Preparation`. Its text columns leave the
     table's ``text`` as they are encoded."""
     texts = {j: table.text.pop(i) for j, i in enumerate(group) if i in (table.text or {})}
     names, preparation = prepare_group(
         block, [table.kinds[i] for i in group], [table.columns[i] for i in group], table.policies[m][1], train, texts
     )
-    out = np.empty((block.shape[0], len(names)), dtype=block.dtype, order="F")
+    out = np.empty((block.shape[0], len(names)), dtype=block.dtype)  # row by row, as the splits take it
     return names, preparation.encode(block, texts, out=out), preparation
 
 
@@ -173,13 +174,13 @@ def is_sorted(a: np.ndarray) -> bool:
 
 def column_statistics(X: np.ndarray, train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each column's mean and standard deviation over the training rows (a constant column's deviation is 1). A
-    float32 table (a file read for a run, held column by column) is summed in float64 a column at a time, over its
-    training rows taken in file order (one pass through memory, not a jump per row)."""
+    float32 table (a file read for a run, held row by row) is summed in float64 a column at a time, over its
+    training rows taken in row order (:func:`vcl.datamodules.rows.column_values`: sweeps of memory, no jump a row)."""
     if X.dtype == np.float32:
         rows = train if is_sorted(train) else np.sort(train)
         mean, std = np.empty(X.shape[1]), np.empty(X.shape[1])
-        for j in range(X.shape[1]):
-            column = X[:, j][rows].astype(np.float64)
+        for j, values in column_values(X, rows):
+            column = values.astype(np.float64)
             mean[j], std[j] = column.mean(), column.std()
     else:
         rows = X[train]
@@ -437,28 +438,31 @@ class TabularDataModule(VerticalDataModule):
 
     def split(self, table: Table) -> VerticalData:
         """Each organization's rows of each split, prepared (CSV columns with text or missing cells) and z-scored on
-        its own training rows, one organization after another: a table held as parts (files read for a run) lets
-        each organization's raw columns go once its splits are made."""
+        its own training rows, two organizations at a time (NumPy and Arrow release the GIL: both cores of a laptop;
+        more at once would hold more organizations' prepared columns): a table held as parts (files read for a run)
+        lets each organization's raw columns go once its splits are made."""
         groups, names = self.column_groups(table)
         rows = self.row_splits(table.rows, table.train_rows)
         whole = None  # a float64 table's statistics, all columns at once
         if table.parts is None and table.X.dtype != np.float32 and table.kinds is None:
             whole = column_statistics(table.X, rows["train"])
         train = np.sort(rows["train"])  # for each organization's statistics: sorted once
-        views = []
-        for m, (name, g) in enumerate(zip(names, groups, strict=True)):  # z-scored one organization's at a time
+
+        def view(m: int) -> FeatureView:  # organization m's, prepared and z-scored on its own
+            g = groups[m]
             block, columns = table.take(m, g), [table.columns[i] for i in g]
             prep = Preparation(columns, ["numeric"] * len(g))
             if table.kinds is not None:  # CSV columns each organization prepares on its own training rows
                 columns, block, prep = prepared(table, m, g, block, train)
-            if not all(np.isfinite(block[:, j]).all() for j in range(block.shape[1])):  # a column at a time
+            if not all_finite(block):
                 raise VCLInputError(
                     f"dataset {self.dataset!r} has NaN or infinite features; impute or drop them first."
                 )
             prep.mean, prep.std = column_statistics(block, train) if whole is None else (whole[0][g], whole[1][g])
             splits = {s: torch.from_numpy(prep.scale(block, r)) for s, r in rows.items()}  # each split's rows, scaled
-            views.append(FeatureView(name, columns, splits, prep))
-            block = None  # a part's raw columns go here, before the next organization's are prepared
+            return FeatureView(names[m], columns, splits, prep)  # its raw columns go as it returns
+
+        views = in_threads(view, list(range(len(groups))), at_most=2)
         labels = {s: torch.from_numpy(table.y[r]) for s, r in rows.items()}
         if table.task == "regression":
             labels = {s: y.to(torch.float32) for s, y in labels.items()}
