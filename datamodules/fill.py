@@ -53,8 +53,8 @@ def _taken(own: OwnFile, feats: list[str], whole: list, rows, keys, policy, out:
     """:func:`fill_columns` for columns taken on the aligned rows one at a time (text, integers, missing cells refused),
     each checked there: their kinds, and their text columns' strings by their place in ``out`` (``at``)."""
     categorical, missing = policy
-    cols = [pc.take(col, rows) for col in whole]
-    texts = [text_cells(col) for col in cols]
+    cols = [_on_rows(col, rows) for col in whole]
+    texts = [_each(text_cells, col) for col in cols]
     seen = ["categorical" if t is not None and pc.any(t).as_py() else "numeric" for t in texts]
     kinds = seen if kinds is None else kinds
     for c, col, t, kind, found in zip(feats, cols, texts, kinds, seen, strict=True):
@@ -71,20 +71,52 @@ def _taken(own: OwnFile, feats: list[str], whole: list, rows, keys, policy, out:
         if kind == "numeric" and pa.types.is_float32(col.type):  # every value fits (reading.narrowed): as it is
             out[:, j] = col.to_numpy(zero_copy_only=False)
         elif kind == "numeric":  # checked, then written into its column of ``out`` (one column in float64 at a time)
-            x = as_float64(col)
+            x = _each(as_float64, col)
             i = first_true(np.abs(x) > FLOAT32_MAX)  # infinities too; a NaN (missing) compares False
             if i is not None:
                 refuse_cell(cell_text(own, c, int(rows[i])), own.path, c, keys[i])  # raises, naming the fix
             out[:, j] = x
     if missing == "error":
         for c, col in zip(feats, cols, strict=True):
-            i = first_true(missing_cells(col))
+            i = first_true(_each(missing_cells, col))
             if i is not None:
                 refuse_cell(None, own.path, c, keys[i])  # raises, naming the fix
     text = {}
     for j, col, kind in zip(at, cols, kinds, strict=True):
-        if kind == "categorical":  # its strings, trimmed, null where missing (Arrow's: no Python object per cell)
-            trimmed = pc.utf8_trim_whitespace(col.cast("string"))
-            text[j] = pc.if_else(missing_cells(col), pa.scalar(None, pa.string()), trimmed)
+        if kind == "categorical":  # its strings, trimmed, null where missing: each distinct one once, and the codes
+            text[j] = _each(_trimmed, col) if isinstance(col, pa.DictionaryArray) else _trimmed(col)
             out[:, j] = np.nan
     return kinds, text
+
+
+def _on_rows(col, rows):
+    """A column's cells on the aligned rows: a text column as a dictionary array (one encoding of the whole column,
+    a null its own entry; the aligned rows' codes and the strings they hold, no other), whose checks then run once a
+    distinct string (:func:`_each`); anything else taken as it is."""
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        encoded = col.dictionary_encode(null_encoding="encode")
+        codes = encoded.indices.to_numpy(zero_copy_only=False)[rows]
+        used = np.bincount(codes, minlength=len(encoded.dictionary)) > 0
+        remap = np.cumsum(used, dtype=np.int32) - 1
+        return pa.DictionaryArray.from_arrays(pa.array(remap[codes]), encoded.dictionary.filter(pa.array(used)))
+    return pc.take(col, rows)
+
+
+def _each(function, cells):
+    """``function`` of a column's cells (Arrow or NumPy values a cell; None stays None): of a dictionary array's
+    distinct values once, each cell then given its value's; of other cells as they are. A dictionary array's result
+    for a text column is a dictionary array again (its codes, the values' results)."""
+    if not isinstance(cells, pa.DictionaryArray):
+        return function(cells)
+    result = function(cells.dictionary)
+    if result is None or isinstance(result, np.ndarray):
+        return None if result is None else result[cells.indices.to_numpy(zero_copy_only=False)]
+    if pa.types.is_string(result.type):
+        return pa.DictionaryArray.from_arrays(cells.indices, result)
+    return result.take(cells.indices)
+
+
+def _trimmed(col):
+    """A text column's strings, trimmed, null where missing (Arrow's: no Python object per cell)."""
+    trimmed = pc.utf8_trim_whitespace(col if pa.types.is_string(col.type) else col.cast("string"))
+    return pc.if_else(missing_cells(col), pa.scalar(None, pa.string()), trimmed)

@@ -54,8 +54,8 @@ class Preparation:
         return numeric + [f"{self.raw[j]}={v}" for j, cats in self.categories.items() for v in cats]
 
     def encode(self, block: np.ndarray, text: dict | None = None, out: np.ndarray | None = None) -> np.ndarray:
-        """The raw columns (``block``, NaN for a missing cell; ``text``: each text column's strings by position, NaN
-        where missing) as the prepared numbers, before scaling: float64, or written into ``out`` (rows ×
+        """The raw columns (``block``, NaN for a missing cell; ``text``: each text column's strings by position, as
+        :func:`coded` takes them) as the prepared numbers, before scaling: float64, or written into ``out`` (rows ×
         :attr:`width`, e.g. a float32 slice of the whole table: each part is cast as it is written, with no full copy
         in between). The numbers scikit-learn's fitted imputers and encoder give (tested), from their fitted values:
         an empty cell takes its column's training mean or most frequent category, a category unseen in training
@@ -68,12 +68,12 @@ class Preparation:
             values = np.asarray(block[start : start + BLOCK][:, numeric], dtype=np.float64)
             filled = values if self.means is None else np.where(np.isnan(values), self.means, values)
             out[start : start + BLOCK, :at] = filled
-        for j, categories in self.categories.items():
-            cells = as_text(text[j])
-            if j in self.fills:
-                cells = cells.fill_null(self.fills[j])
-            index = pc.index_in(cells, value_set=pa.array(categories, pa.string()))
-            index = index.fill_null(-1).to_numpy(zero_copy_only=False)
+        for j, categories in self.categories.items():  # each distinct string looked up once
+            values, codes = coded(text[j])
+            of_value = pc.index_in(values, value_set=pa.array(categories, pa.string())).fill_null(-1)
+            fill = self.fills.get(j)
+            empty = categories.index(fill) if fill in categories else -1  # a missing cell's category, or none
+            index = np.append(of_value.to_numpy(zero_copy_only=False), empty)[codes]  # code -1: the last
             part, seen = out[:, at : at + len(categories)], np.flatnonzero(index >= 0)
             part[...] = 0
             part[seen, index[seen]] = 1
@@ -166,21 +166,20 @@ def prepare_group(
     """One organization's columns as numbers: numeric columns (``block``'s, NaN for a missing cell; mean-imputed
     if ``missing`` is impute), then each text column's categories seen in the training rows as 0/1 columns named
     ``column=value`` (a category unseen there encodes as zeros). ``text``: each text column's strings by its
-    position in the group (Arrow strings, null where missing, or Python strings, NaN where missing; else ``block``'s
-    own column). Returns (the prepared column names, the fitted :class:`Preparation`, not yet with its scaling); its
-    :meth:`Preparation.encode` makes the numbers. The numeric columns' means are scikit-learn's ``SimpleImputer``'s;
+    position in the group (as :func:`coded` takes them; else ``block``'s own column). Returns (the prepared column
+    names, the fitted :class:`Preparation`, not yet with its scaling); its :meth:`Preparation.encode` makes the
+    numbers. The numeric columns' means are scikit-learn's ``SimpleImputer``'s;
     a text column's most frequent category (ties: the first in code-point order) and its sorted categories are what
-    scikit-learn's ``SimpleImputer(strategy="most_frequent")`` and ``OneHotEncoder`` find (tested), counted by Arrow
-    on the column's strings, without a Python object per cell."""
+    scikit-learn's ``SimpleImputer(strategy="most_frequent")`` and ``OneHotEncoder`` find (tested), counted over the
+    codes of the column's one dictionary encoding, without a Python object per cell."""
     numeric = [j for j, k in enumerate(kinds) if k == "numeric"]
     cats = [j for j, k in enumerate(kinds) if k == "categorical"]
-    text = {j: as_text(t) for j, t in (text if text is not None else {j: block[:, j] for j in cats}).items()}
-    rows = pa.array(np.asarray(train, dtype=np.int64))
+    text = {j: coded(t) for j, t in (text if text is not None else {j: block[:, j] for j in cats}).items()}
     impute = missing == "impute"
     if impute:
         for j in range(len(kinds)):
             if j in text:
-                empty = text[j].take(rows).null_count == len(train)
+                empty = (text[j][1][train] < 0).all()
             else:
                 empty = np.isnan(np.asarray(block[train, j], dtype=np.float64)).all()
             if empty:
@@ -195,15 +194,29 @@ def prepare_group(
         np.copyto(values, 0.0, where=empty)
         fitted.means = values.sum(axis=0) * 1.0 / (len(values) - empty.sum(axis=0))
     for j in cats:
-        cells = text[j].take(rows)  # its training rows
-        if impute:
-            counts = pc.value_counts(cells.drop_null())
-            values, n = counts.field("values"), counts.field("counts")
-            fitted.fills[j] = pc.min(values.filter(pc.equal(n, pc.max(n)))).as_py()
-            cells = cells.fill_null(fitted.fills[j])
-        seen = pc.unique(cells.drop_null())
+        values, codes = text[j]
+        codes = codes[train]  # its training rows: how many hold each distinct string
+        counts = np.bincount(codes[codes >= 0], minlength=len(values))
+        if impute:  # the most frequent (ties: the first in code-point order), which the missing cells take
+            fitted.fills[j] = pc.min(values.filter(pa.array(counts == counts.max()))).as_py()
+        seen = values.filter(pa.array(counts > 0))
         fitted.categories[j] = seen.take(pc.sort_indices(seen)).to_pylist()
     return fitted.columns, fitted
+
+
+def coded(cells) -> tuple[pa.Array, np.ndarray]:
+    """A text column as its distinct strings and each cell's code among them (-1 where missing): a dictionary array
+    (the fill's: each distinct string once, trimmed, null where missing) by its values, equal ones one code; other
+    cells (Arrow strings, null where missing, or Python strings, NaN or None where missing: :func:`as_text`)
+    encoded."""
+    if isinstance(cells, pa.ChunkedArray):
+        cells = cells.combine_chunks()
+    if isinstance(cells, pa.DictionaryArray):
+        distinct = as_text(cells.dictionary).dictionary_encode()
+        remap = np.append(distinct.indices.fill_null(-1).to_numpy(zero_copy_only=False), -1)
+        return distinct.dictionary, remap[cells.indices.fill_null(-1).to_numpy(zero_copy_only=False)]
+    encoded = as_text(cells).dictionary_encode()
+    return encoded.dictionary, encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
 
 
 def as_text(cells) -> pa.Array:

@@ -264,8 +264,10 @@ def is_number_type(t) -> bool:
 def missing_cells(col):
     """Arrow booleans: the cell is missing (null, empty or blank, or a NaN)."""
 
-    if is_number_type(col.type):
-        values = col.cast(pa.float64())
+    if pa.types.is_integer(col.type):  # no NaN
+        return pc.is_null(col)
+    if is_number_type(col.type):  # float32 and float64 as they are (no float64 copy), else as float64
+        values = col if pa.types.is_float32(col.type) or pa.types.is_float64(col.type) else col.cast(pa.float64())
         return pc.or_(pc.is_null(values), pc.is_nan(values)).fill_null(True)
     text = col if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) else col.cast(pa.string())
     blank = pc.equal(pc.utf8_trim_whitespace(text), "")

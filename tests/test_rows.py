@@ -96,3 +96,36 @@ def test_imputed_means_are_scikit_learns_to_the_last_bit(numeric):
     laid_out = np.asarray(block[train][:, list(range(numeric))], dtype=np.float64)  # as prepare_group lays them out
     imputer = SimpleImputer(strategy="mean").fit(laid_out)
     assert np.array_equal(fitted.means, imputer.statistics_)
+
+
+def test_a_text_column_is_checked_and_encoded_once_a_distinct_string(tmp_path):
+    """A text column is dictionary-encoded once: its checks run on its distinct strings, so a text cell in a row no
+    one else holds does not make a numeric column text, and one in a shared row is named by its ID; its categories,
+    spelled with spaces around them or missing ("", "nan"), are one-hot encoded as the strings themselves would be."""
+    from vcl.datamodules.csv_files import load_csv_organizations
+    from vcl.datamodules.prepare import prepare_group
+
+    from vcl.errors import VCLInputError
+
+    n = 30
+    ids = [f"p{i:02d}" for i in range(n)]
+    write_csv(tmp_path / "alice.csv", ["id", "x", "label"], [(i, k * 0.5, k % 2) for k, i in enumerate(ids)])
+    spellings = [" red", "red ", "blue", "", "nan", "green"]
+    colours = [spellings[k % len(spellings)] for k in range(n)]
+    bob = [(i, c, k - 3.5) for k, (i, c) in enumerate(zip(ids, colours, strict=True))][::-1] + [("q0", "teal", "oops")]
+    write_csv(tmp_path / "bob.csv", ["id", "colour", "z"], bob)
+    files = [tmp_path / "alice.csv", tmp_path / "bob.csv"]
+    table = load_csv_organizations(files, task="classification", categorical=["onehot"], missing=["impute"])
+    assert table.kinds == ["numeric", "categorical", "numeric"]  # z: "oops" is only in q0, which alice lacks
+    assert np.array_equal(table.matrix()[:, 2], np.arange(n) - 3.5) and np.isnan(table.matrix()[:, 1]).all()
+    train = np.arange(n)
+    _, coded = prepare_group(table.matrix()[:, 1:2], ["categorical"], ["colour"], "impute", train, {0: table.text[1]})
+    plain = np.array([c.strip() if c.strip() not in ("", "nan") else np.nan for c in colours], dtype=object)
+    _, reference = prepare_group(np.full((n, 1), np.nan), ["categorical"], ["colour"], "impute", train, {0: plain})
+    assert coded.categories == reference.categories == {0: ["blue", "green", "red"]} and coded.fills == {0: "red"}
+    assert np.array_equal(
+        coded.encode(np.full((n, 1), np.nan), {0: table.text[1]}), reference.encode(np.full((n, 1), np.nan), {0: plain})
+    )
+    write_csv(tmp_path / "bob.csv", ["id", "z"], [(i, "oops" if i == "p07" else z) for i, _, z in bob])
+    with pytest.raises(VCLInputError, match=r"bob\.csv, column 'z', ID 'p07': 'oops' is not a number"):
+        load_csv_organizations(files, task="classification")
