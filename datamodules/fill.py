@@ -25,10 +25,11 @@ from vcl.errors import VCLInputError
 def fill_columns(own: OwnFile, feats: list[str], rows, keys, policy: tuple[str, str], out: np.ndarray, kinds=None):
     """One file's feature columns on the aligned ``rows`` (file row per aligned row; ``keys`` their IDs) into
     ``out`` (aligned rows × ``feats``, C order) as float32, NaN where missing; returns each column's kind and, for a
-    text column that its policy lets through, its strings (an Arrow string array, null where missing). ``kinds``: each
+    text column that its policy lets through, its strings (an Arrow dictionary array: each distinct string once,
+    trimmed, null where missing, and the rows' codes; :func:`vcl.datamodules.prepare.coded` reads it). ``kinds``: each
     column's kind in training (new rows: a text cell in a numeric column is refused). Float32 columns that nothing
     can refuse in any row go row by row (:func:`vcl.datamodules.rows.scatter`); the others are taken a column at a
-    time and checked on the aligned rows."""
+    time (a text column through one dictionary encoding) and checked on the aligned rows."""
     whole = [column_of(own, c) for c in feats]
     plain = [j for j, col in enumerate(whole) if _plain(col, policy[1], None if kinds is None else kinds[j])]
     if plain:

@@ -5,12 +5,14 @@ and not one place a column.
 Rows of a file and the aligned rows lie in unrelated orders (the aligned IDs are sorted; a file's are as its
 organization wrote them), and so do a split's rows (a seeded permutation). Moving such rows column by column jumps
 through memory once a cell; a row of 8 or 16 float32 numbers is one or two cache lines, so moving it whole jumps
-once a row. The two moves here, in blocks of :data:`BLOCK` rows whose float64 temporaries stay in the cache:
+once a row. The moves here, in blocks of :data:`BLOCK` rows whose float64 temporaries stay in the cache:
 
 * :func:`scatter` (the fill): a file's columns, read in file order a block at a time, each block's rows written to
   their aligned places. No copy of the file's columns is made in between.
 * :func:`scaled_rows` (a split): the rows of a split taken out of an organization's block and z-scored, exactly as
   ``((block[rows] - mean) / std).astype(float32)`` computes each number (in float64, then rounded once).
+* :func:`column_values` (the training statistics): the training rows' columns, a group of columns gathered by one
+  sweep of the rows.
 """
 
 from __future__ import annotations
