@@ -208,7 +208,9 @@ def coded(cells) -> tuple[pa.Array, np.ndarray]:
     """A text column as its distinct strings and each cell's code among them (-1 where missing): a dictionary array
     (the fill's: each distinct string once, trimmed, null where missing) by its values, equal ones one code; other
     cells (Arrow strings, null where missing, or Python strings, NaN or None where missing: :func:`as_text`)
-    encoded."""
+    encoded; what it returned, as it is."""
+    if isinstance(cells, tuple):
+        return cells
     if isinstance(cells, pa.ChunkedArray):
         cells = cells.combine_chunks()
     if isinstance(cells, pa.DictionaryArray):

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 from vcl.datamodules.csv_files import csv_policies, in_threads, load_new_rows
-from vcl.datamodules.prepare import Preparation, prepare_group
+from vcl.datamodules.prepare import Preparation, coded, prepare_group
 from vcl.datamodules.rows import all_finite, column_values
 from vcl.datamodules.sources import load_table
 from vcl.datamodules.table import Table
@@ -159,8 +159,8 @@ def prepared(table: Table, m: int, group: list[int], block: np.ndarray, train: n
     """Group ``m``'s raw columns (``block``: float32, NaN where missing; ``group``: their indices) prepared alone on
     the training rows (:func:`vcl.datamodules.prepare.prepare_group`): its prepared column names, their numbers
     (float32, C order) and its fitted :class:`~vcl.datamodules.prepare.Preparation`. Its text columns leave the
-    table's ``text`` as they are encoded."""
-    texts = {j: table.text.pop(i) for j, i in enumerate(group) if i in (table.text or {})}
+    table's ``text`` as they are encoded (once: their codes serve the fit and the encoding)."""
+    texts = {j: coded(table.text.pop(i)) for j, i in enumerate(group) if i in (table.text or {})}
     names, preparation = prepare_group(
         block, [table.kinds[i] for i in group], [table.columns[i] for i in group], table.policies[m][1], train, texts
     )
