@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from vcl.datamodules.fill import fill_columns
-from vcl.datamodules.ids import fixed_width_encoding
+from vcl.datamodules.ids import fixed_width_encoding, sorted_strings
 from vcl.datamodules.reading import (
     FLOAT32_MAX,
     NUMBER,
@@ -173,8 +173,12 @@ def aligned(
         offers = [ids if mask is None else ids.filter(pa.array(mask)) for ids, mask in zip(lists, offered, strict=True)]
         raise VCLInputError(f"the csv files share no value of {id_column!r}{after}; {_near_miss(offers, id_column)}")
     keys = dictionary.take(shared)
-    order = pc.sort_indices(keys).to_numpy(zero_copy_only=False)
-    shared, keys = shared[order], keys.take(order)
+    if (fixed := sorted_strings(keys)) is not None:  # IDs of one width: sorted as integers
+        order, keys = fixed
+    else:
+        order = pc.sort_indices(keys).to_numpy(zero_copy_only=False)
+        keys = keys.take(order)
+    shared = shared[order]
     if len(shared) < least:
         shown = ", ".join(repr(k) for k in keys.to_pylist())
         raise VCLInputError(

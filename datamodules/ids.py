@@ -9,6 +9,11 @@ NumPy over all rows at once), Arrow encodes the keys, and each ID is then compar
 code names: equal everywhere, the codes and distinct IDs are those of the encoding on text (the same first-seen
 order). Otherwise (IDs of several widths, or two different IDs that met on one key) the result is None and the
 caller encodes the text as before.
+
+:func:`sorted_strings` sorts strings of one width (the shared IDs, the order every party uses) as Arrow's
+``sort_indices`` does, on integers: each byte position's bytes ranked among those it holds, the ranks of the first
+positions one number (mixed radix, so the order of the numbers is that of the strings) beside the row's place in
+the low bits of a 64-bit word, and NumPy sorts the words (10^7 IDs of 10 bytes: 5.5 s as text in Arrow).
 """
 
 from __future__ import annotations
@@ -47,11 +52,66 @@ def fixed_width_encoding(lists: list[pa.Array]) -> tuple[pa.Array, list[np.ndarr
     if width > 8:  # a key is a hash: every row's bytes must be its key's (up to 8, a key is the bytes themselves)
         for r, c in zip(rows, codes, strict=True):
             for start in range(0, len(c), BLOCK):
-                if not np.array_equal(np.take(distinct, c[start : start + BLOCK], axis=0), r[start : start + BLOCK]):
+                if not np.array_equal(_take(distinct, c[start : start + BLOCK]), r[start : start + BLOCK]):
                     return None
     offsets = pa.py_buffer(np.arange(0, (count + 1) * width, width, dtype=np.int32))
     dictionary = pa.StringArray.from_buffers(count, offsets, pa.py_buffer(distinct))
     return dictionary, codes
+
+
+def sorted_strings(strings: pa.Array) -> tuple[np.ndarray, pa.Array] | None:
+    """(the order ``pc.sort_indices(strings)`` gives, the strings in that order) for strings without nulls all of
+    one width; None otherwise. Equal strings keep their order (a stable sort, as Arrow's)."""
+    rows = _bytes(strings) if len(strings) and not strings.null_count and pa.types.is_string(strings.type) else None
+    if rows is None:
+        return None
+    n, width = rows.shape
+    place = max(1, (n - 1).bit_length())  # the low bits that hold a row's place
+    packed, stop = _number(rows, 0, 2 ** (64 - place))
+    np.left_shift(packed, np.uint64(place), out=packed)
+    np.bitwise_or(packed, np.arange(n, dtype=np.uint64), out=packed)
+    packed.sort()  # distinct words: no sort is needed to be stable
+    first = packed >> np.uint64(place)
+    order = (packed & np.uint64((1 << place) - 1)).astype(np.int64)
+    start = np.ones(n, dtype=bool)  # where a run of strings equal in the first positions begins
+    np.not_equal(first[1:], first[:-1], out=start[1:])
+    if stop < width and not start.all():  # ties: ordered by the later positions, within their runs only
+        tied = ~start
+        tied[:-1] |= tied[1:]
+        at = np.flatnonzero(tied)
+        rest, later = rows[order[at]], [np.cumsum(start)[at]]
+        while stop < width:
+            word, stop = _number(rest, stop, 2**64)
+            later.append(word)
+        order[at] = order[at][np.lexsort(later[::-1])]
+    offsets = pa.py_buffer(np.arange(0, (n + 1) * width, width, dtype=np.int32))
+    return order, pa.StringArray.from_buffers(n, offsets, pa.py_buffer(_take(rows, order)))
+
+
+def _number(rows: np.ndarray, start: int, room: int) -> tuple[np.ndarray, int]:
+    """The bytes of each row from position ``start`` on, as one number below ``room`` whose order is theirs: each
+    position's byte ranked among the bytes it holds in ``rows`` (positions holding one byte left out), the ranks in
+    mixed radix, as many positions as fit; with the position after the last one taken."""
+    word = np.zeros(len(rows), dtype=np.uint64)
+    for j in range(start, rows.shape[1]):
+        held = np.bincount(rows[:, j], minlength=256) > 0
+        radix = int(held.sum())
+        if radix > room:
+            return word, j
+        if radix > 1:
+            room //= radix
+            np.multiply(word, np.uint64(radix), out=word)
+            np.add(word, np.take((np.cumsum(held) - 1).astype(np.uint64), rows[:, j]), out=word)
+    return word, rows.shape[1]
+
+
+def _take(rows: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``rows[indices]`` of a C-contiguous 2-D array, each row moved whole by Arrow's take on fixed-size binary
+    values (10^6 rows of 36 bytes: ~0.02 s, against ~0.13 s by NumPy's indexing)."""
+    size = rows.shape[1] * rows.itemsize
+    whole = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), len(rows), [None, pa.py_buffer(rows)])
+    taken = whole.take(pa.array(indices)).buffers()[1]
+    return np.frombuffer(taken, dtype=rows.dtype, count=len(indices) * rows.shape[1]).reshape(len(indices), -1)
 
 
 def _bytes(ids: pa.Array) -> np.ndarray | None:
@@ -68,18 +128,19 @@ def _bytes(ids: pa.Array) -> np.ndarray | None:
 
 
 def _keys(rows: np.ndarray) -> np.ndarray:
-    """One uint64 key a row of bytes: the bytes themselves (little-endian, zero-padded) up to 8 a row, else every
-    word of the row folded in turn (xor, multiply by ``MIX``, xor with its top bits shifted down)."""
+    """One uint64 key a row of bytes: the bytes themselves (little-endian, zero-padded) up to 8 a row, else each
+    8 bytes of the row (the last 8 overlapping the word before where the width is no multiple of 8) folded in turn
+    (xor, multiply by ``MIX``, xor with its top bits shifted down). ``rows`` is C-contiguous (:func:`_bytes`)."""
     n, width = rows.shape
     if width <= 8:
         padded = np.zeros((n, 8), dtype=np.uint8)
         padded[:, :width] = rows
         return padded.view(np.uint64).ravel()
-    word = next(w for w in (8, 4, 2, 1) if width % w == 0)
-    words = rows.view(f"<u{word}")
-    key = np.full(n, START, dtype=np.uint64)
-    for j in range(words.shape[1]):
-        np.bitwise_xor(key, words[:, j], out=key, casting="unsafe")
+    key, shifted = np.full(n, START, dtype=np.uint64), np.empty(n, dtype=np.uint64)
+    for at in [*range(0, width - 7, 8), *([width - 8] if width % 8 else [])]:  # the last word overlaps the one before
+        word = np.ndarray((n,), dtype="<u8", buffer=rows, offset=at, strides=(width,))  # 8 bytes of each row
+        np.bitwise_xor(key, word, out=key)
         np.multiply(key, MIX, out=key)
-        np.bitwise_xor(key, key >> np.uint64(29), out=key)
+        np.right_shift(key, np.uint64(29), out=shifted)
+        np.bitwise_xor(key, shifted, out=key)
     return key

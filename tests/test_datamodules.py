@@ -483,6 +483,37 @@ def test_a_damaged_or_crafted_preparation_is_one_sentence(damage):
         Preparation.from_state(state, "here")
 
 
+def test_strings_of_one_width_sort_as_arrow_sorts_them():
+    """sorted_strings gives Arrow's order (stable, byte by byte) for strings of one width: UUIDs, zero-padded
+    numbers, multi-byte characters, repeats, a sliced array, and strings alike in more first positions than one
+    64-bit word holds (their order settled by the later ones); strings of several widths, or nulls, are not its."""
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from vcl.datamodules.ids import sorted_strings
+
+    rng = np.random.default_rng(3)
+    letters = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+    heads = ["".join(rng.choice(letters, 12)) for _ in range(1000)]
+    cases = [
+        [str(uuid.UUID(bytes=rng.bytes(16))) for _ in range(3000)],
+        [f"c{i:09d}" for i in rng.permutation(5000)],
+        [f"é{i:011d}" for i in rng.permutation(2000)],
+        [h + "".join(rng.choice(letters, 8)) for h in heads for _ in range(2)],  # pairs alike in 12 first letters
+        ["ab", "aa", "ab", "aa", "ab"],
+        ["x"],
+    ]
+    for strings in cases:
+        for array in (pa.array(strings, pa.string()), pa.array(["pad", *strings], pa.string()).slice(1)):
+            order, ordered = sorted_strings(array)
+            expected = pc.sort_indices(array).to_numpy()
+            assert order.tolist() == expected.tolist()
+            assert ordered.to_pylist() == array.take(expected).to_pylist()
+    assert sorted_strings(pa.array(["a", "bb"])) is None
+    assert sorted_strings(pa.array(["a", None])) is None
+
+
 def test_ids_of_one_width_encode_through_integer_keys_as_arrow_encodes_their_text(monkeypatch):
     """encode_ids of IDs all of one width (up to 8 bytes: the bytes are the key; beyond: a hash of the words) gives
     the codes and distinct IDs of Arrow's own encoding of the text, sliced arrays and multi-byte characters included;
