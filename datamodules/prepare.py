@@ -176,23 +176,20 @@ def prepare_group(
     cats = [j for j, k in enumerate(kinds) if k == "categorical"]
     text = {j: coded(t) for j, t in (text if text is not None else {j: block[:, j] for j in cats}).items()}
     impute = missing == "impute"
-    if impute:
+    fitted = Preparation(list(names), list(kinds), missing)
+    if impute:  # the training rows' numeric columns, gathered once: for the check, then the means
+        values = np.asarray(block[train][:, numeric], dtype=np.float64)
+        empty = np.isnan(values)
+        unfilled = dict(zip(numeric, empty.all(axis=0).tolist(), strict=True))
         for j in range(len(kinds)):
-            if j in text:
-                empty = (text[j][1][train] < 0).all()
-            else:
-                empty = np.isnan(np.asarray(block[train, j], dtype=np.float64)).all()
-            if empty:
+            if (text[j][1][train] < 0).all() if j in text else unfilled[j]:
                 raise VCLInputError(
                     f"column {names[j]!r} has no value in its organization's training rows, so missing: impute has "
                     "nothing to impute from; fill some in or remove the column."
                 )
-    fitted = Preparation(list(names), list(kinds), missing)
-    if numeric and impute:  # SimpleImputer(strategy="mean")'s sums and counts, on the same array (tested)
-        values = np.asarray(block[train][:, numeric], dtype=np.float64)
-        empty = np.isnan(values)
-        np.copyto(values, 0.0, where=empty)
-        fitted.means = values.sum(axis=0) * 1.0 / (len(values) - empty.sum(axis=0))
+        if numeric:  # SimpleImputer(strategy="mean")'s sums and counts, on the same array (tested)
+            np.copyto(values, 0.0, where=empty)
+            fitted.means = values.sum(axis=0) * 1.0 / (len(values) - empty.sum(axis=0))
     for j in cats:
         values, codes = text[j]
         codes = codes[train]  # its training rows: how many hold each distinct string

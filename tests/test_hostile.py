@@ -211,6 +211,11 @@ def test_a_column_empty_on_the_training_rows_cannot_be_imputed():
         prepare_group(block, ["numeric", "numeric"], ["x", "y"], "impute", np.array([0, 1]))
     names, fitted = prepare_group(block, ["numeric", "numeric"], ["x", "y"], "impute", np.array([1, 2]))
     assert names == ["x", "y"] and fitted.encode(block)[0, 0] == 5.0  # imputed from the training rows' mean
+    x, t, y = [np.nan, np.nan, 5.0], [None, None, "a"], [np.nan, 2.0, 3.0]  # x and t hold nothing in rows 0 and 1
+    for columns, names in (((x, t, y), ["x", "t", "y"]), ((t, x, y), ["t", "x", "y"])):
+        kinds = ["categorical" if n == "t" else "numeric" for n in names]
+        with pytest.raises(VCLInputError, match=f"^column '{names[0]}' has no value"):  # the first, in column order
+            prepare_group(np.array(columns, dtype=object).T, kinds, names, "impute", np.array([0, 1]))
 
 
 @pytest.mark.parametrize("missing", ["error", "impute", "drop"])
