@@ -213,7 +213,8 @@ def test_bad_input_is_one_sentence_exit_2_and_writes_nothing(tiny, tmp_path, cap
 def made_before_parties_kept_preparations(config, version: int = 1) -> None:
     """The run's checkpoints as vcl wrote them before parties kept their preparation: the coordinator's names no
     task and classes (and, ``version`` 1, digested the data as vcl did then), the parties' keep none."""
-    from vcl.coordinator.runner import data_digest, run_data
+    from vcl.coordinator.digest import data_digest
+    from vcl.coordinator.runner import run_data
 
     run_dir = config.run_dir
     ckpt = run_dir / "checkpoints" / "last.ckpt"

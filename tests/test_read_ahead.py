@@ -152,7 +152,7 @@ def test_the_coordinator_sends_each_party_the_places_of_the_aligned_ids_in_its_o
 
     import vcl.coordinator.assembly
     from vcl.alignment.psi import answer_from_file
-    from vcl.coordinator.runner import data_digest
+    from vcl.coordinator.digest import data_digest
 
     rng = np.random.default_rng(1)
     carol = write_csv(tmp_path / "carol.csv", ["id", "c1"], [[f"p{i:03d}", i] for i in rng.permutation(110) + 7])
@@ -200,11 +200,12 @@ def test_packed_ids_come_back_and_a_crafted_field_is_refused(tmp_path):
 
 def test_a_checkpoint_of_an_earlier_version_blake2b_digest_still_recognizes_its_data():
     from vcl.config import RunConfig
-    from vcl.coordinator.runner import data_differ, data_digest, kept_digest
+    from vcl.coordinator.digest import data_digest
+    from vcl.coordinator.runner import data_differ, kept_digest
 
     config = RunConfig.from_dict({"data.dataset": "wine"})
     data, changed = {"x": np.arange(10.0), "ids": ["a", "b"]}, {"x": np.arange(10.0), "ids": ["a", "c"]}
-    earlier = {"transport": "local", "digest": data_digest(data, "blake2b")}
+    earlier = {"transport": "local", "digest": data_digest(data, "blake2b", 1)}  # no version named: 1
     assert not data_differ(earlier, config, data) and data_differ(earlier, config, changed)
     now = kept_digest(config, data)
     assert now["hash"] == "sha256" and not data_differ(now, config, data) and data_differ(now, config, changed)
@@ -214,6 +215,26 @@ def test_a_checkpoint_of_an_earlier_version_blake2b_digest_still_recognizes_its_
         data_digest({"ids": pa.array(many)}) == data_digest({"ids": many}) != data_digest({"ids": pa.array(many[1:])})
     )
     assert data_digest({"ids": pa.array(many, pa.large_string())}) == data_digest({"ids": many})
+    for version in (2, 3):  # each version's own digest of the same data: the same each time, another for other data
+        assert data_digest(data, "sha256", version) == data_digest(dict(data), "sha256", version)
+        assert data_digest(data, "sha256", version) != data_digest(changed, "sha256", version)
+    assert data_digest(data, "sha256", 2) != data_digest(data)  # version 3 digests otherwise
+
+
+def test_a_digest_of_version_3_takes_every_piece_and_every_id_boundary(monkeypatch):
+    """Version 3 digests an array's bytes a piece at a time (on every core): a change in any piece, or one byte of
+    one ID moved into the next, makes another digest; the pieces' size does not change what it sees."""
+    from vcl.coordinator import digest
+
+    x = np.arange(1000, dtype=np.float32)
+    monkeypatch.setattr(digest, "PIECE", 64)
+    small = digest.data_digest({"x": x, "ids": ["ab", "c"]})
+    assert small == digest.data_digest({"x": x.copy(), "ids": pa.array(["ab", "c"])})
+    y = x.copy()
+    y[-1] = -1  # the last piece's
+    assert digest.data_digest({"x": y, "ids": ["ab", "c"]}) != small
+    assert digest.data_digest({"x": x, "ids": ["a", "bc"]}) != small
+    assert digest.data_digest({"x": x, "ids": pa.array(["ab", "c", "d"])[:2]}) == small  # a slice of an array
 
 
 def test_a_file_read_for_the_row_alignment_is_kept_for_the_load_on_the_aligned_rows(tmp_path, monkeypatch):

@@ -7,7 +7,6 @@ from the checkpoint and ends with exactly the results of an uninterrupted run.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import hashlib
 import json
@@ -22,9 +21,9 @@ from pathlib import Path
 from vcl.callbacks import ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.config import RunConfig, identity_differs
 from vcl.coordinator.assembly import build_protocol, check_config, coordinator_data, datamodule_for
+from vcl.coordinator.digest import DIGEST, DIGEST_VERSION, data_digest
 from vcl.coordinator.results import kept_records, prediction_stage
 from vcl.coordinator.rundir import PARTIES, RunDirectory, atomic_write_json
-from vcl.datamodules.prepare import Preparation
 from vcl.datamodules.user import check_vertical
 from vcl.engine import memory
 from vcl.engine.progress import round_bar
@@ -169,80 +168,11 @@ class Run:
         return {"missing_rounds": rounds, **rejoined, "missing_at_prediction": self.protocol.federation.missing()}
 
 
-DIGEST = "sha256"  # SHA-NI makes it ~3x BLAKE2b's speed on x86 (256 MB: 0.17 s against 0.46 s); before: blake2b
-
-
-def data_digest(data, algorithm: str = DIGEST, version: int = 2) -> str:
-    """A digest of the data the coordinating process holds (every party's under the local transport; Alice's labels,
-    the row IDs and the parties' names under ray): tensors and arrays by dtype, shape and bytes, dataclasses, dicts
-    and lists by their contents. A run resumed on the same transport must find the same data its checkpoint was made
-    with (on the other transport the coordinator holds other data, and the check is skipped): :func:`data_differ`.
-    ``version`` 1: as vcl digested before 2026-11-29, each view's fitted preparation included (:func:`_as_before`)."""
-
-    import numpy as np
-    import pyarrow as pa
-    import torch
-
-    digest = hashlib.blake2b(digest_size=16) if algorithm == "blake2b" else hashlib.sha256()
-
-    def feed(value) -> None:
-        if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().contiguous().numpy()
-        if isinstance(value, np.ndarray):
-            digest.update(f"{value.dtype}{value.shape}".encode())
-            digest.update(np.ascontiguousarray(value).data if value.dtype != object else repr(value).encode())
-        elif version < 2 and isinstance(value, Preparation):
-            for name, part in _as_before(value):
-                digest.update(name.encode())
-                feed(part)
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            for f in dataclasses.fields(value):
-                mark = f.metadata.get("digest")
-                if mark is False or (mark == "before 2" and version >= 2):  # a hint (VerticalData.places), or derived
-                    continue
-                digest.update(f.name.encode())
-                feed(getattr(value, f.name))
-        elif isinstance(value, dict):
-            for key in sorted(value, key=str):
-                digest.update(str(key).encode())
-                feed(value[key])
-        elif isinstance(value, pa.Array) and (pa.types.is_string(value.type) or pa.types.is_large_string(value.type)):
-            digest.update(f"[{len(value)}".encode())  # row IDs held by Arrow: as their list was, a slice at a time
-            for start in range(0, len(value), 1 << 16):
-                digest.update("".join(map(repr, value.slice(start, 1 << 16).to_pylist())).encode())
-        elif isinstance(value, list | tuple):
-            digest.update(f"[{len(value)}".encode())
-            if value and all(type(item) is str for item in value):  # row IDs: the same bytes, in one update
-                digest.update("".join(map(repr, value)).encode())
-                return
-            for item in value:
-                feed(item)
-        else:
-            digest.update(repr(value).encode())
-
-    feed(data)
-    return digest.hexdigest()[:32]
-
-
-def _as_before(prep: Preparation) -> list[tuple[str, object]]:
-    """A preparation's fields as a digest of version 1 took them in: its scikit-learn imputers and encoders by their
-    ``repr`` (their settings, not what they learned), then its training means and deviations."""
-    import numpy as np
-    from sklearn.impute import SimpleImputer
-    from sklearn.preprocessing import OneHotEncoder
-
-    imputer = None if prep.means is None else SimpleImputer(strategy="mean")
-    fills = {j: SimpleImputer(strategy="most_frequent", missing_values=np.nan) for j in prep.fills}
-    encoders = {j: OneHotEncoder(handle_unknown="ignore", sparse_output=False) for j in prep.categories}
-    return [("raw", prep.raw), ("kinds", prep.kinds), ("missing", prep.missing), ("imputer", imputer),
-            ("fills", fills), ("encoders", encoders), ("mean", prep.mean), ("std", prep.std)]  # fmt: skip
-
-
 def kept_digest(config: RunConfig, data) -> dict:
     """What a checkpoint keeps of the data (:func:`data_digest`): the transport, the algorithm, the digest and its
     version; and for a run whose parties keep their preparation (:attr:`vcl.family.Family.parties_keep_preparation`,
     on CSV files) the task and classes, which ``train.py predict`` then takes from here, reading no training file."""
-    kept = {"transport": config.transport.kind, "hash": DIGEST, "digest": data_digest(data), "version": 2}
+    kept = {"transport": config.transport.kind, "hash": DIGEST, "digest": data_digest(data), "version": DIGEST_VERSION}
     if config.data.dataset == "csv" and not config.data.module and family_of(config).parties_keep_preparation:
         kept["kept"] = {"task": data.task, "num_classes": data.num_classes, "classes": data.classes}
     return kept
