@@ -55,9 +55,7 @@ def fixed_width_encoding(lists: list[pa.Array]) -> tuple[pa.Array, list[np.ndarr
             for start in range(0, len(c), BLOCK):
                 if not np.array_equal(_take(distinct, c[start : start + BLOCK]), r[start : start + BLOCK]):
                     return None
-    offsets = pa.py_buffer(np.arange(0, (count + 1) * width, width, dtype=np.int32))
-    dictionary = pa.StringArray.from_buffers(count, offsets, pa.py_buffer(distinct))
-    return dictionary, codes
+    return _strings(distinct, count, width), codes
 
 
 def sorted_strings(strings: pa.Array) -> tuple[np.ndarray, pa.Array] | None:
@@ -85,8 +83,7 @@ def sorted_strings(strings: pa.Array) -> tuple[np.ndarray, pa.Array] | None:
             word, stop = _number(rest, stop, 2**64)
             later.append(word)
         order[at] = order[at][np.lexsort(later[::-1])]
-    offsets = pa.py_buffer(np.arange(0, (n + 1) * width, width, dtype=np.int32))
-    return order, pa.StringArray.from_buffers(n, offsets, pa.py_buffer(_take(rows, order)))
+    return order, _strings(_take(rows, order), n, width)
 
 
 def _number(rows: np.ndarray, start: int, room: int) -> tuple[np.ndarray, int]:
@@ -104,6 +101,12 @@ def _number(rows: np.ndarray, start: int, room: int) -> tuple[np.ndarray, int]:
             np.multiply(word, np.uint64(radix), out=word)
             np.add(word, np.take((np.cumsum(held) - 1).astype(np.uint64), rows[:, j]), out=word)
     return word, rows.shape[1]
+
+
+def _strings(data: np.ndarray, count: int, width: int) -> pa.Array:
+    """``count`` strings of ``width`` bytes each, one after another in ``data``, as an Arrow string array."""
+    offsets = pa.py_buffer(np.arange(0, (count + 1) * width, width, dtype=np.int32))
+    return pa.StringArray.from_buffers(count, offsets, pa.py_buffer(data))
 
 
 def _take(rows: np.ndarray, indices: np.ndarray) -> np.ndarray:

@@ -178,7 +178,7 @@ def prepare_group(
     impute = missing == "impute"
     fitted = Preparation(list(names), list(kinds), missing)
     if impute:  # the training rows' numeric columns, gathered once: for the check, then the means
-        values = np.asarray(block[train][:, numeric], dtype=np.float64)
+        values = np.asarray(block[train][:, numeric] if numeric else np.empty((len(train), 0)), dtype=np.float64)
         empty = np.isnan(values)
         unfilled = dict(zip(numeric, empty.all(axis=0).tolist(), strict=True))
         for j in range(len(kinds)):

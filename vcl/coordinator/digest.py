@@ -30,11 +30,14 @@ def data_digest(data, algorithm: str = DIGEST, version: int = DIGEST_VERSION) ->
     import pyarrow as pa
     import torch
 
-    digest = hashlib.blake2b(digest_size=16) if algorithm == "blake2b" else hashlib.sha256()
+    def new():
+        return hashlib.blake2b(digest_size=16) if algorithm == "blake2b" else hashlib.sha256()
+
+    digest = new()
     pool = ThreadPoolExecutor(os.cpu_count() or 1) if version >= 3 else None
 
     def piece(view: memoryview) -> bytes:
-        part = hashlib.blake2b(digest_size=16) if algorithm == "blake2b" else hashlib.sha256()
+        part = new()
         part.update(view)
         return part.digest()
 
