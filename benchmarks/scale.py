@@ -19,14 +19,16 @@ utilization), and each step of the run's process with its seconds, the memory he
 (``memory_steps``: results.json's ``memory`` beside a sampler of the run's memory, :func:`memory_steps`). Beside
 them, each in a process of its own: the bare read of the same files by pyarrow alone, and
 ``import torch, pytorch_lightning``, each the median of three processes (their samples kept in the record: on this
-machine one such process took 5.4 s and the next 7.0 s); the device's read bandwidth (a sum over a float32 array of
-the matrix's size, from 512 MiB to 2 GB, on ``--device``), beside which each round is set: its bytes (the paper's
-epochs × the matrix) at that bandwidth are the round's read floor; and a random gather's seconds a row of the matrix
-and of the targets (:func:`gather_floor`): every organization's rows and targets drawn at random once an epoch, as
-minibatches are, are the round's gather floor; with ``--psi``, the star PSI alone. With ``--predict``,
-each run's ``train.py predict`` of N new people per organization (files of the same shape, another seed; the realistic
-shape, whose columns are drawn with its people, scores its training people again from files of their own), made with
-the training files moved away: its wall seconds and peak RSS beside the same floors.
+machine one such process took 5.4 s and the next 7.0 s); Arrow's own inner join of the files' ID columns (each with
+its rows' places, one join after another) and its sort of the shared IDs, the alignment done by the library alone
+(a floor the target's bound leaves out, also the median of three); the device's read bandwidth (a sum over a
+float32 array of the matrix's size, from 512 MiB to 2 GB, on ``--device``), beside which each round is set: its
+bytes (the paper's epochs × the matrix) at that bandwidth are the round's read floor; and a random gather's seconds
+a row of the matrix and of the targets (:func:`gather_floor`): every organization's rows and targets drawn at
+random once an epoch, as minibatches are, are the round's gather floor; with ``--psi``, the star PSI alone. With
+``--predict``, each run's ``train.py predict`` of N new people per organization (files of the same shape, another
+seed; the realistic shape, whose columns are drawn with its people, scores its training people again from files of
+their own), made with the training files moved away: its wall seconds and peak RSS beside the same floors.
 
 Targets (the 2-core development machine): the rest ≤ 3× the bare read plus the imports (under grpc, the rest less
 the data step, whose PSI is the libsodium operations' cost: ``benchmarks/psi.py``); peak RSS ≤ 1.2 GB + 6× the
@@ -162,6 +164,22 @@ for p in sys.argv[1:]:
 print(time.perf_counter() - t)
 """
 
+BARE_JOIN = """
+import sys, time, numpy as np, pyarrow as pa, pyarrow.compute as pc, pyarrow.csv as c, pyarrow.parquet as q
+def ids(p):  # the ID column alone, as text, and each row's place in its file
+    t = q.read_table(p, columns=['id']) if p.endswith('.parquet') else c.read_csv(
+        p, convert_options=c.ConvertOptions(include_columns=['id'], column_types={'id': pa.string()}))
+    return t.append_column(p, pa.array(np.arange(t.num_rows)))
+tables = [ids(p) for p in sys.argv[1:]]
+t = time.perf_counter()
+joined = tables[0]
+for other in tables[1:]:
+    joined = joined.join(other, 'id')
+u = time.perf_counter()
+joined.take(pc.sort_indices(joined['id'])).num_rows
+print(u - t, time.perf_counter() - u)
+"""
+
 READ_BANDWIDTH = """
 import sys, time, torch
 nbytes, device = int(sys.argv[1]), sys.argv[2]
@@ -257,7 +275,8 @@ FLOOR_SAMPLES = 3  # each floor is the median of this many processes: one alone 
 
 
 def floors(paths: list[Path], matrix_bytes: int = 0, device: str = "cpu", classes: int = 0, rows: int = 0) -> dict:
-    """The bare read and the imports, each the median of three processes; with ``matrix_bytes``, the device's read
+    """The bare read, the imports and Arrow's join and sort of the IDs (``BARE_JOIN``, its ID columns read before
+    the clock starts), each the median of three processes; with ``matrix_bytes``, the device's read
     bandwidth (a STREAM-like sum over a float32 array of the matrix's size, from 512 MiB to 2 GB; the best of
     five) and, with ``classes`` and ``rows`` (an organization's), a random gather's seconds a row
     (:func:`gather_floor`)."""
@@ -271,11 +290,15 @@ def floors(paths: list[Path], matrix_bytes: int = 0, device: str = "cpu", classe
     reads = [child([sys.executable, "-c", BARE_READ, *map(str, paths)]) for _ in range(FLOOR_SAMPLES)]
     imports = [child([sys.executable, "-c", "import torch, pytorch_lightning"]) for _ in range(FLOOR_SAMPLES)]
     read_seconds = [float(out.strip().splitlines()[-1]) for _, _, out in reads]
+    joins = [child([sys.executable, "-c", BARE_JOIN, *map(str, paths)])[2] for _ in range(FLOOR_SAMPLES)]
+    join, sort = zip(*(map(float, out.strip().splitlines()[-1].split()) for out in joins), strict=True)
     return {"bare_read_seconds": statistics.median(read_seconds), "bare_read_samples": read_seconds,
             "bare_read_process_seconds": statistics.median(r[0] for r in reads),
             "file_bytes": sum(p.stat().st_size for p in paths), "bare_read_rss": max(r[1] for r in reads),
             "import_seconds": statistics.median(i[0] for i in imports), "import_samples": [i[0] for i in imports],
-            "import_rss": max(i[1] for i in imports), **bandwidth}  # fmt: skip
+            "import_rss": max(i[1] for i in imports), "bare_join_seconds": statistics.median(join),
+            "bare_join_samples": list(join), "bare_join_sort_seconds": statistics.median(sort),
+            **bandwidth}  # fmt: skip
 
 
 def gather_floor(matrix_bytes: int, rows: int, organizations: int, classes: int, device: str) -> dict:
@@ -509,6 +532,15 @@ def report(records: list[dict]) -> str:
             f"imports): {'met' if rest <= budget else 'NOT met'}; peak RSS {peak / 1e9:.2f} GB against ≤ "
             f"{memory / 1e9:.2f} GB: {'met' if peak <= memory else 'NOT met'}"
         )
+        align = next((s["seconds"] for s in r.get("memory_steps", []) if s["step"] == "align"), None)
+        if r["transport"] == "local" and align is not None and "bare_join_seconds" in f:
+            join = f["bare_join_seconds"] + f["bare_join_sort_seconds"]
+            targets.append(
+                f"- {r['rows']:,} rows, local: the align step {align:.1f} s against Arrow's own join and sort of the "
+                f"files' IDs {join:.1f} s ({f['bare_join_seconds']:.1f} + {f['bare_join_sort_seconds']:.1f}; "
+                f"{align / join:.2f}×), a floor the bound leaves out: the rest {rest:.1f} s against 3 × bare read + "
+                f"imports + that join {budget + join:.1f} s"
+            )
     for r in records:
         sized = floor.get(r["rows"], {}) if "round_read_bytes" in r else {}
         if bandwidth := sized.get("read_bytes_per_second"):
