@@ -371,11 +371,15 @@ class _Keys:
 
 def _labels(X, labels, keys, columns, path, label_column, task) -> Table:
     """Alice's label column on the aligned rows: numbers (regression) or classes (classification: the labels as
-    the file spells them, sorted as text, numbered from 0)."""
+    the file spells them, sorted as text, numbered from 0; each distinct label checked once, the rows its code)."""
 
+    codes = None
+    if task == "classification":  # the distinct labels (first seen first) and each row's: the checks run on them
+        encoded = labels.dictionary_encode()
+        labels, codes = encoded.dictionary, encoded.indices
     text = labels if pa.types.is_string(labels.type) else labels.cast(pa.string())
     empty = pc.or_(pc.is_null(text), pc.equal(text, "")).fill_null(True)
-    if pc.any(empty).as_py():
+    if pc.any(empty).as_py() or (codes is not None and codes.null_count):
         raise VCLInputError(f"Alice's file {path} has empty labels in {label_column!r}; fill them in.")
     number = pc.match_substring_regex(text, NUMBER)
     if task == "regression":
@@ -387,11 +391,13 @@ def _labels(X, labels, keys, columns, path, label_column, task) -> Table:
         if bad is not None:
             refuse_cell(text[bad].as_py(), path, label_column, keys[bad])
         return Table(X, y.reshape(-1, 1), columns, task, 1)
+    codes = codes.to_numpy(zero_copy_only=False)
     numeric = pc.all(number).as_py()
     odd = first_true(pc.and_(number, pc.match_substring_regex(text, r"(?i)inf|nan")))
-    if odd is not None:
+    if odd is not None:  # the first such label seen is the first row's that holds one
+        row = first_true(codes == odd)
         raise VCLInputError(
-            f"Alice's file {path}, ID {keys[odd]!r}: the label {text[odd].as_py()!r} is not a class; give class labels."
+            f"Alice's file {path}, ID {keys[row]!r}: the label {text[odd].as_py()!r} is not a class; give class labels."
         )
     if numeric:
         values = as_float64(text)
@@ -400,8 +406,7 @@ def _labels(X, labels, keys, columns, path, label_column, task) -> Table:
                 f"label column {label_column!r} holds non-integer numbers but data.task=classification; "
                 "use data.task=regression or class labels."
             )
-    encoded = text.dictionary_encode()
-    names = encoded.dictionary.to_pylist()
+    names = text.to_pylist()
     order = sorted(range(len(names)), key=names.__getitem__)
     if len(names) < 2:
         raise VCLInputError(
@@ -410,7 +415,7 @@ def _labels(X, labels, keys, columns, path, label_column, task) -> Table:
         )
     rank = np.empty(len(names), dtype=np.int64)
     rank[order] = np.arange(len(names))
-    y = rank[encoded.indices.to_numpy(zero_copy_only=False)]
+    y = rank[codes]
     return Table(X, y, columns, task, len(names), classes=[names[i] for i in order])
 
 

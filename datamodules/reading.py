@@ -251,9 +251,16 @@ def _first_line(err: Exception) -> str:
 
 
 def column_of(own: OwnFile, name: str):
-    """A column as one Arrow array; a column with no value anywhere as nulls of type double."""
+    """A column as one Arrow array; a column with no value anywhere as nulls of type double. A column of several
+    chunks (a CSV file's) is combined once: the file's table then holds it as one chunk for the next call."""
 
-    col = columns(own).column(name).combine_chunks()
+    table = columns(own)
+    col = table.column(name)
+    if col.num_chunks == 1:
+        col = col.chunk(0)
+    else:
+        col = col.combine_chunks()
+        own.table = table.set_column(table.schema.get_field_index(name), name, pa.chunked_array([col], col.type))
     return pa.nulls(len(col), pa.float64()) if pa.types.is_null(col.type) else col
 
 
@@ -330,10 +337,11 @@ def refuse_cell(value, path: Path, column: str, key: str) -> None:
 
 def empty_column(own: OwnFile, label_column: str) -> None:
     """One sentence for a feature column without a value in any row: nothing can fill it, and dropping the rows
-    that miss it would drop them all."""
+    that miss it would drop them all. A value among a column's first rows settles it without reading the rest."""
 
     for c in own.features(label_column):
-        if pc.all(missing_cells(column_of(own, c))).as_py():
+        col = column_of(own, c)
+        if pc.all(missing_cells(col.slice(0, 4096))).as_py() and pc.all(missing_cells(col)).as_py():
             raise VCLInputError(f"{own.what}, column {c!r} has no value in any row; remove the column or fill it in.")
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from vcl.datamodules import TabularDataModule, random_column_split
+from vcl.datamodules.csv_files import load_csv_organizations
 
 from tests.conftest import write_csv
 from vcl.errors import VCLInputError
@@ -72,8 +73,11 @@ def test_csv_inner_join_aligns_rows_by_id(tmp_path):
         ([(1, 1.0, 0), (2, 2.0, 1)], [(7, 1), (8, 2)], "share no value"),
         ([(1, "nan", 0), (2, 2.0, 1), (3, 3.0, 0)], [(1, 1), (2, 2), (3, 3)], "NaN"),
         ([(1, 1.0, 0.5), (2, 2.0, 1), (3, 3.0, 0)], [(1, 1), (2, 2), (3, 3)], "non-integer"),
+        ([(1, 1.0, 0), (2, 2.0, ""), (3, 3.0, 1)], [(1, 1), (2, 2), (3, 3)], "has empty labels in 'label'"),
+        ([(5, 1.0, "nan"), (1, 1.0, 0), (2, 2.0, 0), (4, 3.0, "inf"), (3, 2.0, 1)], [(i, i) for i in range(1, 6)],
+         "ID '4': the label 'inf' is not a class"),  # the first aligned row holding such a label is named
     ],
-)
+)  # fmt: skip
 def test_csv_bad_input(tmp_path, alice_rows, bob_rows, message):
     alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], alice_rows)
     bob = write_csv(tmp_path / "b.csv", ["id", "z"], bob_rows)
@@ -96,6 +100,16 @@ def test_csv_files_that_share_no_id_say_why_when_one_way_of_writing_them_differs
     bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(i, k) for k, i in enumerate(bob_ids)])
     with pytest.raises(VCLInputError, match="share no value of 'id'; they " + why):
         TabularDataModule("csv", csv_files=[alice, bob], task="classification").setup()
+
+
+@pytest.mark.parametrize("labels", [[2, 10, 2, 1, 10, 2], ["b", "a", "b", "c", "a", "b"]])
+def test_csv_classes_are_the_labels_sorted_as_text_whatever_their_type(tmp_path, labels):
+    alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(i, i, v) for i, v in enumerate(labels)][::-1])
+    bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(i, -i) for i in range(len(labels))])
+    table = load_csv_organizations([alice, bob], task="classification")
+    names = sorted({str(v) for v in labels})
+    assert table.classes == names and table.num_classes == 3
+    assert table.y.tolist() == [names.index(str(v)) for v in labels]  # the aligned rows: IDs sorted
 
 
 def test_csv_missing_id_and_label_columns(tmp_path):
@@ -340,6 +354,21 @@ def test_a_parquet_files_columns_are_read_after_its_ids_from_the_same_file(tmp_p
     pq.write_table(pa.table({"id": ["b", "a", "c"], "z": pa.nulls(3, pa.float64())}), path)
     with pytest.raises(VCLInputError, match="bob.parquet, column 'z' has no value in any row"):
         load_csv_organizations([alice, path], task="classification")
+
+
+@pytest.mark.parametrize("last", ["", "7.5"])
+def test_a_column_empty_but_in_its_last_row_is_not_empty(tmp_path, last):
+    """A column's first rows are looked at first (a value there settles it); one empty in all of them but with a
+    value further on is read, one empty in every row refused."""
+    n = 5000  # beyond the first rows looked at
+    alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(i, i, i % 2) for i in range(n)])
+    bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(i, last if i == n - 1 else "") for i in range(n)])
+    options = {"task": "classification", "missing": ["error", "impute"]}
+    if not last:
+        with pytest.raises(VCLInputError, match="b.csv, column 'z' has no value in any row"):
+            load_csv_organizations([alice, bob], **options)
+    else:
+        assert load_csv_organizations([alice, bob], **options).raw_columns[1] == ["z"]
 
 
 def test_a_file_reads_as_float32_each_check_naming_the_first_offending_id_in_row_order(tmp_path):
