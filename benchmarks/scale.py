@@ -536,8 +536,8 @@ def report(records: list[dict]) -> str:
         if r["transport"] == "local" and align is not None and "bare_join_seconds" in f:
             join = f["bare_join_seconds"] + f["bare_join_sort_seconds"]
             targets.append(
-                f"- {r['rows']:,} rows, local: the align step {align:.1f} s against Arrow's own join and sort of the "
-                f"files' IDs {join:.1f} s ({f['bare_join_seconds']:.1f} + {f['bare_join_sort_seconds']:.1f}; "
+                f"- {r['rows']:,} rows, local: the align step {align:.2f} s against Arrow's own join and sort of the "
+                f"files' IDs {join:.2f} s ({f['bare_join_seconds']:.2f} + {f['bare_join_sort_seconds']:.2f}; "
                 f"{align / join:.2f}×), a floor the bound leaves out: the rest {rest:.1f} s against 3 × bare read + "
                 f"imports + that join {budget + join:.1f} s"
             )
