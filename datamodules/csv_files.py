@@ -374,6 +374,8 @@ def _labels(X, labels, keys, columns, path, label_column, task) -> Table:
     the file spells them, sorted as text, numbered from 0; each distinct label checked once, the rows its code)."""
 
     codes = None
+    if pa.types.is_dictionary(labels.type):  # (a Parquet category column) its dictionary may hold labels no row has
+        labels = labels.dictionary_decode()
     if task == "classification":  # the distinct labels (first seen first) and each row's: the checks run on them
         encoded = labels.dictionary_encode()
         labels, codes = encoded.dictionary, encoded.indices

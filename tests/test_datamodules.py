@@ -102,12 +102,29 @@ def test_csv_files_that_share_no_id_say_why_when_one_way_of_writing_them_differs
         TabularDataModule("csv", csv_files=[alice, bob], task="classification").setup()
 
 
-@pytest.mark.parametrize("labels", [[2, 10, 2, 1, 10, 2], ["b", "a", "b", "c", "a", "b"]])
-def test_csv_classes_are_the_labels_sorted_as_text_whatever_their_type(tmp_path, labels):
-    alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], [(i, i, v) for i, v in enumerate(labels)][::-1])
+@pytest.mark.parametrize("fmt", ["csv", "int64", "float64", "category"])
+def test_classes_are_the_labels_sorted_as_text_whatever_their_type(tmp_path, fmt):
+    """Classes are the labels as the file spells them, sorted as text, from a CSV file (read as text) or a Parquet
+    column of integers, floats or categories (a dictionary whose unused entries are no class)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    labels = [2, 10, 2, 1, 10, 2] if fmt != "category" else ["b", "a", "b", "c", "a", "b"]
+    rows = [(i, i, v) for i, v in enumerate(labels)][::-1]
+    if fmt == "csv":
+        alice = write_csv(tmp_path / "a.csv", ["id", "x", "label"], rows)
+    else:
+        label = pa.array([v for _, _, v in rows], pa.string() if fmt == "category" else fmt)
+        if fmt == "category":  # a dictionary with an entry ("unused") that no row holds
+            label = pa.DictionaryArray.from_arrays(
+                pa.array([["a", "b", "c"].index(v) for v in label.to_pylist()], pa.int32()), ["a", "b", "c", "unused"]
+            )
+        alice = tmp_path / "a.parquet"
+        pq.write_table(pa.table({"id": [str(i) for i, _, _ in rows], "x": [float(x) for _, x, _ in rows],
+                                 "label": label}), alice)  # fmt: skip
     bob = write_csv(tmp_path / "b.csv", ["id", "z"], [(i, -i) for i in range(len(labels))])
     table = load_csv_organizations([alice, bob], task="classification")
-    names = sorted({str(v) for v in labels})
+    names = sorted({str(v) for v in labels})  # a float label 2.0 is the class "2", as Arrow writes it
     assert table.classes == names and table.num_classes == 3
     assert table.y.tolist() == [names.index(str(v)) for v in labels]  # the aligned rows: IDs sorted
 
