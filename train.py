@@ -7,6 +7,7 @@
     python train.py --out runs/x --overwrite           # run again in a directory that holds a run
     python train.py predict --out runs/x --data.csv_files new_alice.csv new_bob.csv --predictions p.csv
     python train.py figures --out runs/x              # the finished run's curves: runs/x/figures/rounds.png
+    python train.py audit --out runs/x                # what each receiver infers from what it kept; each budget
 
 Writes results.json, TensorBoard events (tensorboard/) and a checkpoint per round (checkpoints/)
 under the run directory. Bad input ends with one sentence on stderr and exit status 2; Ctrl-C or
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None, prog: list[str] | None = None, exiting: 
             return _predict(argv[1:])
         if argv[:1] == ["figures"]:
             return _figures(argv[1:])
+        if argv[:1] == ["audit"]:
+            return _audit(argv[1:])
         return _run(argv, prog or ["python", "train.py"])
     except KeyboardInterrupt as err:  # before the rounds began: nothing was written
         how = "terminated" if isinstance(err, Terminated) else "interrupted"
@@ -168,6 +171,35 @@ def _figures(argv: list[str]) -> int:
     parser.add_argument("--png", default=None, help="where to write the picture (default: <out>/figures/rounds.png)")
     args = parser.parse_args(argv)
     return one_sentence(lambda: print(f"wrote {draw_run(Path(args.out), args.png and Path(args.png))}"), "")
+
+
+def _audit(argv: list[str]) -> int:
+    """``train.py audit``: the attacks that apply to a finished run, on what its receivers kept (:mod:`vcl.audit.run`),
+    and each noise's budget, written into its results.json's privacy section."""
+    import argparse
+
+    from vcl.use.predict import one_sentence
+
+    parser = argparse.ArgumentParser(
+        prog="train.py audit",
+        description="Attack what each receiver of a finished run kept; write the scores and budgets into results.json.",
+    )
+    parser.add_argument("--out", required=True, help="the run's directory (its --out)")
+    parser.add_argument("--known", type=int, default=40, help="rows whose labels or features an attacker knows")
+    args = parser.parse_args(argv)
+    from vcl.errors import VCLInputError
+
+    def work() -> None:
+        from vcl.audit.run import audit, strongest
+
+        if args.known < 2:
+            raise VCLInputError(f"--known {args.known}: an attacker needs at least 2 known rows; pass 2 or more.")
+        section = audit(Path(args.out), known=args.known)
+        for line in strongest(section) or ["privacy: no attack applies to what this run kept"]:
+            print(line)
+        print(f"wrote the privacy section of {Path(args.out) / 'results.json'}")
+
+    return one_sentence(work, "")
 
 
 def _quiet_write_errors(args) -> None:

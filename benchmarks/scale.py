@@ -353,12 +353,12 @@ def prepared_columns(paths: list[Path]) -> int:
 
 def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True, batch=0,
         shape="numeric", columns=ORGANIZATIONS * FEATURES) -> dict:  # fmt: skip
-    out = folder / f"run-{transport}-{model}-{rows}-{batch}"
+    out = folder / f"run-{transport}-{model}-{rows}-{batch}"  # speed, not privacy: it keeps no messages to attack
     files = [str(p) for p in paths] if fed is None else [str(paths[0])] + [p.stem for p in paths[1:]]
     argv = [sys.executable, "train.py", "--data.dataset", "csv", "--data.task", "classification",
             "--data.csv_files", *files, "--learner.model", model, "--run.rounds", str(rounds),
             "--run.device", device, "--learner.batch_size", str(batch), "--out", str(out), "--overwrite",
-            "--quiet", *SHAPES[shape][1]]  # fmt: skip
+            "--quiet", "--run.keep_messages", "false", *SHAPES[shape][1]]  # fmt: skip
     if not alone:
         argv += ["--compare"]  # a bare --compare: no method beside GAL
     if fed is not None:

@@ -76,6 +76,7 @@ def config(ds: str, m: int, rows: int, seed: int, concurrent: bool, args) -> Run
             "run.seed": seed,
             "run.concurrent": concurrent,
             "run.device": args.device,
+            "run.keep_messages": False,  # speed, not privacy: nothing kept, no audit (vcl.audit)
             "compare": [],
             "out": "",
         }

@@ -21,6 +21,8 @@ the commands taking turns so that a change in the machine's load falls on all of
 - ``vcl_default``: ``train.py`` with its defaults (GAL on wine, M = 8 Linear organizations, 10 rounds, Alone
   beside it), the README's first command, writing into a temporary directory removed afterwards;
 - ``vcl_gal``: the same job without the comparison run, the job the authors' script runs;
+- ``vcl_default_no_audit``: the default job without the audit of what its receivers kept (``--run.audit false``):
+  ``vcl_default`` over it is what the audit costs (the target: at most 1.1×);
 - ``authors``: ``src/train_model_assist.py --data_name Wine --model_name linear --control_name
   8_stack_100_10_search_0 --device cpu`` in the checkout (GAL, 8 organizations, Linear, 100 local epochs,
   10 rounds, η by line search), with ``--reference-python`` (its packages: anytree, tabulate, pyyaml beside
@@ -86,6 +88,7 @@ def commands(args, out_dir: str) -> dict[str, tuple[list[str], Path, dict]]:
         "party_import": ([sys.executable, "-c", "import vcl.party.server"], ROOT, {}),
         "vcl_default": ([*vcl, "--out", f"{out_dir}/default"], ROOT, {}),
         "vcl_gal": ([*vcl, "--compare", "--out", f"{out_dir}/gal"], ROOT, {}),
+        "vcl_default_no_audit": ([*vcl, "--run.audit", "false", "--out", f"{out_dir}/no_audit"], ROOT, {}),
     }
     if args.reference:
         env = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
@@ -119,6 +122,9 @@ def _ratios(med: dict[str, float]) -> list[tuple[str, float, str, bool]]:
         out.append(("vcl_default / import_lightning", ratio, "≤ 1.6×", ratio <= 1.6))
     if "vcl_default" in med and "import_torch" in med:
         out.append(("vcl_default / import_torch", med["vcl_default"] / med["import_torch"], "reference", True))
+    if "vcl_default" in med and "vcl_default_no_audit" in med:  # what the audit of what the receivers kept costs
+        ratio = med["vcl_default"] / med["vcl_default_no_audit"]
+        out.append(("vcl_default / vcl_default_no_audit", ratio, "≤ 1.1×", ratio <= 1.1))
     if "authors" in med and "vcl_gal" in med:
         ratio = med["authors"] / med["vcl_gal"]
         out.append(("authors / vcl_gal", ratio, "≥ 5×", ratio >= 5))

@@ -26,6 +26,19 @@ def hparams_of(config: dict) -> dict:
     return out
 
 
+def privacy_figures(section: dict) -> dict[str, float]:
+    """The audit's figures as TensorBoard tags: each attack's score and baseline (``privacy/<attack>/<receiver> of
+    <target>``) and each budget's ε (``privacy/epsilon/<mechanism>``)."""
+    out = {}
+    for a in section.get("attacks", []):
+        tag = f"privacy/{a['attack']}/{a['receiver']} of {a['target']}".replace(" ", "_")
+        out[tag], out[tag + "/baseline"] = a["score"], a["baseline"]
+    for b in section.get("budget", []):
+        if b.get("private"):
+            out[f"privacy/epsilon/{b['mechanism']}".replace(" ", "_")] = b["epsilon"]
+    return out
+
+
 class TensorBoardRounds(RoundCallback):
     """``fresh``: the run starts at round 0 whatever was logged before (a comparison run, rerun in full)."""
 
@@ -85,6 +98,7 @@ class TensorBoardRounds(RoundCallback):
             **({"final/auroc": results["auroc"]["test"]} if "test" in results.get("auroc", {}) else {}),
             "final/bytes_sent": results["bytes_sent"],
             "final/seconds": results["seconds"],
+            **privacy_figures(results.get("privacy", {})),
         }
         # The rounds' writer, not a second one: TensorBoard reads a folder's files in name order, and a second
         # file made in the same second can sort first (its counter compared as text: "10" < "9"); the rounds'

@@ -23,7 +23,10 @@ before it reaches the party), ``parties_keep_preparation`` (whether its parties 
 in their checkpoints, :meth:`Party.preparation`: a finished run of CSV files then predicts from its checkpoints and the
 new rows alone, each party built again from its own), ``party_loads_all_data`` (whether a party's own process loads
 the whole data set and keeps its part, as DC and MPDL do, or reads only its own view) and ``options`` (an outside
-family's options: a dataclass that the config's ``options`` mapping fills).
+family's options: a dataclass that the config's ``options`` mapping fills) and ``auditor`` (the module of its attacks
+on what its receivers kept: ``audit(run)``, given a :class:`vcl.audit.run.KeptRun`, returns ``{"attacks":
+[vcl.audit.attacks.Score], "budget": [a dict of vcl.audit.budget], "not_attacked": [why a message faces no attack]}``;
+imported only where a run is audited, after it, on Alice's side; None: ``train.py audit`` says it has none).
 
 A built-in family is named by the registry (:mod:`vcl.registry`); a family outside vcl by its class path in the
 config (``method: my_pkg.MyMethod``), imported where the run starts and, under ``grpc``, by each party
@@ -111,6 +114,7 @@ class Family:
     party_loads_all_data: bool = False
     parties_keep_preparation: bool = False
     options: type | None = None
+    auditor: str | None = None
 
     def check(self, config: RunConfig) -> None:
         """What the options' types cannot say and needs no data; nothing by default."""

@@ -162,7 +162,11 @@ class RuntimeRequest(Message):
 
 @dataclass(frozen=True)
 class OpenLogs(RuntimeRequest):
-    """Keep your logs under ``root/<name>/`` from now on (a run with a run directory); answered by an :class:`Ack`."""
+    """Keep your logs under ``root/<name>/`` from now on (a run with a run directory); answered by an :class:`Ack`.
+    ``keep_messages``: keep every message you receive and send beside your checkpoints too (``run.keep_messages``,
+    :mod:`vcl.storage.kept`)."""
+
+    keep_messages: bool = False
 
     stage = "start-up"
 

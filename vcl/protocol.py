@@ -175,11 +175,6 @@ class Protocol:
         """Torch parameters the organizations keep for the prediction stage (results.json); 0 unless known."""
         return 0
 
-    def summary(self, records: list[dict]) -> dict:
-        """What results.json adds from the round records beside the metrics (GAL's: what the other organizations read
-        of Alice's labels and residuals); nothing by default."""
-        return {}
-
     def progress_value(self, record: dict) -> str:
         """The round's entry in the ``progress_header`` column: GAL's assisted learning rate η."""
         eta = record.get("eta")

@@ -176,6 +176,12 @@ class RunGroup:
     missing_parties: Literal["fail", "skip"] = "fail"
     """an organization that is down or past transport.deadline: fail (end the run; --resume continues) or skip (GAL,
     AL: leave it out of that round and of later ones; prediction uses the organizations present)"""
+    keep_messages: bool = True
+    """every party and Alice keep the messages they receive and send beside their checkpoints (parties/<name>/messages/,
+    messages/), what `train.py audit` attacks; false saves the disk at 10^6 rows and more"""
+    audit: bool = True
+    """at the run's end, attack what each receiver kept and account each noise's budget (`train.py audit`), into
+    results.json's privacy section; needs run.keep_messages"""
     engine: Literal["fast", "trainer"] = "fast"
     """fit engine of torch learners: fast (a device-resident loop) or trainer (Lightning's Trainer)"""
     precision: Literal["32-true", "bf16-mixed", "16-mixed"] = "32-true"

@@ -34,6 +34,7 @@ from vcl.messages import (
     as_float,
 )
 from vcl.methods.organization import stack_replies
+from vcl.storage.kept import KeptMessages
 from vcl.transport import Transport
 from vcl.transports.local import LocalTransport
 
@@ -68,6 +69,8 @@ class Federation:
         self.saved: dict[str, int] = {}  # each party's last round kept in its own files (save), for a rejoin
         self.fitted: dict[str, int] = {}  # each party's last round whose fit it answered
         self.returned: list[str] = []  # the parties left out at a checkpoint's round that its load took back
+        self.seen = KeptMessages()  # what Alice sent and received, kept in <run>/messages/ (keep_files)
+        self.seen_folder: Path | None = None
 
     @classmethod
     def of_run(cls, config: RunConfig, method: str, transport: Transport, **kwargs) -> Federation:
@@ -98,6 +101,9 @@ class Federation:
         replies = [by_message.get(id(message)) for _, message in requests]
         if self.relays:
             t.relay(list(dict.fromkeys(party for party, _ in reach if party not in lost)))
+        for (_, message), reply in zip(requests, replies, strict=True):
+            self.seen.add("out", message)
+            self.seen.add("in", reply)
         return [None if reply is None else self.channel.send(reply) for reply in replies]
 
     def _every(self, request: Callable[[str], RuntimeRequest], names: list[str] | None = None) -> list:
@@ -117,11 +123,15 @@ class Federation:
         return str(self.party_roots.get(name, self.root))
 
     # --- the parties' own files, where each runs ---
-    def keep_files(self, root: Path) -> None:
+    def keep_files(self, root: Path, messages: Path | None = None) -> None:
         """From now on each party keeps its own files under ``root/<name>/`` (or its own root), where it runs: its
-        logs (opened now) and its checkpoints (:meth:`save`); Alice's state then holds her side only."""
+        logs (opened now) and its checkpoints (:meth:`save`); Alice's state then holds her side only. ``messages``:
+        Alice's folder of the messages she sends and receives (``<run>/messages``, ``run.keep_messages``); then every
+        party keeps its own beside its checkpoints too (:mod:`vcl.storage.kept`)."""
         self.root = Path(root)
-        self._every(lambda n: OpenLogs(self.alice, n, 0, root=self._root(n)))
+        self.seen.on, self.seen_folder = messages is not None, messages
+        keep = messages is not None
+        self._every(lambda n: OpenLogs(self.alice, n, 0, root=self._root(n), keep_messages=keep))
 
     def save(self, round_: int, run: str) -> None:
         """Every party writes its own state of ``round_``, stamped with ``run`` (the run's identity,
@@ -129,6 +139,8 @@ class Federation:
         names = self.present()
         replies = self._every(lambda n: Save(self.alice, n, round_, root=self._root(n), run=run), names)
         self.saved.update({n: round_ for n, reply in zip(names, replies, strict=True) if reply is not None})
+        if self.seen_folder is not None:
+            self.seen.save(self.seen_folder, round_)
 
     def load(self, round_: int, run: str, root: Path | None = None, kept: dict | None = None) -> None:
         """Every party reads back its own state of ``round_``, refusing one of another run; ``root``: the run's
@@ -147,6 +159,7 @@ class Federation:
         names = [n for n in self.present() if rounds[n] is not None]
         self._every(lambda n: Load(self.alice, n, rounds[n], root=self._root(n), run=run), names)
         self.saved.update({n: rounds[n] for n in names})
+        self.seen.forget()
         self.returned = [n for n in self.present() if rounds[n] != round_]
 
     def can_rejoin(self, name: str) -> bool:

@@ -34,7 +34,9 @@ PREVIOUS = ".vcl.previous"  # the outputs an --overwrite replaces, kept until th
 
 PARTIES = "parties"
 PARTY_CHECKPOINT = "round-*.ckpt"  # parties/<name>/round-<t>.ckpt, each party's own state (vcl.transport)
-OWN_FOLDERS = ("checkpoints", "tensorboard", PARTIES, PREVIOUS)  # where the suite writes below the run directory
+KEPT = "messages"  # messages/round-<t>.vclw and parties/<name>/messages/: what each holder kept (vcl.storage.kept)
+KEPT_FILE = "round-*.vclw"
+OWN_FOLDERS = ("checkpoints", "tensorboard", PARTIES, KEPT, PREVIOUS)  # where the suite writes below the run directory
 
 
 def own_outputs(root: Path) -> list[Path]:
@@ -43,7 +45,8 @@ def own_outputs(root: Path) -> list[Path]:
     names = [RESULTS, RESULTS + ".tmp", str(CHECKPOINT), str(CHECKPOINT) + ".tmp"]
     files = [root / n for n in names if (root / n).is_file()]
     events = [p for p in (root / "tensorboard").rglob(EVENTS) if p.is_file()] if (root / "tensorboard").is_dir() else []
-    return files + sorted(events) + party_outputs(root / PARTIES)
+    kept = [p for p in (root / KEPT).glob(KEPT_FILE + "*") if p.is_file()] if (root / KEPT).is_dir() else []
+    return files + sorted(events) + sorted(kept) + party_outputs(root / PARTIES)
 
 
 def party_outputs(folder: Path) -> list[Path]:
@@ -52,7 +55,8 @@ def party_outputs(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     found = []
-    for pattern in (PARTY_CHECKPOINT, PARTY_CHECKPOINT + ".tmp", EVENTS):
+    kept = (f"{KEPT}/{KEPT_FILE}", f"{KEPT}/{KEPT_FILE}.tmp")
+    for pattern in (PARTY_CHECKPOINT, PARTY_CHECKPOINT + ".tmp", EVENTS, *kept):
         found += [p for p in folder.rglob(pattern) if p.is_file() and PREVIOUS not in p.relative_to(folder).parts]
     return sorted(found)
 
@@ -179,7 +183,7 @@ class Root:
         if resume or overwrite:
             return
         if self.parties_only:
-            held = [str(q.relative_to(p)) for q in party_outputs(p)]
+            held = [str(q.relative_to(p)) for q in sorted(party_outputs(p), key=lambda q: q.suffix != ".ckpt")]
             what = "parties' checkpoints"
         else:
             held, what = sorted(str(q.relative_to(p)) for q in p.iterdir() if q.name != LOCK), "files"

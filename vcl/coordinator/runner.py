@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from vcl.audit.run import KeptRun, privacy_section, strongest
 from vcl.callbacks import ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.config import RunConfig, identity_differs
 from vcl.coordinator.assembly import build_protocol, check_config, coordinator_data, datamodule_for
 from vcl.coordinator.digest import DIGEST, DIGEST_VERSION, data_digest
 from vcl.coordinator.results import kept_records, prediction_stage
-from vcl.coordinator.rundir import PARTIES, RunDirectory, atomic_write_json
+from vcl.coordinator.rundir import KEPT, PARTIES, RunDirectory, atomic_write_json
 from vcl.datamodules.user import check_vertical
 from vcl.engine import memory
 from vcl.engine.progress import round_bar
@@ -144,7 +145,6 @@ class Run:
             **({"data_seconds": self.data_seconds} if self.data_seconds is not None else {}),
             "stored_parameters": self.protocol.stored_parameters(),  # torch parameters kept for prediction
             **self.missing(recs),
-            **self.protocol.summary(recs),  # GAL's: what the other organizations read of Alice's labels and residuals
             "transport": self.config.transport.kind,
             "parties": self.protocol.federation.where(),  # where each party ran
             "coordinator_pid": os.getpid(),
@@ -316,7 +316,8 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
         try:  # the rounds and the kept models' metrics; then the parties go, before a comparison's start
             if rundir is not None:
                 rundir.begin()
-                protocol.federation.keep_files(out_dir / PARTIES)  # each party's checkpoints and logs
+                messages = out_dir / KEPT if config.run.keep_messages else None  # what each holder saw cross
+                protocol.federation.keep_files(out_dir / PARTIES, messages)  # each party's checkpoints and logs
             if state is not None:
                 run.run_id = state["run_id"]
                 restore(protocol, state, out_dir, config)
@@ -328,6 +329,9 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
                 memory.mark("rounds")
                 results = run.results({})
                 memory.mark("results")
+                if write and config.run.audit and config.run.keep_messages:  # what each receiver kept, attacked
+                    results["privacy"] = audit_section(config, out_dir, results, data, here)
+                    memory.mark("audit")
                 for cb in callbacks:
                     cb.on_run_end(run, results)
             finally:
@@ -381,6 +385,19 @@ def restore(protocol: Protocol, state: dict, out_dir: Path, config: RunConfig) -
     protocol.load_state_dict(state["protocol"])
 
 
+def audit_section(config: RunConfig, out_dir: Path, results: dict, data, here: bool) -> dict:
+    """The privacy section of a run about to write its results (:mod:`vcl.audit.run`), where its parties kept their
+    files on this machine (``here``); a run that kept too little to attack says so in it instead."""
+    if not here:
+        return {"error": "the parties keep what they received where they run; audit the run with train.py audit "
+                         "where every party's kept messages and data are"}  # fmt: skip
+    full = data if not transport_class(results["transport"]).apart else None  # apart: Alice's side of the data only
+    try:
+        return privacy_section(KeptRun(out_dir, results, full, config=config))
+    except VCLInputError as err:
+        return {"error": str(err)}
+
+
 def run_data(config: RunConfig, ids: list[str] | None = None):
     """What the coordinating process holds of a checked config's data: all of it for the local transport (every
     data error is raised here, before training), Alice's labels and the parties' names for the ray transport.
@@ -426,3 +443,5 @@ def summary(results: dict) -> None:
     )
     for method, other in results["compare"].items():
         print(f"{method:>5} test {name}: {other['value']:.4f}; best over rounds {other['best_value']:.4f}")
+    for line in strongest(results.get("privacy", {})):
+        print(line)

@@ -11,6 +11,7 @@ by side; its result is a list of records.
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ from vcl.coordinator.assembly import build_protocol, check_config
 from vcl.coordinator.runner import Run, long_lived_frozen, rounds, run_data, train
 from vcl.engine.memory import prepare_process
 from vcl.family import compare_methods
-from vcl.methods.gal.coordinator import LEAKS
 
 
 @dataclass
@@ -36,12 +36,24 @@ class Job:
 
 
 def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
-    """Run one config (no files written) and return its record."""
+    """Run one config and return its record. With ``run.audit`` (and ``run.keep_messages``) the run writes its files in
+    a temporary folder, removed after it, so that what its receivers kept is attacked (:mod:`vcl.audit`); else it
+    writes no file."""
 
     prepare_process()  # as the command line does
     start = time.perf_counter()
-    res = train(cfg, verbose=False, write=False)
+    if cfg.run.audit and cfg.run.keep_messages:
+        with tempfile.TemporaryDirectory(prefix="vcl-run-") as folder:
+            res = train(type(cfg).from_dict({**cfg.to_dict(), "out": folder}), verbose=False)
+    else:
+        res = train(cfg, verbose=False, write=False)
     return _record(benchmark, cfg, method, model, res, time.perf_counter() - start, details, extra)
+
+
+def privacy_figures(res: dict) -> dict:
+    """The privacy section's own figures (GAL's: what the organizations read of Alice's labels and residuals)."""
+    section = res.get("privacy", {})
+    return {k: v for k, v in section.items() if isinstance(v, float) and k != "known_rows"}
 
 
 def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: float, details, extra: dict) -> dict:
@@ -62,7 +74,7 @@ def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: fl
         "round_seconds": res["round_seconds"],
         "stored_parameters": res["stored_parameters"],
         "bytes_sent": res["bytes_sent"],
-        **{k: res[k] for k in LEAKS if k in res},  # what the other organizations read (GAL's runs)
+        **privacy_figures(res),  # what the receivers read (GAL's: of Alice's labels and residuals)
         **(details(res) if details else {}),
     }
 

@@ -22,6 +22,7 @@ from vcl.engine.concurrent import fit_jobs
 from vcl.family import Party, family_of
 from vcl.messages import Ack, Labels, Message, MessageRecord, PseudoResidual, RuntimeRequest, record_of
 from vcl.storage.checkpoints import kept_preparation, load_party, party_file, prune_party, run_of, save_party
+from vcl.storage.kept import FOLDER, KeptMessages
 
 FIT_REQUESTS = (PseudoResidual, Labels)  # what a party that fits in halves fits (Party.begin_fit)
 
@@ -40,6 +41,7 @@ class PartyRuntime:
         self.party, self._name, self.root = checked_party(party), name, root
         self.run: str | None = None  # the run it serves, from its first Save or Load (the run's stamp's identity)
         self.peer_kinds = None if peer_messages is None else {m.__name__ for m in peer_messages}
+        self.seen = KeptMessages()  # what crosses its boundary, kept with its checkpoints (OpenLogs.keep_messages)
 
     def build(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
         """Make party ``index`` of ``method`` from ``settings`` (a config as ``RunConfig.to_dict`` gives it) with
@@ -53,6 +55,7 @@ class PartyRuntime:
             ids = {"rows": ids["rows"], "new": ids["new"], "kept": self.kept(ids["checkpoints"], config, index)}
         self.party = checked_party(make(config, method, index, ids, kind, num_classes))
         self.run = None
+        self.seen = KeptMessages()
         self.peer_kinds = {m.__name__ for m in family_of(config, method).peer_messages}
         return self.where()
 
@@ -86,7 +89,10 @@ class PartyRuntime:
         (:class:`vcl.messages.RuntimeRequest`) its :meth:`answer`."""
         if isinstance(message, RuntimeRequest):
             return self.answer(message)
-        return self.party.handle(message)
+        self.seen.add("in", message)
+        reply = self.party.handle(message)
+        self.seen.add("out", reply)
+        return reply
 
     def forward(self, message: Message) -> None:
         """A message from another party, which expects no reply; a kind the family's parties never send each other
@@ -97,6 +103,7 @@ class PartyRuntime:
                 if self.peer_kinds
                 else f"{self.name} takes no message from another party in this method"
             )
+        self.seen.add("in", message)
         reply = self.party.handle(message)
         if reply is not None:
             raise TypeError(f"{self.name} answered a {message.kind} from {message.sender}: it expects no reply.")
@@ -108,6 +115,7 @@ class PartyRuntime:
         for message in messages:
             if message.sender != self.name:
                 raise ValueError(f"{self.name} cannot send a {message.kind} from {message.sender!r}.")
+            self.seen.add("out", message)
         return messages
 
     def relay(self, send: Callable[[Message], None], peers: Collection[str], tap=None) -> list[MessageRecord]:
@@ -141,6 +149,7 @@ class PartyRuntime:
         folder = Path(self.root or request.root)
         if isinstance(request, requests.OpenLogs):  # the party learns its own folder root/<name>/, for its logs
             self.party.open_logs(party_file(folder, self.name, 0).parent)
+            self.seen.on = request.keep_messages is True
             return Ack(**back)
         if type(request.round) is not int:  # a request from the network: its round is the checkpoints' to check
             raise TypeError("the round is not a whole number")
@@ -149,9 +158,11 @@ class PartyRuntime:
             own = run if self.root is not None else ""  # its own root: each run's files in their own folder
             if isinstance(request, requests.Save):  # its checkpoint of the round, then that round's line in its log
                 save_party(self.party, self.name, folder, request.round, str(request.run), own)
+                self.seen.save(party_file(folder, self.name, request.round, own).parent / FOLDER, request.round)
                 self.party.log_round(folder / self.name, request.round)
             else:
                 load_party(self.party, self.name, folder, request.round, str(request.run), own)
+                self.seen.forget()
         elif isinstance(request, requests.Prune):
             if self.root is None or self.run is not None:  # on its own root, only the files of the run it serves
                 prune_party(self.name, folder, request.round, self.run if self.root is not None else "")
@@ -216,10 +227,13 @@ class PartyHost:
         ]
         if self.batch and len(fits) > 1:
             parties = [self.runtimes[requests[i][0]].party for i in fits]
+            for i in fits:
+                self.runtimes[requests[i][0]].seen.add("in", requests[i][1])
             jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
             fit_jobs(jobs, concurrent=True, stacked=self._stacked)
             for i, p, job in zip(fits, parties, jobs, strict=True):
                 replies[i] = p.finish_fit(job)
+                self.runtimes[requests[i][0]].seen.add("out", replies[i])
         done = set(fits) if self.batch and len(fits) > 1 else set()
         for i, (name, message) in enumerate(requests):
             if i not in done:

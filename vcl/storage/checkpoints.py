@@ -57,11 +57,16 @@ def atomic_torch_save(obj, path: Path, then=None) -> None:
     models and data-derived state). A write that fails (a full disk, a read-only or vanished
     directory: torch says so as a RuntimeError) leaves no partial file and raises an ``OSError`` naming ``path``.
     ``then()`` runs with the rename, no interrupt between them: both happen or neither."""
+    atomic_write(path, lambda file: torch.save(obj, file), then)
+
+
+def atomic_write(path: Path, write, then=None) -> None:
+    """What ``write(file)`` writes, in ``path`` whole or not at all, its owner's only (:func:`atomic_torch_save`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:  # its owner's only
-            torch.save(obj, file)
+            write(file)
     except BaseException as err:  # an interrupt too: no half-written file stays
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)

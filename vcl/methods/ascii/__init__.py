@@ -72,6 +72,7 @@ class ASCII(OrganizationFamily):
     methods = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
     reference = "single"
     messages = (IgnoranceScores, ClassVotes, Interchange, Discarded)
+    auditor = "vcl.methods.ascii.audit"  # its attacks on what its receivers kept (docs/privacy.md)
     peer_messages = (IgnoranceScores,)  # each agent passes its scores to the next
 
     def party(self, config: RunConfig, method: str, plan, m: int, device) -> IgnoranceAgent:

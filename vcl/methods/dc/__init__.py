@@ -59,6 +59,7 @@ class DC(Family):
     methods = ("dc_smote", "dc_tsvd", "dc_rand", "dc_raw", "centralized", "local")
     reference = "local"
     messages = (AnchorShare, ReducedRepresentation, AnchorPredictions, RawFeatures, KeptModel, ScoreRequest, Scores)
+    auditor = "vcl.methods.dc.audit"  # its attacks on what its receivers kept (docs/privacy.md)
     peer_messages = (AnchorShare, KeptModel)  # a worker's anchor to its row group, its model to the experimenter
     party_loads_all_data = True
 

@@ -38,6 +38,7 @@ class GAL(OrganizationFamily):
     methods = ("gal", "alone", "joint", "al", "late", "interm")
     reference = "alone"
     messages = (Activations, ActivationGradient)  # Interm's; the others are vcl.messages' own
+    auditor = "vcl.methods.gal.audit"  # its attacks on what its receivers kept (docs/privacy.md)
 
     def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:
         """The organizations, each with its own learner and local loss (Interm: its part of the network)."""

@@ -1,5 +1,5 @@
 """GAL's protocol at Alice: the rounds of Algorithm 1, GAL's options (the config group plus what the run decides),
-and Alice's federation with the privacy of her broadcast and the scores of what a receiver reads of it."""
+and Alice's federation with the privacy of her broadcast (what a receiver reads of it: :mod:`vcl.methods.gal.audit`)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from vcl.config import GALGroup, RunConfig, config_integers, party_copy
+from vcl.config import GALGroup, RunConfig
 from vcl.coordinator.federation import Federation
 from vcl.engine.loop import seed_for
 from vcl.engine.privacy import make_mechanism
-from vcl.messages import as_float
+from vcl.messages import PseudoResidual, as_float
 from vcl.methods.columns import ColumnOptions
 from vcl.methods.gal.assistance import assistance_weights, line_search
 from vcl.protocol import Protocol, RoundRecord, weighted_sum
@@ -110,9 +110,6 @@ class GradientAssistedLearning(Protocol):
             )
         return min(abs(eta), o.eta_cap) if o.eta_cap else eta  # 0: no cap (the paper)
 
-    def summary(self, records: list[dict]) -> dict:
-        return leak_summary(records)
-
     def run_round(self) -> RoundRecord:
         t = self.round + 1
         everyone = list(range(len(self.federation)))
@@ -123,9 +120,8 @@ class GradientAssistedLearning(Protocol):
         fit_seconds, waited, start = [0.0] * len(everyone), 0.0, time.perf_counter()
         for group in steps:
             residual = self.task.pseudo_residual(self.F["train"], self.labels["train"])
-            truth = self.labels["train"] if self.task.kind == "classification" else None
             asked = time.perf_counter()
-            outputs = self.federation.gather_fits(t, residual, group, truth=truth)
+            outputs = self.federation.gather_fits(t, residual, group)
             waited += time.perf_counter() - asked
             for m, seconds in self.federation.fit_seconds.items():
                 fit_seconds[m] += seconds
@@ -142,31 +138,15 @@ class GradientAssistedLearning(Protocol):
                 coefficients[m] = eta * wm
             etas.append(eta)
         self.round = t
-        leak = self.federation.leaks.get(t, {})  # what a receiver reads of the labels, recovers of the residual
         eta = etas[-1] if len(etas) == 1 else etas
         missing = {"missing": self.federation.missing()} if self.federation.missing() else {}
         cost = {"fit_seconds": fit_seconds, "alice_seconds": time.perf_counter() - start - waited,
                 "exchanges": len(steps)}  # fmt: skip
-        return self.record(eta=eta, weights=weights, coefficients=coefficients, **cost, **leak, **missing)
+        return self.record(eta=eta, weights=weights, coefficients=coefficients, **cost, **missing)
 
 
 NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret, round, NOISE)
 BLIND = 0xB11D  # other draws from her secret: the attack's estimate without the noise's own draws
-
-
-LEAKS = ("label_attack_accuracy", "label_majority_rate", "residual_received_mae", "residual_attack_mae",
-         "residual_blind_mae")  # fmt: skip
-
-
-def leak_summary(records: list[dict]) -> dict[str, float]:
-    """A run's leak scores over its round records: the labels the other organizations read in the round they read
-    most (with the majority rate), the residual's errors averaged over the rounds (:meth:`GALFederation.leak`)."""
-    out = {}
-    for key in LEAKS:
-        values = [r[key] for r in records if key in r]
-        if values:
-            out[key] = max(values) if key == "label_attack_accuracy" else sum(values) / len(values)
-    return out
 
 
 class GALFederation(Federation):
@@ -175,8 +155,8 @@ class GALFederation(Federation):
     "all" (on the same perturbed broadcast, as the authors' code does). ``privacy_draws``: "per_round" (a new draw each
     round) or "repeated" (round 1's draw every round, as the authors' code does). ``noise_secret``: the seed of
     her noise, given (``gal.privacy_secret``, which no other party's copy of the config holds) or fresh from the
-    operating system; kept in her checkpoint, so a resumed run draws the same. ``known_seeds``: every whole
-    number of a receiver's copy of the config, the attack's tries."""
+    operating system; kept in her checkpoint, so a resumed run draws the same. What a receiver can recover of the
+    clean residual is scored after the run, on what it kept (:mod:`vcl.methods.gal.audit`)."""
 
     def __init__(
         self,
@@ -187,13 +167,10 @@ class GALFederation(Federation):
         privacy_scope: str = "others",
         privacy_draws: str = "per_round",
         noise_secret: int | None = None,
-        known_seeds: tuple[int, ...] = (),
     ):
         super().__init__(transport=transport, relays=relays, party_roots=party_roots)
         self.privacy, self.privacy_scope, self.privacy_draws = privacy, privacy_scope, privacy_draws
         self.noise_secret = int(noise_secret) if noise_secret else secrets.randbits(62)
-        self.known_seeds = tuple(known_seeds)
-        self.leaks: dict[int, dict[str, float]] = {}  # round → what a receiver recovers of the clean residual
 
     def gather_fits(
         self,
@@ -202,78 +179,32 @@ class GALFederation(Federation):
         participants: list[int],
         labels: bool = False,
         loss: str | None = None,
-        truth: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """:meth:`Federation.gather_fits`, with a privacy mechanism: the others get one perturbed broadcast (drawn
         per round from Alice's secret); her own fit uses the clean values, or with ``privacy_scope="all"`` the same
-        perturbed broadcast. Either way the returned outputs are weighed by Alice against the clean residual.
-        ``truth``: Alice's class labels of the rows, for scoring what the other organizations can read of them
-        (:meth:`label_leak`)."""
+        perturbed broadcast. Either way the returned outputs are weighed by Alice against the clean residual, which
+        she keeps beside what she sent (``own``: what the audit scores a receiver's recovery against)."""
         clean = as_float(targets)
         public = clean
-        others = any(m != 0 for m in participants)  # someone besides Alice receives it: what it reads is scored
         if self.privacy is not None and not labels:
             draw = round_ if self.privacy_draws == "per_round" else 1  # repeated: the first round's draw each round
             gen = torch.Generator(device=clean.device).manual_seed(seed_for(self.noise_secret, draw, NOISE))
             public = self.privacy(clean, gen)
-            if others:
-                self.leaks.setdefault(round_, {}).update(self.leak(clean, public, round_))
-        if truth is not None and others:
-            self.leaks.setdefault(round_, {}).update(self.label_leak(public, truth))
+            self.seen.add("own", PseudoResidual(self.alice, self.alice, round_, clean))
         values = {m: clean if m == 0 and self.privacy_scope == "others" else public for m in participants}
         return self.send_fits(round_, values, clean.device, labels, loss)
 
-    def leak(self, clean: Tensor, public: Tensor, round_: int) -> dict[str, float]:
-        """What a receiver of the perturbed residual recovers, as mean absolute errors against the clean one:
-        ``residual_received_mae`` taking the values as they came; ``residual_attack_mae`` the best of that and of
-        redrawing the noise (:meth:`privacy.attack`, the clipping bounds given) from every seed it could derive from
-        what it holds: each whole number of its config, alone, per round, per round and organization, and with the
-        tag Alice's noise uses; ``residual_blind_mae`` the same estimate from draws it cannot know. With Alice's
-        secret none of the seeds is hers: the attack does no better than the values as they came (Laplace) or than
-        the blind estimate (interval privacy, whose values alone already say something)."""
-
-        def attacked(seed: int) -> float:
-            guess = self.privacy.attack(public, clean, torch.Generator(device=clean.device).manual_seed(seed))
-            return float((guess - clean).abs().mean())
-
-        received = float((public - clean).abs().mean())
-        best = min([received, *(attacked(seed) for seed in self.candidate_seeds(round_))])
-        blind = attacked(seed_for(self.noise_secret, round_, BLIND))  # from draws the receiver cannot know
-        return {"residual_received_mae": received, "residual_attack_mae": best, "residual_blind_mae": blind}
-
-    @staticmethod
-    def label_leak(received: Tensor, truth: Tensor) -> dict[str, float]:
-        """A curious organization's guess of Alice's class labels from what it received (N × K, one column per
-        class): each row's largest entry. GAL's classification residual is onehot(y) − softmax(F), whose one
-        positive entry is the label's (Late fusion sends the labels themselves). ``label_majority_rate``: the
-        guess that knows nothing but the most frequent class."""
-        truth = truth.reshape(-1).long().to(received.device)
-        guess = received.argmax(1)
-        majority = torch.bincount(truth).max() / truth.numel()
-        return {
-            "label_attack_accuracy": float((guess == truth).float().mean()),
-            "label_majority_rate": float(majority),
-        }
-
-    def candidate_seeds(self, round_: int) -> list[int]:
-        seeds = []
-        for s in self.known_seeds:
-            seeds += [s, seed_for(s, round_), seed_for(s, round_, NOISE), seed_for(s, NOISE)]
-            seeds += [seed_for(s, round_, m) for m in range(len(self))]
-        return list(dict.fromkeys(seeds))
-
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "noise_secret": self.noise_secret, "leaks": dict(self.leaks)}
+        return {**super().state_dict(), "noise_secret": self.noise_secret}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.noise_secret = state.get("noise_secret", self.noise_secret)
-        self.leaks = dict(state.get("leaks", {}))
 
 
 def federation(config: RunConfig, method: str, transport):
     """Alice's federation in a GAL-family run: the transport to the organizations and the privacy of her broadcast
-    (the noise from her own secret; the attack scored with every number a receiver's copy of the config holds)."""
+    (the noise from her own secret)."""
 
     return GALFederation.of_run(
         config,
@@ -283,5 +214,4 @@ def federation(config: RunConfig, method: str, transport):
         privacy_scope=config.gal.privacy_scope,
         privacy_draws=config.gal.privacy_draws,
         noise_secret=config.gal.privacy_secret or None,
-        known_seeds=config_integers(party_copy(config.to_dict())),  # all a receiver's copy of the config holds
     )

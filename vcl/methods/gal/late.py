@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from vcl.config import RunConfig
 from vcl.methods.columns import organizations
-from vcl.methods.gal.coordinator import federation, leak_summary
+from vcl.methods.gal.coordinator import federation
 from vcl.protocol import Protocol, RoundRecord
 
 FUSIONS = ("sum", "mean")
@@ -30,23 +30,16 @@ class LateFusion(Protocol):
             raise ValueError(f"fusion={fusion!r}; use one of {', '.join(FUSIONS)}.")
         self.fusion = fusion
 
-    def summary(self, records: list[dict]) -> dict:
-        return leak_summary(records)
-
     def run_round(self) -> RoundRecord:
         task = self.task
         loss = "ce" if task.kind == "classification" else ("l1" if task.loss == "l1" else "l2")
         everyone = list(range(len(self.federation)))
-        truth = self.labels["train"] if task.kind == "classification" else None
-        outputs = self.federation.gather_fits(
-            1, task.targets(self.labels["train"]), everyone, labels=True, loss=loss, truth=truth
-        )
+        outputs = self.federation.gather_fits(1, task.targets(self.labels["train"]), everyone, labels=True, loss=loss)
         fuse = (lambda o: o.sum(0)) if self.fusion == "sum" else (lambda o: o.mean(0))
         self.F = {s: fuse(o) for s, o in outputs.items()}
         self.round = 1
         m = len(everyone)
-        leak = self.federation.leaks.get(1, {})  # the labels themselves went out
-        return self.record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m, **leak)
+        return self.record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m)
 
     def stored_parameters(self) -> int:
         return sum(r.parameters for r in self.federation.models(self.round))

@@ -73,6 +73,7 @@ class MPDL(Family):
     methods = ("mpdl", "ftl")
     reference = "ftl"
     messages = (PublicKey, PerturbedMeans, GeneratedData, OutputGradient, DensityDifference, CrossGradient, Report)
+    auditor = "vcl.methods.mpdl.audit"  # its attacks on what its receivers kept (docs/privacy.md)
     messages += (BlindedIDs, IntersectionIndices, FoldAssignment, Activations, ActivationGradient)  # + split network
     peer_messages = (BlindedIDs, IntersectionIndices, FoldAssignment, PublicKey, PerturbedMeans, GeneratedData)
     peer_messages += (OutputGradient, DensityDifference, CrossGradient, Activations, Report)  # A ↔ B, → experimenter

@@ -1,0 +1,199 @@
+"""Privacy measured alike (vcl.audit): what each receiver kept, the attacks on it beside their baselines, each noise's
+budget by the accountant, and ``train.py audit`` on a run of every family."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import train as cli
+from tests.helpers import TINY_DC, TINY_MPDL
+from vcl.audit.attacks import complete_model, infer_features, infer_labels, invert_map
+from vcl.audit.budget import laplace_budget
+from vcl.config import RunConfig
+from vcl.coordinator.runner import train
+from vcl.messages import FittedValues, PseudoResidual
+from vcl.storage.kept import read_kept
+
+
+def by_attack(results: dict, attack: str, receiver: str | None = None) -> list[dict]:
+    return [a for a in results["privacy"]["attacks"] if a["attack"] == attack and receiver in (None, a["receiver"])]
+
+
+# --- the record each holder keeps ---------------------------------------------------------------------------------
+def test_every_holder_keeps_what_crossed_its_boundary_and_a_resume_keeps_the_same(tiny, crash_at):
+    from vcl.callbacks import RoundCheckpoint
+
+    cfg = tiny(**{"gal.privacy": "dp", "gal.privacy_secret": 11})
+    whole = train(cfg, verbose=False)
+    kept = read_kept(cfg.run_dir / "parties" / "org1" / "messages")
+    got = [m for _, d, m in kept if d == "in" and isinstance(m, PseudoResidual)]
+    sent = [m for _, d, m in kept if d == "out" and isinstance(m, FittedValues)]
+    assert [m.round for m in got] == [1, 2, 3] and [m.round for m in sent] == [1, 2, 3]
+    assert set(sent[0].values) == {"train", "test"}
+    alice = read_kept(cfg.run_dir / "messages")
+    clean = {m.round: m.values for _, d, m in alice if d == "own"}  # Alice's clean residual, before her noise
+    assert all(not torch.allclose(m.values, clean[m.round]) for m in got)
+    replies = [m for _, d, m in alice if d == "in" and isinstance(m, FittedValues)]
+    assert {m.sender for m in replies} == {"alice", "org1", "org2", "org3"}
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, verbose=False, overwrite=True, callbacks=[RoundCheckpoint(), crash_at(2)])
+    resumed = train(cfg, verbose=False, resume=True)
+    again = read_kept(cfg.run_dir / "parties" / "org1" / "messages")
+    resent = [m.values for _, d, m in again if d == "in"]
+    assert len(resent) == 3 and all(torch.equal(a, b.values) for a, b in zip(resent, got, strict=True))
+    assert resumed["privacy"]["attacks"] == whole["privacy"]["attacks"]
+
+
+def test_a_run_that_keeps_nothing_has_nothing_to_audit(tiny, capsys):
+    cfg = tiny(**{"run.keep_messages": False, "run.rounds": 1})
+    results = train(cfg, verbose=False)
+    assert "privacy" not in results and not (cfg.run_dir / "messages").exists()
+    assert not list((cfg.run_dir / "parties").rglob("*.vclw"))
+    assert cli.main(["audit", "--out", str(cfg.run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "kept no messages" in err and "run.keep_messages true" in err
+    assert cli.main(["audit", "--out", str(cfg.run_dir / "nowhere")]) == 2
+    assert "holds no results.json" in capsys.readouterr().err
+
+
+# --- the attacks, each beside its baseline --------------------------------------------------------------------------
+def test_the_attacks_learn_what_is_there_and_nothing_from_noise():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 3))
+    y = (x[:, 0] + 0.1 * rng.normal(size=400) > 0).astype(int)
+    score, majority = infer_labels(x, y, classes=True)
+    assert score > 0.85 and 0.45 < majority < 0.6
+    score, majority = infer_labels(rng.normal(size=(400, 3)), y, classes=True)
+    assert score < majority + 0.1
+    mae, mean_guess = infer_labels(x, 3 * x[:, 1], classes=False)
+    assert mae < 0.1 * mean_guess
+    mae, mean_guess = infer_features(x @ rng.normal(size=(3, 3)), x[:, :2])  # an invertible linear map of x
+    assert mae < 0.05 and 0.7 < mean_guess < 0.9  # guessing the mean of a normal column: sqrt(2/pi) ≈ 0.8
+    mae, mean_guess = infer_features(rng.normal(size=(400, 2)), x[:, :2])
+    assert mae > 0.9 * mean_guess
+    anchor = rng.normal(size=(50, 3))
+    v = rng.normal(size=(3, 3))
+    mae, mean_guess = invert_map(anchor, anchor @ v + 1.0, x @ v + 1.0, x)  # a colluder's anchor: exact inversion
+    assert mae < 1e-6 and mean_guess > 0.7
+    own = x[:, 2:]  # the receiver's own column says nothing of y; its round outputs do
+    split = slice(0, 300), slice(300, 400)
+    outputs = x[:, :1] + 0.01 * rng.normal(size=(400, 1))
+    score, alone, majority = complete_model(own[split[0]], outputs[split[0]], y[split[0]], own[split[1]],
+                                            outputs[split[1]], y[split[1]], classes=True)  # fmt: skip
+    assert score > 0.85 and alone < 0.7 and majority < 0.65
+
+
+def test_the_accountant_composes_pure_laplace_over_the_rounds():
+    # T releases of a Laplace mechanism with noise multiplier b are (T/b)-DP by basic composition (δ = 0); the PLD
+    # accountant's ε at δ = 1e-5 is at most that and close to it for few rounds
+    for rounds, multiplier in ((1, 1.0), (10, 1.0), (3, 2.0)):
+        b = laplace_budget(multiplier, rounds)
+        assert b["private"] and b["delta"] == 1e-5 and b["releases"] == rounds
+        assert 0.9 * rounds / multiplier <= b["epsilon"] <= rounds / multiplier + 1e-3
+    many = laplace_budget(10.0, 400)  # many small releases: the accountant beats basic composition (40)
+    assert many["epsilon"] < 0.5 * 400 / 10.0
+    assert not laplace_budget(0.0, 3)["private"]
+
+
+# --- GAL: every attack beats its baseline without defence and falls to it under a strong one -------------------
+def test_gal_audit_without_and_with_defence(tiny):
+    plain = train(tiny(), verbose=False)
+    p = plain["privacy"]
+    assert p["label_attack_accuracy"] == 1.0 and 0 < p["label_majority_rate"] < 0.5  # wine: 3 classes
+    assert list(p["label_attack_accuracy_by_round"].values()) == [1.0, 1.0, 1.0]
+    assert all(a["score"] > a["baseline"] + 0.4 for a in by_attack(plain, "label inference"))
+    assert all(a["score"] < 0.05 < 0.7 < a["baseline"] for a in by_attack(plain, "feature inference", "alice"))
+    completion = by_attack(plain, "model completion")
+    assert len(completion) == 3 and all(a["score"] > a["baseline"] for a in completion)
+    assert all(a["beside"]["alice_model"] == plain["value"] for a in completion)
+    assert p["budget"] == [{**p["budget"][0], "private": False}] and p["main_task"]["value"] == plain["value"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags = EventAccumulator(str(tiny().run_dir / "tensorboard" / "gal")).Reload().Tags()["scalars"]
+    assert {"privacy/label_inference/org1_of_alice", "privacy/feature_inference/alice_of_org3/baseline"} <= set(tags)
+
+    strong = train(
+        tiny(**{"gal.privacy": "dp", "gal.privacy_alpha": 0.01, "gal.privacy_secret": 3}), verbose=False, overwrite=True
+    )
+    assert all(a["score"] <= a["baseline"] + 0.05 for a in by_attack(strong, "label inference"))
+    assert strong["privacy"]["label_attack_accuracy"] < 0.5
+    for a in by_attack(strong, "model completion"):  # what the run added to the organization's own columns: nothing
+        assert a["score"] <= a["beside"]["own_columns_alone"] + 0.05
+    [budget] = strong["privacy"]["budget"]
+    assert budget["private"] and budget["releases"] == 3 and budget["noise_multiplier"] == pytest.approx(1 / 0.03)
+    assert "privacy/epsilon/Laplace_on_the_clipped_residuals,_alpha_0.01" in set(
+        EventAccumulator(str(tiny().run_dir / "tensorboard" / "gal")).Reload().Tags()["scalars"]
+    )
+    noisy = train(
+        tiny(**{"gal.noisy_organizations": [1, 2, 3], "gal.noise_sigma": 100.0}), verbose=False, overwrite=True
+    )
+    assert all(a["score"] > 0.9 * a["baseline"] for a in by_attack(noisy, "feature inference", "alice"))
+    regression = train(tiny(**{"data.dataset": "diabetes", "run.rounds": 1}), verbose=False, overwrite=True)
+    assert not any(k.startswith("label_") for k in regression["privacy"])  # no class to read
+    assert all(a["metric"] == "mae" and a["score"] < a["baseline"] for a in by_attack(regression, "label inference"))
+
+
+@pytest.mark.parametrize("privacy", ["dp", "ip"])
+def test_a_receiver_holding_the_whole_config_cannot_redraw_alices_noise(tiny, privacy):
+    """The curious organization's attack, on the residual it kept: redraw the noise from every seed it can derive
+    from its copy of the run config (the clipping bounds handed to it) and take it off. Alice's noise comes from her
+    own secret, so it does no better than the values as they came (Laplace) or than the same estimate from unknown
+    draws (interval privacy); with the run seed as her secret it takes the Laplace noise off entirely."""
+    base = {"data.organizations": 3, "gal.privacy": privacy, "run.rounds": 1, "run.seed": 5}
+    cfg = tiny(**base)
+    p = train(cfg, verbose=False)["privacy"]
+    public = [m for _, d, m in read_kept(cfg.run_dir / "parties" / "org1" / "messages") if d == "in"][0].values
+    clean = [m for _, d, m in read_kept(cfg.run_dir / "messages") if d == "own"][0].values
+    assert p["residual_received_mae"] == pytest.approx(float((public - clean).abs().mean()))
+    floor = p["residual_received_mae"] if privacy == "dp" else p["residual_blind_mae"]
+    assert p["residual_attack_mae"] >= 0.8 * floor
+    [recovery] = [a for a in p["attacks"] if a["attack"] == "residual recovery"]
+    assert recovery["gain"] <= 0.2 * recovery["baseline"]
+    p = train(tiny(**base, **{"gal.privacy_secret": 5}), verbose=False, overwrite=True)["privacy"]  # the run seed
+    floor = p["residual_received_mae"] if privacy == "dp" else p["residual_blind_mae"]
+    assert p["residual_attack_mae"] < (0.05 if privacy == "dp" else 0.8) * floor
+    assert p["budget"][0]["private"] is (privacy == "dp")
+
+
+def test_late_fusion_sends_the_labels_and_its_audit_says_so(tiny):
+    late = train(tiny(**{"method": "late"}), verbose=False)
+    assert late["privacy"]["label_attack_accuracy"] == 1.0
+    assert not late["privacy"]["budget"][0]["private"] and "labels themselves" in late["privacy"]["budget"][0]["why"]
+
+
+# --- every family, through the command ----------------------------------------------------------------------------
+FAMILIES = {
+    "ascii": {"method": "ascii", "data.organizations": 2, "run.rounds": 2, "learner.model": ["tree"]},
+    "dc": {"method": "dc_smote", **TINY_DC, "data.organizations": 1},
+    "mpdl": {"method": "mpdl", **TINY_MPDL, "run.rounds": 1, "mpdl.epsilon": 0},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_audit_command_on_a_run_of_each_family(tmp_path, family, capsys):
+    values = {"compare": [], "run.device": "cpu", "out": str(tmp_path / family), "run.audit": False}
+    cfg = RunConfig.from_dict({**values, **FAMILIES[family]})
+    results = train(cfg, verbose=False)
+    assert "privacy" not in results
+    assert cli.main(["audit", "--out", str(cfg.run_dir)]) == 0
+    assert "wrote the privacy section" in capsys.readouterr().out
+    written = json.loads((cfg.run_dir / "results.json").read_text())
+    section = written["privacy"]
+    assert section["attacks"] and all({"score", "baseline", "receiver", "target", "held"} <= set(a)
+                                      for a in section["attacks"])  # fmt: skip
+    assert written["value"] == results["value"] and section["main_task"]["value"] == results["value"]
+    if family == "ascii":  # the agents are sent the labels; what the predicted classes tell Alice beats guessing
+        assert all(a["score"] == 1.0 for a in section["attacks"] if a["attack"] == "label reading")
+        assert any(a["gain"] > 0 for a in section["attacks"] if a["attack"] == "feature inference")
+    if family == "dc":  # the analyst with a colluder's anchor inverts the reduction
+        inversions = [a for a in section["attacks"] if a["attack"] == "anchor inversion"]
+        assert inversions and all(a["score"] < a["baseline"] for a in inversions)
+    if family == "mpdl":  # without noise, each party rebuilds the other's rows better than guessing the means
+        assert all(
+            a["gain"] > 0 for a in section["attacks"] if a["attack"] in ("feature reconstruction", "h0 inversion")
+        )
+        assert not section["budget"][0]["private"]

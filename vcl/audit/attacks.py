@@ -1,0 +1,144 @@
+"""The attacks a curious receiver runs on what it kept, each written once, each scored beside its trivial baseline.
+
+A receiver holds every message it got (:mod:`vcl.storage.kept`), its own columns, the run's config and — where the
+attack in the literature assumes it — ``known`` rows whose labels or features it knows (40 by default, as in model
+completion, Fu et al., USENIX Security 2022). Every attack here turns what it holds into one matrix a row and learns
+the rest from the known rows with a well-kept estimator (scikit-learn's logistic regression and cross-validated
+ridge), then is scored on the rows it did not know:
+
+- :func:`infer_labels`: Alice's labels from what a receiver got (accuracy beside the majority rate, or MAE beside
+  guessing the mean);
+- :func:`complete_model`: model completion — new people's labels from the receiver's own columns and the outputs its
+  round models give them, beside the same learner on its own columns alone and the majority rate;
+- :func:`infer_features`: another organization's columns from what the receiver got from it (MAE in units of each
+  column's standard deviation, beside guessing each column's mean, which scores about 0.8 on normal columns).
+
+A :class:`Score` names the attack, the receiver, whose data it went after, what it held, and both figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+KNOWN = 40  # rows whose labels or features an attacker knows, where its attack assumes some
+ALPHAS = np.logspace(-4, 3, 8)  # the ridge penalties the attacker chooses among (leave-one-out on its known rows)
+
+
+@dataclass
+class Score:
+    """One attack's result: ``score`` beside ``baseline`` (``metric``: accuracy, higher is worse for privacy; mae,
+    lower is worse), and ``beside``: other figures that frame it (the learner on the receiver's own columns alone, the
+    main task's metric)."""
+
+    attack: str
+    receiver: str
+    target: str
+    held: str
+    metric: str
+    score: float
+    baseline: float
+    beside: dict = field(default_factory=dict)
+
+    @property
+    def gain(self) -> float:
+        """How far the attack beats its baseline, in the metric's own direction (≤ 0: it learned nothing)."""
+        return self.score - self.baseline if self.metric == "accuracy" else self.baseline - self.score
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "gain": self.gain}
+
+
+def split_known(rows: int, known: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows the attacker knows (``known`` of them, drawn with ``seed``) and the rest, which it is scored on."""
+    order = np.random.default_rng(seed).permutation(rows)
+    known = min(known, rows - 1)
+    return np.sort(order[:known]), np.sort(order[known:])
+
+
+def _matrix(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
+    return np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _classify(x_known, y_known, x_rest) -> np.ndarray:
+    from sklearn.linear_model import LogisticRegression  # the audit's, after a run: not on a tabular run's path
+    from sklearn.preprocessing import StandardScaler
+
+    if len(np.unique(y_known)) < 2:  # the known rows hold one class: that is the guess
+        return np.full(len(x_rest), y_known[0])
+    scaler = StandardScaler().fit(np.vstack([x_known, x_rest]))  # the attacker holds every row's features
+    model = LogisticRegression(max_iter=2000).fit(scaler.transform(x_known), y_known)
+    return model.predict(scaler.transform(x_rest))
+
+
+def _regress(x_known, y_known, x_rest) -> np.ndarray:
+    from sklearn.linear_model import RidgeCV  # the audit's, after a run (0.25 s to import beside Lightning)
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(np.vstack([x_known, x_rest]))
+    model = RidgeCV(alphas=ALPHAS).fit(scaler.transform(x_known), y_known)
+    return model.predict(scaler.transform(x_rest))
+
+
+def _scores(truth: np.ndarray, guess: np.ndarray, classes: bool) -> tuple[float, float]:
+    """The guess's accuracy and the majority rate, or its MAE and that of guessing the mean (per column, averaged)."""
+    if classes:
+        return float((guess == truth).mean()), float(np.bincount(truth).max() / len(truth))
+    return float(np.abs(guess - truth).mean()), float(np.abs(truth - truth.mean(0)).mean())
+
+
+def infer_labels(received, labels, classes: bool, known: int = KNOWN, seed: int = 0) -> tuple[float, float]:
+    """Labels learned from ``received`` (N × D, what a receiver holds of each row) and ``known`` rows' labels: the
+    accuracy and the majority rate on the other rows (``classes``), or the MAE and that of guessing the mean."""
+    x, y = _matrix(received), np.asarray(labels).reshape(-1)
+    y = y.astype(np.int64) if classes else y.astype(np.float64)
+    k, rest = split_known(len(y), known, seed)
+    guess = (_classify if classes else _regress)(x[k], y[k], x[rest])
+    return _scores(y[rest], guess, classes)
+
+
+def complete_model(
+    own_train, outputs_train, labels_train, own_test, outputs_test, labels_test, classes: bool, known: int = KNOWN,
+    seed: int = 0,
+) -> tuple[float, float, float]:  # fmt: skip
+    """Model completion (Fu et al. 2022, passive): from ``known`` labelled training rows, a learner on the receiver's
+    own columns and its round models' outputs, scored on new people (the test rows). Returns its score, the same
+    learner on the own columns alone (what the run added is the difference) and the majority rate (or the MAE of the
+    mean)."""
+    y_train, y_test = np.asarray(labels_train).reshape(-1), np.asarray(labels_test).reshape(-1)
+    if classes:
+        y_train, y_test = y_train.astype(np.int64), y_test.astype(np.int64)
+    k, _ = split_known(len(y_train), known, seed)
+    fit = _classify if classes else _regress
+    own_tr, own_te = _matrix(own_train), _matrix(own_test)
+    both_tr = np.hstack([own_tr, _matrix(outputs_train)])
+    both_te = np.hstack([own_te, _matrix(outputs_test)])
+    score, baseline = _scores(y_test, fit(both_tr[k], y_train[k], both_te), classes)
+    alone, _ = _scores(y_test, fit(own_tr[k], y_train[k], own_te), classes)
+    return score, alone, baseline
+
+
+def infer_features(received, target, known: int = KNOWN, seed: int = 0) -> tuple[float, float]:
+    """Another holder's columns (``target``, N × p) learned from ``received`` (N × D) and ``known`` rows of them: the
+    MAE on the other rows in units of each column's standard deviation, and that of guessing each column's mean."""
+    x, y = _matrix(received), _matrix(target)
+    spread = y.std(0)
+    y = (y - y.mean(0)) / np.where(spread > 0, spread, 1.0)
+    k, rest = split_known(len(y), known, seed)
+    return _scores(y[rest], _regress(x[k], y[k], x[rest]), classes=False)
+
+
+def invert_map(anchor_in, anchor_out, received, target) -> tuple[float, float]:
+    """A colluder's inversion of an affine reduction ``x ↦ xV + c``: the map fitted by least squares on rows whose
+    inputs and outputs it holds (``anchor_in`` → ``anchor_out``, a shared anchor and its reduced form), then
+    ``received`` (reduced private rows) mapped back through its pseudo-inverse. The MAE against ``target`` in units of
+    each column's standard deviation, and that of guessing each column's mean (:func:`infer_features`'s units)."""
+    a, r = _matrix(anchor_in), _matrix(anchor_out)
+    coef, *_ = np.linalg.lstsq(np.hstack([a, np.ones((len(a), 1))]), r, rcond=None)
+    v, c = coef[:-1], coef[-1]
+    guess = (_matrix(received) - c) @ np.linalg.pinv(v)
+    y = _matrix(target)
+    spread = np.where(y.std(0) > 0, y.std(0), 1.0)
+    return _scores((y - y.mean(0)) / spread, (guess - y.mean(0)) / spread, classes=False)

@@ -1,0 +1,64 @@
+"""What ASCII's receivers can infer from what they kept (docs/privacy.md, "ASCII").
+
+Every agent is sent Alice's labels once (ASCII's paper: "numerical labels"), so reading them is no attack: the audit
+checks what the kept ``Labels`` hold and says so. It attacks what is not sent:
+
+- *label inference* from an agent's received ignorance scores alone (as if the labels were withheld);
+- *feature inference* by an agent of the previous agent's columns from the ignorance scores it got from it (they
+  carry that agent's per-row correctness), and by Alice of each agent's columns from its predicted classes.
+
+Model completion needs no attack here: every agent holds the training labels and can fit its own columns to them.
+ASCII adds no noise, so it has no budget.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vcl.audit.attacks import Score, infer_features, infer_labels
+from vcl.audit.budget import no_budget
+from vcl.audit.run import COORDINATOR, KeptRun
+from vcl.messages import Labels
+from vcl.methods.ascii.messages import ClassVotes, IgnoranceScores
+
+
+def one_hot(classes: np.ndarray, k: int) -> np.ndarray:
+    return np.eye(k)[np.clip(classes.astype(np.int64), 0, k - 1)]
+
+
+def audit(run: KeptRun) -> dict:
+    data, names = run.data(), run.names
+    y_train, k = data.labels["train"].numpy().astype(np.int64), data.num_classes
+    majority = float(np.bincount(y_train).max() / len(y_train))
+    attacks: list[Score] = []
+    for name in names[1:]:
+        sent = run.received(name, (Labels,))
+        if sent:
+            got = sent[0].values.numpy().reshape(-1).astype(np.int64)
+            attacks.append(Score("label reading", name, "alice", "the labels it is sent", "accuracy",
+                                 float((got == y_train).mean()), majority))  # fmt: skip
+        scores = run.received(name, (IgnoranceScores,))
+        if scores:
+            rows = np.stack([s.scores.numpy().reshape(-1) for s in scores], 1) * len(y_train)
+            held = f"the ignorance scores of {len(scores)} hops, {run.known} known labels"
+            score, base = infer_labels(rows, y_train, True, run.known, run.seed)
+            attacks.append(Score("label inference", name, "alice", held, "accuracy", score, base))
+        for sender in sorted({s.sender for s in scores} - {name}):
+            if sender in names:
+                rows = np.stack([s.scores.numpy().reshape(-1) for s in scores if s.sender == sender], 1)
+                target = data.views[names.index(sender)].splits["train"]
+                score, base = infer_features(rows * len(y_train), target, run.known, run.seed)
+                held = f"the ignorance scores {sender} sent it, {run.known} known rows of {sender}'s columns"
+                attacks.append(Score("feature inference", name, sender, held, "mae", score, base))
+    votes = [v for v in run.received(COORDINATOR, (ClassVotes,)) if "train" in v.classes]
+    for m, name in enumerate(names[1:], start=1):
+        mine = [one_hot(v.classes["train"].numpy(), k) for v in votes if v.sender == name]
+        if mine:
+            score, base = infer_features(np.hstack(mine), data.views[m].splits["train"], run.known, run.seed)
+            held = f"{name}'s predicted classes of {len(mine)} rounds, {run.known} known rows of its columns"
+            attacks.append(Score("feature inference", "alice", name, held, "mae", score, base))
+    return {
+        "attacks": attacks,
+        "budget": [no_budget("ASCII adds no noise; every agent is sent the labels", "none")],
+        "not_attacked": ["model completion: every agent holds the training labels it was sent"],
+    }

@@ -1,0 +1,167 @@
+"""What GAL's receivers can infer from what they kept (docs/privacy.md, "GAL"), and what Alice's noise costs.
+
+Every organization m ≥ 1 receives the pseudo-residual each round (Late fusion: the labels themselves) and keeps its
+own round models' outputs, which it sent; Alice receives every organization's fitted values. On those:
+
+- *label reading*: each row's largest received entry read as its class (GAL's classification residual is
+  onehot(y) − softmax(F), whose one positive entry is the label's) — ``label_attack_accuracy`` (the round read most)
+  beside ``label_majority_rate``;
+- *label inference*: the same organization learns the labels from all rounds' residuals and 40 known labels;
+- *model completion*: it labels new people from its own columns and its round models' outputs;
+- *feature inference*: Alice learns an organization's columns from its fitted values and 40 known rows;
+- *residual recovery* (with ``gal.privacy``): a receiver redraws the noise from every seed its copy of the config holds
+  (``residual_attack_mae``), beside the values as they came and the same estimate from draws it cannot know.
+
+The budget of ``gal.privacy: dp`` is composed over the broadcasts a person's residual was in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import torch
+
+from vcl.audit.attacks import Score, complete_model, infer_features, infer_labels
+from vcl.audit.budget import laplace_budget, no_budget
+from vcl.audit.run import COORDINATOR, KeptRun
+from vcl.config import config_integers, party_copy
+from vcl.engine.loop import seed_for
+from vcl.engine.privacy import make_mechanism
+from vcl.messages import FittedValues, Labels, PseudoResidual
+from vcl.methods.gal.coordinator import BLIND, NOISE
+
+FITS = (PseudoResidual, Labels)
+NOT_ATTACKED = {
+    "interm": "Interm fusion's activations and their gradients (vcl.engine.split_network) face no attack here",
+}
+
+
+def audit(run: KeptRun) -> dict:
+    data, names = run.data(), run.names
+    classes = data.task == "classification"
+    metric = "accuracy" if classes else "mae"
+    y_train, y_test = data.labels["train"].numpy(), data.labels["test"].numpy()
+    attacks: list[Score] = []
+    read: dict[int, float] = {}
+    inferred: dict[str, tuple[float, float]] = {}
+    for m, name in enumerate(names[1:], start=1):
+        got = run.received(name, FITS)
+        if not got:
+            continue
+        values = [msg.values.numpy().reshape(len(y_train), -1) for msg in got]
+        if classes:
+            for msg, v in zip(got, values, strict=True):
+                read[msg.round] = max(read.get(msg.round, 0.0), float((v.argmax(1) == y_train).mean()))
+        held = f"{len(values)} rounds' {got[0].kind}, {run.known} known labels"
+        rows = np.hstack(values)
+        key = hashlib.sha256(rows.tobytes()).hexdigest()  # one broadcast to every organization: learned once
+        if key not in inferred:
+            inferred[key] = infer_labels(rows, y_train, classes, run.known, run.seed)
+        attacks.append(Score("label inference", name, "alice", held, metric, *inferred[key]))
+        sent = [s for s in run.received(name, (FittedValues,), "out") if "test" in s.values and "train" in s.values]
+        if sent:
+            view = data.views[m].splits
+            outputs = {s: np.hstack([f.values[s].numpy().reshape(len(f.values[s]), -1) for f in sent])
+                       for s in ("train", "test")}  # fmt: skip
+            score, alone, base = complete_model(view["train"], outputs["train"], y_train, view["test"],
+                                                outputs["test"], y_test, classes, run.known, run.seed)  # fmt: skip
+            beside = {"own_columns_alone": alone, "alice_model": run.main_task["value"]}
+            held = f"its columns, its {len(sent)} round models' outputs on new people, {run.known} known labels"
+            attacks.append(Score("model completion", name, "alice", held, metric, score, base, beside))
+    replies = [r for r in run.received(COORDINATOR, (FittedValues,)) if "train" in r.values]
+    for m, name in enumerate(names[1:], start=1):
+        mine = [r.values["train"].numpy() for r in replies if r.sender == name]
+        if mine:
+            outputs = np.hstack([v.reshape(len(v), -1) for v in mine])
+            score, base = infer_features(outputs, data.views[m].splits["train"], run.known, run.seed)
+            held = f"{name}'s fitted values of {len(mine)} rounds, {run.known} known rows of its columns"
+            attacks.append(Score("feature inference", "alice", name, held, "mae", score, base))
+    out = {"attacks": attacks, "budget": [budget(run)]}
+    out["not_attacked"] = [NOT_ATTACKED[run.method]] if run.method in NOT_ATTACKED else []
+    if read:
+        out["label_attack_accuracy"] = max(read.values())
+        out["label_majority_rate"] = float(np.bincount(y_train).max() / len(y_train))
+        out["label_attack_accuracy_by_round"] = {str(t): read[t] for t in sorted(read)}
+    recovery = residual_recovery(run)
+    if recovery is not None:
+        attacks.append(recovery[0])
+        out.update(recovery[1])
+    return out
+
+
+def residual_recovery(run: KeptRun) -> tuple[Score, dict] | None:
+    """What the first organization besides Alice recovers of the clean residual (kept by Alice as her ``own``) from
+    the perturbed one it received: the values as they came, the best of those and of redrawing the noise from every
+    seed it could derive from what it holds (each whole number of its config, alone, per round, per round and
+    organization, and with the tag Alice's noise uses), and the same estimate from draws it cannot know (Alice's
+    secret, in her checkpoint, with another tag). With Alice's secret none of the seeds is hers: the attack does no
+    better than the values as they came (Laplace) or than the blind estimate (interval privacy)."""
+    g = run.config.gal
+    mechanism = make_mechanism(g.privacy, g.privacy_alpha)
+    clean = {m.round: m.values for m in run.received(COORDINATOR, (PseudoResidual,), "own")}
+    if mechanism is None or len(run.names) < 2 or not clean:
+        return None
+    known = config_integers(party_copy(run.config.to_dict()))  # all a receiver's copy of the config holds
+    secret = int(run.checkpoint()["protocol"]["federation"]["noise_secret"])
+    received, best, blind = [], [], []
+    for msg in run.received(run.names[1], (PseudoResidual,)):
+        truth, public = clean[msg.round], msg.values
+
+        def attacked(seed: int, truth=truth, public=public) -> float:
+            guess = mechanism.attack(public, truth, torch.Generator().manual_seed(seed))
+            return float((guess - truth).abs().mean())
+
+        received.append(float((public - truth).abs().mean()))
+        seeds = candidate_seeds(known, msg.round, len(run.names))
+        best.append(min([received[-1], *(attacked(s) for s in seeds)]))
+        blind.append(attacked(seed_for(secret, msg.round, BLIND)))
+    figures = {
+        "residual_received_mae": float(np.mean(received)),
+        "residual_attack_mae": float(np.mean(best)),
+        "residual_blind_mae": float(np.mean(blind)),
+    }
+    held = "the perturbed residual of every round, every seed its copy of the config holds"
+    base = min(figures["residual_received_mae"], figures["residual_blind_mae"])
+    score = Score("residual recovery", run.names[1], "alice", held, "mae", figures["residual_attack_mae"], base,
+                  {"received": figures["residual_received_mae"], "blind": figures["residual_blind_mae"]})  # fmt: skip
+    return score, figures
+
+
+def candidate_seeds(known: tuple[int, ...], round_: int, parties: int) -> list[int]:
+    seeds = []
+    for s in known:
+        seeds += [s, seed_for(s, round_), seed_for(s, round_, NOISE), seed_for(s, NOISE)]
+        seeds += [seed_for(s, round_, m) for m in range(parties)]
+    return list(dict.fromkeys(seeds))
+
+
+def budget(run: KeptRun) -> dict:
+    """The (ε, δ) of Alice's noise over the run: ``gal.privacy: dp`` releases each person's residual (K entries
+    clipped to [a, b], Laplace of scale (b − a)/α on each) once a broadcast; a row's L1 sensitivity is K(b − a), so
+    each release has noise multiplier 1/(Kα), composed over every distinct broadcast that left Alice. The clipping
+    bounds a, b are the residual's own 2.5–97.5 % quantiles, released unprotected (the guarantee treats them as
+    public)."""
+    g = run.config.gal
+    if run.method == "late":
+        return no_budget("the labels themselves are sent to every organization", "labels (Late fusion)")
+    if g.privacy == "none":
+        return no_budget("no noise on the residuals (gal.privacy none)", "none")
+    if g.privacy == "ip":
+        return no_budget(
+            "interval privacy is not differential privacy: a value at one clipping bound yields outputs a value at "
+            "the other never does; it hides where in [a, b] a value lies to within the interval its random "
+            "threshold leaves (residual recovery scores what that hides)",
+            "interval privacy",
+        )
+    if g.privacy_draws == "repeated":
+        return no_budget("the same noise is drawn every round, so the differences between rounds are exact",
+                         "Laplace, one draw repeated")  # fmt: skip
+    sent = [m for _, d, m in run.messages(COORDINATOR) if d == "out" and isinstance(m, PseudoResidual)]
+    sent = [m for m in sent if m.receiver != run.names[0] or g.privacy_scope == "all"]
+    if not sent:
+        return no_budget("no residual left Alice", "Laplace")
+    width = int(np.prod(sent[0].values.shape[1:])) or 1
+    releases = len({(m.round, hashlib.sha256(m.values.numpy().tobytes()).hexdigest()) for m in sent})
+    what = f"Laplace on the clipped residuals, alpha {g.privacy_alpha:g}"
+    return laplace_budget(1.0 / (width * g.privacy_alpha), releases, what=what)

@@ -1,0 +1,64 @@
+"""What MPDL's receivers can infer from what they kept (docs/privacy.md, "MPDL"), and what h₀'s noise costs.
+
+MPDL's attacks are its own (:mod:`vcl.methods.mpdl.attacks`), run by its experimenter on the reports each party makes
+of what it holds (its dual model, the generations and gradients it received, the other's perturbed means): the
+audit reads those reports as the experimenter kept them and runs the same attacks again, each beside its baseline
+(``trivial_mae``: guessing each normalized column's mean; the redraw beside the same estimate from seeds nobody
+knows). h₀'s per-row ε is composed over the times each row passes through it.
+"""
+
+from __future__ import annotations
+
+from vcl.audit.attacks import Score
+from vcl.audit.budget import laplace_budget, no_budget
+from vcl.audit.run import KeptRun
+from vcl.family import compare_methods, family_of
+from vcl.messages import EXPERIMENTER
+from vcl.methods.mpdl.messages import Report
+
+OTHER = {"a": "b", "b": "a"}
+
+
+def audit(run: KeptRun) -> dict:
+    out = {"attacks": [], "budget": [budget(run)], "not_attacked": [
+        "labels: party b sends the collaborator C its labels in the clear (the paper's C holds them); the label "
+        "information in C's gradients to party a is not attacked here"]}  # fmt: skip
+    reports = run.received(EXPERIMENTER, (Report,))
+    if run.method != "mpdl" or not reports:
+        out["not_attacked"].append(f"{run.method}: the FTL reference's codes are not attacked here")
+        return out
+    data = run.data()
+    names = list(run.names) + [EXPERIMENTER]
+    [experimenter] = family_of(run.config, run.method).parties(run.config, run.method, data, names.index(EXPERIMENTER))
+    last = max(r.round for r in reports)
+    for report in reports:
+        if report.round == last:
+            experimenter.handle(report)
+    figures = experimenter.privacy_attack()
+    for target in ("a", "b"):
+        by, base = OTHER[target], figures[f"trivial_mae_{target}"]
+        held = "its dual model, the generations and gradients it received, the other's perturbed means"
+        attacks = [
+            Score("feature reconstruction", by, target, held, "mae", figures[f"attack_mae_{target}"], base,
+                  {"overlap_rows": figures[f"attack_mae_overlap_{target}"]}),
+            Score("h0 inversion", by, target, "every h0 output of the target it could hold, its means", "mae",
+                  figures[f"h0_attack_mae_{target}"], base),
+            Score("noise redraw", by, target, "the h0 outputs, every seed its copy of the config holds", "mae",
+                  figures[f"h0_redraw_mae_{target}"], figures[f"h0_blind_mae_{target}"]),
+        ]  # fmt: skip
+        out["attacks"] += attacks
+    return out
+
+
+def budget(run: KeptRun) -> dict:
+    """h₀'s (ε, δ): with ``mpdl.dp_noise: per_row`` each row's normalized features get Laplace noise of scale d/ε
+    against an L1 sensitivity of d (noise multiplier 1/ε) once a method run; a default run also runs the FTL reference
+    on fresh draws unless both parties' secrets are set, so each row is released twice to an observer of both."""
+    o = run.config.mpdl
+    if o.epsilon == 0:
+        return no_budget("mpdl.epsilon 0: h0 adds no noise", "h0")
+    if o.dp_noise != "per_row":
+        return no_budget("mpdl.dp_noise offset_no_dp: one offset per feature, which the receiver can subtract", "h0")
+    again = "ftl" in compare_methods(run.config) and run.method == "mpdl" and not (o.secret_a and o.secret_b)
+    what = f"h0 per-row Laplace, epsilon {o.epsilon:g} a release" + (" (mpdl and its ftl reference)" if again else "")
+    return laplace_budget(1.0 / o.epsilon, 2 if again else 1, what=what)

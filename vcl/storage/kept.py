@@ -1,0 +1,92 @@
+"""What a holder keeps of the messages that cross its boundary: the record a curious receiver would keep.
+
+Every party (and Alice's coordinator) with ``run.keep_messages`` keeps each message it receives (``in``) and sends
+(``out``) — and a sender that perturbs what it sends also keeps its clean values (``own``) — in memory until its
+round is saved, then writes them beside its checkpoints, one file a saved round: ``messages/round-<t>.vclw``. A file
+is the wire format's frames (:mod:`vcl.transports.wire`: data, never code), each behind its direction and its length,
+written whole or not at all; a resumed run forgets what it held since its last save and writes the rounds again.
+``train.py audit`` (:mod:`vcl.audit`) attacks these files after the run: what each receiver could infer from what it
+held, never code in the send path.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+from vcl.errors import VCLInputError
+from vcl.messages import Message
+from vcl.storage.checkpoints import atomic_write
+from vcl.transports.wire import pack_message, unpack_message
+
+FOLDER = "messages"
+DIRECTIONS = ("in", "out", "own")
+_HEAD = struct.Struct("<BQ")  # the direction's index, the frame's length
+_ROUND = re.compile(r"round-(\d{1,10})\.vclw")
+
+
+class KeptMessages:
+    """One holder's messages of the rounds not saved yet; ``on``: whether it keeps any (``run.keep_messages``)."""
+
+    def __init__(self, on: bool = False):
+        self.on = on
+        self.frames: list[tuple[int, bytes]] = []
+
+    def add(self, direction: str, message: Message | None) -> None:
+        if self.on and message is not None:
+            self.frames.append((DIRECTIONS.index(direction), pack_message(message)))
+
+    def save(self, folder: Path, round_: int) -> None:
+        """The messages since the last save, in ``folder/round-<round_>.vclw`` (never through a symbolic link)."""
+        if not self.on:
+            return
+        if folder.is_symlink():
+            raise VCLInputError(f"{folder} is a symbolic link, and vcl never writes through one; put a real directory "
+                                "there and resume.")  # fmt: skip
+        frames, self.frames = self.frames, []
+
+        def write(file) -> None:
+            for direction, frame in frames:
+                file.write(_HEAD.pack(direction, len(frame)))
+                file.write(frame)
+
+        atomic_write(folder / f"round-{round_}.vclw", write)
+
+    def forget(self) -> None:
+        """Drop what was held since the last save (a resumed run makes those messages again)."""
+        self.frames = []
+
+
+def kept_rounds(folder: Path) -> list[int]:
+    """The rounds whose messages ``folder`` holds, in order."""
+    found = [_ROUND.fullmatch(p.name) for p in folder.glob("round-*.vclw")] if folder.is_dir() else []
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def read_kept(folder: Path, last: int | None = None) -> list[tuple[int, str, Message]]:
+    """Every kept message in ``folder`` as (saved round, direction, message), rounds up to ``last`` (a later file is a
+    run's that went further before it was resumed from an earlier round). A frame that is not a message of a kind this
+    process knows ends the read with one sentence naming the file."""
+    out = []
+    for round_ in kept_rounds(folder):
+        if last is not None and round_ > last:
+            continue
+        path = folder / f"round-{round_}.vclw"
+        data, at = path.read_bytes(), 0
+        while at < len(data):
+            if at + _HEAD.size > len(data):
+                raise VCLInputError(f"{path} ends inside a frame's header; it is not a file vcl wrote.")
+            direction, length = _HEAD.unpack_from(data, at)
+            at += _HEAD.size
+            if direction >= len(DIRECTIONS) or at + length > len(data):
+                raise VCLInputError(f"{path} holds a malformed frame at byte {at}; it is not a file vcl wrote.")
+            try:
+                message = unpack_message(data[at : at + length])
+            except ValueError as err:
+                raise VCLInputError(
+                    f"{path}: {err}; load the run's method family first, or the file is not vcl's."
+                ) from None
+            out.append((round_, DIRECTIONS[direction], message))
+            at += length
+    return out
