@@ -403,7 +403,7 @@ def test_a_party_that_holds_no_run_is_named_for_why_by_when():
 
 
 def test_the_coordinators_link_calls_again_after_the_party_closed_its_idle_connection(fed):
-    """A party closes a connection without a call for idle_s (3 s here; 120 s by default): the coordinator's link,
+    """A party closes a connection without a call for idle_s (3 s here; 30 s by default): the coordinator's link,
     which makes no retries, is answered on its next call over a new connection."""
     from vcl.testing.probes import fed_setting
 
