@@ -270,6 +270,9 @@ def test_every_bad_party_setting_is_one_sentence_before_the_party_listens(tmp_pa
         ({"stall_s": "abc"}, "stall_s='abc' is not a number of seconds"),
         ({"handshake_s": True}, "handshake_s=True is not a number of seconds"),
         ({"idle_s": -1}, "idle_s=-1 is not a number of seconds"),
+        ({"connection_age_s": 0.5}, "connection_age_s=0.5 is not a number of seconds from 1 to"),
+        ({"max_connections": 2.5}, "max_connections=2.5 is not a whole number from 1 to 65536"),
+        ({"max_connections": 0}, "max_connections=0 is not a whole number"),
         ({"id_column": ""}, "id_column is not a non-empty string"),
         ({"download": "yes"}, "download='yes' is not true or false"),
         ({"preload": 1}, "preload=1 is not true or false"),
@@ -352,11 +355,11 @@ def test_a_lost_party_is_one_sentence_and_resume_after_it_is_back_equals_uninter
     config = tiny(out=str(tmp_path / "cut"), **federation.overrides(GAL_NAMES), **base)
     port = federation.ports["org2"]
     with pytest.raises(
-        PartyLost, match=rf"^party org2 stopped during round 2: nothing answers at 127.0.0.1:{port}$"
+        PartyLost, match=rf"^party org2 did not answer during round 2: nothing answers at 127.0.0.1:{port} \(it is"
     ) as lost:
         train(config, verbose=False, callbacks=[RoundCheckpoint(), KillParty(1, federation, "org2")])
     assert lost.value.saved_round == 1
-    with pytest.raises(PartyLost, match="party org2 stopped during start-up: nothing answers"):
+    with pytest.raises(PartyLost, match="party org2 did not answer during start-up: nothing answers"):
         train(config, resume=True, verbose=False)  # still down: the same sentence, nothing changed
     federation.restart("org2")  # its own machine kept its checkpoints
     resumed = train(config, resume=True, verbose=False)
@@ -611,7 +614,7 @@ def test_the_cli_names_a_party_that_is_down_at_start_and_leaves_nothing(tmp_path
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(
-        f"error: party org1 stopped during start-up: nothing answers at 127.0.0.1:{fed.ports['org1']}"
+        f"error: party org1 did not answer during start-up: nothing answers at 127.0.0.1:{fed.ports['org1']}"
     )
     assert "nothing was saved yet" in lines[0]
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
@@ -642,7 +645,7 @@ def test_a_party_that_restarts_or_stalls_mid_run_is_one_sentence(tiny, tmp_path)
         stalled = tiny(out=str(tmp_path / "stall"), **{**fed.overrides(), "transport.deadline": 3.0}, **base)
         stop = AfterRound(0, lambda: fed.procs["org1"].send_signal(signal.SIGSTOP))
         try:
-            with pytest.raises(PartyLost, match=r"^party org1 stopped during round 1: it did not answer within "):
+            with pytest.raises(PartyLost, match=r"^party org1 did not answer during round 1: no answer came within "):
                 train(stalled, verbose=False, callbacks=[RoundCheckpoint(), stop])
         finally:
             fed.procs["org1"].send_signal(signal.SIGCONT)

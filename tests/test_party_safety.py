@@ -128,7 +128,7 @@ def test_a_save_the_party_cannot_write_is_its_failure_not_its_loss(fed, tmp_path
     folder.parent.mkdir(parents=True, exist_ok=True)
     folder.write_text("a file where the party's folder is")
     try:
-        said = r"^party org1 failed its Save during round 5 \(\w+Error .the party.s log says more.\); it is still"
+        said = r"^party org1 failed its Save during round 5 \(\w+Error(: [\w ]+)? .the party.s log says more.\); it is"
         with pytest.raises(PartyFailed, match=said):
             link(fed).handle(Save("alice", "org1", 5, run="x"), "round 5")
     finally:
@@ -151,7 +151,7 @@ def test_a_peer_that_stalls_is_blamed_and_holds_the_relaying_party_no_longer_tha
 
     base = {"method": "ascii", "learner.model": ["tree"], "run.rounds": 3, "transport.deadline": 5.0}
     try:
-        said = r"^party org2 stopped during round 2: it did not answer within 4 s, 0.8 × the run.s transport.deadline=5"
+        said = r"^party org2 did not answer during round 2: no answer came within 4 s, 0.8 × the run.s transport.dead"
         with pytest.raises(PartyLost, match=said):
             train(config(fed, str(tmp_path / "ascii"), **base), verbose=False, write=False, callbacks=[Stop()])
         start = time.perf_counter()
@@ -403,7 +403,7 @@ def test_a_party_that_holds_no_run_is_named_for_why_by_when():
 
 
 def test_the_coordinators_link_calls_again_after_the_party_closed_its_idle_connection(fed):
-    """A party closes a connection without a call for idle_s (3 s here; 120 s by default): the coordinator's link,
+    """A party closes a connection without a call for idle_s (3 s here; 30 s by default): the coordinator's link,
     which makes no retries, is answered on its next call over a new connection."""
     from vcl.testing.probes import fed_setting
 

@@ -11,12 +11,12 @@ class VCLInputError(ValueError):
 
 
 class PartyLost(RuntimeError):
-    """A party's process ended (it crashed, was killed, or its machine left), or it stopped answering, while the
-    coordinator needed it."""
+    """A party's process ended (it crashed, was killed, or its machine left), or it did not answer, while the
+    coordinator needed it; ``happened`` says which ("stopped", "did not answer", ...)."""
 
-    def __init__(self, party: str, during: str, reason: str = "its process ended"):
-        super().__init__(f"party {party} stopped during {during}: {reason}")
-        self.party, self.during, self.reason = party, during, reason
+    def __init__(self, party: str, during: str, reason: str = "its process ended", happened: str = "stopped"):
+        super().__init__(f"party {party} {happened} during {during}: {reason}")
+        self.party, self.during, self.reason, self.happened = party, during, reason, happened
         self.saved_round, self.out_dir = None, None  # the runner says which round is saved, and where
 
 

@@ -10,6 +10,7 @@ local transport may run several organizations' jobs at once (:mod:`vcl.transport
 
 from __future__ import annotations
 
+import contextlib
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -207,14 +208,21 @@ class Organization(Party):
         what an interrupted run wrote after its last checkpoint."""
         if round_ not in self.train_losses:
             return
+        log = Path(folder) / "tensorboard"
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
-            log = Path(folder) / "tensorboard"
             after_last_event_file(log)
             self._writer = SummaryWriter(str(log), purge_step=round_)
-        self._writer.add_scalar("local_loss/train", self.train_losses[round_], round_)
-        self._writer.flush()
+        try:
+            self._writer.add_scalar("local_loss/train", self.train_losses[round_], round_)
+            self._writer.flush()
+        except OSError as err:  # its writer thread's failed write (the folder removed, the disk full), met here
+            with contextlib.suppress(OSError):
+                self.close_logs()
+            self._writer = None  # a new writer at the next round, once the folder is writable again
+            why = f"its TensorBoard log could not be written ({err.strerror or err})"
+            raise OSError(err.errno, why, str(log)) from None
 
     def close_logs(self) -> None:
         """Close this organization's TensorBoard log (its process may serve another run next)."""

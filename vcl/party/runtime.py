@@ -11,6 +11,8 @@ A process that hosts several parties (the local transport: every party of the ru
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import socket
 from collections.abc import Callable, Collection
@@ -40,6 +42,7 @@ class PartyRuntime:
     ):
         self.party, self._name, self.root = checked_party(party), name, root
         self.run: str | None = None  # the run it serves, from its first Save or Load (the run's stamp's identity)
+        self.saved_in: Path | None = None  # its own folder on its own root, once it saved a round of its run there
         self.peer_kinds = None if peer_messages is None else {m.__name__ for m in peer_messages}
         self.seen = KeptMessages()  # what crosses its boundary, kept with its checkpoints (OpenLogs.keep_messages)
 
@@ -50,7 +53,8 @@ class PartyRuntime:
 
         config = RunConfig.from_dict(settings)
         if self.party is not None:  # the party of this process's last run
-            self.party.close_logs()
+            with contextlib.suppress(OSError):
+                self.party.close_logs()
         if isinstance(ids, dict) and ids.get("checkpoints") is not None:  # a finished run's: built again on new rows
             ids = {"rows": ids["rows"], "new": ids["new"], "kept": self.kept(ids["checkpoints"], config, index)}
         self.party = checked_party(make(config, method, index, ids, kind, num_classes))
@@ -79,6 +83,14 @@ class PartyRuntime:
             raise TypeError(str(err)) from None  # a malformed request
         folder = Path(self.root or where["roots"].get(name) or where["root"])
         return kept_preparation(name, folder, round_, run, own)
+
+    def close(self) -> None:
+        """Close what the party holds open where it runs (its logs: a TensorBoard writer and its thread) and let the
+        party go: a party process serves one run after another, and a run it no longer serves keeps nothing."""
+        if self.party is not None:
+            with contextlib.suppress(OSError):  # a log whose folder went away: nothing more to write to it
+                self.party.close_logs()
+        self.party, self.peer_kinds, self.seen = None, set(), KeptMessages()
 
     @property
     def name(self) -> str:
@@ -156,9 +168,16 @@ class PartyRuntime:
         if isinstance(request, (requests.Save, requests.Load)):
             run = self.serve(request)
             own = run if self.root is not None else ""  # its own root: each run's files in their own folder
+            if isinstance(request, requests.Save) and self.saved_in is not None and not self.saved_in.is_dir():
+                self.party.close_logs()  # its writer's file went with the folder: a new one once the folder is back
+                raise FileNotFoundError(
+                    errno.ENOENT, "the party's folder was removed while it served this run (its earlier checkpoints "
+                    "and logs with it); put it back and --resume, or start the run afresh", str(self.saved_in),
+                )  # fmt: skip
             if isinstance(request, requests.Save):  # its checkpoint of the round, then that round's line in its log
                 save_party(self.party, self.name, folder, request.round, str(request.run), own)
                 self.seen.save(party_file(folder, self.name, request.round, own).parent / FOLDER, request.round)
+                self.saved_in = folder / self.name if self.root is not None else None
                 self.party.log_round(folder / self.name, request.round)
             else:
                 load_party(self.party, self.name, folder, request.round, str(request.run), own)

@@ -22,8 +22,10 @@ values in a frame of :mod:`vcl.transports.wire`, never code) when the run starts
     download: false                 # whether a run may have it download a built-in data set into data_root
     calls_per_peer: 4               # calls it serves at once from one organization (more are refused)
     stall_s: 60                     # a request whose next piece takes longer is cancelled
-    handshake_s: 10                 # a connection must finish its TLS handshake within this
-    idle_s: 120                     # a connection with no call for this long is closed
+    handshake_s: 5                  # a connection must finish its TLS handshake within this
+    idle_s: 30                      # a connection with no call for this long is closed
+    connection_age_s: 60            # a connection this old is closed once its calls end (its owner opens another)
+    max_connections: 64             # connections it holds at once (fewer where its open-files limit is low)
 
 Every request must come over a TLS connection whose client certificate the federation's CA signed (there is no
 plaintext mode): requests to run the protocol from the ``coordinator`` only, party-to-party messages from the
@@ -46,6 +48,7 @@ import sys
 import threading
 import time
 from concurrent import futures
+from functools import partial
 
 from vcl.classpath import named_classes
 from vcl.errors import VCLInputError, first_line
@@ -56,6 +59,9 @@ OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "End")
 WORKERS = 32  # threads serving calls: calls_per_peer of each organization's leave room for the others'
 UNLOCKED = {"Hello", "Relay"}  # Relay holds the party only while it takes its messages, not while it sends them
 DATA_OPS = {"Setup", "PSI"}  # the operations that read the party's own files: their sentences back quote nothing
+FILES_KEPT = 64  # open files a party keeps for its own beside its connections (connection_cap)
+KEEPALIVE_S = 60.0  # a party pings each connection's peer after this long without a frame from it...
+PING_TIMEOUT_S = 20.0  # ...and closes the connection if the peer does not answer within this
 
 
 class NotSetUp(RuntimeError):
@@ -69,8 +75,8 @@ class RunInProgress(RuntimeError):
 class PeerLost(RuntimeError):
     """Another party did not take a message this party relayed to it."""
 
-    def __init__(self, peer: str, reason: str):
-        super().__init__(f"peer {peer}: {reason}")
+    def __init__(self, peer: str, reason: str, happened: str = "stopped"):
+        super().__init__(f"peer {peer} {happened}: {reason}")
 
 
 class PartyServer(Guard):
@@ -165,7 +171,8 @@ class PartyServer(Guard):
         import grpc
 
         self.note(context, who, op, f"failed: {type(err).__name__}: {err}")
-        context.abort(grpc.StatusCode.INTERNAL, f"{type(err).__name__} (the party's log says more)")
+        why = f": {err.strerror[:200]}" if isinstance(err, OSError) and err.strerror else ""  # no path: the log's
+        context.abort(grpc.StatusCode.INTERNAL, f"{type(err).__name__}{why} (the party's log says more)")
 
     def decode(self, op: str, frame: bytes, who: str):
         """A request as its operation takes it: a message to this party (Handle: the coordinator's; Forward: one
@@ -187,10 +194,15 @@ class PartyServer(Guard):
         from vcl.transports.wire import unpack_message
 
         message = unpack_message(frame, self.limit)
-        if (sender is not None and message.sender != sender) or message.receiver != self.settings.name:
+        if message.receiver != self.settings.name:
             raise PermissionError(
-                f"a {message.kind} from {message.sender!r} to {message.receiver!r} came from "
-                f"{sender or 'the coordinator'!r}"
+                f"a {message.kind} addressed to {message.receiver!r} reached party {self.settings.name}, which takes "
+                f"only messages addressed to it; address it to {self.settings.name!r}, or send it to its own party"
+            )
+        if sender is not None and message.sender != sender:
+            raise PermissionError(
+                f"a {message.kind} that says it is from {message.sender!r} came from {sender!r}; a party sends "
+                "messages in its own name only"
             )
         return message
 
@@ -237,6 +249,7 @@ class PartyServer(Guard):
         from vcl.party.runtime import PartyRuntime
 
         deadline = float(run["deadline"])
+        index, names = setup_place(body.get("index"), body.get("names"))
         if self.session is not None and self.session.id != run["id"] and self.session.in_progress():
             ago = time.monotonic() - self.session.last
             raise RunInProgress(
@@ -250,7 +263,7 @@ class PartyServer(Guard):
                 f"the run names class {outside[0]}, which this party's allow_classes does not list; a party runs "
                 "only code its own organization allows"
             )
-        index, names = int(body["index"]), list(body["names"])
+        method = setup_method(body.get("method"), settings, self.settings.allow_classes)  # after: it may import one
         if names[index] != self.settings.name:
             raise PermissionError(f"party {index} of this run is {names[index]!r}, not {self.settings.name!r}")
         for key in SECRETS:  # its own secrets from its own config; no other's
@@ -266,9 +279,12 @@ class PartyServer(Guard):
         if self.settings.device:
             settings["run"]["device"] = self.settings.device
         runtime = PartyRuntime(root=self.settings.root)  # its files under its own root, whatever a request names
-        where = runtime.build(own_party, settings, body["method"], index, body.get("ids"), body["kind"],
+        where = runtime.build(own_party, settings, method, index, body.get("ids"), body["kind"],
                               int(body["num_classes"]))  # fmt: skip
-        self.runtime, self.names, self.addresses = runtime, names, dict(body.get("addresses") or {})
+        earlier, self.runtime = self.runtime, runtime
+        if earlier is not None:  # the run it replaces: its party, logs and writer threads go (one thread a run, kept)
+            earlier.close()
+        self.names, self.addresses = names, dict(body.get("addresses") or {})
         self.session = Session(run["id"], run["name"], deadline)
         self.close_peers()  # links of an earlier run: a peer may have moved since
         return where
@@ -335,7 +351,7 @@ class PartyServer(Guard):
             try:
                 links[message.receiver].call("Forward", pack_message(message))
             except PartyLost as err:
-                raise PeerLost(message.receiver, err.reason) from None
+                raise PeerLost(message.receiver, err.reason, err.happened) from None
             except VCLInputError as err:
                 raise PermissionError(f"peer {message.receiver} refused a {message.kind}: {first_line(err)}") from None
         return [vars(record).copy() for record in records]
@@ -352,6 +368,95 @@ class PartyServer(Guard):
                 deadline_is=f"{0.8 * run:g} s, 0.8 × the run's transport.deadline={run:g} s",
             )  # fmt: skip
         return self._peers[name]
+
+
+def setup_place(index, names) -> tuple[int, list[str]]:
+    """A Setup's place of this party among the run's names, checked: ``names`` a list of names (text), ``index`` a whole
+    number (an int, not a bool, a text or a float: nothing is rounded or counted from the end) that is a place in it;
+    else one sentence naming the field and the fix (:class:`VCLInputError`: the coordinator's input)."""
+    if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        raise VCLInputError(
+            "the names in the Setup are not a list of the organizations of the run (text); send them, in order"
+        )
+    if type(index) is not int or not 0 <= index < len(names):
+        what = f"is {index}" if type(index) is int else f"is a {type(index).__name__} ({escaped(index)})"
+        raise VCLInputError(  # no apostrophe: a refused Setup goes back with its quoted values left out
+            f"the index in the Setup {what}, not a whole number from 0 to {len(names) - 1}; send the place of this "
+            f"party among the {len(names)} names of the run, as an int"
+        )
+    return index, names
+
+
+def escaped(value, most: int = 40) -> str:
+    """``value`` as text a log line and a status carry (no quotes, which a party's refusals leave out, and no character
+    that does not show), cut at ``most`` characters."""
+    return str(value).encode("unicode_escape").decode()[:most]
+
+
+def setup_method(method, settings, allowed) -> str:
+    """A Setup's method, checked: a method this party runs (a registered one, one its run's family names, or a family
+    class its ``allow_classes`` lists); else one sentence that names the method (:class:`VCLInputError`), or the
+    class its config does not allow (:class:`PermissionError`)."""
+    from vcl.family import family_for
+    from vcl.registry import METHODS, is_class_path
+
+    if isinstance(method, str) and is_class_path(method):
+        if method.replace(":", ".") not in allowed:
+            raise PermissionError(
+                f"the run names class {method.replace(':', '.')}, which this party's allow_classes does not list; a "
+                "party runs only code its own organization allows"
+            )
+        return method
+    if isinstance(method, str) and method in METHODS:
+        return method
+    own = settings.get("method") if isinstance(settings, dict) else None
+    if isinstance(method, str) and isinstance(own, str) and is_class_path(own) and method in family_for(own).methods:
+        return method  # a name the run's own family (a class its allow_classes lists: checked before) gives a method
+    shown = escaped(method) if isinstance(method, str) else f"a {type(method).__name__}"
+    raise VCLInputError(
+        f"the method in the Setup, {shown}, is no method this party runs; name one of {', '.join(METHODS)}, or a "
+        "family class its allow_classes lists"
+    )
+
+
+def connection_options(settings: PartySettings) -> list[tuple[str, int]]:
+    """gRPC's own limits on the connections a party holds (its server's channel arguments), from its config: at most
+    :func:`connection_cap` at once (more are closed as they arrive), each closed once it has not finished its TLS
+    handshake within ``handshake_s``, has had no call for ``idle_s``, or is ``connection_age_s`` old (then a call in
+    progress finishes on it, and its owner's next call opens a new one), or when its peer does not answer a ping
+    within :data:`PING_TIMEOUT_S` (a machine that went away). gRPC's Python server has no limit per peer address
+    (docs/deployment.md says what to put in front of the port)."""
+    return [
+        ("grpc.max_allowed_incoming_connections", connection_cap(settings.max_connections)),
+        ("grpc.server_handshake_timeout_ms", int(settings.handshake_s * 1000)),  # TCP without TLS: closed
+        ("grpc.max_connection_idle_ms", int(settings.idle_s * 1000)),  # a connection with no call: closed
+        ("grpc.max_connection_age_ms", int(settings.connection_age_s * 1000)),  # a caller that keeps calling too
+        ("grpc.keepalive_time_ms", int(KEEPALIVE_S * 1000)),  # its ping to each connection's peer...
+        ("grpc.keepalive_timeout_ms", int(PING_TIMEOUT_S * 1000)),  # ...which must answer within this
+        ("grpc.max_concurrent_streams", 2 * settings.calls_per_peer),  # calls at once on one connection
+    ]
+
+
+def connection_cap(wanted: int) -> int:
+    """The most connections a party holds at once: ``wanted`` (its ``max_connections``), or fewer where its limit of
+    open files leaves less beside the :data:`FILES_KEPT` it keeps for its own files (checkpoints, logs, its links to
+    other parties): a party never runs out of files to open, however many connections come."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, soft - FILES_KEPT))
+
+
+def one_line(name: str, args) -> None:
+    """A thread's error (a TensorBoard writer's failed write, when the party's folder went away) as one line of the
+    party's log, not its traceback: the request that meets it next says what it means."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    thread = args.thread.name if args.thread is not None else "a thread"
+    sys.stderr.write(f"{stamp} {name}: {thread} failed: {args.exc_type.__name__}: {first_line(args.exc_value)}"[:400])
+    sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 def preload() -> None:
@@ -375,6 +480,8 @@ def serve(settings: PartySettings, ready=None) -> None:
         preload()
     server_state = PartyServer(settings)
     limit = server_state.chunk + 2**16  # one piece of a frame (vcl.transports.wire.pieces)
+    raise_open_files_limit()  # before the cap on connections is taken from it
+    threading.excepthook = partial(one_line, settings.name)  # a writer thread's failed write: one line of its log
 
     def handler(op):
         return grpc.stream_stream_rpc_method_handler(
@@ -387,8 +494,7 @@ def serve(settings: PartySettings, ready=None) -> None:
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),  # a second party on this port fails to bind, not shares its connections
-            ("grpc.server_handshake_timeout_ms", int(settings.handshake_s * 1000)),  # TCP without TLS: closed
-            ("grpc.max_connection_idle_ms", int(settings.idle_s * 1000)),  # a connection with no call: closed
+            *connection_options(settings),
         ],
         maximum_concurrent_rpcs=4 * WORKERS,  # beyond: refused at once, not queued
     )
@@ -406,7 +512,6 @@ def serve(settings: PartySettings, ready=None) -> None:
             f"listen={settings.listen!r}: the port cannot be opened (in use, or not an address of this machine); "
             "choose another."
         )
-    raise_open_files_limit()
     server.start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -32,8 +32,10 @@ class PartySettings:
     download: bool = False
     calls_per_peer: int = 4
     stall_s: float = 60.0
-    handshake_s: float = 10.0
-    idle_s: float = 120.0
+    handshake_s: float = 5.0
+    idle_s: float = 30.0
+    connection_age_s: float = 60.0
+    max_connections: int = 64
     preload: bool = True
 
 
@@ -97,15 +99,17 @@ def load_settings(path: str | Path) -> PartySettings:
             )
         regular_file(Path(s.tls[key]), f"tls.{key}", "make the federation's files with python -m vcl.transports.certs")
     check_pems(s.tls["ca"], s.tls["cert"], s.tls["key"], ("tls.ca", "tls.cert", "tls.key"), s.name)
+    whole = ("calls_per_peer", "max_connections")
     for key, low, high in (("calls_per_peer", 1, 64), ("stall_s", 0.01, 86400), ("handshake_s", 0.01, 3600),
-                           ("idle_s", 0.01, 10**7)):  # fmt: skip
+                           ("idle_s", 0.01, 10**7), ("connection_age_s", 1, 10**7),
+                           ("max_connections", 1, 65536)):  # fmt: skip
         value = getattr(s, key)
-        if isinstance(value, bool) or not isinstance(value, int if key == "calls_per_peer" else (int, float)):
+        if isinstance(value, bool) or not isinstance(value, int if key in whole else (int, float)):
             value = None
         if value is None or not low <= value <= high:
             raise VCLInputError(
                 f"the party config {path}: {key}={getattr(s, key)!r} is not a "
-                f"{'whole number' if key == 'calls_per_peer' else 'number of seconds'} from {low:g} to {high:g}."
+                f"{'whole number' if key in whole else 'number of seconds'} from {low:g} to {high:g}."
             )
     for key in ("id_column", "data_root"):
         if not isinstance(getattr(s, key), str) or not getattr(s, key):

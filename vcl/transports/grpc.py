@@ -44,6 +44,10 @@ from vcl.transports.wire import (
     unpack_message,
 )
 
+# a party that holds as many connections as it takes closes a new one as it comes; the coordinator tries again for a
+# while (FULL_WAIT_S: longer than a party's handshake_s, so a wave of connections without TLS only delays it)
+CLOSED = "it closed the connection as it came"
+FULL_WAIT_S = 15.0
 # safe to send again: the calls, and the runtime's requests (vcl.messages.RuntimeRequest) that change nothing twice
 IDEMPOTENT = {"Hello", "Setup", "PSI", "Where", "Save", "Load", "Prune", "OpenLogs"}
 
@@ -79,6 +83,8 @@ class Link:
             ("grpc.max_receive_message_length", min(limit + 2**16, 2**31 - 1)),  # the party's pieces, any size
             ("grpc.max_send_message_length", chunk + 2**16),
             ("grpc.enable_retries", 0),  # a request that left is never sent again (see the module's text)
+            ("grpc.initial_reconnect_backoff_ms", 200),  # a party that closed connections is dialled again soon...
+            ("grpc.max_reconnect_backoff_ms", 2000),  # ...and never minutes later (gRPC's default: up to 120 s)
         ]
         self.channel = grpc.secure_channel(address, creds, options=options)
 
@@ -93,7 +99,8 @@ class Link:
         method = self.channel.stream_stream(f"/{SERVICE}/{op}")
         retries = self.retries if timeout is None else 0
         op = what or op
-        for attempt in range(retries + 1):
+        attempt, full_until = 0, None
+        while True:
             try:
                 return joined(method(pieces(frame, self.chunk), timeout=timeout or self.deadline), self.limit)
             except FrameTooLarge:
@@ -106,9 +113,14 @@ class Link:
                 if isinstance(error, PartyLost) and err.code() == grpc.StatusCode.UNAVAILABLE:
                     if attempt < retries and op in IDEMPOTENT:
                         time.sleep(min(0.2 * 2**attempt, 2.0))
+                        attempt += 1
                         continue
+                    if error.reason.startswith(CLOSED) and timeout is None:  # at its max_connections: nothing sent
+                        full_until = full_until or time.monotonic() + min(self.deadline, FULL_WAIT_S)
+                        if time.monotonic() < full_until:
+                            time.sleep(0.5)
+                            continue
                 raise error from None
-        raise AssertionError("unreachable")
 
     def error(self, op: str, code, details: str, during: str) -> Exception:
         """One sentence for a call that failed: the party refused it (input error), the party answered that it
@@ -117,6 +129,14 @@ class Link:
 
         where = f"party {self.name} at {self.address}"
         lowered = details.lower()
+        if (
+            code == grpc.StatusCode.UNAVAILABLE
+            and "socket closed" in lowered
+            and "handshake" in lowered
+            and not any(w in lowered for w in ("certificate", "ssl", "tls", "peer name", "verification", "alert"))
+        ):  # closed before its TLS handshake began: a party that holds every connection it takes closes new ones
+            why = f"{CLOSED} (it holds every connection it takes: its max_connections, or it is stopping)"
+            return PartyLost(self.name, during, why, happened="did not answer")
         if code == grpc.StatusCode.UNAVAILABLE and any(
             w in lowered for w in ("handshake", "certificate", "ssl", "tls", "peer name", "verification")
         ):
@@ -130,28 +150,32 @@ class Link:
             grpc.StatusCode.PERMISSION_DENIED,
             grpc.StatusCode.ALREADY_EXISTS,
         ):
-            return VCLInputError(f"{where} refused the {op} request: {details[:300]}.")
+            return VCLInputError(f"{where} refused the {op} request: {details[:300].rstrip('.')}.")
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
             if "calls at once" in details:
-                return VCLInputError(f"{where} refused the {op} request: {details[:300]}.")
+                return VCLInputError(f"{where} refused the {op} request: {details[:300].rstrip('.')}.")
             return VCLInputError(
                 f"{where}: a {op} frame is over the size limit ({details[:160]}); raise transport.max_message_mb "
                 "on both sides (the party's max_message_mb too), and keep transport.chunk_mb within its chunk_mb."
             )
         if code == grpc.StatusCode.ABORTED and ": peer " in details:  # a party it relayed to
-            peer, _, reason = details.partition(": peer ")[2].partition(": ")
-            return PartyLost(peer, during, reason[:300] or "it did not take a message")
+            head, _, reason = details.partition(": peer ")[2].partition(": ")
+            peer, _, happened = head.partition(" ")  # "org2 did not answer", as the relaying party said it
+            return PartyLost(peer, during, reason[:300] or "it did not take a message", happened=happened or "stopped")
         if code == grpc.StatusCode.INTERNAL:
             return PartyFailed(self.name, during, op, details[:300])
         if code == grpc.StatusCode.FAILED_PRECONDITION:  # the party holds no run
             if during == "start-up":  # it was never set up by this run: its Setup was refused or did not reach it
-                return PartyLost(self.name, during, "it holds no run: its Setup was refused or did not reach it (the "
-                                 "sentence before this one, or the party's log, says why)")  # fmt: skip
+                return PartyLost(self.name, during, "its Setup was refused or did not reach it (the sentence before "
+                                 "this one, or the party's log, says why); it still serves: set it up again",
+                                 happened="holds no run")  # fmt: skip
             return PartyLost(self.name, during, "it restarted and holds no run; --resume sets it up again")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return PartyLost(self.name, during, f"it did not answer within {self.deadline_is}")
+            return PartyLost(self.name, during, f"no answer came within {self.deadline_is} (it is busy, or holds "
+                             "every connection it takes: its max_connections)", happened="did not answer")  # fmt: skip
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-            return PartyLost(self.name, during, f"nothing answers at {self.address}")
+            why = f"nothing answers at {self.address} (it is down, out of reach, or holds every connection it takes)"
+            return PartyLost(self.name, during, why, happened="did not answer")
         return PartyLost(self.name, during, f"its {op} failed ({code.name}: {details[:160]})")
 
     def ask(self, op: str, body=None, during: str = "start-up", timeout: float | None = None):
