@@ -10,6 +10,8 @@ by side; its result is a list of records.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import statistics
 import tempfile
 import time
@@ -43,8 +45,8 @@ def run_record(benchmark: str, cfg, method: str, model: str, details=None, **ext
     prepare_process()  # as the command line does
     start = time.perf_counter()
     if cfg.run.audit and cfg.run.keep_messages:
-        with tempfile.TemporaryDirectory(prefix="vcl-run-") as folder:
-            res = train(type(cfg).from_dict({**cfg.to_dict(), "out": folder}), verbose=False)
+        with tempfile.TemporaryDirectory(prefix="vcl-run-") as folder, contextlib.redirect_stdout(io.StringIO()):
+            res = train(type(cfg).from_dict({**cfg.to_dict(), "out": folder}), verbose=False)  # its summary unsaid
     else:
         res = train(cfg, verbose=False, write=False)
     return _record(benchmark, cfg, method, model, res, time.perf_counter() - start, details, extra)

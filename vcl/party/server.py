@@ -433,7 +433,6 @@ def connection_options(settings: PartySettings) -> list[tuple[str, int]]:
         ("grpc.max_connection_age_ms", int(settings.connection_age_s * 1000)),  # a caller that keeps calling too
         ("grpc.keepalive_time_ms", int(KEEPALIVE_S * 1000)),  # its ping to each connection's peer...
         ("grpc.keepalive_timeout_ms", int(PING_TIMEOUT_S * 1000)),  # ...which must answer within this
-        ("grpc.max_concurrent_streams", 2 * settings.calls_per_peer),  # calls at once on one connection
     ]
 
 

@@ -82,7 +82,9 @@ class Link:
             ("grpc.default_authority", name),
             ("grpc.max_receive_message_length", min(limit + 2**16, 2**31 - 1)),  # the party's pieces, any size
             ("grpc.max_send_message_length", chunk + 2**16),
-            ("grpc.enable_retries", 0),  # a request that left is never sent again (see the module's text)
+            # no retry policy, so gRPC retries only what no party saw (a call that met a connection the party was
+            # closing: its max_connection_age); a request a party took is never sent again (the module's text)
+            ("grpc.enable_retries", 1),
             ("grpc.initial_reconnect_backoff_ms", 200),  # a party that closed connections is dialled again soon...
             ("grpc.max_reconnect_backoff_ms", 2000),  # ...and never minutes later (gRPC's default: up to 120 s)
         ]
