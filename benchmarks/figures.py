@@ -207,7 +207,17 @@ def catalogue() -> list[Figure]:
     for number, title, shows in ASCII_CURVES:
         out.append(Figure(f"ascii_fig{number}", f"ASCII Figure {number}", "2026-11-24-cpu/ascii_full.json",
                           _ascii_curves(f"fig{number}", title), shows, "ascii.md"))  # fmt: skip
+    privacy = load("privacy")
+    for ds in privacy.DATASETS:
+        out.append(Figure(f"privacy_{ds}", f"Main task against attack on {ds} (no paper's figure)", PRIVACY,
+                          lambda records, path, dpi, ds=ds: privacy.draw(records, path, dpi, ds),
+                          "none of the four papers draws its method against attacks; VFLAIR (ICLR 2024) plots each "
+                          "defence's main-task performance against each attack's, the ideal at the top left.",
+                          "privacy.md"))  # fmt: skip
     return out
+
+
+PRIVACY = "2026-12-01-cpu/privacy.json"  # benchmarks/privacy.py's record: every method, every defence level
 
 
 ASCII_CURVES = [  # ASCII's figures of test accuracy per round: (number, our title, what the paper shows)

@@ -74,6 +74,8 @@ def test_the_attacks_learn_what_is_there_and_nothing_from_noise():
     assert mae < 0.05 and 0.7 < mean_guess < 0.9  # guessing the mean of a normal column: sqrt(2/pi) ≈ 0.8
     mae, mean_guess = infer_features(rng.normal(size=(400, 2)), x[:, :2])
     assert mae > 0.9 * mean_guess
+    mae, mean_guess = infer_features(np.hstack([3 * x[:, :1], 1 - x[:, :1]]), x[:, :1])  # one column, as GAL's M = 8
+    assert mae < 1e-3 and mean_guess > 0.7
     anchor = rng.normal(size=(50, 3))
     v = rng.normal(size=(3, 3))
     mae, mean_guess = invert_map(anchor, anchor @ v + 1.0, x @ v + 1.0, x)  # a colluder's anchor: exact inversion

@@ -51,9 +51,10 @@ class Score:
 
 
 def split_known(rows: int, known: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows the attacker knows (``known`` of them, drawn with ``seed``) and the rest, which it is scored on."""
+    """The rows the attacker knows (``known`` of them, at most half the rows, drawn with ``seed``) and the rest, which
+    it is scored on."""
     order = np.random.default_rng(seed).permutation(rows)
-    known = min(known, rows - 1)
+    known = max(1, min(known, rows // 2))
     return np.sort(order[:known]), np.sort(order[known:])
 
 
@@ -79,7 +80,8 @@ def _regress(x_known, y_known, x_rest) -> np.ndarray:
 
     scaler = StandardScaler().fit(np.vstack([x_known, x_rest]))
     model = RidgeCV(alphas=ALPHAS).fit(scaler.transform(x_known), y_known)
-    return model.predict(scaler.transform(x_rest))
+    guess = model.predict(scaler.transform(x_rest))  # one target column comes back flat: give it y's shape
+    return np.asarray(guess).reshape((len(x_rest), *np.shape(y_known)[1:]))
 
 
 def _scores(truth: np.ndarray, guess: np.ndarray, classes: bool) -> tuple[float, float]:
