@@ -191,11 +191,18 @@ def test_audit_command_on_a_run_of_each_family(tmp_path, family, capsys):
     if family == "ascii":  # the agents are sent the labels; what the predicted classes tell Alice beats guessing
         assert all(a["score"] == 1.0 for a in section["attacks"] if a["attack"] == "label reading")
         assert any(a["gain"] > 0 for a in section["attacks"] if a["attack"] == "feature inference")
-    if family == "dc":  # the analyst with a colluder's anchor inverts the reduction
+    if family == "dc":  # the analyst with a colluder's anchor inverts the reduction; a lower rank hides more
         inversions = [a for a in section["attacks"] if a["attack"] == "anchor inversion"]
         assert inversions and all(a["score"] < a["baseline"] for a in inversions)
+        low = train(RunConfig.from_dict({**values, **FAMILIES[family], "dc.dim": 1, "run.audit": True}),
+                    verbose=False, overwrite=True)["privacy"]  # fmt: skip
+        share = lambda attacks: sum(a["gain"] / a["baseline"] for a in attacks) / len(attacks)  # noqa: E731
+        assert share([a for a in low["attacks"] if a["attack"] == "anchor inversion"]) < 0.8 * share(inversions)
     if family == "mpdl":  # without noise, each party rebuilds the other's rows better than guessing the means
-        assert all(
-            a["gain"] > 0 for a in section["attacks"] if a["attack"] in ("feature reconstruction", "h0 inversion")
-        )
+        rebuilds = ("feature reconstruction", "h0 inversion")
+        assert all(a["gain"] > 0 for a in section["attacks"] if a["attack"] in rebuilds)
         assert not section["budget"][0]["private"]
+        private = train(RunConfig.from_dict({**values, **FAMILIES[family], "mpdl.epsilon": 0.5, "run.audit": True}),
+                        verbose=False, overwrite=True)["privacy"]  # fmt: skip
+        assert all(a["gain"] < 0.15 * a["baseline"] for a in private["attacks"] if a["attack"] in rebuilds)
+        assert private["budget"][0]["epsilon"] == pytest.approx(0.5, abs=1e-3)  # one release a row

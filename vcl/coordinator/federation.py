@@ -101,9 +101,9 @@ class Federation:
         replies = [by_message.get(id(message)) for _, message in requests]
         if self.relays:
             t.relay(list(dict.fromkeys(party for party, _ in reach if party not in lost)))
-        for (_, message), reply in zip(requests, replies, strict=True):
+        for _, message in reach:  # what Alice sent and got back (not what a party left out was never sent)
             self.seen.add("out", message)
-            self.seen.add("in", reply)
+            self.seen.add("in", by_message.get(id(message)))
         return [None if reply is None else self.channel.send(reply) for reply in replies]
 
     def _every(self, request: Callable[[str], RuntimeRequest], names: list[str] | None = None) -> list:
