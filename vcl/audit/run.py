@@ -136,8 +136,9 @@ def strongest(section: dict) -> list[str]:
         if a["attack"] not in best or a["gain"] > best[a["attack"]]["gain"]:
             best[a["attack"]] = a
     for a in best.values():
+        beside = "".join(f"; {k.replace('_', ' ')} {v:.3f}" for k, v in a.get("beside", {}).items())
         lines.append(f"privacy: {a['attack']} by {a['receiver']} of {a['target']}: {a['metric']} {a['score']:.3f} "
-                     f"(baseline {a['baseline']:.3f})")  # fmt: skip
+                     f"(baseline {a['baseline']:.3f}{beside})")  # fmt: skip
     for b in section.get("budget", []):
         eps = f"ε = {b['epsilon']:.3g} at δ = {b['delta']:g}" if b.get("private") else f"no DP guarantee ({b['why']})"
         lines.append(f"privacy budget of {b.get('mechanism') or 'its noise'}: {eps}")
