@@ -13,7 +13,9 @@ call under ``transport.deadline`` seconds.
 A call that finds the party unreachable before anything was sent is tried again, up to ``transport.retries``
 times with a growing pause; one that fails after its request left (the party died mid-round, or stopped
 answering within the deadline) ends the run with one sentence naming the party and the round
-(:class:`vcl.errors.PartyLost`): a request is never sent twice, since a party's state moves with each one.
+(:class:`vcl.errors.PartyLost`): a request is never sent twice, since a party's state moves with each one. gRPC
+itself tries a call again only where the party never saw it (its transparent retry, no retry policy: a call that
+met a connection the party was closing for its age, ``connection_age_s``).
 Party-to-party messages go from the sending party to the receiving one over their own TLS connection; the
 coordinator gets only their ledger lines, as under the other transports, so ``bytes_sent`` is the same.
 """
