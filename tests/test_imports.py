@@ -208,6 +208,7 @@ LAZY = {
     "vcl.party.server": "python -m vcl.party reads its config and listens before torch loads",
     "vcl.party.settings": "read by python -m vcl.party before torch loads",
     "vcl.party.guard": "serves python -m vcl.party before torch loads",
+    "vcl.party.checks": "checks a Setup in python -m vcl.party, which listens before torch loads",
     "vcl.transports.certs": "python -m vcl.transports.certs imports no torch",
     "vcl.use.serve": "python -m vcl.use.serve answers --help and a bad option before torch loads",
     "vcl.models.classifier": "scikit-learn's estimators, only where a run names one",

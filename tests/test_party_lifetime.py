@@ -22,7 +22,8 @@ from vcl.coordinator.assembly import party_ids
 from vcl.coordinator.runner import run_data
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import OpenLogs, PseudoResidual, Save, Where
-from vcl.party.server import PartyServer, connection_cap, connection_options, one_line
+from vcl.party.limits import connection_cap, connection_options, one_line
+from vcl.party.server import PartyServer
 from vcl.party.settings import PartySettings
 from vcl.transports.grpc import Link
 from vcl.transports.wire import pack, pack_message
@@ -345,7 +346,7 @@ def test_a_where_after_refused_setups_is_answered_by_the_runtime_once_one_is_acc
 
 
 def test_a_setup_refusal_is_a_vcl_input_error_the_coordinator_reads_as_refused():
-    from vcl.party.server import setup_method, setup_place
+    from vcl.party.checks import setup_method, setup_place
 
     with pytest.raises(VCLInputError, match="the names in the Setup are not a list"):
         setup_place(0, "alice")

@@ -52,16 +52,15 @@ from functools import partial
 
 from vcl.classpath import named_classes
 from vcl.errors import VCLInputError, first_line
+from vcl.party.checks import setup_method, setup_place
 from vcl.party.guard import Guard, Session, raise_open_files_limit
+from vcl.party.limits import connection_options, one_line
 from vcl.party.settings import PartySettings, load_settings, read_pem
 
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "End")
 WORKERS = 32  # threads serving calls: calls_per_peer of each organization's leave room for the others'
 UNLOCKED = {"Hello", "Relay"}  # Relay holds the party only while it takes its messages, not while it sends them
 DATA_OPS = {"Setup", "PSI"}  # the operations that read the party's own files: their sentences back quote nothing
-FILES_KEPT = 64  # open files a party keeps for its own beside its connections (connection_cap)
-KEEPALIVE_S = 60.0  # a party pings each connection's peer after this long without a frame from it...
-PING_TIMEOUT_S = 20.0  # ...and closes the connection if the peer does not answer within this
 
 
 class NotSetUp(RuntimeError):
@@ -368,94 +367,6 @@ class PartyServer(Guard):
                 deadline_is=f"{0.8 * run:g} s, 0.8 × the run's transport.deadline={run:g} s",
             )  # fmt: skip
         return self._peers[name]
-
-
-def setup_place(index, names) -> tuple[int, list[str]]:
-    """A Setup's place of this party among the run's names, checked: ``names`` a list of names (text), ``index`` a whole
-    number (an int, not a bool, a text or a float: nothing is rounded or counted from the end) that is a place in it;
-    else one sentence naming the field and the fix (:class:`VCLInputError`: the coordinator's input)."""
-    if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
-        raise VCLInputError(
-            "the names in the Setup are not a list of the organizations of the run (text); send them, in order"
-        )
-    if type(index) is not int or not 0 <= index < len(names):
-        what = f"is {index}" if type(index) is int else f"is a {type(index).__name__} ({escaped(index)})"
-        raise VCLInputError(  # no apostrophe: a refused Setup goes back with its quoted values left out
-            f"the index in the Setup {what}, not a whole number from 0 to {len(names) - 1}; send the place of this "
-            f"party among the {len(names)} names of the run, as an int"
-        )
-    return index, names
-
-
-def escaped(value, most: int = 40) -> str:
-    """``value`` as text a log line and a status carry (no quotes, which a party's refusals leave out, and no character
-    that does not show), cut at ``most`` characters."""
-    return str(value).encode("unicode_escape").decode()[:most]
-
-
-def setup_method(method, settings, allowed) -> str:
-    """A Setup's method, checked: a method this party runs (a registered one, one its run's family names, or a family
-    class its ``allow_classes`` lists); else one sentence that names the method (:class:`VCLInputError`), or the
-    class its config does not allow (:class:`PermissionError`)."""
-    from vcl.family import family_for
-    from vcl.registry import METHODS, is_class_path
-
-    if isinstance(method, str) and is_class_path(method):
-        if method.replace(":", ".") not in allowed:
-            raise PermissionError(
-                f"the run names class {method.replace(':', '.')}, which this party's allow_classes does not list; a "
-                "party runs only code its own organization allows"
-            )
-        return method
-    if isinstance(method, str) and method in METHODS:
-        return method
-    own = settings.get("method") if isinstance(settings, dict) else None
-    if isinstance(method, str) and isinstance(own, str) and is_class_path(own) and method in family_for(own).methods:
-        return method  # a name the run's own family (a class its allow_classes lists: checked before) gives a method
-    shown = escaped(method) if isinstance(method, str) else f"a {type(method).__name__}"
-    raise VCLInputError(
-        f"the method in the Setup, {shown}, is no method this party runs; name one of {', '.join(METHODS)}, or a "
-        "family class its allow_classes lists"
-    )
-
-
-def connection_options(settings: PartySettings) -> list[tuple[str, int]]:
-    """gRPC's own limits on the connections a party holds (its server's channel arguments), from its config: at most
-    :func:`connection_cap` at once (more are closed as they arrive), each closed once it has not finished its TLS
-    handshake within ``handshake_s``, has had no call for ``idle_s``, or is ``connection_age_s`` old (then a call in
-    progress finishes on it, and its owner's next call opens a new one), or when its peer does not answer a ping
-    within :data:`PING_TIMEOUT_S` (a machine that went away). gRPC's Python server has no limit per peer address
-    (docs/deployment.md says what to put in front of the port)."""
-    return [
-        ("grpc.max_allowed_incoming_connections", connection_cap(settings.max_connections)),
-        ("grpc.server_handshake_timeout_ms", int(settings.handshake_s * 1000)),  # TCP without TLS: closed
-        ("grpc.max_connection_idle_ms", int(settings.idle_s * 1000)),  # a connection with no call: closed
-        ("grpc.max_connection_age_ms", int(settings.connection_age_s * 1000)),  # a caller that keeps calling too
-        ("grpc.keepalive_time_ms", int(KEEPALIVE_S * 1000)),  # its ping to each connection's peer...
-        ("grpc.keepalive_timeout_ms", int(PING_TIMEOUT_S * 1000)),  # ...which must answer within this
-    ]
-
-
-def connection_cap(wanted: int) -> int:
-    """The most connections a party holds at once: ``wanted`` (its ``max_connections``), or fewer where its limit of
-    open files leaves less beside the :data:`FILES_KEPT` it keeps for its own files (checkpoints, logs, its links to
-    other parties): a party never runs out of files to open, however many connections come."""
-    import resource
-
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return wanted
-    return max(1, min(wanted, soft - FILES_KEPT))
-
-
-def one_line(name: str, args) -> None:
-    """A thread's error (a TensorBoard writer's failed write, when the party's folder went away) as one line of the
-    party's log, not its traceback: the request that meets it next says what it means."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    thread = args.thread.name if args.thread is not None else "a thread"
-    sys.stderr.write(f"{stamp} {name}: {thread} failed: {args.exc_type.__name__}: {first_line(args.exc_value)}"[:400])
-    sys.stderr.write("\n")
-    sys.stderr.flush()
 
 
 def preload() -> None:
