@@ -206,3 +206,12 @@ def test_audit_command_on_a_run_of_each_family(tmp_path, family, capsys):
                         verbose=False, overwrite=True)["privacy"]  # fmt: skip
         assert all(a["gain"] < 0.15 * a["baseline"] for a in private["attacks"] if a["attack"] in rebuilds)
         assert private["budget"][0]["epsilon"] == pytest.approx(0.5, abs=1e-3)  # one release a row
+
+
+def test_a_party_keeping_its_files_elsewhere_is_audited_from_there(tiny, tmp_path):
+    """``transport.party_dirs``: a party's checkpoints, and so what it kept, sit in its own root on this machine."""
+    elsewhere = tmp_path / "elsewhere"
+    results = train(tiny(**{"transport.party_dirs": ["", "", str(elsewhere), ""], "run.rounds": 2}), verbose=False)
+    assert list((elsewhere / "org2" / "messages").glob("round-*.vclw"))
+    receivers = {a["receiver"] for a in by_attack(results, "label inference")}
+    assert receivers == {"org1", "org2", "org3"}

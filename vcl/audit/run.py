@@ -20,7 +20,7 @@ from vcl.coordinator.assembly import datamodule_for
 from vcl.coordinator.rundir import CHECKPOINT, KEPT, PARTIES, RESULTS, atomic_write_json
 from vcl.errors import VCLInputError
 from vcl.family import family_of
-from vcl.storage.checkpoints import load_checkpoint, run_of
+from vcl.storage.checkpoints import load_checkpoint
 from vcl.storage.kept import kept_rounds, read_kept
 
 COORDINATOR = "coordinator"  # the holder whose messages are <run>/messages/: Alice's coordinator (DC: the analyst)
@@ -64,10 +64,7 @@ class KeptRun:
         dirs = list(self.config.transport.party_dirs or [])
         index = self.names.index(holder) if holder in self.names else -1
         own = dirs[index] if 0 <= index < len(dirs) and dirs[index] else None
-        if not own:
-            return self.out / PARTIES / holder / KEPT
-        checkpoint = load_checkpoint(self.out / CHECKPOINT) if (self.out / CHECKPOINT).is_file() else None
-        return Path(own) / holder / (run_of(checkpoint["run_id"]) if checkpoint else "") / KEPT  # its own root
+        return (Path(own) if own else self.out / PARTIES) / holder / KEPT  # transport.party_dirs: its root here
 
     def received(self, holder: str, kinds: tuple[type, ...], direction: str = "in") -> list:
         """The messages of ``kinds`` that ``holder`` kept in ``direction``, in the order it kept them."""
