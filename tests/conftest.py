@@ -36,6 +36,7 @@ def tiny(tmp_path):
             "compare": [],
             "out": str(tmp_path / "run"),
             "run.device": "cpu",
+            "run.audit": False,  # the audit of what the receivers kept: tests/test_audit.py turns it on
         }
         values.update(overrides)
         return RunConfig.from_dict(values)

@@ -17,6 +17,12 @@ from vcl.messages import FittedValues, PseudoResidual
 from vcl.storage.kept import read_kept
 
 
+@pytest.fixture
+def tiny(tiny):
+    """conftest's small run, audited at its end (``run.audit``, which conftest's leaves off)."""
+    return lambda **overrides: tiny(**{"run.audit": True, **overrides})
+
+
 def by_attack(results: dict, attack: str, receiver: str | None = None) -> list[dict]:
     return [a for a in results["privacy"]["attacks"] if a["attack"] == attack and receiver in (None, a["receiver"])]
 
