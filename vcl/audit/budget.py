@@ -32,8 +32,7 @@ def laplace_budget(noise_multiplier: float, releases: int, delta: float = DELTA,
         "delta": delta,
         "releases": int(releases),
         "noise_multiplier": float(noise_multiplier),
-        "accountant": f"dp-accounting {dp_accounting.__version__ if hasattr(dp_accounting, '__version__') else ''} "
-        "PLDAccountant, Laplace events self-composed".replace("  ", " "),
+        "accountant": "dp-accounting PLDAccountant, Laplace events self-composed",
     }
 
 
