@@ -96,3 +96,21 @@ class Stop(RoundCallback):
     def on_round_end(self, run, record):
         if record["round"] == self.at:
             raise KeyboardInterrupt
+
+
+class Aborted(Exception):
+    """A party server's ``context.abort`` in a unit test: its status code and details."""
+
+    def __init__(self, code, details):
+        super().__init__(details)
+        self.code = code
+
+
+class Context:
+    """What a call's gRPC context gives the party's server: the caller's address, and abort."""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+    def abort(self, code, details):
+        raise Aborted(code, details)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from vcl.callbacks import RoundCallback
 
-from tests.helpers import rounds_of
+from tests.helpers import Aborted, Context, rounds_of
 from vcl.coordinator.runner import train
 from vcl.errors import PartyFailed, PartyLost, VCLInputError
 from vcl.messages import Save, Where
@@ -308,22 +308,6 @@ def test_a_preloading_party_has_the_config_parser_ready_before_it_listens_and_no
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["0", "1", "True", "False"]
-
-
-class Aborted(Exception):
-    def __init__(self, code, details):
-        super().__init__(details)
-        self.code = code
-
-
-class Context:
-    """What a call's gRPC context gives the party's server: the caller's address, and abort."""
-
-    def peer(self) -> str:
-        return "ipv4:127.0.0.1:1"
-
-    def abort(self, code, details):
-        raise Aborted(code, details)
 
 
 def test_a_save_its_own_file_system_refuses_is_the_partys_failure_and_a_refusal_by_its_rules_stays_one():
