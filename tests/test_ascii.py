@@ -15,7 +15,6 @@ from vcl.datamodules.tabular import FeatureView
 from vcl.models import ClassifierSettings, LearnerSettings, NetClassifier, SklearnClassifier
 
 from vcl.coordinator.assembly import build_protocol, check_config
-from vcl.coordinator.federation import Federation
 from vcl.coordinator.runner import train
 from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
@@ -25,6 +24,7 @@ from vcl.methods.ascii.coordinator import ASCIIOptions, AssistedClassification
 from vcl.methods.ascii.messages import ClassVotes, IgnoranceScores, Interchange
 from vcl.methods.ascii.party import IgnoranceAgent
 from vcl.methods.ascii.updates import joint_factor, model_weight, pass_on, samme_code
+from vcl.methods.assisted import OrganizationFederation
 
 
 class Fixed:
@@ -53,7 +53,7 @@ def fixed_chain(predictions, labels, k, variant="ascii", alpha="paper"):
         agent._new_learner = lambda out, seed, loss=None, p=pred, s=script: Fixed(p if s is None else next(s))
         agents.append(agent)
     task = Task("classification", k, "ce")
-    federation = Federation(agents, concurrent=False)
+    federation = OrganizationFederation(agents)
     options = ASCIIOptions(variant=variant, alpha=alpha)
     return AssistedClassification(task, federation, {"train": torch.tensor(labels)}, options)
 

@@ -10,9 +10,9 @@ from vcl.datamodules import TabularDataModule
 
 from vcl.config import RunConfig
 from vcl.coordinator.assembly import build_protocol
-from vcl.coordinator.federation import fit_seconds
 from vcl.coordinator.runner import train
 from vcl.messages import FittedValues, PseudoResidual
+from vcl.methods.assisted import fit_seconds
 
 
 def test_no_raw_feature_ever_appears_in_a_message(tiny):

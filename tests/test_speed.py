@@ -99,7 +99,7 @@ def test_replies_that_lie_in_order_in_one_block_are_stacked_without_a_copy():
     (organizations fitted together), else a copy; equal to ``torch.stack`` either way."""
     import torch
 
-    from vcl.methods.organization import _stacked
+    from vcl.methods.assisted import _stacked
 
     block = torch.randn(5, 7, 3)
     in_order = [block[m].detach() for m in range(5)]

@@ -50,7 +50,7 @@ def guard(protocol):
     """The same parties, each behind a :class:`Guarded` wrapper, on a fresh local transport."""
     fed = protocol.federation
     parties = {n: Guarded(fed.transport.party(n)) for n in fed.names}
-    fed.transport = LocalTransport(parties, fed.channel, fed.transport.host.batch)
+    fed.transport = LocalTransport(parties, fed.channel, type(fed.transport.host))
     return protocol
 
 

@@ -15,18 +15,22 @@ of :class:`Family` in a package of its own, built-in or the user's; the run buil
   ``run_round()`` sends messages to the parties through ``build.open_transport``'s transport, returns the round's
   record, and whose ``predict(split)`` is the prediction stage;
 
-and reads its attributes: ``name``, ``methods`` (the methods it runs), ``reference`` (the method run beside the main
-one when ``compare`` is unset, or None), ``messages`` (its message classes: the wire format of ``grpc`` looks a
-frame's kind up among the message classes of the families a process has loaded, so a family registers its own),
-``peer_messages`` (the kinds its parties send each other: a party takes no other kind from another party, refused
-before it reaches the party), ``parties_keep_preparation`` (whether its parties keep their columns' fitted preparation
-in their checkpoints, :meth:`Party.preparation`: a finished run of CSV files then predicts from its checkpoints and the
-new rows alone, each party built again from its own), ``party_loads_all_data`` (whether a party's own process loads
-the whole data set and keeps its part, as DC and MPDL do, or reads only its own view) and ``options`` (an outside
-family's options: a dataclass that the config's ``options`` mapping fills) and ``auditor`` (the module of its attacks
-on what its receivers kept: ``audit(run)``, given a :class:`vcl.audit.run.KeptRun`, returns ``{"attacks":
-[vcl.audit.attacks.Score], "budget": [a dict of vcl.audit.budget], "not_attacked": [why a message faces no attack]}``;
-imported only where a run is audited, after it, on Alice's side; None: ``train.py audit`` says it has none).
+and reads its attributes: ``name``, ``methods`` (the methods it runs), ``reference`` (the method run beside the main one
+when ``compare`` is unset, or None), ``messages`` (its message classes: the wire format of ``grpc`` looks a frame's kind
+up among the message classes of the families a process has loaded, so a family registers its own), ``skips_missing``
+(its methods whose rounds go on without a party that is down, ``run.missing_parties: skip``: their rounds take the
+replies that came, :meth:`vcl.coordinator.federation.Federation.request_all` leaving None for a party left out),
+``peer_messages`` (the kinds its parties send each other: a party takes no other kind from another party, refused before
+it reaches the party), ``parties_keep_preparation`` (whether its parties keep their columns' fitted preparation in their
+checkpoints, :meth:`Party.preparation`: a finished run of CSV files then predicts from its checkpoints and the new rows
+alone, each party built again from its own), ``party_loads_all_data`` (whether a party's own process loads the whole
+data set and keeps its part, as DC and MPDL do, or reads only its own view) and ``options`` (an outside family's
+options: a dataclass that the config's ``options`` mapping fills) and ``auditor`` (the module of its attacks on what its
+receivers kept: ``audit(run)``, given a :class:`vcl.audit.run.KeptRun`, returns ``{"attacks": [vcl.audit.attacks.Score],
+"budget": [a dict of vcl.audit.budget], "not_attacked": [why a message faces no attack]}``; imported only where a run is
+audited, after it, on Alice's side; None: ``train.py audit`` says it has none) and ``host`` (where ``run.concurrent`` is
+on, the :class:`vcl.party.runtime.PartyHost` subclass that answers a batch of messages to its parties in one process
+together, under the local transport; None: each answers alone).
 
 A built-in family is named by the registry (:mod:`vcl.registry`); a family outside vcl by its class path in the
 config (``method: my_pkg.MyMethod``), imported where the run starts and, under ``grpc``, by each party
@@ -42,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from vcl.classpath import import_class
 from vcl.errors import VCLInputError
+from vcl.messages import EXPERIMENTER
 from vcl.registry import FAMILIES, METHODS, is_class_path
 from vcl.transports.wire import register_messages
 
@@ -58,13 +63,10 @@ class Party:
     what differs: the defaults keep no state, send nothing to other parties, train on the CPU and keep no logs.
     Nothing outside the runtime reads a party's attributes.
 
-    A party that fits a request in two halves (``begin_fit``: its rows and a fresh learner; ``finish_fit``: its
-    reply), as GAL's organizations do, says so with ``fits_in_halves = True``: a runtime hosting several such parties
-    fits the fit requests that reach them together (organizations of one architecture in one vmapped pass,
-    :class:`vcl.party.runtime.PartyHost`); any other party answers every message by itself."""
+    Every message reaches a party through ``handle``; where several parties of a family run in one process, its
+    family's host (:attr:`Family.host`) may have them answer a batch together."""
 
     name: str = ""
-    fits_in_halves: bool = False
 
     def handle(self, message):
         raise NotImplementedError(f"{type(self).__name__} answers no message: define handle(message).")
@@ -96,11 +98,13 @@ class Party:
     def close_logs(self) -> None:
         pass
 
-    def begin_fit(self, message):
-        raise NotImplementedError
 
-    def finish_fit(self, job):
-        raise NotImplementedError
+class Experimenter(Party):
+    """Who scores a run from outside it (DC, MPDL): it holds the raw data a score needs and what the parties
+    report; its messages are not the protocol's communication. It computes on the CPU and keeps no state of its
+    own unless a subclass says so (:class:`vcl.family.Party`'s defaults)."""
+
+    name = EXPERIMENTER
 
 
 class Family:
@@ -115,6 +119,8 @@ class Family:
     parties_keep_preparation: bool = False
     options: type | None = None
     auditor: str | None = None
+    skips_missing: tuple[str, ...] = ()
+    host: type | None = None
 
     def check(self, config: RunConfig) -> None:
         """What the options' types cannot say and needs no data; nothing by default."""

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
-from vcl.coordinator.federation import Federation
 from vcl.engine.tasks import Task
-from vcl.family import Party
-from vcl.messages import EXPERIMENTER, Message, Step
+from vcl.messages import Message, Step
+
+if TYPE_CHECKING:
+    from vcl.coordinator.federation import Federation
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Protocol:
 
     name = "protocol"
     max_rounds: int | None = None  # a protocol with a fixed number of rounds (Late: 1)
-    starts_from_prior = True  # F = F⁰ + Σ_t Σ_m c_m^t f_m^t; Late fusion has no F⁰ term
+    predicts_upto = False  # True: predict(split, rows, upto) can stop at an earlier round
     progress_header = "eta"  # the protocol's own column in the console's per-round table ("" for none)
     keeps_models = True  # False: the run reports its last round's outputs, not a fresh prediction (MPDL, FTL)
 
@@ -91,40 +91,11 @@ class Protocol:
         sender, round_ = self.coordinator, self.step_round()
         return self.federation.request_all([(n, Step(sender, n, round_, step, args)) for n in names])
 
-    def predict(
-        self, split: str, upto: int | None = None, without: tuple[int, ...] = (), rows: Tensor | None = None
-    ) -> Tensor:
-        """Algorithm 1's prediction stage on rows of ``split`` that every organization holds.
-
-        ``F = F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m)`` with the coefficients ``c_m^t`` (η^t w_m^t for GAL) kept in
-        each round's record; the organizations send only their models' outputs. ``upto``: use the
-        models of rounds 1..upto only (the run truncated at that round; default: every round); ``without``: the
-        organizations (by place) whose models are left out, as if they were down (what each is worth to Alice);
-        ``rows``: only those rows of the split, by position (:mod:`vcl.use.serve`).
-        """
-        rounds = self.round_predictions(split, without, rows)
-        return rounds[max(r for r in rounds if upto is None or r <= upto)]
-
-    def round_predictions(
-        self, split: str, without: tuple[int, ...] = (), rows: Tensor | None = None
-    ) -> dict[int, Tensor]:
-        """{round t: F after rounds 1..t} from one prediction request to every organization (but ``without``)."""
-        outputs = self.federation.predictions(split, self.round, rows)  # None for an organization left out
-        outputs = [None if m in without else o for m, o in enumerate(outputs)]
-        device = self.device
-        first = next((v for o in outputs if o is not None for v in o.values()), None)
-        n = first.shape[0] if first is not None else len(rows) if rows is not None else self.rows(split)
-        prior = self.prior.to(device).expand(n, -1).clone()
-        F = prior if self.starts_from_prior else torch.zeros_like(prior)
-        out = {0: prior}  # round 0 is F⁰ for every protocol (what the runner records before round 1)
-        for record in self.history:
-            if record["round"] == 0:
-                continue
-            for m, c in enumerate(record.get("coefficients", [])):
-                if c and outputs[m] is not None:
-                    F = F + c * outputs[m][str(record["round"])].to(device)
-            out[record["round"]] = F
-        return out
+    def predict(self, split: str, rows: Tensor | None = None) -> Tensor:
+        """The prediction stage: Alice's output on the rows of ``split`` (``rows``: only those, by position, a
+        prediction service's batch, :mod:`vcl.use.serve`) from what the run keeps. A protocol whose prediction can
+        stop at an earlier round (``predicts_upto``) also takes ``upto``, the last round to use."""
+        raise NotImplementedError
 
     def probabilities(self, F: Tensor) -> Tensor:
         """Class probabilities from the prediction ``F`` (``train.py predict``): ``softmax(F)``, F being the logits
@@ -136,7 +107,7 @@ class Protocol:
         (:meth:`predict`), with the rounds 1..``upto`` (default: all); returns it and the round used.
         A protocol whose ``predict`` cannot stop at an earlier round reports its last round."""
         upto = self.round if upto is None else min(upto, self.round)
-        if upto != self.round and "upto" not in inspect.signature(self.predict).parameters:
+        if not self.predicts_upto:
             upto = self.round
         kwargs = {} if upto == self.round else {"upto": upto}
         return {s: self.task.metric(self.predict(s, **kwargs), y) for s, y in self.labels.items()}, upto
@@ -147,19 +118,6 @@ class Protocol:
         prediction at an earlier round (its reported metrics are then Alice's running F, which tests hold equal to
         the prediction stage)."""
         return None
-
-    def metrics_by_round(self) -> dict[int, dict]:
-        """{round t: {"metrics": ..., "auroc": ...}} of :meth:`predict` with rounds 1..t, one request per split
-        (``auroc`` empty unless the task is binary)."""
-        per_split = {s: self.round_predictions(s) for s in self.labels}
-        rounds = sorted(next(iter(per_split.values())))
-        return {
-            t: {
-                "metrics": {s: self.task.metric(per_split[s][t], y) for s, y in self.labels.items()},
-                "auroc": self.auroc({s: per_split[s][t] for s in self.labels}),
-            }
-            for t in rounds
-        }
 
     def auroc(self, F: dict[str, Tensor] | None = None, splits=None) -> dict[str, float]:
         """{split: AUROC} of the predictions ``F`` (default: Alice's running F) for a binary task, else empty; a
@@ -218,11 +176,3 @@ class Protocol:
 def weighted_sum(weights: Tensor, outputs: dict[str, Tensor]) -> dict[str, Tensor]:
     """Σ_m w_m f_m on every split."""
     return {s: torch.einsum("m,mnk->nk", weights, o) for s, o in outputs.items()}
-
-
-class Experimenter(Party):
-    """Who scores a run from outside it (DC, MPDL): it holds the raw data a score needs and what the parties
-    report; its messages are not the protocol's communication. It computes on the CPU and keeps no state of its
-    own unless a subclass says so (:class:`vcl.family.Party`'s defaults)."""
-
-    name = EXPERIMENTER

@@ -18,11 +18,12 @@ import torch
 
 from vcl.alignment.psi import PSISide
 from vcl.config import RunConfig
+from vcl.config.resolve import resolve_device
 from vcl.datamodules.csv_files import aligned, csv_ids, csv_policies, shared_ids
 from vcl.datamodules.grid import GridData
 from vcl.datamodules.overlap import OverlapData
 from vcl.datamodules.reading import file_version, string_array
-from vcl.datamodules.tabular import FeatureView, Resampling, VerticalData
+from vcl.datamodules.tabular import FeatureView, VerticalData
 from vcl.datamodules.user import build_datamodule, check_vertical
 from vcl.errors import PartyLost, VCLInputError
 from vcl.family import compare_methods, family_name, family_of, methods_of
@@ -33,44 +34,11 @@ if TYPE_CHECKING:
     from vcl.protocol import Protocol
 
 
-def resolve_device(name: str, option: str = "run.device") -> torch.device:
-    """The device ``name`` (``auto``: a GPU if one is visible) on this machine; one sentence naming ``option`` if it
-    is no device or a GPU this machine does not have."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise VCLInputError(f"{option}={name!r} is not a device; use cpu, cuda, cuda:N or auto.") from None
-    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
-        raise VCLInputError(f"{option}={name!r} but no such CUDA device is visible; use cpu or auto.")
-    return device
-
-
-def per_organization(values: list, count: int, what: str, who: str = "organizations") -> list:
-    """One setting for all organizations, or one each; ``gb-svm`` = GB for the first half, SVM after."""
-    if len(values) == 1 and values[0] == "gb-svm":
-        return ["gb"] * (count // 2) + ["svm"] * (count - count // 2)
-    if len(values) == 1:
-        return list(values) * count
-    if len(values) != count:
-        raise VCLInputError(f"{what} lists {len(values)} values for {count} {who}; give 1 or {count}.")
-    return list(values)
-
-
 def open_transport(config: RunConfig, method: str, data, names: list[str], parties) -> Transport:
     """How the coordinator reaches ``method``'s parties ``names``: the transport ``transport.kind`` names, given
     ``parties()`` (which builds them in this process) and :func:`own_party` (which builds one where it runs)."""
     cls = transport_class(config.transport.kind)
     return cls.open(config, method, data, Parties(list(names), parties, own_party, config.run.concurrent))
-
-
-def shared_data_options(config: RunConfig) -> dict:
-    """What every data module takes from the ``data`` group alike."""
-    d = config.data
-
-    return {"dataset": d.dataset, "split_seed": d.split_seed, "test_fraction": d.test_fraction,
-            "resample": Resampling(d.folds, d.fold, d.bootstrap)}  # fmt: skip
 
 
 # --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---
@@ -97,9 +65,6 @@ def own_party(config: RunConfig, method: str, index: int, ids, kind: str, num_cl
     return family.parties(config, method, data, only=index)[0]
 
 
-SKIPS_MISSING = ("gal", "al", "alone")  # the methods whose rounds go on without an organization that is down
-
-
 def check_config(config: RunConfig) -> None:
     """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded)."""
 
@@ -113,11 +78,12 @@ def check_config(config: RunConfig) -> None:
             )
     if config.data.dataset == "csv":
         csv_policies(config.data.categorical, config.data.missing, len(config.data.csv_files) or 1)
-    skipping = [m for m in (config.method, *compare_methods(config)) if m not in SKIPS_MISSING]
+    skipping = [m for m in (config.method, *compare_methods(config)) if m not in own.skips_missing]
     if config.run.missing_parties == "skip" and skipping:
+        able = f"with {', '.join(own.skips_missing)} (compare included)" if own.skips_missing else "with another family"
         raise VCLInputError(
             f"run.missing_parties=skip: method {skipping[0]} cannot leave an organization out of a round yet; use it "
-            f"with {', '.join(SKIPS_MISSING)} (compare included), or run.missing_parties=fail."
+            f"{able}, or run.missing_parties=fail."
         )
     if config.data.module:
         if own.party_loads_all_data:

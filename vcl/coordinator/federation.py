@@ -1,39 +1,20 @@
 """The federation seen from the coordinator: the parties' names, the run's ledger and the transport that reaches them.
 
-Every family's coordinator holds one. GAL's adds Alice's privacy of the pseudo-residual and the scoring of what a
-receiver reads of it (:class:`vcl.methods.gal.coordinator.GALFederation`).
+Every family's coordinator holds one; a family adds what its coordinator asks of its parties (the organizations'
+fits, predictions and models: :class:`vcl.methods.assisted.OrganizationFederation`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from torch import Tensor
-
 from vcl.config import RunConfig
-from vcl.coordinator.assembly import per_organization
+from vcl.config.resolve import per_organization
 from vcl.errors import VCLInputError
 from vcl.family import family_of
-from vcl.messages import (
-    Channel,
-    Labels,
-    Load,
-    LoadState,
-    Message,
-    ModelsRequest,
-    OpenLogs,
-    PredictionRequest,
-    Prune,
-    PseudoResidual,
-    RuntimeRequest,
-    Save,
-    StateRequest,
-    Where,
-    as_float,
-)
-from vcl.methods.organization import stack_replies
+from vcl.messages import Channel, Load, LoadState, Message, OpenLogs, Prune, RuntimeRequest, Save, StateRequest, Where
+from vcl.party.runtime import PartyHost
 from vcl.storage.kept import KeptMessages
 from vcl.transport import Transport
 from vcl.transports.local import LocalTransport
@@ -43,8 +24,8 @@ class Federation:
     """Parties (Alice first) reached only through ``transport``: messages out, replies in, each counted in the
     run's ledger; what the coordinator does with any transport.
 
-    ``parties`` builds a :class:`LocalTransport` over them (``concurrent``: same-architecture fits in one pass;
-    ``False``: the plain sequential reference); or pass a ``transport``. ``relays``: whether the method's parties
+    ``parties`` builds a :class:`LocalTransport` over them (``host``: the class of their host, by default each
+    answers alone); or pass a ``transport``. ``relays``: whether the method's parties
     send each other messages (its family's ``peer_messages``; without, no relay is asked for, which under grpc or ray
     would be one more call to every party asked). ``party_roots``: a party's own checkpoint root, where it is not the
     run's (``transport.party_dirs``). A run with a run directory calls :meth:`keep_files`: from then on each party
@@ -55,17 +36,15 @@ class Federation:
         self,
         parties: list | None = None,
         channel: Channel | None = None,
-        concurrent=True,
+        host: type[PartyHost] = PartyHost,
         transport: Transport | None = None,
         relays: bool = True,
         party_roots: dict[str, Path] | None = None,
     ):
-        self.transport = transport or LocalTransport(parties, channel, concurrent)
+        self.transport = transport or LocalTransport(parties, channel, host)
         self.relays = relays
         self.party_roots = dict(party_roots or {})
         self.root: Path | None = None  # the run's folder of the parties' own files (keep_files); None: in Alice's state
-        self.absent: list[int] = []  # the participants of the last fit that did not answer (run.missing_parties)
-        self.fit_seconds: dict[int, float] = {}  # each participant of the last fit: its own seconds (FittedValues)
         self.saved: dict[str, int] = {}  # each party's last round kept in its own files (save), for a rejoin
         self.fitted: dict[str, int] = {}  # each party's last round whose fit it answered
         self.returned: list[str] = []  # the parties left out at a checkpoint's round that its load took back
@@ -225,44 +204,6 @@ class Federation:
     def __len__(self) -> int:
         return len(self.names)
 
-    def gather_fits(
-        self, round_: int, targets: Tensor, participants: list[int], labels: bool = False, loss: str | None = None
-    ) -> dict[str, Tensor]:
-        """Send ``targets`` to each participant, let each fit a fresh local model, gather its outputs:
-        {split: (len(participants), N, K)}. ``labels=True`` sends the labels themselves, to be fitted with ``loss``
-        (centralized baselines), instead of a pseudo-residual."""
-        values = as_float(targets)
-        return self.send_fits(round_, {m: values for m in participants}, values.device, labels, loss)
-
-    def send_fits(
-        self, round_: int, values: dict[int, Tensor], device, labels: bool = False, loss: str | None = None
-    ) -> dict[str, Tensor]:
-        """Send each participant ``m`` its ``values[m]`` to fit (as labels with ``loss``, or as a pseudo-residual);
-        the outputs of those that answered (a party left out answers None: :attr:`absent` lists it) stacked in the
-        order of ``values``."""
-        requests = []
-        for m, v in values.items():
-            name = self.names[m]
-            fit = Labels(self.alice, name, round_, v, loss=loss) if labels else None
-            requests.append((name, fit or PseudoResidual(self.alice, name, round_, v)))
-        replies = self.request_all(requests)
-        self.absent = [m for m, reply in zip(values, replies, strict=True) if reply is None]
-        self.fit_seconds = {m: fit_seconds(r) for m, r in zip(values, replies, strict=True) if r is not None}
-        self.fitted.update({self.names[m]: round_ for m, r in zip(values, replies, strict=True) if r is not None})
-        present = [r for r in replies if r is not None]
-        return stack_replies(present, device) if present else {}
-
-    def predictions(self, split: str, round_: int, rows: Tensor | None = None) -> list[dict[str, Tensor] | None]:
-        """Prediction stage: each organization's {round: outputs} on its rows of ``split`` (``rows``: those of them,
-        by position; None: left out)."""
-        replies = self.request_all((n, PredictionRequest(self.alice, n, round_, split, rows)) for n in self.names)
-        return [None if r is None else r.values for r in replies]
-
-    def models(self, round_: int) -> list:
-        """The :class:`ModelsReport` of each organization present (what it keeps for the prediction stage)."""
-        replies = self.request_all((n, ModelsRequest(self.alice, n, round_)) for n in self.names)
-        return [r for r in replies if r is not None]
-
     def missing(self) -> list[str]:
         """The organizations left out so far (``run.missing_parties: skip``)."""
         return [n for n in self.names if n in self.transport.missing]
@@ -293,10 +234,3 @@ def party_roots(config: RunConfig, names: list[str]) -> dict[str, Path]:
     in order); the others keep theirs in the run's folder."""
     dirs = per_organization(config.transport.party_dirs, len(names), "transport.party_dirs", "parties")
     return {name: Path(d) for name, d in zip(names, dirs, strict=True) if d}
-
-
-def fit_seconds(reply) -> float:
-    """The seconds a fit's reply says its organization spent (NaN for anything but a finite number ≥ 0)."""
-    seconds = getattr(reply, "seconds", None)
-    ok = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds)
-    return float(seconds) if ok and seconds >= 0 else float("nan")

@@ -1,8 +1,8 @@
 """What the organization-based families (GAL and its baselines, ASCII) share: each organization holds a column view
 of the same rows; its learner, local loss, device and settings come from the config; Alice holds the labels.
 
-:func:`organizations` is where such a family's ``build`` starts (its task, its plan, Alice's labels and the
-transport to its parties); :func:`build_parties` makes the parties ``Family.parties`` returns, every one or only
+:func:`vcl.methods.assisted.organizations` is where such a family's ``build`` starts, at Alice;
+:func:`build_parties` makes the parties ``Family.parties`` returns, every one or only
 the one a party's own process builds; :func:`organizations_datamodule` is the data module they read.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from vcl.config import RunConfig
-from vcl.coordinator.assembly import open_transport, per_organization, resolve_device, shared_data_options
+from vcl.config.resolve import per_organization, resolve_device, shared_data_options
 from vcl.datamodules.image import ImageDataModule
 from vcl.datamodules.sequence import SequenceDataModule
 from vcl.datamodules.tabular import FeatureView, TabularDataModule, VerticalData
@@ -185,20 +185,6 @@ def build_parties(
     return [make(plan, m, places[m]) for m in (range(len(plan.views)) if only is None else [only])]
 
 
-def organizations(config: RunConfig, method: str, data: VerticalData, parties, options: ColumnOptions = NO_OPTIONS):
-    """What an organization-based method's builder starts from: its task, its plan (every setting checked
-    before a party is built; ``options``: what the family decides of its organizations), Alice's labels on her
-    device, and the transport to the parties that ``parties(config, method, data, plan=plan)`` builds
-    (:meth:`OrganizationFamily.parties`)."""
-    task = make_task(config, data, options)
-    plan = plan_parties(config, method, data, options)
-    device = resolve_device(config.run.device)
-    labels = {s: y.to(device) for s, y in data.labels.items()}
-    names = [v.name for v in plan.views]
-    build = lambda: parties(config, method, data, plan=plan)  # noqa: E731
-    return task, plan, labels, open_transport(config, method, data, names, build)
-
-
 def organizations_datamodule(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
     """The data module of a GAL-family or ASCII run: image patches, sequence feature groups, or columns
     (``only``, ``ids``: one CSV organization's file alone; with new people's IDs, ``{"rows": ..., "new": ...}``, and
@@ -247,9 +233,9 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
 
 class OrganizationFamily(Family):
     """A family whose organizations each hold a column view of the same rows, Alice the labels (GAL, ASCII): it
-    reads :func:`organizations_datamodule`, and its parties are what :meth:`party` makes of each organization's
-    part of the plan; its ``build`` starts from :func:`organizations`. Its parties keep their columns' preparation
-    (:func:`vcl.datamodules.tabular.kept_preparations`)."""
+    reads :func:`organizations_datamodule`, and its parties are what :meth:`party` makes of each organization's part of
+    the plan; its ``build`` starts from :func:`vcl.methods.assisted.organizations`. Its parties keep their columns'
+    preparation (:func:`vcl.datamodules.tabular.kept_preparations`)."""
 
     parties_keep_preparation = True
 
@@ -265,7 +251,7 @@ class OrganizationFamily(Family):
         return NO_OPTIONS
 
     def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan: PartyPlan | None = None):
-        """Every organization's party, or only party ``only``'s (``plan``: made already, by :func:`organizations`)."""
+        """Every organization's party, or only party ``only``'s (``plan``: made already, at Alice)."""
         make = lambda p, m, d: self.party(config, method, p, m, d)  # noqa: E731
         return build_parties(config, method, data, make, only, plan, self.column_options(config))
 

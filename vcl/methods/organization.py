@@ -4,15 +4,18 @@ Nothing outside reads an organization's features or calls its methods: it answer
 (:meth:`Organization.handle`) — a :class:`PseudoResidual` (or :class:`Labels`) with a
 :class:`FittedValues` of its new round model's outputs, a :class:`PredictionRequest` with every kept
 model's outputs, a :class:`ModelsRequest` with a :class:`ModelsReport`. A fit is split into
-``begin_fit`` (a :class:`FitJob`: a fresh learner, made when needed, and local data) and ``finish_fit`` so the
-local transport may run several organizations' jobs at once (:mod:`vcl.transport`); jobs never leave the host.
+``begin_fit`` (a :class:`FitJob`: a fresh learner, made when needed, and local data), the fit, and ``finish_fit``;
+where several organizations run in one process (the local transport with ``run.concurrent``), their host
+(:class:`OrganizationHost`) has their fits of one batch of messages made together; jobs never leave the host.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import zlib
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +24,7 @@ import torch
 from torch import Tensor
 
 from vcl.datamodules.tabular import kept_preparations
+from vcl.engine.concurrent import fit_jobs
 from vcl.engine.loop import seed_for
 from vcl.engine.losses import local_loss
 from vcl.errors import VCLInputError
@@ -36,8 +40,10 @@ from vcl.messages import (
     as_float,
 )
 from vcl.models import LearnerSettings, build_learner, learner_prototype
+from vcl.party.runtime import PartyHost
 from vcl.storage.logs import after_last_event_file
 
+FIT_REQUESTS = (PseudoResidual, Labels)  # what an organization fits
 MAX_OUTPUTS = 100_000  # outputs a row a fit may ask for (classes, or a regression's targets)
 
 if TYPE_CHECKING:
@@ -80,10 +86,8 @@ class FitJob:
 class Organization(Party):
     """A GAL-family party: one organization's column view, its own learner and local loss; it fits what Alice sends
     (a pseudo-residual, or labels for the centralized baselines) with a fresh learner each round, in two halves
-    (:meth:`begin_fit`, :meth:`finish_fit`) that a host of several organizations may run together, and keeps its
-    round models for the prediction stage."""
-
-    fits_in_halves = True
+    (:meth:`begin_fit`, :meth:`finish_fit`) around the fit itself, which a host of several organizations may make
+    together (:class:`OrganizationHost`), and keeps its round models for the prediction stage."""
 
     def __init__(
         self,
@@ -147,9 +151,13 @@ class Organization(Party):
 
     def handle(self, message: Message) -> Message:
         """This organization's reply to a message from Alice."""
-        if isinstance(message, (PseudoResidual, Labels)):
+        if isinstance(message, FIT_REQUESTS):
             job = self.begin_fit(message)
-            job.built().fit(job.features, job.targets)
+            joined = _POOL.get()
+            if joined is None:
+                job.built().fit(job.features, job.targets)
+            else:  # a host fits the batch's jobs together (OrganizationHost)
+                joined[0].fit(joined[1], job)
             return self.finish_fit(job)
         if isinstance(message, PredictionRequest):
             return self.predict(message)
@@ -308,6 +316,105 @@ class Organization(Party):
         )
 
 
+class OrganizationHost(PartyHost):
+    """The host of several organizations in one process (the local transport, ``run.concurrent``): the fit requests
+    of one batch reach each organization through its runtime's ``handle`` as alone, each in a thread of its own. One
+    at a time, in the batch's order, each organization's ``handle`` makes its :class:`FitJob` and hands it to the
+    batch's :class:`FitPool`; once every one has (or has answered without one), this thread fits them all at once,
+    organizations of one architecture in one vmapped pass (:func:`vcl.engine.concurrent.fit_jobs`), and each goes on
+    to its reply, again one at a time in order: what each does alone happens in the order of the sequential reference.
+    The other messages are answered one by one, after."""
+
+    def __init__(self, runtimes):
+        super().__init__(runtimes)
+        self._stacked: dict = {}  # the organizations' inputs stacked for fits together, kept between rounds
+
+    def handle_all(self, requests):
+        fits = [i for i, (_, message) in enumerate(requests) if isinstance(message, FIT_REQUESTS)]
+        if len(fits) < 2:
+            return super().handle_all(requests)
+        pool, replies, errors = FitPool(), {}, {}
+
+        def answer(i: int) -> None:
+            _POOL.set((pool, i))
+            try:
+                replies[i] = self.runtimes[requests[i][0]].handle(requests[i][1])
+            except BaseException as err:  # raised below, in the caller's thread
+                errors[i] = err
+            finally:
+                pool.arrive(i)
+
+        threads = {i: threading.Thread(target=answer, args=(i,), daemon=True) for i in fits}
+        for i in fits:  # each up to its job, in order
+            threads[i].start()
+            pool.wait_for(i)
+        failed = pool.fit_all(self._stacked)
+        for i in fits:  # each on to its reply, in order
+            pool.release(i)
+            threads[i].join()
+        if failed is not None:
+            raise failed
+        if errors:
+            raise errors[min(errors)]
+        rest = [i for i in range(len(requests)) if i not in replies]
+        replies |= dict(zip(rest, super().handle_all([requests[i] for i in rest]), strict=True))
+        return [replies[i] for i in range(len(requests))]
+
+
+class FitPool:
+    """The fits of one batch of messages to the organizations of one host (:class:`OrganizationHost`): each
+    organization's ``handle`` hands its job (:meth:`fit`) and waits until the host has fitted every job handed
+    (:meth:`fit_all`) and lets it go on (:meth:`release`); one that answers without a job (a message refused) only
+    arrives."""
+
+    def __init__(self):
+        self._turn = threading.Condition()
+        self._arrived: set[int] = set()
+        self._released: set[int] = set()
+        self.jobs: dict[int, FitJob] = {}
+        self.failed = False
+
+    def fit(self, place: int, job: FitJob) -> None:
+        """Organization ``place``'s job, fitted with the others' before this returns."""
+        with self._turn:
+            self.jobs[place] = job
+            self._arrived.add(place)
+            self._turn.notify_all()
+            self._turn.wait_for(lambda: place in self._released)
+        if self.failed:
+            raise RuntimeError("the fit of the batch failed")  # the host raises the fit's own error
+
+    def arrive(self, place: int) -> None:
+        """Organization ``place`` is done with this batch (its reply made, or refused)."""
+        with self._turn:
+            self._arrived.add(place)
+            self._turn.notify_all()
+
+    def wait_for(self, place: int) -> None:
+        """Until organization ``place`` handed its job, or answered without one."""
+        with self._turn:
+            self._turn.wait_for(lambda: place in self._arrived)
+
+    def release(self, place: int) -> None:
+        """Let organization ``place`` go on to its reply."""
+        with self._turn:
+            self._released.add(place)
+            self._turn.notify_all()
+
+    def fit_all(self, stacked: dict) -> BaseException | None:
+        """Fit the jobs handed, in the batch's order, together; the fit's error, if it failed."""
+        try:
+            if self.jobs:
+                fit_jobs([self.jobs[p] for p in sorted(self.jobs)], concurrent=True, stacked=stacked)
+        except BaseException as err:
+            self.failed = True
+            return err
+        return None
+
+
+_POOL: ContextVar[tuple[FitPool, int] | None] = ContextVar("vcl_fit_pool", default=None)  # a handle's batch, place
+
+
 def some_rows(x, rows, name: str):
     """``x``'s rows at the positions ``rows`` (a prediction service's batch, :mod:`vcl.use.serve`: a tensor or a
     list of whole numbers; None: every row), ``x`` a tensor or a NumPy array; one sentence (a malformed request) for
@@ -324,30 +431,6 @@ def some_rows(x, rows, name: str):
         raise VCLInputError(f"{name}: the rows to predict must be a list of positions from 0 to {n - 1}.")
     index = index.to(torch.long)
     return x[index.to(x.device)] if isinstance(x, Tensor) else x[index.numpy()]
-
-
-def stack_replies(replies: list[FittedValues], device=None) -> dict[str, Tensor]:
-    """{split: (M, N, K)} on ``device`` (Alice's) from the organizations' replies, in the order given."""
-    return {split: _stacked([r.values[split].to(device) for r in replies]) for split in replies[0].values}
-
-
-def _stacked(parts: list[Tensor]) -> Tensor:
-    """``torch.stack(parts)``; without copying when the parts already lie one after another in one block of memory
-    (the outputs of organizations fitted together, :func:`vcl.engine.concurrent.fit_jobs`): a view of that block."""
-    first = parts[0]
-    if len(parts) > 1 and first.is_contiguous():
-        storage, offset, size = first.untyped_storage().data_ptr(), first.storage_offset(), first.numel()
-        if all(
-            p.untyped_storage().data_ptr() == storage
-            and p.storage_offset() == offset + m * size
-            and p.shape == first.shape
-            and p.dtype == first.dtype
-            and p.device == first.device
-            and p.is_contiguous()
-            for m, p in enumerate(parts)
-        ):
-            return first.as_strided((len(parts), *first.shape), (size, *first.stride()), offset)
-    return torch.stack(parts)
 
 
 def check_fit(name: str, message: PseudoResidual | Labels, rows: int, last: int | None) -> None:

@@ -6,7 +6,7 @@ A transport only delivers. What a party does with what arrives is the same in th
 (:func:`vcl.coordinator.assembly.own_party`), answers a message with its reply, hands over the messages it addressed to
 other parties, checkpoints itself where it runs, opens its own logs and says where it runs (:class:`PartyRuntime`).
 A process that hosts several parties (the local transport: every party of the run) answers their messages through
-:class:`PartyHost`, which fits the fit requests of parties that fit in halves together.
+:class:`PartyHost`, or its family's own host (:attr:`vcl.family.Family.host`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ from pathlib import Path
 
 from vcl import messages as requests  # the runtime's own requests: requests.Save, requests.Where, ...
 from vcl.config import RunConfig
-from vcl.engine.concurrent import fit_jobs
 from vcl.family import Party, family_of
-from vcl.messages import Ack, Labels, Message, MessageRecord, PseudoResidual, RuntimeRequest, record_of
+from vcl.messages import Ack, Message, MessageRecord, RuntimeRequest, record_of
 from vcl.storage.checkpoints import kept_preparation, load_party, party_file, prune_party, run_of, save_party
 from vcl.storage.kept import FOLDER, KeptMessages
-
-FIT_REQUESTS = (PseudoResidual, Labels)  # what a party that fits in halves fits (Party.begin_fit)
 
 
 class PartyRuntime:
@@ -226,35 +223,13 @@ def checked_party(party) -> Party | None:
 class PartyHost:
     """The parties one process hosts, each behind its own :class:`PartyRuntime` (``runtimes``, by name): every
     party of a run in this process, under the local transport. :meth:`handle_all` answers a batch of messages, each
-    by its party; with ``batch`` (``run.concurrent``) the fit requests that reach parties which fit in halves
-    (:attr:`vcl.family.Party.fits_in_halves`: GAL's organizations) are fitted together, organizations of one
-    architecture in one vmapped pass (:func:`vcl.engine.concurrent.fit_jobs`), a speed-up no protocol and no
-    transport knows about; without it every party fits alone (the sequential reference)."""
+    by its party's runtime, in order. A family whose parties can answer a batch together hands the local transport
+    a subclass (:attr:`vcl.family.Family.host`: GAL's organizations fit one architecture in one vmapped pass,
+    :class:`vcl.methods.organization.OrganizationHost`), a speed-up no protocol and no transport knows about."""
 
-    def __init__(self, runtimes: dict[str, PartyRuntime], batch: bool = False):
+    def __init__(self, runtimes: dict[str, PartyRuntime]):
         self.runtimes = runtimes
-        self.batch = batch
-        self._stacked: dict = {}  # the parties' inputs stacked for fits together (fit_jobs), kept between rounds
 
     def handle_all(self, requests: list[tuple[str, Message]]) -> list[Message | None]:
         """Each party's reply to its message, in the order given."""
-        replies: list[Message | None] = [None] * len(requests)
-        fits = [
-            i
-            for i, (name, message) in enumerate(requests)
-            if isinstance(message, FIT_REQUESTS) and self.runtimes[name].party.fits_in_halves
-        ]
-        if self.batch and len(fits) > 1:
-            parties = [self.runtimes[requests[i][0]].party for i in fits]
-            for i in fits:
-                self.runtimes[requests[i][0]].seen.add("in", requests[i][1])
-            jobs = [p.begin_fit(requests[i][1]) for p, i in zip(parties, fits, strict=True)]
-            fit_jobs(jobs, concurrent=True, stacked=self._stacked)
-            for i, p, job in zip(fits, parties, jobs, strict=True):
-                replies[i] = p.finish_fit(job)
-                self.runtimes[requests[i][0]].seen.add("out", replies[i])
-        done = set(fits) if self.batch and len(fits) > 1 else set()
-        for i, (name, message) in enumerate(requests):
-            if i not in done:
-                replies[i] = self.runtimes[name].handle(message)
-        return replies
+        return [self.runtimes[name].handle(message) for name, message in requests]

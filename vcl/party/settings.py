@@ -133,7 +133,7 @@ def load_settings(path: str | Path) -> PartySettings:
             f"the party config {path}: allow_classes is not a list of class paths; e.g. allow_classes: [my_pkg.Net]."
         )
     if s.device:  # "": as the run says
-        from vcl.coordinator.assembly import resolve_device
+        from vcl.config.resolve import resolve_device
 
         resolve_device(s.device, f"the party config {path}: device")
     root = Path(s.root)

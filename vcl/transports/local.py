@@ -1,8 +1,9 @@
 """The transport that keeps the parties in this process (``transport.kind: local``, the default).
 
 It only carries: every message goes to the one host of this process's parties (:class:`vcl.party.runtime.PartyHost`),
-which answers it through each party's runtime, as a Ray actor or a gRPC party process does for its one party. That
-host fits organizations of one architecture together when ``run.concurrent`` is on; the transport does not know.
+which answers it through each party's runtime, as a Ray actor or a gRPC party process does for its one party. With
+``run.concurrent`` on, the host is the family's own (:attr:`vcl.family.Family.host`: GAL's fits organizations of one
+architecture together); the transport does not know.
 """
 
 from __future__ import annotations
@@ -16,25 +17,27 @@ from vcl.transport import Parties, Transport
 
 
 class LocalTransport(Transport):
-    """Parties in this process. ``concurrent``: their host fits same-architecture parties' fit requests together."""
+    """Parties in this process, answered by ``host`` (a :class:`vcl.party.runtime.PartyHost` class: the family's,
+    which may answer a batch together, or the plain one: each alone, in order)."""
 
     def __init__(
         self,
         parties: Mapping[str, object] | list,
         channel: Channel | None = None,
-        concurrent=True,
+        host: type[PartyHost] = PartyHost,
         peer_messages=None,
         skip_missing: bool = False,
     ):
         parties = dict(parties) if isinstance(parties, Mapping) else {p.name: p for p in parties}
         super().__init__(list(parties), channel, skip_missing)
         runtimes = {name: PartyRuntime(party, name, peer_messages) for name, party in parties.items()}
-        self.host = PartyHost(runtimes, batch=concurrent)
+        self.host = host(runtimes)
 
     @classmethod
     def open(cls, config, method: str, data, parties: Parties) -> LocalTransport:
-        peers, skip = family_of(config, method).peer_messages, config.run.missing_parties == "skip"
-        return cls(parties.here(), concurrent=parties.concurrent, peer_messages=peers, skip_missing=skip)
+        family, skip = family_of(config, method), config.run.missing_parties == "skip"
+        host = family.host if parties.concurrent and family.host is not None else PartyHost
+        return cls(parties.here(), host=host, peer_messages=family.peer_messages, skip_missing=skip)
 
     def party(self, name: str):
         """The party object itself: for what happens at the party (its own new rows) and for tests; a

@@ -30,7 +30,8 @@ import torch
 
 from vcl.alignment.psi import answer_from_file
 from vcl.config import RunConfig, party_copy
-from vcl.coordinator.assembly import party_ids, per_organization
+from vcl.config.resolve import per_organization
+from vcl.coordinator.assembly import party_ids
 from vcl.engine.memory import prepare_process
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord

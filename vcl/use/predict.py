@@ -19,7 +19,6 @@ A method that keeps no model for new rows (DC's references, FTL) says so in one 
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
@@ -116,7 +115,7 @@ class Deployed:
         self.id_column = config.data.id_column if csv else "row"
         self.classes = getattr(data, "classes", None) or [str(k) for k in range(data.num_classes)]
         reported = self.results["prediction_stage_round"]
-        self.upto = "upto" in inspect.signature(protocol.predict).parameters and reported < protocol.round
+        self.upto = protocol.predicts_upto and reported < protocol.round
         self.round = reported if self.upto else protocol.round
 
     def score(self, rows=None) -> dict:

@@ -54,12 +54,12 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from vcl.config import RunConfig
-from vcl.coordinator.federation import Federation
 from vcl.errors import VCLInputError
 from vcl.methods.ascii.coordinator import ASCIIOptions, AssistedClassification
 from vcl.methods.ascii.messages import ClassVotes, Discarded, IgnoranceScores, Interchange
 from vcl.methods.ascii.party import IgnoranceAgent
-from vcl.methods.columns import OrganizationFamily, make_task, organizations
+from vcl.methods.assisted import OrganizationFederation, organizations
+from vcl.methods.columns import OrganizationFamily, make_task
 from vcl.models import ClassifierSettings, check_classifier_name, check_weighted
 
 VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
@@ -87,7 +87,7 @@ class ASCII(OrganizationFamily):
         task, _, labels, transport = organizations(config, method, data, self.parties)
         options = ASCIIOptions(**asdict(config.ascii), variant=VARIANTS.get(method, "ascii"))
         return AssistedClassification(
-            task, Federation.of_run(config, method, transport), labels, options, config.run.seed, method
+            task, OrganizationFederation.of_run(config, method, transport), labels, options, config.run.seed, method
         )
 
     def check(self, config: RunConfig) -> None:

@@ -29,7 +29,6 @@ class AssistedClassification(Protocol):
 
     name = "ascii"
     progress_header = "min alpha"
-    starts_from_prior = False  # g_{0:0} = 0
 
     def progress_value(self, record: dict) -> str:
         """The smallest model weight α of the round (the paper stops at α ≤ 0)."""

@@ -20,8 +20,6 @@ class IgnoranceAgent(Organization):
     ignorance scores the previous agent sent it (its inbox) until its hop uses them. It answers the labels by
     itself (its classifiers are not fitted with other agents')."""
 
-    fits_in_halves = False
-
     def __init__(self, view, learner: str, settings, classifier: ClassifierSettings, num_classes: int, device="cpu"):
         super().__init__(view, learner, "ce", settings, device)
         self.classifier = classifier

@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from vcl.config import RunConfig
-from vcl.coordinator.assembly import open_transport, shared_data_options
+from vcl.config.resolve import shared_data_options
+from vcl.coordinator.assembly import open_transport
 from vcl.coordinator.federation import Federation
 from vcl.datamodules.grid import GridData, GridDataModule
 from vcl.engine.tasks import Task

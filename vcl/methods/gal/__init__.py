@@ -19,13 +19,14 @@ from dataclasses import asdict, replace
 
 from vcl.callbacks.early_stop import EarlyStopOnEta
 from vcl.config import RunConfig
-from vcl.coordinator.assembly import per_organization
+from vcl.config.resolve import per_organization
 from vcl.engine.split_network import ActivationGradient, Activations
 from vcl.errors import VCLInputError
-from vcl.methods.columns import OrganizationFamily, organizations
+from vcl.methods.assisted import organizations
+from vcl.methods.columns import OrganizationFamily
 from vcl.methods.gal.coordinator import GALOptions, GradientAssistedLearning, column_options, federation
 from vcl.methods.gal.interm import parties
-from vcl.methods.organization import Organization
+from vcl.methods.organization import Organization, OrganizationHost
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks
 
@@ -37,6 +38,8 @@ class GAL(OrganizationFamily):
     name = "GAL"
     methods = ("gal", "alone", "joint", "al", "late", "interm")
     reference = "alone"
+    skips_missing = ("gal", "al", "alone")  # their rounds go on without an organization that is down
+    host = OrganizationHost  # run.concurrent: organizations of one architecture fitted together
     messages = (Activations, ActivationGradient)  # Interm's; the others are vcl.messages' own
     auditor = "vcl.methods.gal.audit"  # its attacks on what its receivers kept (docs/privacy.md)
 

@@ -11,13 +11,13 @@ import torch
 from torch import Tensor
 
 from vcl.config import GALGroup, RunConfig
-from vcl.coordinator.federation import Federation
 from vcl.engine.loop import seed_for
 from vcl.engine.privacy import make_mechanism
 from vcl.messages import PseudoResidual, as_float
+from vcl.methods.assisted import AssistedProtocol, OrganizationFederation
 from vcl.methods.columns import ColumnOptions
 from vcl.methods.gal.assistance import assistance_weights, line_search
-from vcl.protocol import Protocol, RoundRecord, weighted_sum
+from vcl.protocol import RoundRecord, weighted_sum
 
 
 def column_options(config: RunConfig) -> ColumnOptions:
@@ -48,7 +48,7 @@ class GALOptions(GALGroup):
     linesearch_steps: int = 10
 
 
-class GradientAssistedLearning(Protocol):
+class GradientAssistedLearning(AssistedProtocol):
     """The assistance loop: GAL's Algorithm 1, one round per :meth:`run_round`, on Alice's device.
 
     Learning stage, round t (the paper's lines → this code):
@@ -67,8 +67,8 @@ class GradientAssistedLearning(Protocol):
     5. ``F^t = F^{t−1} + η^t Σ_m w_m^t f_m^t`` on every split.
 
     Prediction stage: every organization sends each kept round model's outputs on new rows and Alice adds them
-    up with the η and w she learned (:meth:`Protocol.predict`). :func:`vcl.coordinator.runner.train` drives the rounds
-    (checkpoints, callbacks, --resume); the options (:class:`GALOptions`) give the paper's baselines."""
+    up with the η and w she learned (:meth:`AssistedProtocol.predict`). :func:`vcl.coordinator.runner.train` drives
+    the rounds (checkpoints, callbacks, --resume); the options (:class:`GALOptions`) give the paper's baselines."""
 
     name = "gal"
 
@@ -83,12 +83,6 @@ class GradientAssistedLearning(Protocol):
 
     def stored_parameters(self) -> int:
         return sum(r.parameters for r in self.federation.models(self.round))
-
-    def kept_round_metrics(self) -> dict[int, dict]:
-        """Round t's metrics from the models the run keeps (rounds 1..t), through the prediction stage. With
-        Deep Model Sharing that is the final extractor with heads 1..t, while Alice's running F used each
-        round's extractor as it was then; without it the two agree (tested)."""
-        return self.metrics_by_round()
 
     def _weights(self, outputs: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         o, m = self.options, outputs.shape[0]
@@ -149,7 +143,7 @@ NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret,
 BLIND = 0xB11D  # other draws from her secret: the attack's estimate without the noise's own draws
 
 
-class GALFederation(Federation):
+class GALFederation(OrganizationFederation):
     """Alice's federation: the organizations through ``transport``, and ``privacy`` (a :mod:`vcl.engine.privacy`
     mechanism) on what she sends them. ``privacy_scope``: "others" (Alice fits her own model on the clean residual) or
     "all" (on the same perturbed broadcast, as the authors' code does). ``privacy_draws``: "per_round" (a new draw each
@@ -180,9 +174,11 @@ class GALFederation(Federation):
         labels: bool = False,
         loss: str | None = None,
     ) -> dict[str, Tensor]:
-        """:meth:`Federation.gather_fits`, with a privacy mechanism: the others get one perturbed broadcast (drawn
-        per round from Alice's secret); her own fit uses the clean values, or with ``privacy_scope="all"`` the same
-        perturbed broadcast. Either way the returned outputs are weighed by Alice against the clean residual, which
+        """Send ``targets`` to each participant, let each fit a fresh local model, gather its outputs: {split:
+        (len(participants), N, K)}. ``labels=True`` sends the labels themselves, to be fitted with ``loss`` (centralized
+        baselines), instead of a pseudo-residual. With a privacy mechanism: the others get one perturbed broadcast
+        (drawn per round from Alice's secret); her own fit uses the clean values, or with ``privacy_scope="all"`` the
+        same perturbed broadcast. Either way the returned outputs are weighed by Alice against the clean residual, which
         she keeps beside what she sent (``own``: what the audit scores a receiver's recovery against)."""
         clean = as_float(targets)
         public = clean

@@ -33,7 +33,8 @@ from vcl.engine.losses import local_loss
 from vcl.engine.split_network import ActivationGradient, Activations
 from vcl.family import Party
 from vcl.messages import Ack, Message, Scalars, Step, as_float
-from vcl.methods.columns import build_parties, make_task, organizations
+from vcl.methods.assisted import organizations
+from vcl.methods.columns import build_parties, make_task
 from vcl.methods.gal.coordinator import column_options, federation
 from vcl.methods.organization import some_rows
 from vcl.models import LearnerSettings, build_learner
@@ -127,7 +128,6 @@ class IntermParty(Party):
 class IntermFusion(Protocol):
     name = "interm"
     max_rounds = 1
-    starts_from_prior = False
 
     def __init__(self, task, federation, labels: dict[str, Tensor], seed: int = 0):
         super().__init__(task, federation, labels, seed)

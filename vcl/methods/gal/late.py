@@ -12,14 +12,14 @@ Late (GAL Tables 1, 10, 11) are those of the mean.
 from __future__ import annotations
 
 from vcl.config import RunConfig
-from vcl.methods.columns import organizations
+from vcl.methods.assisted import AssistedProtocol, organizations
 from vcl.methods.gal.coordinator import federation
-from vcl.protocol import Protocol, RoundRecord
+from vcl.protocol import RoundRecord
 
 FUSIONS = ("sum", "mean")
 
 
-class LateFusion(Protocol):
+class LateFusion(AssistedProtocol):
     name = "late"
     max_rounds = 1
     starts_from_prior = False
@@ -43,9 +43,6 @@ class LateFusion(Protocol):
 
     def stored_parameters(self) -> int:
         return sum(r.parameters for r in self.federation.models(self.round))
-
-    def kept_round_metrics(self) -> dict[int, dict]:
-        return self.metrics_by_round()
 
 
 def build(config: RunConfig, data, method: str, family) -> LateFusion:

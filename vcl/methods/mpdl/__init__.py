@@ -33,7 +33,8 @@ from __future__ import annotations
 import dataclasses
 
 from vcl.config import RunConfig, config_integers, party_copy
-from vcl.coordinator.assembly import open_transport, resolve_device, shared_data_options
+from vcl.config.resolve import resolve_device, shared_data_options
+from vcl.coordinator.assembly import open_transport
 from vcl.coordinator.federation import Federation
 from vcl.datamodules.image import IMAGE_DATASETS
 from vcl.datamodules.overlap import OverlapData, OverlapDataModule
