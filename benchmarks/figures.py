@@ -216,6 +216,10 @@ def catalogue() -> list[Figure]:
                            "narrow CNN, 2,000 training images, 2 epochs a round"),
                f"the panels of Figure 4 for full MNIST with M = 8 CNN organizations (no numbers in the figure; its "
                f"Table 2 gives the best accuracy over rounds: {table2}).", "gal.md"),
+        Figure("gal_fig6", "GAL Figure 6", "2026-12-02-cpu/gal_fig6.json",
+               lambda records, path, dpi: load("data_views").draw_gal_fig6(records, path, dpi),
+               "an MNIST and a CIFAR-10 image cut into 2, 4 and 8 patches, one per organization (ours: MNIST subset "
+               "images; CIFAR-10 is not here).", "gal.md"),
         Figure("gal_tables12_13", "GAL Tables 12–13", "2026-11-28d-cpu/gal_images_subset.json", _dms_tables,
                "MNIST with M = 2 and 4 CNN organizations: Deep Model Sharing keeps GAL's accuracy (M = 2: GAL 98.5, "
                "GAL_DMS 98.7, Alone 96.7, AL 96.4, Joint 99.4; M = 4: GAL 96.6, GAL_DMS 96.7, Alone 81.2, AL 82.5, "
@@ -228,6 +232,10 @@ def catalogue() -> list[Figure]:
                "blob data where each learner holds one feature, decision trees: the test points, blue where "
                "classified correctly and red where not; an agent alone cannot tell all classes apart, with ASCII it "
                "does (the paper prints no accuracy).", "ascii.md"),
+        Figure("ascii_fig5", "ASCII Figure 5", "2026-12-02-cpu/ascii_fig5.json",
+               lambda records, path, dpi: load("data_views").draw_ascii_fig5(records, path, dpi),
+               "Fashion-MNIST pictures as A and B hold them, A one half and B the other (ours: scikit-learn's 8 × 8 "
+               "digits, Fashion-MNIST not being here).", "ascii.md"),
         Figure("dc_fig1", "DC Figure 1", "2026-11-28d-cpu/dc_figures.json", load("dc").draw_fig1,
                "features 1, 2 and 3 of the training, test and public rows of the 20-dimensional two-class artificial "
                "problem ((n_train, n_test, p) = (1000, 1000, 100); features 1-3 carry the classes).", "dc.md"),
