@@ -405,7 +405,7 @@ def draw_fig1(records: list[dict], path: Path, dpi: int = 110) -> None:
     data = [r for r in records if r.get("set") in FIGURE_SETS]
     n = {r["set"]: r["rows"] for r in data}
     sizes = ", ".join(f"{s} {n[s]}" for s in FIGURE_SETS if s in n)
-    title = f"Figure 1: training, test and public datasets for the artificial problem ({sizes} rows)"
+    title = f"DC Figure 1: training, test and public datasets for the artificial problem ({sizes} rows), trial 0"
     _scatter_panels(data, FIGURE_SETS, "set", title, path, dpi)
 
 
@@ -413,8 +413,8 @@ def draw_fig2(records: list[dict], path: Path, dpi: int = 110) -> None:
     """Figure 2: features 1-3 of each construction's anchor data for the artificial problem (the ``anchor`` records
     of ``--figures-data``)."""
     anchors = [r for r in records if r.get("set") == "anchor"]
-    _scatter_panels(anchors, FIGURE_ANCHORS, "method", "Figure 2: constructed anchor data for the artificial problem",
-                    path, dpi)  # fmt: skip
+    title = "DC Figure 2: constructed anchor data for the artificial problem, trial 0"
+    _scatter_panels(anchors, FIGURE_ANCHORS, "method", title, path, dpi)
 
 
 def report(records: list[dict]) -> str:

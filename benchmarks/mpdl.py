@@ -359,7 +359,7 @@ def draw_fig8(records: list[dict], path: Path, dpi: int = 110) -> None:
             if r.get("knn_label_agreement") is not None:
                 facts.append(f"10-NN same class {r['knn_label_agreement']:.2f}")
             if facts:
-                lines.append(", ".join(facts))
+                lines += [facts[0]] + ([", ".join(facts[1:])] if len(facts) > 1 else [])  # two lines: no overlap
             ax.set_title("\n".join(lines), fontsize=8)
             if col == 0:
                 eps_text = "" if eps is None else ("no privacy" if eps == 0 else f"epsilon {eps:g}")
