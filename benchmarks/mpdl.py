@@ -467,15 +467,15 @@ def plot_epsilon(records: list[dict], path: Path, dpi: int = 120) -> None:
     values = [v for line in ax2.get_lines() for v in line.get_ydata() if v > 0]
     if values and max(values) > 50 * min(values):  # the offset reading's inference MAE grows as 1/ε
         ax2.set_yscale("log")
-        ax2.set_ylabel("MAE (normalized units, [0, 1] per feature; log scale)")
+        ax2.set_ylabel("MAE (normalized units; log scale)")
     else:
         ax2.set_ylim(bottom=0)
     for axis in (ax, ax2):
         axis.tick_params(axis="x", labelrotation=30)
         axis.legend(fontsize=6.5)
     name = DATA_NAMES.get(dataset, dataset)
-    fig.suptitle(f"MPDL Figure 13 on {name}, γ = {first['gamma']:g}, central {model.upper()}"
-                 f"; means over {seeds} seed{'s' if seeds > 1 else ''}", fontsize=10)  # fmt: skip
+    over = f"means over {seeds} seeds" if seeds > 1 else f"seed {first['seed']}"
+    fig.suptitle(f"MPDL Figure 13 on {name}, γ = {first['gamma']:g}, central {model.upper()}; {over}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
