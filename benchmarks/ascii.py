@@ -54,7 +54,7 @@ from vcl.config import RunConfig
 from vcl.coordinator.sweep import Job
 
 TREE_DEPTH = 2  # weak decision trees: unlimited depth fits the training rows exactly (α = ∞, nothing to boost)
-FOREST = {"learner.n_trees": 20, "learner.max_depth": 4}
+FOREST = {"learner.n_trees": 20, "learner.max_depth": 4}  # departure: ascii-forests (the paper gives neither)
 FIG3 = ("ascii", "single", "oracle")
 FIG6 = ("ascii", "ascii_random", "ascii_simple", "ensemble_adaboost")
 ALPHA_RULES = ("exact", "paper")
@@ -88,6 +88,7 @@ def experiments(quick: bool):
     """(figure, dataset, M, learner, extra config, methods)."""
     test = {"data.synthetic_test": 5000 if quick else 100000}
     yield "fig3", "ascii_blobs", 4, "forest", {**FOREST, **test}, FIG3
+    # departure: ascii-fig3-data (breast_cancer and scikit-learn's wine for MIMIC, QSAR and Red Wine)
     yield "fig3", "wine", 2, "tree", {"learner.max_depth": TREE_DEPTH, "data.test_fraction": 0.3}, FIG3
     yield "fig3", "breast_cancer", 2, "tree", {"learner.max_depth": TREE_DEPTH, "data.test_fraction": 0.3}, FIG3
     yield "fig4", "ascii_blobs_redundant", 2, "forest", {**FOREST, **test}, FIG3
@@ -97,8 +98,9 @@ def experiments(quick: bool):
         "learner.hidden": [64],
         "data.test_fraction": 0.3,
     }
-    yield "fig4", "digits_halves", 2, "mlp", mlp, FIG3
+    yield "fig4", "digits_halves", 2, "mlp", mlp, FIG3  # departure: ascii-fig4-mlp (the paper: 3 layers)
     yield "fig6", "ascii_blobs20", 20, "logistic", test, FIG6
+    # departure: ascii-fig6-agents (13 one-feature agents on wine; the paper: 11 on Red Wine)
     yield "fig6", "wine", 13, "tree", {"learner.max_depth": TREE_DEPTH, "data.test_fraction": 0.3}, FIG6
 
 
@@ -154,7 +156,28 @@ def transmission(records: list[dict]) -> list[dict]:
     return rows
 
 
-def plot(curves: dict, figure: str, path: Path, title: str, dpi: int = 110) -> None:
+NAMES = {  # the paper's names in the legends; vcl's α rule beside ASCII's (``--ascii.alpha``)
+    "single": "Single",
+    "oracle": "Oracle",
+    "ascii_simple": "ASCII-Simple",
+    "ensemble_adaboost": "Ensemble-AdaBoost",
+    "ascii[exact]": "ASCII, vcl's α (ascii.alpha exact)",
+    "ascii[paper]": "ASCII, α of eqs 11/13 (ascii.alpha paper)",
+    "ascii_random[exact]": "ASCII-Random, vcl's α (exact)",
+    "ascii_random[paper]": "ASCII-Random, α of eqs 11/13 (paper)",
+}
+DATA = {  # each panel's data, on the picture; the stand-ins say what they stand in for
+    "ascii_blobs": "Blob (8 features, 10 classes)",
+    "ascii_blobs20": "Blob (20 features, 20 classes)",
+    "ascii_blobs_redundant": "Blob, 5 informative + 195 noise features",
+    "digits_halves": "digits halves (8 × 8; stand-in for\nthe paper's Fashion-MNIST halves)",
+    "breast_cancer": "breast_cancer (scikit-learn; stand-in for\nthe paper's MIMIC and QSAR)",
+    "wine": "wine (scikit-learn: 178 rows, 3 classes;\nstand-in for the paper's Red Wine Quality)",
+}
+
+
+def plot(curves: dict, figure: str, path: Path, title: str, dpi: int = 110, replications: int | None = None) -> None:
+    """Test accuracy (%) per round of every method on each data set of ``figure`` (means over the replications)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,19 +186,19 @@ def plot(curves: dict, figure: str, path: Path, title: str, dpi: int = 110) -> N
     datasets = sorted({d for f, d, _ in curves if f == figure})
     if not datasets:  # a figure left out (--figures, --bootstrap)
         return
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.6 * len(datasets), 3.9), squeeze=False)
     for ax, ds in zip(axes[0], datasets, strict=True):
         for (f, d, method), curve in curves.items():
             if f == figure and d == ds:
                 dashed = method.endswith("[paper]")
-                ax.plot(range(len(curve)), curve, marker="o", ms=3, ls="--" if dashed else "-", label=method)
-        ax.set_title(
-            "wine (scikit-learn: 178 rows, 3 classes;\nnot the paper's Red Wine Quality)" if ds == "wine" else ds
-        )
-        ax.set_xlabel("round")
-        ax.set_ylabel("test accuracy")
-        ax.legend(fontsize=8)
-    fig.suptitle(title)
+                ax.plot(range(len(curve)), [100 * v for v in curve], marker="o", ms=3, ls="--" if dashed else "-",
+                        label=NAMES.get(method, method))  # fmt: skip
+        ax.set_title(DATA.get(ds, ds), fontsize=9)
+        ax.set_xlabel("round of assistance")
+        ax.set_ylabel("test accuracy (%)")
+        ax.legend(fontsize=7)
+    mean = f"; means over {replications} replications" if replications else ""
+    fig.suptitle(title + mean, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
@@ -377,11 +400,14 @@ def draw_fig1(records: list[dict], path: Path, dpi: int = 110) -> None:
             chosen = [i for i, r in enumerate(right) if r == ok]
             ax.scatter([points[xs][i] for i in chosen], [points[ys][i] for i in chosen], s=4, c=colour,
                        label=name, linewidths=0)  # fmt: skip
+        title = title.replace("(ascii[exact])", "(vcl's α, exact)").replace("(ascii[paper])", "(α of eqs 11/13)")
         ax.set_title(f"{title}\ntest accuracy {100 * panel['accuracy']:.1f} %", fontsize=9)
         ax.set_xlabel(f"{xs} (agent A's feature)")
         ax.set_ylabel(f"{ys} (agent B's feature)")
     axes[0][0].legend(fontsize=7, loc="upper left", markerscale=2, framealpha=0.9)
-    fig.suptitle("ASCII on 9 blobs, one feature per agent, decision trees (cf. Fig. 1)", fontsize=10)
+    seeds = sorted({r["seed"] for r in records if "seed" in r})
+    fig.suptitle("ASCII Figure 1 on ascii_blobs9: 9 blobs on a 3 × 3 grid (the paper gives neither), one feature per "
+                 f"agent, depth-2 trees; seed {', '.join(map(str, seeds))}", fontsize=9)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)

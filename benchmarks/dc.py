@@ -71,6 +71,7 @@ TABLE1_CONFIG = {
     "compare": [],
     "run.device": "cpu",
 }
+# departure: dc-fig3-grid (a 6 × 7 grid, 3 trials, r = 1,000 against 2,500, public rows 100 / 40)
 SWEEP_CONFIG = {  # Figure 3 on the data we have: m̃_ij = m_j − 1 as the paper's real-data runs
     "breast_cancer": {"dc.public_rows": 100, "dc.dim": -1},
     "wine": {"dc.public_rows": 40, "dc.dim": -1},
@@ -143,6 +144,7 @@ CV_CONFIG = {  # Tables 6-7: c = 2, d = 3, r = 2500, ridge then a 5-split tree, 
     **TABLE1_CONFIG, "dc.row_groups": 2, "dc.column_groups": 3, "dc.anchor_rows": 2500, "dc.standardize": True,
     "dc.smote_k": 50, "dc.smote_alpha": 1.5, "dc.public_rows": 100, "data.folds": 5, "data.split_seed": 0,
 }  # fmt: skip
+# departure: dc-cv-protocol (m_j − 1 dimensions and TSVD ranks 9 and 3 where a party holds fewer columns)
 CV_DATA = {  # m̃ = 15 and rank 20 where a party holds that many columns (digits: 21 or 22), else m_j − 1
     "digits": {"dc.dim": 15, "dc.tsvd_rank": 20},
     "breast_cancer": {"dc.dim": -1, "dc.tsvd_rank": 9},
@@ -265,24 +267,29 @@ def plot_sweep(records: list[dict], path: Path, dpi: int = 120) -> None:
     grid = defaultdict(list)
     for r in records:
         if r["benchmark"] == "dc_figure3" and r["metric"] == "accuracy":
-            grid[(r["dataset"], r["smote_k"], r["smote_alpha"])].append(r["value"])
+            grid[(r["dataset"], r["smote_k"], r["smote_alpha"])].append(100 * r["value"])
     datasets = sorted({k[0] for k in grid})
     if not datasets:  # --table1-only
         return
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4), squeeze=False)
+    means = {key: statistics.mean(v) for key, v in grid.items()}
+    low, high = min(means.values()), max(means.values())  # one colour scale for every panel
+    trials = min(len(v) for v in grid.values())
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets) + 1, 4), squeeze=False)
     for ax, ds in zip(axes[0], datasets, strict=True):
         ks = sorted({k[1] for k in grid if k[0] == ds})
         alphas = sorted({k[2] for k in grid if k[0] == ds})
-        acc = np.array([[statistics.mean(grid[(ds, k, a)]) for a in alphas] for k in ks])
-        im = ax.imshow(acc, origin="lower", aspect="auto", cmap="viridis")
+        acc = np.array([[means[(ds, k, a)] for a in alphas] for k in ks])
+        im = ax.imshow(acc, origin="lower", aspect="auto", cmap="viridis", vmin=low, vmax=high)
         ax.set_xticks(range(len(alphas)), [f"{a:g}" for a in alphas])
         ax.set_yticks(range(len(ks)), [str(k) for k in ks])
-        ax.set_xlabel("α")
-        ax.set_ylabel("k")
-        ax.set_title(f"DC(SMOTE) accuracy: {ds}")
-        fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+        ax.set_xlabel("SMOTE's α (1: conventional SMOTE)")
+        ax.set_ylabel("SMOTE's k (neighbours)")
+        ax.set_title(f"{ds} (scikit-learn): {len(ks)} × {len(alphas)} cells", fontsize=9)
+    fig.colorbar(im, ax=list(axes[0]), label="DC(SMOTE) test accuracy (%), one scale for both")
+    models = sorted({r["model"] for r in records if r["benchmark"] == "dc_figure3"})
+    fig.suptitle(f"DC Figure 3 on stand-in data (the paper: credit rating, Adult); means over {trials} trials; "
+                 f"models {', '.join(models)}", fontsize=9)  # fmt: skip
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     print(f"saved {path}")
 
@@ -398,7 +405,7 @@ def draw_fig1(records: list[dict], path: Path, dpi: int = 110) -> None:
     data = [r for r in records if r.get("set") in FIGURE_SETS]
     n = {r["set"]: r["rows"] for r in data}
     sizes = ", ".join(f"{s} {n[s]}" for s in FIGURE_SETS if s in n)
-    title = f"Figure 1: training, test and public datasets for the artificial problem ({sizes} rows)"
+    title = f"DC Figure 1: training, test and public datasets for the artificial problem ({sizes} rows), trial 0"
     _scatter_panels(data, FIGURE_SETS, "set", title, path, dpi)
 
 
@@ -406,8 +413,8 @@ def draw_fig2(records: list[dict], path: Path, dpi: int = 110) -> None:
     """Figure 2: features 1-3 of each construction's anchor data for the artificial problem (the ``anchor`` records
     of ``--figures-data``)."""
     anchors = [r for r in records if r.get("set") == "anchor"]
-    _scatter_panels(anchors, FIGURE_ANCHORS, "method", "Figure 2: constructed anchor data for the artificial problem",
-                    path, dpi)  # fmt: skip
+    title = "DC Figure 2: constructed anchor data for the artificial problem, trial 0"
+    _scatter_panels(anchors, FIGURE_ANCHORS, "method", title, path, dpi)
 
 
 def report(records: list[dict]) -> str:

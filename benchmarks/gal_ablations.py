@@ -25,7 +25,9 @@ reference only. QSAR, ModelNet40, ShapeNet55 and MIMIC columns are not transcrib
 
 ``--quick``: Tables 5 and 6 (σ = 5 only) at M = 8 on wine, breast_cancer, diabetes, blob. Also saves
 a plot of the assistance weights per round, noisy vs clean organizations (cf. Figure 5b). Small runs
-on a busy 2-core machine are much faster with ``--threads 1``.
+on a busy 2-core machine are much faster with ``--threads 1``. ``--curves`` keeps each run's test metric and
+assistance weights per round and which organizations were noisy (``noisy``): Figure 5, drawn by
+``benchmarks/figures.py`` from such a record (``--tables 6 --datasets wine diabetes --curves``).
 """
 
 from __future__ import annotations
@@ -205,6 +207,25 @@ def config(ds: str, m: int, method: str, setting: str, seed: int, args) -> RunCo
     return RunConfig.from_dict({**values, **METHODS[method], **chosen})
 
 
+# departure: gal-fig5-data (Figure 5 on wine and diabetes with Linear organizations, not CIFAR-10 and MIMIC-III)
+def curves(results: dict) -> dict:
+    """``--curves``: each round's test metric and assistance weights (Figure 5's panels)."""
+    return {
+        "test_curve": [r["metrics"]["test"] for r in results["rounds"]],
+        "weights_curve": [r.get("weights") for r in results["rounds"]],
+    }
+
+
+def noisy_set(cfg: RunConfig) -> list[int]:
+    """The organizations whose outputs are noisy in this run (0-based; none without ``gal.noise_sigma``)."""
+    from vcl.methods.columns import organization_set
+
+    if not cfg.gal.noise_sigma:
+        return []
+    return sorted(organization_set(cfg.gal.noisy_organizations, cfg.data.organizations, "gal.noisy_organizations",
+                                   cfg.run.seed))  # fmt: skip
+
+
 def tables_view(records: list[dict]) -> str:
     """One markdown table per paper table: ours final-round / best-over-rounds mean, [paper mean]."""
     groups = defaultdict(list)
@@ -275,6 +296,53 @@ def plot_weights(out_png: Path) -> None:
     print(f"saved {out_png}")
 
 
+def draw_fig5(records: list[dict], path: Path, dpi: int = 110) -> None:
+    """Figure 5 from a ``--curves`` record: per data set, the test metric per round of GAL with learned assistance
+    weights and with the plain average under σ = 1 and 5 on half of the organizations (left), and GAL's weights
+    per round at σ = 1, noisy organizations orange and noise-free red (right); means over the records' seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def mean(rows):
+        return [statistics.fmean(v) for v in zip(*rows, strict=True)]
+
+    datasets = list(dict.fromkeys(r["dataset"] for r in records))
+    fig, axes = plt.subplots(len(datasets), 2, figsize=(11, 3.7 * len(datasets) + 0.4), squeeze=False)
+    for (ax, ax2), ds in zip(axes, datasets, strict=True):
+        rs = [r for r in records if r["dataset"] == ds]
+        scale, unit = (
+            (100.0, "test accuracy (%)") if rs[0]["metric"] == "accuracy" else (1.0, "test MAD (target units)")
+        )
+        for sigma, colour in ((1.0, "tab:blue"), (5.0, "tab:green")):
+            for method, style, name in (("gal", "-", "learned weights (GAL)"), ("gal_bag", "--", "plain average")):
+                mine = [r for r in rs if r["noise"] == sigma and r["method"] == method]
+                if mine:
+                    ax.plot([scale * v for v in mean([r["test_curve"] for r in mine])], style, color=colour,
+                            marker=".", label=f"{name}, σ = {sigma:g}")  # fmt: skip
+        ax.set(xlabel="assistance round", ylabel=unit, title=f"{ds}, M = {rs[0]['organizations']}: noise on half")
+        ax.legend(fontsize=7)
+        seen = set()
+        for r in (r for r in rs if r["noise"] == 1.0 and r["method"] == "gal"):
+            for k in range(r["organizations"]):
+                noisy = k in r["noisy"]
+                label = "noisy organization (σ = 1)" if noisy else "noise-free organization"
+                ax2.plot(range(1, len(r["weights_curve"])), [w[k] for w in r["weights_curve"][1:]],
+                         color="tab:orange" if noisy else "tab:red", lw=0.8, alpha=0.6,
+                         label=None if label in seen else label)  # fmt: skip
+                seen.add(label)
+        ax2.set(xlabel="assistance round", ylabel="assistance weight (sum 1)", title=f"{ds}: GAL's weights at σ = 1")
+        ax2.legend(fontsize=7)
+    seeds = sorted({r["seed"] for r in records})
+    fig.suptitle(f"GAL Figure 5 on UCI data (the paper: CIFAR-10, MIMIC-III), Linear organizations, a random half "
+                 f"noisy per seed;\nleft: means over seeds {', '.join(map(str, seeds))}; right: every organization of "
+                 "every seed", fontsize=9)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="Tables 5 and 6 (σ=5) at M=8 on four datasets")
@@ -292,6 +360,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--list", action="store_true", help="print the run list and its size, run nothing")
     p.add_argument("--no-plot", action="store_true", help="skip the weights plot")
+    p.add_argument("--curves", action="store_true", help="keep each run's test metric and weights per round")
     return add_cluster_args(p).parse_args()
 
 
@@ -330,15 +399,33 @@ def leak_view(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def weights_view(records: list[dict]) -> str:
+    """``--curves`` records (Figure 5): GAL's mean assistance weight of a noisy and of a noise-free organization in
+    rounds 1, 2, 4 and the last, means over seeds, per data set and σ."""
+    rows = [r for r in records if r.get("weights_curve") and r.get("noisy") and r["method"] == "gal"]
+    if not rows:
+        return ""
+    lines = ["Figure 5: GAL's assistance weight of a noisy / a noise-free organization (mean over the organizations "
+             "and seeds) per round", "", "| dataset | σ | round 1 | round 2 | round 4 | last round | seeds |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for key in dict.fromkeys((r["dataset"], r["noise"]) for r in rows):
+        mine = [r for r in rows if (r["dataset"], r["noise"]) == key]
+        last = len(mine[0]["weights_curve"]) - 1
+        cells = []
+        for t in (1, 2, 4, last):
+            noisy = [w for r in mine for k, w in enumerate(r["weights_curve"][t]) if k in r["noisy"]]
+            clean = [w for r in mine for k, w in enumerate(r["weights_curve"][t]) if k not in r["noisy"]]
+            cells.append(f"{statistics.mean(noisy):.3f} / {statistics.mean(clean):.3f}")
+        lines.append(f"| {key[0]} | {key[1]:g} | " + " | ".join(cells) + f" | {len(mine)} |")
+    return "\n".join(lines)
+
+
 def report(records: list[dict]) -> str:
-    """The per-cell table, one table per paper table, and what the organizations read of Alice's labels."""
-    leaks = leak_view(records)
-    return (
-        summarize(records, PAPER, keys=("dataset", "organizations", "method", "setting"))
-        + "\n\n"
-        + tables_view(records)
-        + ("\n\n" + leaks if leaks else "")
-    )
+    """The per-cell table, one table per paper table, what the organizations read of Alice's labels, and (records
+    with ``--curves``) the weights of noisy and noise-free organizations per round."""
+    parts = [summarize(records, PAPER, keys=("dataset", "organizations", "method", "setting")), tables_view(records),
+             leak_view(records), weights_view(records)]  # fmt: skip
+    return "\n\n".join(part for part in parts if part)
 
 
 def main() -> None:
@@ -371,7 +458,10 @@ def main() -> None:
                 local_loss=cfg.gal.local_loss,
                 half=args.half,
             )
-            jobs.append(Job("gal_ablations", cfg, method, "cnn" if ds in IMAGES else "linear", None, tags))
+            if args.curves:
+                tags["noisy"] = noisy_set(cfg)
+            details = curves if args.curves else None
+            jobs.append(Job("gal_ablations", cfg, method, "cnn" if ds in IMAGES else "linear", details, tags))
         records += run_all(jobs, args)  # a cell's seeds at once with --workers
         write_records(records, args.out)  # after every cell, so a cut-off run keeps what it did
     print(report(records))

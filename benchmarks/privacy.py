@@ -178,6 +178,10 @@ def completion_gains(records: list[dict]) -> dict[str, float]:
 MARKERS = {"gal": "o", "ascii": "s", "dc_smote": "^", "dc_rand": "v", "dc_tsvd": "<", "mpdl": "D"}
 
 
+NAMES = {"gal": "GAL", "ascii": "ASCII", "dc_smote": "DC(SMOTE)", "dc_rand": "DC(rand)", "dc_tsvd": "DC(TSVD)",
+         "mpdl": "MPDL"}  # the papers' names in the pictures' legends  # fmt: skip
+
+
 def draw(records: list[dict], path: Path, dpi: int, dataset: str) -> None:
     """MP against AP for every method and defence on ``dataset``, one panel for the attacks on Alice's labels and one
     for those on the organizations' features (each point: the strongest attack of its kind, each attack's AP the mean
@@ -195,7 +199,7 @@ def draw(records: list[dict], path: Path, dpi: int, dataset: str) -> None:
             if not mine:
                 continue
             ax.scatter([r["strongest"][target] for r in mine], [r["mp"] for r in mine],
-                       marker=MARKERS.get(method, "o"), s=46, label=method)  # fmt: skip
+                       marker=MARKERS.get(method, "o"), s=46, label=NAMES.get(method, method))  # fmt: skip
             for r in mine:
                 ax.annotate(r["defence"], (r["strongest"][target], r["mp"]), fontsize=7, xytext=(4, 3),
                             textcoords="offset points")  # fmt: skip

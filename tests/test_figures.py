@@ -66,3 +66,34 @@ def test_a_finished_run_draws_its_own_curves(tiny, tmp_path):
         done = subprocess.run(command[:3] + ["--out", str(out)] + args, capture_output=True, text=True)
         assert done.returncode == 2 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert foreign.read_bytes().endswith(b"not this command's")
+
+
+CODE_NAMES = {"gal", "al", "al_authors", "gal_constant", "gal_bag", "gal_dms", "alone", "joint", "interm", "late",
+              "ascii[exact]", "ascii[paper]", "ascii_random[exact]", "ascii_simple", "ensemble_adaboost", "single",
+              "oracle", "joint_t", "dual_t", "mpdl_a", "ftl_a", "dc_smote", "dc_rand", "dc_tsvd"}  # fmt: skip
+
+
+def test_every_picture_labels_its_axes_and_names_methods_as_the_papers_do(tmp_path, monkeypatch):
+    """Each catalogued picture, as drawn: every panel with a value axis says what it measures (a y-axis label), and
+    no legend names a method by vcl's code name alone."""
+    from matplotlib.figure import Figure as Canvas
+
+    drawn = []
+    save = Canvas.savefig
+    monkeypatch.setattr(Canvas, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    unlabelled, coded = [], []
+    for figure in figures.catalogue():
+        drawn.clear()
+        figures.draw(figure, tmp_path, 30)
+        for ax in drawn[-1].axes:
+            if ax.images or ax.name == "3d" or not ax.get_visible():
+                continue  # a picture of data (images, 3-D scatter) has no value axis
+            if any(t.get_visible() and t.get_text() for t in ax.get_yticklabels()) and not ax.get_ylabel():
+                unlabelled.append(f"{figure.name}: {ax.get_title()!r}")
+            legend = ax.get_legend()
+            names = [t.get_text() for t in legend.get_texts()] if legend else []
+            coded += [f"{figure.name}: {n}" for n in names if n in CODE_NAMES]
+        for legend in drawn[-1].legends:
+            coded += [f"{figure.name}: {t.get_text()}" for t in legend.get_texts() if t.get_text() in CODE_NAMES]
+    assert not unlabelled, f"panels with no y-axis label: {unlabelled}"
+    assert not coded, f"legends in vcl's code names: {coded}"
