@@ -62,7 +62,7 @@ def test_a_frame_keeps_every_value_and_type():
 
 
 def test_an_arrow_array_of_texts_crosses_as_its_buffers_and_arrives_as_one():
-    """The row IDs a run aligned cross as an Arrow array (vcl.coordinator.assembly.party_ids): its bytes and
+    """The row IDs a run aligned cross as an Arrow array (vcl.transports.wire.party_ids): its bytes and
     lengths, and back an Arrow array again, a slice of one too; missing texts or another type are refused at the
     sender."""
     import pyarrow as pa

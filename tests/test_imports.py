@@ -218,7 +218,11 @@ LAZY = {
     "vcl.models.classifier": "scikit-learn's estimators, only where a run names one",
     "vcl.models.sklearn": "XGBoost's adapter, only where a run names it",
     "vcl.methods.dc.models": "XGBoost's adapter, only where a run names it",
-    "vcl.methods.gal": "Late and Interm fusion's modules, only where a run names them",
+    "vcl.methods.gal": "its coordinator (Alice's side), only at Alice: a party's process loads the family without it",
+    "vcl.methods.ascii": "its coordinator (Alice's side), only at Alice: a party's process loads the family without it",
+    "vcl.methods.dc": "its coordinator (the master's side), only there: a worker's process loads the family without it",
+    "vcl.methods.mpdl": "its coordinator (C's side), only there: A's and B's processes load the family without it",
+    "vcl.family": "the contract imports no data module (Lightning) for the one default that reads one (alice_data)",
 }
 
 

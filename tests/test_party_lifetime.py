@@ -19,7 +19,6 @@ import torch
 
 from tests.helpers import Aborted, Context
 from vcl.config import RunConfig, party_copy
-from vcl.coordinator.assembly import party_ids
 from vcl.coordinator.runner import run_data
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import OpenLogs, PseudoResidual, Save, Where
@@ -27,7 +26,7 @@ from vcl.party.limits import connection_cap, connection_options, one_line
 from vcl.party.server import PartyServer
 from vcl.party.settings import PartySettings
 from vcl.transports.grpc import Link
-from vcl.transports.wire import pack, pack_message
+from vcl.transports.wire import pack, pack_message, party_ids
 
 NAMES = ["alice", "org1", "org2"]
 

@@ -265,14 +265,14 @@ def test_a_file_read_for_the_row_alignment_is_kept_for_the_load_on_the_aligned_r
 
 
 def test_a_party_set_up_again_for_the_same_config_and_rows_takes_the_data_it_loaded(tiny, signal_csvs, counted):
-    """vcl.coordinator.assembly.party_data: a party process set up for a --compare method after the main one (the same
+    """vcl.party.loading.party_data: a party process set up for a --compare method after the main one (the same
     config, the same aligned rows) loads nothing again, as one process holding every party does; other rows, another
     config or a changed file are loaded afresh. Each setup gets its views' splits in dicts of its own."""
     import os
 
     import pyarrow as pa
 
-    from vcl.coordinator.assembly import party_data
+    from vcl.party.loading import party_data
 
     config = tiny(**{"data.dataset": "csv", "data.task": "classification", "data.csv_files": signal_csvs})
     ids = pa.array(sorted(csv_files.csv_ids(signal_csvs[1])))

@@ -3,7 +3,7 @@
 import pytest
 
 from vcl.coordinator.sweep import Interleaved, Job
-from vcl.methods.gal import GradientAssistedLearning
+from vcl.methods.gal.coordinator import GradientAssistedLearning
 
 
 def _timeless(record):

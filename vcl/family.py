@@ -20,17 +20,18 @@ when ``compare`` is unset, or None), ``messages`` (its message classes: the wire
 up among the message classes of the families a process has loaded, so a family registers its own), ``skips_missing``
 (its methods whose rounds go on without a party that is down, ``run.missing_parties: skip``: their rounds take the
 replies that came, :meth:`vcl.coordinator.federation.Federation.request_all` leaving None for a party left out),
-``peer_messages`` (the kinds its parties send each other: a party takes no other kind from another party, refused before
-it reaches the party), ``parties_keep_preparation`` (whether its parties keep their columns' fitted preparation in their
-checkpoints, :meth:`Party.preparation`: a finished run of CSV files then predicts from its checkpoints and the new rows
-alone, each party built again from its own), ``party_loads_all_data`` (whether a party's own process loads the whole
-data set and keeps its part, as DC and MPDL do, or reads only its own view) and ``options`` (an outside family's
-options: a dataclass that the config's ``options`` mapping fills) and ``auditor`` (the module of its attacks on what its
-receivers kept: ``audit(run)``, given a :class:`vcl.audit.run.KeptRun`, returns ``{"attacks": [vcl.audit.attacks.Score],
-"budget": [a dict of vcl.audit.budget], "not_attacked": [why a message faces no attack]}``; imported only where a run is
-audited, after it, on Alice's side; None: ``train.py audit`` says it has none) and ``host`` (where ``run.concurrent`` is
-on, the :class:`vcl.party.runtime.PartyHost` subclass that answers a batch of messages to its parties in one process
-together, under the local transport; None: each answers alone).
+``joint_methods`` (its methods whose one party holds every organization's columns, GAL's Joint: a party of theirs loads
+every view), ``peer_messages`` (the kinds its parties send each other: a party takes no other kind from another party,
+refused before it reaches the party), ``parties_keep_preparation`` (whether its parties keep their columns' fitted
+preparation in their checkpoints, :meth:`Party.preparation`: a finished run of CSV files then predicts from its
+checkpoints and the new rows alone, each party built again from its own), ``party_loads_all_data`` (whether a party's
+own process loads the whole data set and keeps its part, as DC and MPDL do, or reads only its own view) and ``options``
+(an outside family's options: a dataclass that the config's ``options`` mapping fills) and ``auditor`` (the module of
+its attacks on what its receivers kept: ``audit(run)``, given a :class:`vcl.audit.run.KeptRun`, returns ``{"attacks":
+[vcl.audit.attacks.Score], "budget": [a dict of vcl.audit.budget], "not_attacked": [why a message faces no attack]}``;
+imported only where a run is audited, after it, on Alice's side; None: ``train.py audit`` says it has none) and ``host``
+(where ``run.concurrent`` is on, the :class:`vcl.party.runtime.PartyHost` subclass that answers a batch of messages to
+its parties in one process together, under the local transport; None: each answers alone).
 
 A built-in family is named by the registry (:mod:`vcl.registry`); a family outside vcl by its class path in the
 config (``method: my_pkg.MyMethod``), imported where the run starts and, under ``grpc``, by each party
@@ -120,6 +121,7 @@ class Family:
     options: type | None = None
     auditor: str | None = None
     skips_missing: tuple[str, ...] = ()
+    joint_methods: tuple[str, ...] = ()
     host: type | None = None
 
     def check(self, config: RunConfig) -> None:
@@ -133,6 +135,14 @@ class Family:
 
     def build(self, config: RunConfig, data, method: str):
         raise NotImplementedError
+
+    def alice_data(self, data):
+        """What Alice's coordinator keeps of the data set loaded in full where the parties run apart (each loads its
+        own): by default (a :class:`vcl.datamodules.tabular.VerticalData`) her labels and every party's name, no
+        feature."""
+        from vcl.datamodules.tabular import VerticalData, hollow
+
+        return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
 
     def round_callbacks(self, config: RunConfig) -> list:
         """The round callbacks this family's options ask for (GAL: early stop on η); none by default."""

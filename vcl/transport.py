@@ -51,7 +51,7 @@ class Parties:
     """What a transport is given to start a run's parties: their ``names`` (Alice or the coordinator's first
     counterpart first); ``here()``, which builds every one in this process; ``own(config, method, index, ids, kind,
     num_classes)``, which builds one where it runs, from its own copy of the config
-    (:func:`vcl.coordinator.assembly.own_party`); ``concurrent`` (``run.concurrent``): the local transport hosts them in
+    (:func:`vcl.party.loading.own_party`); ``concurrent`` (``run.concurrent``): the local transport hosts them in
     the family's own host (:attr:`vcl.family.Family.host`), which may answer a batch together."""
 
     names: list[str]

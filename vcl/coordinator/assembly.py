@@ -1,32 +1,30 @@
 """How a run is put together from its config: the run builder.
 
 The method's family (:class:`vcl.family.Family`) says what its runs are made of: its checks, its data module, its
-parties and its coordinator. Here is what every family shares: the device a run asks for, the transport that
-reaches its parties (in this process, one Ray actor per party, or one gRPC party process per organization, each of
-which builds its own party through :func:`own_party`), and, where parties run apart, what the coordinator loads (no
-party's features; the rows aligned by private set intersection) and what each party loads.
+parties and its coordinator. Here is what every family shares: the device a run asks for, the transport that reaches its
+parties (in this process, one Ray actor per party, or one gRPC party process per organization, each of which builds its
+own party through :func:`vcl.party.loading.own_party`), and, where parties run apart, what the coordinator loads (no
+party's features; the rows aligned by private set intersection). What a party loads where it runs is its own side's
+(:mod:`vcl.party.loading`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
 from vcl.alignment.psi import PSISide
 from vcl.config import RunConfig
 from vcl.config.resolve import resolve_device
+from vcl.coordinator.federation import Federation
 from vcl.datamodules.csv_files import aligned, csv_ids, csv_policies, shared_ids
-from vcl.datamodules.grid import GridData
-from vcl.datamodules.overlap import OverlapData
-from vcl.datamodules.reading import file_version, string_array
+from vcl.datamodules.reading import string_array
 from vcl.datamodules.tabular import FeatureView, VerticalData
 from vcl.datamodules.user import build_datamodule, check_vertical
 from vcl.errors import PartyLost, VCLInputError
 from vcl.family import compare_methods, family_name, family_of, methods_of
+from vcl.party.loading import own_party
 from vcl.storage.checkpoints import kept_preparation
 from vcl.transport import Parties, Transport, transport_class
 
@@ -36,9 +34,18 @@ if TYPE_CHECKING:
 
 def open_transport(config: RunConfig, method: str, data, names: list[str], parties) -> Transport:
     """How the coordinator reaches ``method``'s parties ``names``: the transport ``transport.kind`` names, given
-    ``parties()`` (which builds them in this process) and :func:`own_party` (which builds one where it runs)."""
+    ``parties()`` (which builds them in this process) and :func:`vcl.party.loading.own_party` (which builds one
+    where it runs)."""
     cls = transport_class(config.transport.kind)
     return cls.open(config, method, data, Parties(list(names), parties, own_party, config.run.concurrent))
+
+
+def open_federation(config: RunConfig, method: str, data, names: list[str], parties, federation=None, **kwargs):
+    """What every family's coordinator starts from: the transport to ``method``'s parties ``names``
+    (:func:`open_transport`) in ``federation``, the coordinator's side of it (a :class:`Federation` class, its family's
+    own, with ``kwargs``; by default the plain one), with the run's settings of how its parties are reached."""
+    transport = open_transport(config, method, data, names, parties)
+    return (federation or Federation).of_run(config, method, transport, **kwargs)
 
 
 # --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---
@@ -51,18 +58,6 @@ def build_protocol(config: RunConfig, data, method: str | None = None) -> Protoc
 def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
     """The data module the config's method reads (``only``, ``ids``: one CSV organization's file alone)."""
     return family_of(config).datamodule(config, only, ids)
-
-
-def own_party(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int):
-    """Party ``index`` of ``method``, built in its own process from the config (a Ray actor, a gRPC party)."""
-    family = family_of(config, method)
-    if family.party_loads_all_data:  # it keeps its own part at once (the experimenter keeps everything)
-        dm = family.datamodule(config)
-        dm.setup()
-        data = dm.data
-    else:
-        data = party_data(config, method, index, ids, kind, num_classes)
-    return family.parties(config, method, data, only=index)[0]
 
 
 def check_config(config: RunConfig) -> None:
@@ -100,11 +95,6 @@ def check_config(config: RunConfig) -> None:
 
 
 # --- where parties run apart (transport.kind: ray or grpc): what the coordinator and each party load ---
-def hollow(view: FeatureView) -> FeatureView:
-    """A party's name without its data: what the coordinator knows of a party that runs elsewhere."""
-    return FeatureView(view.name, [], {})
-
-
 def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> VerticalData:
     """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
 
@@ -117,14 +107,7 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
         dm.setup()
         if config.data.module:
             check_vertical(dm)
-        data = dm.data
-        if isinstance(data, GridData):  # DC: the master's grid of names; labels only for round 0's prior and metrics
-            parties = [[hollow(v) for v in row] for row in data.parties]
-            return replace(data, parties=parties, group_labels=[], public=torch.empty(0))
-        if isinstance(data, OverlapData):  # MPDL: C's view: each party's width and image layout, labels for metrics
-            a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
-            return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
-        return VerticalData([hollow(v) for v in data.views], data.labels, data.task, data.num_classes)
+        return family_of(config).alice_data(dm.data)
 
     d = config.data
     if not d.csv_files:
@@ -146,7 +129,7 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
     dm = datamodule_for(config, only=0, ids=ids if new_ids is None else {"rows": ids, "new": new_ids})
     dm.setup()
     alice = dm.data
-    views = [hollow(alice.views[0])] + [FeatureView(Path(f).stem, [], {}) for f in d.csv_files[1:]]
+    views = [FeatureView(alice.views[0].name, [], {})] + [FeatureView(Path(f).stem, [], {}) for f in d.csv_files[1:]]
     return VerticalData(
         views, alice.labels, alice.task, alice.num_classes, ids=ids, new_ids=new_ids, classes=alice.classes,
         places=places,
@@ -178,20 +161,6 @@ def kept_data(config: RunConfig, run: dict, where: dict) -> VerticalData:
     return replace(dm.data, task=task, num_classes=run["num_classes"], classes=classes)
 
 
-def party_ids(data):
-    """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
-    ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``), each as one Arrow array of texts
-    (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side); for a
-    finished run whose parties keep their preparation, no rows but where each party's checkpoint is
-    (``"checkpoints"``: :meth:`vcl.party.runtime.PartyRuntime.kept` reads its preparation there, which the party is
-    then built from as ``"kept"``)."""
-
-    ids, new = (getattr(data, key, None) for key in ("ids", "new_ids"))
-    ids, new = (None if i is None else string_array(i) for i in (ids, new))
-    where = getattr(data, "checkpoints", None)
-    return ids if new is None else {"rows": ids, "new": new, **({"checkpoints": where} if where is not None else {})}
-
-
 def psi_with_parties(
     config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False
 ) -> tuple[list, dict]:
@@ -218,59 +187,3 @@ def psi_with_parties(
         rows, places[name] = alice.shared(answer["twice"])
         lists.append(lists[0].take(rows))
     return lists, places
-
-
-_LAST_LOADED: list = []  # the CSV data this process loaded last, as a party: [(its key, its IDs, the data)]
-
-
-def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
-    """What party ``index`` loads in its own process: its own view (every view for Joint, which is one
-    party holding every feature), no labels (they come, if at all, in messages). A CSV party set up again for a
-    run of the same config on the same rows (a ``--compare`` method after the main one) takes the data it loaded
-    for the run before, as one process running every party does, unless its file changed meanwhile."""
-    everything = method in ("joint", "oracle")
-    kept = isinstance(ids, dict) and ids.get("kept") is not None  # a finished run's party: no training file read
-    if config.data.dataset == "csv" and not everything:
-        key = None if kept else _loaded_key(config, index, kind, num_classes)
-        if _LAST_LOADED and _LAST_LOADED[0][0] == key and _same_ids(_LAST_LOADED[0][1], ids):
-            return _own_splits(_LAST_LOADED[0][2])
-        _LAST_LOADED.clear()
-        dm = datamodule_for(config, only=index, ids=ids)
-        dm.setup()
-        views = [FeatureView(Path(f).stem, [], {}) for f in config.data.csv_files]
-        views[index] = dm.data.views[0]
-        data = VerticalData(views, {}, kind, num_classes, new_ids=dm.data.new_ids)
-        if not kept:
-            _LAST_LOADED.append((key, ids, data))
-        return _own_splits(data)
-    dm = datamodule_for(config, ids=ids) if config.data.dataset == "csv" else datamodule_for(config)
-    dm.setup()
-    data = dm.data
-    views = [v if everything or m == index else hollow(v) for m, v in enumerate(data.views)]
-    return VerticalData(views, {}, kind, num_classes, joint=data.joint if everything else None)
-
-
-def _loaded_key(config: RunConfig, index: int, kind: str, num_classes: int) -> str:
-    """What a CSV party's data follow from: the whole config, its place, the task, and its files' versions."""
-
-    d = config.data
-    files = [d.csv_files[index], *(d.predict_files[index : index + 1] if d.predict_files else [])]
-    versions = [file_version(Path(f)) for f in files]
-    return json.dumps([config.to_dict(), index, kind, num_classes, versions], sort_keys=True, default=str)
-
-
-def _same_ids(a, b) -> bool:
-    """Whether two alignments a party was sent name the same rows (IDs as Arrow arrays or lists; dicts of them)."""
-
-    if isinstance(a, dict) or isinstance(b, dict):
-        both = isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
-        return both and all(_same_ids(a[k], b[k]) for k in a)
-    if a is None or b is None:
-        return a is b
-    return string_array(a).equals(string_array(b))
-
-
-def _own_splits(data: VerticalData) -> VerticalData:
-    """``data`` with each view's splits in a dict of its own (a run may add a split, ``new``; the tensors are shared,
-    and nothing writes into them)."""
-    return replace(data, views=[replace(v, splits=dict(v.splits)) for v in data.views])

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vcl.engine.loop import Steps, seeded_init
+from vcl.engine.loop import Steps, build_optimizer, seeded_init
 from vcl.messages import ValuesMessage, as_float
 
 
@@ -177,3 +177,9 @@ class CentralTop:
             ActivationGradient(COLLABORATOR, p, round_, as_float(leaf.grad))
             for p, leaf in zip(parties, leaves, strict=True)
         ]
+
+
+def steps_for(params, hp: dict) -> Steps:
+    """The learner's optimizer, step schedule and clipping (``hp``: its settings) over ``params``: one part's."""
+    keys = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer")
+    return Steps(*build_optimizer(params, *(hp[k] for k in keys)), clip=hp["grad_clip"])

@@ -16,11 +16,12 @@ from torch import Tensor
 
 from vcl.config import RunConfig
 from vcl.config.resolve import resolve_device
-from vcl.coordinator.assembly import open_transport
+from vcl.coordinator.assembly import open_federation
 from vcl.coordinator.federation import Federation
 from vcl.datamodules.tabular import VerticalData
+from vcl.engine.tasks import Task
 from vcl.messages import FittedValues, Labels, ModelsRequest, PredictionRequest, PseudoResidual
-from vcl.methods.columns import NO_OPTIONS, ColumnOptions, make_task, plan_parties
+from vcl.methods.columns import PartyPlan, make_task, plan_parties
 from vcl.protocol import Protocol
 
 
@@ -120,18 +121,21 @@ class AssistedProtocol(Protocol):
         }
 
 
-def organizations(config: RunConfig, method: str, data: VerticalData, parties, options: ColumnOptions = NO_OPTIONS):
-    """What an organization-based method's builder starts from: its task, its plan (every setting checked
-    before a party is built; ``options``: what the family decides of its organizations), Alice's labels on her
-    device, and the transport to the parties that ``parties(config, method, data, plan=plan)`` builds
-    (:meth:`OrganizationFamily.parties`)."""
+def organizations(
+    config: RunConfig, method: str, data: VerticalData, family, federation=None, **kwargs
+) -> tuple[Task, PartyPlan, dict[str, Tensor], OrganizationFederation]:
+    """What an organization-based family's coordinator starts from: its task, its plan (every setting checked before
+    a party is built; ``family.column_options``: what the family decides of its organizations), Alice's labels on her
+    device, and its federation (``federation``: the family's :class:`OrganizationFederation` class, with ``kwargs``)
+    over the transport to the parties that ``family.parties(config, method, data, plan=plan)`` builds."""
+    options = family.column_options(config)
     task = make_task(config, data, options)
     plan = plan_parties(config, method, data, options)
-    device = resolve_device(config.run.device)
-    labels = {s: y.to(device) for s, y in data.labels.items()}
+    labels = {s: y.to(resolve_device(config.run.device)) for s, y in data.labels.items()}
     names = [v.name for v in plan.views]
-    build = lambda: parties(config, method, data, plan=plan)  # noqa: E731
-    return task, plan, labels, open_transport(config, method, data, names, build)
+    build = lambda: family.parties(config, method, data, plan=plan)  # noqa: E731
+    fed = open_federation(config, method, data, names, build, federation or OrganizationFederation, **kwargs)
+    return task, plan, labels, fed
 
 
 def fit_seconds(reply) -> float:

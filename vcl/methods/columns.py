@@ -191,7 +191,7 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
     for a finished run's prediction each organization's kept preparation by place, ``"kept"``, instead of rows)."""
     d = config.data
     new_ids = kept = None
-    if isinstance(ids, dict):  # train.py predict (vcl.coordinator.assembly.party_ids)
+    if isinstance(ids, dict):  # train.py predict (vcl.transports.wire.party_ids)
         ids, new_ids, kept = ids["rows"], ids["new"], ids.get("kept")
     if d.module:  # the user's own (vcl.models.user)
         shared_data_options(config)["resample"].refuse("a data.module makes its own splits")

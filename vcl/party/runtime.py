@@ -3,7 +3,7 @@
 A transport only delivers. What a party does with what arrives is the same in this process
 (:mod:`vcl.transports.local`), in a Ray actor (:mod:`vcl.transports.ray`) and in a gRPC party process
 (:mod:`vcl.party.server`): it is built from its copy of the run's config by its family
-(:func:`vcl.coordinator.assembly.own_party`), answers a message with its reply, hands over the messages it addressed to
+(:func:`vcl.party.loading.own_party`), answers a message with its reply, hands over the messages it addressed to
 other parties, checkpoints itself where it runs, opens its own logs and says where it runs (:class:`PartyRuntime`).
 A process that hosts several parties (the local transport: every party of the run) answers their messages through
 :class:`PartyHost`, or its family's own host (:attr:`vcl.family.Family.host`).
@@ -45,7 +45,7 @@ class PartyRuntime:
 
     def build(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
         """Make party ``index`` of ``method`` from ``settings`` (a config as ``RunConfig.to_dict`` gives it) with
-        ``make``, the run builder's party factory (:func:`vcl.coordinator.assembly.own_party`, handed in by the host);
+        ``make``, the run builder's party factory (:func:`vcl.party.loading.own_party`, handed in by the host);
         where it runs."""
 
         config = RunConfig.from_dict(settings)

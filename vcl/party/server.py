@@ -244,7 +244,7 @@ class PartyServer(Guard):
         # checked before the imports below (torch, Lightning: seconds, the first time): a malformed Setup is
         # answered at once
         from vcl.config import SECRETS
-        from vcl.coordinator.assembly import own_party
+        from vcl.party.loading import own_party
         from vcl.party.runtime import PartyRuntime
 
         deadline = float(run["deadline"])
@@ -373,7 +373,7 @@ def preload() -> None:
     """What every Setup would otherwise make first: torch and Lightning imported and the config's parser built
     (jsonargparse: most of a second of CPU, paid by every party at once at a run's start). The method families
     load at the first Setup that names them (loading all four imports scikit-learn: 79 MB a party)."""
-    import vcl.coordinator.assembly  # noqa: F401
+    import vcl.party.loading  # noqa: F401
     from vcl.config import warm_parser
 
     warm_parser()

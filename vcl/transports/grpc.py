@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from vcl.config import party_copy
-from vcl.coordinator.assembly import party_ids
 from vcl.errors import PartyFailed, PartyLost, VCLInputError, regular_file
 from vcl.messages import Message, MessageRecord
 from vcl.transport import Parties, Transport
@@ -41,6 +40,7 @@ from vcl.transports.wire import (
     joined,
     pack,
     pack_message,
+    party_ids,
     pieces,
     unpack,
     unpack_message,

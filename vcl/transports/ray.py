@@ -31,12 +31,12 @@ import torch
 from vcl.alignment.psi import answer_from_file
 from vcl.config import RunConfig, party_copy
 from vcl.config.resolve import per_organization
-from vcl.coordinator.assembly import party_ids
 from vcl.engine.memory import prepare_process
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord
 from vcl.party.runtime import PartyRuntime
 from vcl.transport import Parties, Transport
+from vcl.transports.wire import party_ids
 
 
 def start_ray(address: str, cpus: float) -> None:

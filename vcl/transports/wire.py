@@ -30,6 +30,7 @@ import pyarrow as pa
 import torch
 
 import vcl.messages
+from vcl.datamodules.reading import string_array
 from vcl.messages import Message
 
 MAGIC = b"VCLW"
@@ -309,3 +310,17 @@ def unpack_message(frame: bytes, limit: int | None = None) -> Message:
         return cls(**fields)
     except (TypeError, ValueError) as err:
         raise WireError(f"a {kind} cannot be built from its fields ({str(err)[:200]})") from None
+
+
+def party_ids(data):
+    """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
+    ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``), each as one Arrow array of texts
+    (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side); for a
+    finished run whose parties keep their preparation, no rows but where each party's checkpoint is
+    (``"checkpoints"``: :meth:`vcl.party.runtime.PartyRuntime.kept` reads its preparation there, which the party is
+    then built from as ``"kept"``)."""
+
+    ids, new = (getattr(data, key, None) for key in ("ids", "new_ids"))
+    ids, new = (None if i is None else string_array(i) for i in (ids, new))
+    where = getattr(data, "checkpoints", None)
+    return ids if new is None else {"rows": ids, "new": new, **({"checkpoints": where} if where is not None else {})}

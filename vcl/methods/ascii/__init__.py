@@ -51,18 +51,12 @@ float32 α's of the votes she receives.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from vcl.config import RunConfig
 from vcl.errors import VCLInputError
-from vcl.methods.ascii.coordinator import ASCIIOptions, AssistedClassification
 from vcl.methods.ascii.messages import ClassVotes, Discarded, IgnoranceScores, Interchange
 from vcl.methods.ascii.party import IgnoranceAgent
-from vcl.methods.assisted import OrganizationFederation, organizations
-from vcl.methods.columns import OrganizationFamily, make_task
+from vcl.methods.columns import OrganizationFamily
 from vcl.models import ClassifierSettings, check_classifier_name, check_weighted
-
-VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
 
 
 class ASCII(OrganizationFamily):
@@ -71,6 +65,7 @@ class ASCII(OrganizationFamily):
     name = "ASCII"
     methods = ("ascii", "ascii_simple", "ascii_random", "ensemble_adaboost", "single", "oracle")
     reference = "single"
+    joint_methods = ("oracle",)  # one agent holds every organization's columns
     messages = (IgnoranceScores, ClassVotes, Interchange, Discarded)
     auditor = "vcl.methods.ascii.audit"  # its attacks on what its receivers kept (docs/privacy.md)
     peer_messages = (IgnoranceScores,)  # each agent passes its scores to the next
@@ -82,13 +77,12 @@ class ASCII(OrganizationFamily):
         )
         return IgnoranceAgent(plan.views[m], plan.learners[m], plan.settings, trees, plan.num_classes, device)
 
-    def build(self, config: RunConfig, data, method: str) -> AssistedClassification:
-        check_task(config, method, make_task(config, data))
-        task, _, labels, transport = organizations(config, method, data, self.parties)
-        options = ASCIIOptions(**asdict(config.ascii), variant=VARIANTS.get(method, "ascii"))
-        return AssistedClassification(
-            task, OrganizationFederation.of_run(config, method, transport), labels, options, config.run.seed, method
-        )
+    def build(self, config: RunConfig, data, method: str):
+        """Alice's side (:mod:`vcl.methods.ascii.coordinator`), imported here only: a party's own process loads the
+        family without it."""
+        from vcl.methods.ascii.coordinator import build
+
+        return build(config, data, method, self)
 
     def check(self, config: RunConfig) -> None:
         """Every agent's classifier exists and, with ``ascii.resample`` off, takes sample weights; a stop by
@@ -99,12 +93,3 @@ class ASCII(OrganizationFamily):
             )
         for name in config.learner.model:
             check_weighted(check_classifier_name(name), config.ascii.resample)
-
-
-def check_task(config: RunConfig, method: str, task) -> None:
-    if task.kind != "classification":
-        raise VCLInputError(
-            f"method={method} is for classification; data.dataset={config.data.dataset!r} is a regression task."
-        )
-    if task.num_outputs < 2:
-        raise VCLInputError(f"method={method} needs at least 2 classes in data.dataset={config.data.dataset!r}.")

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from vcl.config import ASCIIGroup
+from vcl.config import ASCIIGroup, RunConfig
 from vcl.engine.loop import seed_for
+from vcl.errors import VCLInputError
 from vcl.messages import Labels, PredictionRequest, as_classes
 from vcl.methods.ascii.messages import ClassVotes, Discarded, Interchange
 from vcl.methods.ascii.updates import exponential_loss, samme_code
+from vcl.methods.assisted import organizations
+from vcl.methods.columns import make_task
 from vcl.protocol import Protocol, RoundRecord
 
 
@@ -207,3 +210,24 @@ class AssistedClassification(Protocol):
             state["best_val"],
             state["since_best"],
         )
+
+
+VARIANTS = {"ascii_simple": "simple", "ascii_random": "random", "ensemble_adaboost": "ensemble"}
+
+
+def build(config, data, method: str, family) -> AssistedClassification:
+    """ASCII, a variant or a reference over the ASCII family's agents (``family``: :class:`vcl.methods.ascii.ASCII`,
+    which makes them)."""
+    check_task(config, method, make_task(config, data))
+    task, _, labels, fed = organizations(config, method, data, family)
+    options = ASCIIOptions(**asdict(config.ascii), variant=VARIANTS.get(method, "ascii"))
+    return AssistedClassification(task, fed, labels, options, config.run.seed, method)
+
+
+def check_task(config: RunConfig, method: str, task) -> None:
+    if task.kind != "classification":
+        raise VCLInputError(
+            f"method={method} is for classification; data.dataset={config.data.dataset!r} is a regression task."
+        )
+    if task.num_outputs < 2:
+        raise VCLInputError(f"method={method} needs at least 2 classes in data.dataset={config.data.dataset!r}.")

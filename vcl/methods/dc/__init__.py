@@ -20,19 +20,17 @@ Local fits it on each party's own (X_{i,j}, Y_i). Evaluation uses an experimente
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import replace
+
+import torch
 
 from vcl.config import RunConfig
 from vcl.config.resolve import shared_data_options
-from vcl.coordinator.assembly import open_transport
-from vcl.coordinator.federation import Federation
 from vcl.datamodules.grid import GridData, GridDataModule
-from vcl.engine.tasks import Task
+from vcl.datamodules.tabular import hollow
 from vcl.errors import VCLInputError
 from vcl.family import Family, methods_of
-from vcl.messages import EXPERIMENTER
 from vcl.methods.dc.anchors import GridLayout, make_anchor_construction
-from vcl.methods.dc.coordinator import Centralized, CollaborationProtocol, DataCollaboration, Local
 from vcl.methods.dc.experimenter import DCExperimenter, Evaluation
 from vcl.methods.dc.messages import (
     AnchorPredictions,
@@ -44,12 +42,8 @@ from vcl.methods.dc.messages import (
     Scores,
 )
 from vcl.methods.dc.models import make_central, make_interpretable, make_reduction
-from vcl.methods.dc.options import DCOptions
+from vcl.methods.dc.options import dc_options
 from vcl.methods.dc.party import DCWorker
-
-
-def dc_options(config: RunConfig, method: str) -> DCOptions:
-    return DCOptions(**asdict(config.dc), anchor=method.removeprefix("dc_"))
 
 
 class DC(Family):
@@ -63,6 +57,11 @@ class DC(Family):
     auditor = "vcl.methods.dc.audit"  # its attacks on what its receivers kept (docs/privacy.md)
     peer_messages = (AnchorShare, KeptModel)  # a worker's anchor to its row group, its model to the experimenter
     party_loads_all_data = True
+
+    def alice_data(self, data: GridData) -> GridData:
+        """The master's grid of names, where the workers run apart; labels only for round 0's prior and metrics."""
+        parties = [[hollow(v) for v in row] for row in data.parties]
+        return replace(data, parties=parties, group_labels=[], public=torch.empty(0))
 
     def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> GridDataModule:
         """c × d parties: row groups by column groups, plus the public rows the anchors start from."""
@@ -120,18 +119,12 @@ class DC(Family):
             parties.append(worker)
         return parties
 
-    def build(self, config: RunConfig, data: GridData, method: str) -> CollaborationProtocol:
-        """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d workers,
-        with the master as the coordinator and the experimenter as one more party."""
-        grid = [[v.name for v in row] for row in data.parties]
-        names = [n for row in grid for n in row] + [EXPERIMENTER]
-        transport = open_transport(config, method, data, names, lambda: self.parties(config, method, data))
-        task = Task(data.task, data.num_classes, "ce")
-        cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
-        layout = GridLayout(len(grid), data.column_groups)
-        options = dc_options(config, method)
-        fed = Federation.of_run(config, method, transport)
-        return cls(task, fed, data.labels, grid, layout, options, seed=config.run.seed, name=method)
+    def build(self, config: RunConfig, data: GridData, method: str):
+        """Alice's side, the master (:mod:`vcl.methods.dc.coordinator`), imported here only: a party's own process
+        loads the family without it."""
+        from vcl.methods.dc.coordinator import build
+
+        return build(config, data, method, self)
 
     def check(self, config: RunConfig) -> None:
         """The reduction, the central model and the interpretable model are ones DC knows; SMOTE's neighbours are

@@ -6,14 +6,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from vcl.coordinator.assembly import open_federation
+from vcl.datamodules.grid import GridData
 from vcl.engine.loop import seed_for
+from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
 from vcl.messages import EXPERIMENTER, as_float
 from vcl.methods.dc.anchors import GridLayout
 from vcl.methods.dc.experimenter import reference_seed
 from vcl.methods.dc.messages import AnchorPredictions, KeptModel, ScoreRequest, Scores
 from vcl.methods.dc.models import class_scores, collaboration_maps, fit_classes, make_central, make_interpretable
-from vcl.methods.dc.options import MASTER, DCOptions, _np
+from vcl.methods.dc.options import MASTER, DCOptions, _np, dc_options
 from vcl.models.sklearn import dump_estimator, load_estimator
 from vcl.protocol import Protocol, RoundRecord
 
@@ -192,3 +195,16 @@ class Local(CollaborationProtocol):
         self.kept = tuple(self.flat)
         self.ask(list(self.kept), "report", peers=())
         return self._finish(None)
+
+
+def build(config, data: GridData, method: str, family) -> CollaborationProtocol:
+    """DC analysis (dc_smote, dc_tsvd, dc_rand, dc_raw) or a reference (centralized, local) on c × d workers, with the
+    master as the coordinator and the experimenter as one more party (``family``: :class:`vcl.methods.dc.DC`, which
+    makes them)."""
+    grid = [[v.name for v in row] for row in data.parties]
+    names = [n for row in grid for n in row] + [EXPERIMENTER]
+    fed = open_federation(config, method, data, names, lambda: family.parties(config, method, data))
+    task = Task(data.task, data.num_classes, "ce")
+    cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
+    layout = GridLayout(len(grid), data.column_groups)
+    return cls(task, fed, data.labels, grid, layout, dc_options(config, method), seed=config.run.seed, name=method)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from torch import Tensor
 
-from vcl.config import DCGroup
+from vcl.config import DCGroup, RunConfig
 
 REDUCTIONS = ("pca", "tsvd", "identity")
 CENTRAL_MODELS = ("ridge", "gb", "xgboost")
@@ -24,3 +24,7 @@ class DCOptions(DCGroup):
 
 def _np(t: Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().astype(np.float64)
+
+
+def dc_options(config: RunConfig, method: str) -> DCOptions:
+    return DCOptions(**asdict(config.dc), anchor=method.removeprefix("dc_"))

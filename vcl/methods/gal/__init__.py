@@ -15,17 +15,13 @@ The same machinery, configured differently, gives the paper's boosting-style bas
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
-
-from vcl.callbacks.early_stop import EarlyStopOnEta
 from vcl.config import RunConfig
 from vcl.config.resolve import per_organization
 from vcl.engine.split_network import ActivationGradient, Activations
 from vcl.errors import VCLInputError
-from vcl.methods.assisted import organizations
 from vcl.methods.columns import OrganizationFamily
-from vcl.methods.gal.coordinator import GALOptions, GradientAssistedLearning, column_options, federation
-from vcl.methods.gal.interm import parties
+from vcl.methods.gal.options import column_options
+from vcl.methods.gal.party import parties
 from vcl.methods.organization import Organization, OrganizationHost
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks
@@ -39,6 +35,7 @@ class GAL(OrganizationFamily):
     methods = ("gal", "alone", "joint", "al", "late", "interm")
     reference = "alone"
     skips_missing = ("gal", "al", "alone")  # their rounds go on without an organization that is down
+    joint_methods = ("joint",)  # one party holds every organization's columns
     host = OrganizationHost  # run.concurrent: organizations of one architecture fitted together
     messages = (Activations, ActivationGradient)  # Interm's; the others are vcl.messages' own
     auditor = "vcl.methods.gal.audit"  # its attacks on what its receivers kept (docs/privacy.md)
@@ -53,7 +50,9 @@ class GAL(OrganizationFamily):
         return column_options(config)
 
     def round_callbacks(self, config: RunConfig) -> list:
-        """Early stop when |η| falls below ``gal.early_stop_eta`` (GAL Section 4.5), if set."""
+        """Early stop when |η| falls below ``gal.early_stop_eta`` (GAL Section 4.5), if set (Alice's side only)."""
+        from vcl.callbacks.early_stop import EarlyStopOnEta
+
         return [EarlyStopOnEta(config.gal.early_stop_eta)] if config.gal.early_stop_eta > 0 else []
 
     def party(self, config: RunConfig, method: str, plan, m: int, device) -> Organization:
@@ -64,19 +63,10 @@ class GAL(OrganizationFamily):
 
     def build(self, config: RunConfig, data, method: str):
         """GAL, or its Alone / Joint (GAL over Alice only / one organization holding every feature), AL, Late and
-        Interm runs."""
-        if method in ("late", "interm"):
-            from vcl.methods.gal import interm, late
+        Interm runs: Alice's side, imported here only (a party's own process loads the family without it)."""
+        from vcl.methods.gal import coordinator, interm, late
 
-            return {"late": late, "interm": interm}[method].build(config, data, method, self)
-        task, plan, labels, transport = organizations(config, method, data, self.parties, column_options(config))
-        options = GALOptions(**asdict(config.gal), weight_loss=plan.losses[0])
-        if method == "al":
-            authors = config.gal.al_mode == "authors"
-            al = dict(weights="last" if authors else "learned", eta="constant", eta_cap=0.0, sequential=not authors)
-            options = replace(options, **al)
-        fed = federation(config, method, transport)
-        return GradientAssistedLearning(task, fed, labels, options, seed=config.run.seed, name=method)
+        return {"late": late, "interm": interm}.get(method, coordinator).build(config, data, method, self)
 
     def check(self, config: RunConfig) -> None:
         """Every organization's learner exists and can fit its local loss (GB: l1 or l2); Deep Model Sharing and

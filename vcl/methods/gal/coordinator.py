@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 from torch import Tensor
@@ -14,25 +14,9 @@ from vcl.config import GALGroup, RunConfig
 from vcl.engine.loop import seed_for
 from vcl.engine.privacy import make_mechanism
 from vcl.messages import PseudoResidual, as_float
-from vcl.methods.assisted import AssistedProtocol, OrganizationFederation
-from vcl.methods.columns import ColumnOptions
+from vcl.methods.assisted import AssistedProtocol, OrganizationFederation, organizations
 from vcl.methods.gal.assistance import assistance_weights, line_search
 from vcl.protocol import RoundRecord, weighted_sum
-
-
-def column_options(config: RunConfig) -> ColumnOptions:
-    """What GAL's options decide of the organizations (its ``gal`` group): the task and local losses, the
-    noninformative and noisy organizations (GAL Tables 6, 17–21), the baselines' epochs, Deep Model Sharing."""
-    g = config.gal
-    return ColumnOptions(
-        task_loss=g.task_loss,
-        local_loss=tuple(g.local_loss),
-        noninformative=tuple(g.noninformative_organizations),
-        noisy=tuple(g.noisy_organizations),
-        noise_sigma=g.noise_sigma,
-        baseline_epochs=g.baseline_epochs,
-        dms=g.dms,
-    )
 
 
 @dataclass
@@ -198,16 +182,21 @@ class GALFederation(OrganizationFederation):
         self.noise_secret = state.get("noise_secret", self.noise_secret)
 
 
-def federation(config: RunConfig, method: str, transport):
-    """Alice's federation in a GAL-family run: the transport to the organizations and the privacy of her broadcast
-    (the noise from her own secret)."""
+def privacy_options(config: RunConfig) -> dict:
+    """What Alice's federation in a GAL-family run (:class:`GALFederation`) takes from the config: the privacy of
+    her broadcast (the noise from her own secret)."""
+    g = config.gal
+    return {"privacy": make_mechanism(g.privacy, g.privacy_alpha), "privacy_scope": g.privacy_scope,
+            "privacy_draws": g.privacy_draws, "noise_secret": g.privacy_secret or None}  # fmt: skip
 
-    return GALFederation.of_run(
-        config,
-        method,
-        transport,
-        privacy=make_mechanism(config.gal.privacy, config.gal.privacy_alpha),
-        privacy_scope=config.gal.privacy_scope,
-        privacy_draws=config.gal.privacy_draws,
-        noise_secret=config.gal.privacy_secret or None,
-    )
+
+def build(config: RunConfig, data, method: str, family) -> GradientAssistedLearning:
+    """GAL, or its Alone / Joint (GAL over Alice only / one organization holding every feature) and AL runs, over
+    the GAL family's organizations (``family``: :class:`vcl.methods.gal.GAL`, which makes them)."""
+    task, plan, labels, fed = organizations(config, method, data, family, GALFederation, **privacy_options(config))
+    options = GALOptions(**asdict(config.gal), weight_loss=plan.losses[0])
+    if method == "al":
+        authors = config.gal.al_mode == "authors"
+        al = dict(weights="last" if authors else "learned", eta="constant", eta_cap=0.0, sequential=not authors)
+        options = replace(options, **al)
+    return GradientAssistedLearning(task, fed, labels, options, seed=config.run.seed, name=method)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from vcl.config import RunConfig
 from vcl.methods.assisted import AssistedProtocol, organizations
-from vcl.methods.gal.coordinator import federation
+from vcl.methods.gal.coordinator import GALFederation, privacy_options
 from vcl.protocol import RoundRecord
 
 FUSIONS = ("sum", "mean")
@@ -48,6 +48,5 @@ class LateFusion(AssistedProtocol):
 def build(config: RunConfig, data, method: str, family) -> LateFusion:
     """Late fusion over the GAL family's organizations (``family``: :class:`vcl.methods.gal.GAL`, which makes
     them), each fitting the labels."""
-    task, _, labels, transport = organizations(config, method, data, family.parties, family.column_options(config))
-    fed = federation(config, method, transport)
+    task, _, labels, fed = organizations(config, method, data, family, GALFederation, **privacy_options(config))
     return LateFusion(task, fed, labels, fusion=config.gal.late_fusion, seed=config.run.seed)

@@ -30,21 +30,16 @@ alignment losses); C's classifier is then applied to A's codes.
 
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import replace
 
 from vcl.config import RunConfig, config_integers, party_copy
-from vcl.config.resolve import resolve_device, shared_data_options
-from vcl.coordinator.assembly import open_transport
-from vcl.coordinator.federation import Federation
+from vcl.config.resolve import shared_data_options
 from vcl.datamodules.image import IMAGE_DATASETS
 from vcl.datamodules.overlap import OverlapData, OverlapDataModule
 from vcl.engine.split_network import ActivationGradient, Activations
-from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
 from vcl.family import Family
-from vcl.messages import EXPERIMENTER
 from vcl.methods.mpdl.blinding import BlindedIDs, FoldAssignment, IntersectionIndices
-from vcl.methods.mpdl.coordinator import FederatedTransfer, MultiPartyDualLearning, PartialOverlapProtocol
 from vcl.methods.mpdl.dual import (
     CrossGradient,
     DensityDifference,
@@ -55,15 +50,9 @@ from vcl.methods.mpdl.dual import (
 )
 from vcl.methods.mpdl.experimenter import OverlapExperimenter
 from vcl.methods.mpdl.messages import Report
-from vcl.methods.mpdl.options import MPDLOptions
+from vcl.methods.mpdl.options import options_of
 from vcl.methods.mpdl.paillier import check_key_bits
 from vcl.methods.mpdl.party import OverlapParty
-
-
-def options_of(config: RunConfig) -> MPDLOptions:
-    iterations = min(config.mpdl.max_iterations, config.run.rounds)
-    device = str(resolve_device(config.run.device))
-    return MPDLOptions(**dataclasses.asdict(config.mpdl), iterations=iterations, device=device)
 
 
 class MPDL(Family):
@@ -79,6 +68,11 @@ class MPDL(Family):
     peer_messages = (BlindedIDs, IntersectionIndices, FoldAssignment, PublicKey, PerturbedMeans, GeneratedData)
     peer_messages += (OutputGradient, DensityDifference, CrossGradient, Activations, Report)  # A ↔ B, → experimenter
     party_loads_all_data = True
+
+    def alice_data(self, data: OverlapData) -> OverlapData:
+        """C's view, where A and B run apart: each party's width and image layout, labels for the metrics."""
+        a, b = (replace(d, ids=[], train=d.train[:0], test=d.test[:0]) for d in (data.a, data.b))
+        return replace(data, a=a, b=b, truth={"a_only_labels": data.truth["a_only_labels"]})
 
     def datamodule(self, config: RunConfig, only: int | None = None, ids: list[str] | None = None) -> OverlapDataModule:
         """Two parties whose rows partly overlap (γ of them in common), with the labels at B."""
@@ -102,15 +96,12 @@ class MPDL(Family):
         ]
         return [make() for i, make in enumerate(makers) if only is None or i == only]
 
-    def build(self, config: RunConfig, data: OverlapData, method: str) -> PartialOverlapProtocol:
-        """MPDL or FTL at C; A, B and the experimenter reached through the transport."""
-        names = ["a", "b", EXPERIMENTER]
-        transport = open_transport(config, method, data, names, lambda: self.parties(config, method, data))
-        dims = {"a": data.a.num_features, "b": data.b.num_features}
-        cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
-        task = Task(data.task, data.num_classes, "ce")
-        fed = Federation.of_run(config, method, transport)
-        return cls(task, fed, data.labels, dims, data.a.image_shape, options_of(config), seed=config.run.seed)
+    def build(self, config: RunConfig, data: OverlapData, method: str):
+        """Alice's side, the collaborator C (:mod:`vcl.methods.mpdl.coordinator`), imported here only: a party's own
+        process loads the family without it."""
+        from vcl.methods.mpdl.coordinator import build
+
+        return build(config, data, method, self)
 
     def check(self, config: RunConfig) -> None:
         """A CNN central or dual model needs images; Paillier's key is a size it can use."""

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from vcl.coordinator.assembly import open_federation
 from vcl.coordinator.federation import Federation
 from vcl.engine.loop import minibatches, seed_for, train_epochs
 from vcl.engine.split_network import COLLABORATOR, ActivationGradient, CentralTop
@@ -17,7 +18,7 @@ from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
 from vcl.messages import EXPERIMENTER, Step, as_float
 from vcl.methods.mpdl.messages import Report
-from vcl.methods.mpdl.options import PARTIES, ftl_code_dim, seeded_mlp, sgd
+from vcl.methods.mpdl.options import PARTIES, ftl_code_dim, options_of, seeded_mlp, sgd
 from vcl.protocol import Protocol, RoundRecord
 
 
@@ -293,3 +294,13 @@ class FederatedTransfer(PartialOverlapProtocol):
         weights = {name: w.detach().cpu() for name, w in clf.state_dict().items()}  # data, not the module: it crosses
         self.scores.update(self.report("ftl_scores", codes_a=test_codes, classifier=weights))
         return self.record(scores=dict(self.scores))
+
+
+def build(config, data, method: str, family) -> PartialOverlapProtocol:
+    """MPDL or FTL at C; A, B and the experimenter reached through the transport (``family``:
+    :class:`vcl.methods.mpdl.MPDL`, which makes them)."""
+    fed = open_federation(config, method, data, ["a", "b", EXPERIMENTER], lambda: family.parties(config, method, data))
+    dims = {"a": data.a.num_features, "b": data.b.num_features}
+    cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
+    task = Task(data.task, data.num_classes, "ce")
+    return cls(task, fed, data.labels, dims, data.a.image_shape, options_of(config), seed=config.run.seed)

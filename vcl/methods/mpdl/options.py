@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
-from vcl.config import MPDLGroup
+from vcl.config import MPDLGroup, RunConfig
+from vcl.config.resolve import resolve_device
 from vcl.engine.loop import Steps, seeded_init
 from vcl.models import build_mlp
 
@@ -37,3 +39,9 @@ def seeded_mlp(d_in: int, d_out: int, hidden: int, seed: int) -> torch.nn.Sequen
     """The one-hidden-layer MLP every side builds (dual models, FTL's autoencoders, C's classifier), from ``seed``."""
     with seeded_init(seed):
         return build_mlp(d_in, d_out, (hidden,))
+
+
+def options_of(config: RunConfig) -> MPDLOptions:
+    iterations = min(config.mpdl.max_iterations, config.run.rounds)
+    device = str(resolve_device(config.run.device))
+    return MPDLOptions(**dataclasses.asdict(config.mpdl), iterations=iterations, device=device)
