@@ -27,7 +27,7 @@ from common import add_cluster_args, write_records
 from vcl.config import RunConfig
 from vcl.coordinator.runner import train
 from vcl.coordinator.sweep import seconds_per_round
-from vcl.messages import ModelsRequest
+from vcl.methods.messages import ModelsRequest
 
 SETTINGS = {
     "wine": {"data.dataset": "wine", "learner.model": ["linear"], "learner.epochs": 100},

@@ -19,12 +19,13 @@ from vcl.coordinator.runner import train
 from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
 from vcl.family import compare_methods
-from vcl.messages import Ack, Labels, PredictionRequest
+from vcl.messages import Ack, Labels
 from vcl.methods.ascii.coordinator import ASCIIOptions, AssistedClassification
 from vcl.methods.ascii.messages import ClassVotes, IgnoranceScores, Interchange
 from vcl.methods.ascii.party import IgnoranceAgent
 from vcl.methods.ascii.updates import joint_factor, model_weight, pass_on, samme_code
 from vcl.methods.assisted import OrganizationFederation
+from vcl.methods.messages import PredictionRequest
 
 
 class Fixed:

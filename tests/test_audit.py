@@ -13,7 +13,7 @@ from vcl.audit.attacks import complete_model, infer_features, infer_labels, inve
 from vcl.audit.budget import laplace_budget
 from vcl.config import RunConfig
 from vcl.coordinator.runner import train
-from vcl.messages import FittedValues, PseudoResidual
+from vcl.methods.messages import FittedValues, PseudoResidual
 from vcl.storage.kept import read_kept
 
 

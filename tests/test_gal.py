@@ -11,8 +11,8 @@ from vcl.datamodules import TabularDataModule
 from vcl.config import RunConfig
 from vcl.coordinator.assembly import build_protocol
 from vcl.coordinator.runner import train
-from vcl.messages import FittedValues, PseudoResidual
 from vcl.methods.assisted import fit_seconds
+from vcl.methods.messages import FittedValues, PseudoResidual
 
 
 def test_no_raw_feature_ever_appears_in_a_message(tiny):

@@ -21,7 +21,8 @@ from tests.helpers import Aborted, Context
 from vcl.config import RunConfig, party_copy
 from vcl.coordinator.runner import run_data
 from vcl.errors import PartyLost, VCLInputError
-from vcl.messages import OpenLogs, PseudoResidual, Save, Where
+from vcl.messages import OpenLogs, Save, Where
+from vcl.methods.messages import PseudoResidual
 from vcl.party.limits import connection_cap, connection_options, one_line
 from vcl.party.server import PartyServer
 from vcl.party.settings import PartySettings

@@ -347,7 +347,7 @@ def test_an_organization_refuses_a_fit_it_cannot_make_or_of_a_round_it_passed_as
     diverging run sends it and goes on."""
     import torch
 
-    from vcl.messages import PseudoResidual
+    from vcl.methods.messages import PseudoResidual
     from vcl.methods.organization import check_fit
 
     def fit(values, round_=3, last=2):

@@ -6,8 +6,8 @@ from vcl.datamodules import TabularDataModule
 
 from vcl.coordinator.assembly import build_protocol
 from vcl.engine.privacy import IntervalPrivacy, LaplaceMechanism
-from vcl.messages import FittedValues, PseudoResidual
 from vcl.methods.gal.assistance import assistance_weights
+from vcl.methods.messages import FittedValues, PseudoResidual
 
 
 def test_laplace_noise_scale_matches_quantile_range_over_alpha():

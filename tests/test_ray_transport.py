@@ -340,7 +340,7 @@ def test_a_users_data_module_is_built_in_each_partys_process(tiny):
 def test_a_broadcast_crosses_the_driver_once_and_arrives_whole(ray_cluster):
     import torch
 
-    from vcl.messages import PseudoResidual
+    from vcl.methods.messages import PseudoResidual
     from vcl.transports.ray import _fetched, _stored_once
 
     shared, own = torch.randn(50, 3), torch.randn(50, 3)

@@ -12,8 +12,9 @@ from vcl.coordinator.federation import Federation
 from vcl.coordinator.runner import Run, run_rounds
 from vcl.errors import PartyLost
 from vcl.family import Party
-from vcl.messages import Ack, FittedValues, ModelsReport, Placed, PredictionRequest, PseudoResidual, Where
+from vcl.messages import Ack, Placed, Where
 from vcl.methods.ascii.messages import ClassVotes, Discarded, IgnoranceScores
+from vcl.methods.messages import FittedValues, ModelsReport, PredictionRequest, PseudoResidual
 from vcl.testing.suite import TransportSuite
 from vcl.transport import Transport
 from vcl.transports.local import LocalTransport

@@ -180,12 +180,13 @@ def family_path(method: str) -> str:
 @functools.cache
 def load_family(path: str) -> Family:
     """The family whose class ``path`` names (``package.module:Class`` or ``package.module.Class``), made once per
-    process; its messages join the wire format's table. One sentence if it cannot be imported or is no family."""
+    process; its messages join the wire format's table (with those of the families it derives from). One sentence if it
+    cannot be imported or is no family."""
 
     cls = import_class(path.replace(":", "."), f"method={path}", Family, "method family")
     family = cls()
-
-    register_messages(family.messages)
+    for base in cls.__mro__:  # a family's own messages and those of the families it derives from
+        register_messages(vars(base).get("messages", ()))
     return family
 
 

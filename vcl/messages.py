@@ -1,13 +1,12 @@
 """Typed messages between organizations and the ledger that counts them.
 
-Everything that leaves an organization is a :class:`Message`. Here are the base class and the messages
-several methods share (GAL's residuals, labels and fitted values, predictions, acknowledgements and steps);
-each method's own messages sit with the method (ASCII's in :mod:`vcl.methods.ascii`, DC's in
-:mod:`vcl.methods.dc`, MPDL's in :mod:`vcl.methods.mpdl` (its
-``psi``, ``dual`` and ``messages``), the split
-network's in :mod:`vcl.engine.split_network`). The :class:`Channel` records every message's type, shapes and size
-per round, so a run reports its communication cost; a :class:`vcl.transport.Transport` delivers messages to
-parties and counts each message and reply in it.
+Everything that leaves an organization is a :class:`Message`. Here are the base class, the messages any family may use
+(labels, acknowledgements, steps) and the coordinator's requests to a party's runtime; each family's own messages sit
+with it (the organizations' residuals, fitted values, predictions and model reports in :mod:`vcl.methods.messages`,
+ASCII's in :mod:`vcl.methods.ascii`, DC's in :mod:`vcl.methods.dc`, MPDL's in :mod:`vcl.methods.mpdl`, the split
+network's in :mod:`vcl.engine.split_network`). The :class:`Channel` records every message's type, shapes and size per
+round, so a run reports its communication cost; a :class:`vcl.transport.Transport` delivers messages to parties and
+counts each message and reply in it.
 """
 
 from __future__ import annotations
@@ -64,13 +63,6 @@ class ValuesMessage(Message):
 
 
 @dataclass(frozen=True)
-class PseudoResidual(ValuesMessage):
-    """Alice → organization: the pseudo-residual ``r^t`` on the training rows (N × K)."""
-
-    tensors = {"train": "values"}
-
-
-@dataclass(frozen=True)
 class Labels(Message):
     """The training targets themselves: Alice → organization in the centralized baselines, or a DC worker
     → the master (its row group's Y_i, Algorithm 1 step 4).
@@ -84,44 +76,6 @@ class Labels(Message):
     loss: str | None = None
 
     tensors = {"train": "values"}
-
-
-@dataclass(frozen=True)
-class PredictionRequest(Message):
-    """Alice → organization: predict the rows of ``split`` (the organization's own) with every round model; ``rows``:
-    only those rows of it, by position (a prediction service's batch of IDs, :mod:`vcl.use.serve`)."""
-
-    split: str = "test"
-    rows: Tensor | None = field(default=None, repr=False)
-
-    tensors = {"rows": "rows"}
-
-
-@dataclass(frozen=True)
-class FittedValues(Message):
-    """Organization → Alice: model outputs on its rows ({split: N × K}, or {round: N × K} for a prediction);
-    ``seconds``: for a fit, the organization's own wall seconds from the message to its outputs (fits made together
-    in one pass each count the pass), how a run reports its computation (GAL's Table 14). A number, no data."""
-
-    values: dict[str, Tensor] = field(repr=False)
-    seconds: float = 0.0
-
-    tensors = {"*": "values"}
-
-
-@dataclass(frozen=True)
-class ModelsRequest(Message):
-    """Alice → organization: describe the models you keep for the prediction stage (for the run's report)."""
-
-
-@dataclass(frozen=True)
-class ModelsReport(Message):
-    """Organization → Alice: how many models it keeps, their torch parameters (a shared extractor counted
-    once), and whether its rounds share one extractor (Deep Model Sharing). Counts, no tensor."""
-
-    models: int = 0
-    parameters: int = 0
-    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,14 +93,6 @@ class Step(Message):
 
     step: str = ""
     args: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Scalars(ValuesMessage):
-    """A few numbers as a tensor: an organization's gradient norms, or the whole network's norm it clips by
-    (Interm fusion's clip over every part of one network)."""
-
-    tensors = {"values": "values"}
 
 
 # --- what the coordinator asks of a party's runtime, not of the party: its own files, its state, where it runs ---

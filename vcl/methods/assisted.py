@@ -20,8 +20,9 @@ from vcl.coordinator.assembly import open_federation
 from vcl.coordinator.federation import Federation
 from vcl.datamodules.tabular import VerticalData
 from vcl.engine.tasks import Task
-from vcl.messages import FittedValues, Labels, ModelsRequest, PredictionRequest, PseudoResidual
+from vcl.messages import Labels
 from vcl.methods.columns import PartyPlan, make_task, plan_parties
+from vcl.methods.messages import FittedValues, ModelsRequest, PredictionRequest, PseudoResidual
 from vcl.protocol import Protocol
 
 

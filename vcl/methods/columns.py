@@ -22,6 +22,7 @@ from vcl.engine.loop import seed_for
 from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
 from vcl.family import Family
+from vcl.methods.messages import ORGANIZATION_MESSAGES
 from vcl.models import LearnerSettings, deep_arch
 from vcl.registry import DATASETS
 
@@ -238,6 +239,7 @@ class OrganizationFamily(Family):
     preparation (:func:`vcl.datamodules.tabular.kept_preparations`)."""
 
     parties_keep_preparation = True
+    messages = ORGANIZATION_MESSAGES  # what Alice and the organizations send each other (its subclasses' join them)
 
     def party(self, config: RunConfig, method: str, plan: PartyPlan, m: int, device):
         """Organization ``m``'s party (a :class:`vcl.family.Party`) from the plan: its view ``plan.views[m]``, its

@@ -29,16 +29,8 @@ from vcl.engine.loop import seed_for
 from vcl.engine.losses import local_loss
 from vcl.errors import VCLInputError
 from vcl.family import Party
-from vcl.messages import (
-    FittedValues,
-    Labels,
-    Message,
-    ModelsReport,
-    ModelsRequest,
-    PredictionRequest,
-    PseudoResidual,
-    as_float,
-)
+from vcl.messages import Labels, Message, as_float
+from vcl.methods.messages import FittedValues, ModelsReport, ModelsRequest, PredictionRequest, PseudoResidual
 from vcl.models import LearnerSettings, build_learner, learner_prototype
 from vcl.party.runtime import PartyHost
 from vcl.storage.logs import after_last_event_file

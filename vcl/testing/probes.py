@@ -27,7 +27,8 @@ from vcl.config import RunConfig, party_copy
 from vcl.coordinator.assembly import build_protocol
 from vcl.coordinator.runner import run_data, train
 from vcl.errors import PartyLost, VCLInputError
-from vcl.messages import PseudoResidual, Save
+from vcl.messages import Save
+from vcl.methods.messages import PseudoResidual
 from vcl.transports import certs
 from vcl.transports.grpc import Link
 from vcl.transports.wire import SERVICE, pack_message

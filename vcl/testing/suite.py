@@ -35,7 +35,7 @@ from vcl.callbacks import RoundCallback, RoundCheckpoint
 from vcl.config import RunConfig
 from vcl.coordinator.assembly import build_protocol
 from vcl.coordinator.runner import RunInterrupted, run_data, train
-from vcl.messages import FittedValues, PredictionRequest, PseudoResidual
+from vcl.methods.messages import FittedValues, PredictionRequest, PseudoResidual
 
 GAL_NAMES = ["alice", "org1", "org2"]
 DC_NAMES = ["party1.1", "party1.2", "party2.1", "party2.2", "experimenter"]

@@ -11,11 +11,12 @@ from torch import Tensor
 from vcl.config import ASCIIGroup, RunConfig
 from vcl.engine.loop import seed_for
 from vcl.errors import VCLInputError
-from vcl.messages import Labels, PredictionRequest, as_classes
+from vcl.messages import Labels, as_classes
 from vcl.methods.ascii.messages import ClassVotes, Discarded, Interchange
 from vcl.methods.ascii.updates import exponential_loss, samme_code
 from vcl.methods.assisted import organizations
 from vcl.methods.columns import make_task
+from vcl.methods.messages import PredictionRequest
 from vcl.protocol import Protocol, RoundRecord
 
 

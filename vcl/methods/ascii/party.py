@@ -7,9 +7,10 @@ from dataclasses import fields
 import torch
 from torch import Tensor
 
-from vcl.messages import Ack, Labels, Message, PredictionRequest, as_classes, as_float
+from vcl.messages import Ack, Labels, Message, as_classes, as_float
 from vcl.methods.ascii.messages import ClassVotes, Discarded, IgnoranceScores, Interchange
 from vcl.methods.ascii.updates import joint_factor, model_weight, pass_on
+from vcl.methods.messages import PredictionRequest
 from vcl.methods.organization import Organization
 from vcl.models import ClassifierSettings, build_classifier
 

@@ -37,7 +37,7 @@ class GAL(OrganizationFamily):
     skips_missing = ("gal", "al", "alone")  # their rounds go on without an organization that is down
     joint_methods = ("joint",)  # one party holds every organization's columns
     host = OrganizationHost  # run.concurrent: organizations of one architecture fitted together
-    messages = (Activations, ActivationGradient)  # Interm's; the others are vcl.messages' own
+    messages = (Activations, ActivationGradient)  # Interm's; the organizations' are OrganizationFamily's
     auditor = "vcl.methods.gal.audit"  # its attacks on what its receivers kept (docs/privacy.md)
 
     def parties(self, config: RunConfig, method: str, data, only: int | None = None, plan=None) -> list:

@@ -28,8 +28,9 @@ from vcl.audit.run import COORDINATOR, KeptRun
 from vcl.config import config_integers, party_copy
 from vcl.engine.loop import seed_for
 from vcl.engine.privacy import make_mechanism
-from vcl.messages import FittedValues, Labels, PseudoResidual
+from vcl.messages import Labels
 from vcl.methods.gal.coordinator import BLIND, NOISE
+from vcl.methods.messages import FittedValues, PseudoResidual
 
 FITS = (PseudoResidual, Labels)
 NOT_ATTACKED = {

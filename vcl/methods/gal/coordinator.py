@@ -13,9 +13,10 @@ from torch import Tensor
 from vcl.config import GALGroup, RunConfig
 from vcl.engine.loop import seed_for
 from vcl.engine.privacy import make_mechanism
-from vcl.messages import PseudoResidual, as_float
+from vcl.messages import as_float
 from vcl.methods.assisted import AssistedProtocol, OrganizationFederation, organizations
 from vcl.methods.gal.assistance import assistance_weights, line_search
+from vcl.methods.messages import PseudoResidual
 from vcl.protocol import RoundRecord, weighted_sum
 
 

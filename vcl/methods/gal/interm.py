@@ -20,9 +20,10 @@ from vcl.config import RunConfig
 from vcl.engine.loop import minibatches, seeded_init, train_epochs
 from vcl.engine.losses import local_loss
 from vcl.engine.split_network import ActivationGradient, steps_for
-from vcl.messages import Scalars, as_float
+from vcl.messages import as_float
 from vcl.methods.assisted import organizations
 from vcl.methods.gal.coordinator import GALFederation, privacy_options
+from vcl.methods.messages import Scalars
 from vcl.protocol import Protocol, RoundRecord
 
 

@@ -12,9 +12,10 @@ from vcl.datamodules.tabular import FeatureView, kept_preparations
 from vcl.engine.loop import DRAWS, derived_seed, minibatches, seed_for, seeded_draws
 from vcl.engine.split_network import ActivationGradient, Activations, steps_for
 from vcl.family import Party
-from vcl.messages import Ack, Message, Scalars, Step, as_float
+from vcl.messages import Ack, Message, Step, as_float
 from vcl.methods.columns import build_parties, make_task
 from vcl.methods.gal.options import column_options
+from vcl.methods.messages import Scalars
 from vcl.methods.organization import some_rows
 from vcl.models import LearnerSettings, build_learner
 
