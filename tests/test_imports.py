@@ -245,3 +245,63 @@ def test_the_entry_points_that_answer_before_torch_loads_import_no_torch():
     code = f"import sys, {entry}; print(sorted({{'torch', 'sklearn'}} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "[]"
+
+
+CORE = ("vcl.coordinator", "vcl.party", "vcl.transports", "vcl.family", "vcl.protocol", "vcl.messages", "vcl.transport")
+
+
+def test_the_core_names_no_method_and_no_methods_message():
+    """The generic core (the coordinator, the party runtime, the transports and the contracts) imports nothing of
+    ``vcl.methods``, names no built-in method (a method's name is a family's, the registry's and the config's) and no
+    message class a family defines: a new family needs no edit of the core."""
+    from vcl.family import family_for
+    from vcl.registry import METHODS, TRANSPORTS
+    from vcl.transports.wire import message_classes
+
+    for method in METHODS:
+        family_for(method)  # every built-in family's messages registered
+    theirs = {name for name, cls in message_classes().items() if cls.__module__.startswith("vcl.methods")}
+    methods = set(METHODS) - set(TRANSPORTS)  # "local" is a transport's kind too
+    graph, known = import_graph(), project_modules()
+    core = [name for name in known if name.startswith(CORE)]
+    assert len(core) >= 20 and theirs >= {"PseudoResidual", "FittedValues", "IgnoranceScores", "AnchorShare"}
+    for name in core:
+        assert not {m for m in graph[name] if m.startswith("vcl.methods")}, f"{name} imports a method family"
+        tree = ast.parse(known[name].read_text())
+        named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+            n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+        }
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        assert not named & theirs, f"{name} names {sorted(named & theirs)}, a family's messages"
+        assert not strings & methods, f"{name} names the methods {sorted(strings & methods)}"
+
+
+ALICE_SIDE = ("vcl.coordinator", "vcl.protocol", "vcl.audit", "vcl.use", "vcl.callbacks", "vcl.methods.assisted")
+
+
+def test_a_partys_own_process_imports_none_of_alices_side():
+    """What ``python -m vcl.party`` and a Ray actor import, and every built-in family's party built as a party's own
+    process builds it (:func:`vcl.party.loading.own_party`, from its copy of the config): no module of the
+    coordinator's side (the run builder, the protocols, the families' coordinators, the audit, the round callbacks)."""
+    code = f"""
+import sys
+import vcl.party.server, vcl.party.runtime, vcl.transports.ray
+from vcl.config import parse_args
+from vcl.party.loading import own_party
+cases = [
+    (["--data.dataset", "wine"], "gal", 1, 3),
+    (["--data.dataset", "wine", "--learner.model", "mlp", "--learner.hidden", "8"], "interm", 1, 3),
+    (["--method", "ascii", "--data.dataset", "wine"], "ascii", 1, 3),
+    (["--method", "dc_smote", "--data.dataset", "wine", "--dc.public_rows", "30"], "dc_smote", 0, 3),
+    (["--method", "dc_smote", "--data.dataset", "wine", "--dc.public_rows", "30"], "dc_smote", 4, 3),
+    (["--method", "mpdl", "--data.dataset", "breast_cancer", "--mpdl.max_rows", "200"], "mpdl", 0, 2),
+    (["--method", "mpdl", "--data.dataset", "breast_cancer", "--mpdl.max_rows", "200"], "mpdl", 2, 2),
+]
+for argv, method, index, k in cases:
+    own_party(parse_args(argv + ["--run.device", "cpu"]), method, index, None, "classification", k)
+alice = {ALICE_SIDE!r}, (".coordinator", ".interm", ".late")
+print(sorted(m for m in sys.modules if m.startswith(alice[0]) or m.endswith(alice[1])))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
