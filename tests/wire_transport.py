@@ -5,7 +5,6 @@ on it (``transport.kind: tests.wire_transport.WireTransport``)."""
 
 from __future__ import annotations
 
-from vcl.family import family_of
 from vcl.messages import Message
 from vcl.party.runtime import PartyRuntime
 from vcl.transport import Parties, Transport
@@ -24,7 +23,7 @@ class WireTransport(Transport):
 
     @classmethod
     def open(cls, config, method: str, data, parties: Parties) -> WireTransport:
-        return cls(parties.here(), family_of(config, method).peer_messages)
+        return cls(parties.here(), parties.peer_messages)
 
     def __init__(self, parties: list, peer_messages):
         super().__init__([p.name for p in parties])

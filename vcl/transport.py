@@ -51,13 +51,15 @@ class Parties:
     """What a transport is given to start a run's parties: their ``names`` (Alice or the coordinator's first
     counterpart first); ``here()``, which builds every one in this process; ``own(config, method, index, ids, kind,
     num_classes)``, which builds one where it runs, from its own copy of the config
-    (:func:`vcl.party.loading.own_party`); ``concurrent`` (``run.concurrent``): the local transport hosts them in
-    the family's own host (:attr:`vcl.family.Family.host`), which may answer a batch together."""
+    (:func:`vcl.party.loading.own_party`); ``peer_messages``: the kinds the family's parties send each other (a
+    party's runtime refuses any other kind from another party); ``host``: where ``run.concurrent`` is on, the
+    family's host of several parties in one process (:attr:`vcl.family.Family.host`; None: each answers alone)."""
 
     names: list[str]
     here: Callable[[], list]
     own: Callable
-    concurrent: bool = False
+    peer_messages: tuple = ()
+    host: type | None = None
 
 
 class Transport:

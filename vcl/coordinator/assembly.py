@@ -17,35 +17,35 @@ from typing import TYPE_CHECKING
 from vcl.alignment.psi import PSISide
 from vcl.config import RunConfig
 from vcl.config.resolve import resolve_device
-from vcl.coordinator.federation import Federation
+from vcl.coordinator.federation import Federation, party_roots
 from vcl.datamodules.csv_files import aligned, csv_ids, csv_policies, shared_ids
 from vcl.datamodules.reading import string_array
 from vcl.datamodules.tabular import FeatureView, VerticalData
 from vcl.datamodules.user import build_datamodule, check_vertical
 from vcl.errors import PartyLost, VCLInputError
-from vcl.family import compare_methods, family_name, family_of, methods_of
+from vcl.family import Family, compare_methods, family_name, family_of, methods_of
 from vcl.party.loading import own_party
 from vcl.storage.checkpoints import kept_preparation
-from vcl.transport import Parties, Transport, transport_class
+from vcl.transport import Parties, transport_class
 
 if TYPE_CHECKING:
     from vcl.protocol import Protocol
 
 
-def open_transport(config: RunConfig, method: str, data, names: list[str], parties) -> Transport:
-    """How the coordinator reaches ``method``'s parties ``names``: the transport ``transport.kind`` names, given
-    ``parties()`` (which builds them in this process) and :func:`vcl.party.loading.own_party` (which builds one
-    where it runs)."""
-    cls = transport_class(config.transport.kind)
-    return cls.open(config, method, data, Parties(list(names), parties, own_party, config.run.concurrent))
-
-
-def open_federation(config: RunConfig, method: str, data, names: list[str], parties, federation=None, **kwargs):
-    """What every family's coordinator starts from: the transport to ``method``'s parties ``names``
-    (:func:`open_transport`) in ``federation``, the coordinator's side of it (a :class:`Federation` class, its family's
-    own, with ``kwargs``; by default the plain one), with the run's settings of how its parties are reached."""
-    transport = open_transport(config, method, data, names, parties)
-    return (federation or Federation).of_run(config, method, transport, **kwargs)
+def open_federation(
+    config: RunConfig, family: Family, method: str, data, names: list[str], parties, federation=None, **kwargs
+) -> Federation:
+    """What every family's coordinator starts from: its federation (``federation``: a :class:`Federation` class, its
+    family's own, with ``kwargs``; by default the plain one) over the transport ``transport.kind`` names to
+    ``method``'s parties ``names``, given ``parties()`` (which builds them in this process) and
+    :func:`vcl.party.loading.own_party` (which builds one where it runs), with what ``family`` says of them (the
+    kinds they send each other, its host of several) and the run's settings of how they are reached."""
+    host = family.host if config.run.concurrent else None
+    start = Parties(list(names), parties, own_party, tuple(family.peer_messages), host)
+    transport = transport_class(config.transport.kind).open(config, method, data, start)
+    relays = bool(family.peer_messages)  # GAL's parties send each other nothing: no relay is asked for
+    roots = party_roots(config, transport.names)
+    return (federation or Federation)(transport=transport, relays=relays, party_roots=roots, **kwargs)
 
 
 # --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---

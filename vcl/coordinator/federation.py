@@ -12,7 +12,6 @@ from pathlib import Path
 from vcl.config import RunConfig
 from vcl.config.resolve import per_organization
 from vcl.errors import VCLInputError
-from vcl.family import family_of
 from vcl.messages import Channel, Load, LoadState, Message, OpenLogs, Prune, RuntimeRequest, Save, StateRequest, Where
 from vcl.party.runtime import PartyHost
 from vcl.storage.kept import KeptMessages
@@ -50,13 +49,6 @@ class Federation:
         self.returned: list[str] = []  # the parties left out at a checkpoint's round that its load took back
         self.seen = KeptMessages()  # what Alice sent and received, kept in <run>/messages/ (keep_files)
         self.seen_folder: Path | None = None
-
-    @classmethod
-    def of_run(cls, config: RunConfig, method: str, transport: Transport, **kwargs) -> Federation:
-        """The federation of a run of ``method`` over ``transport``, with the run's settings of how its parties
-        are reached (``relays`` from the family, ``party_roots`` from ``transport.party_dirs``)."""
-        relays = bool(family_of(config, method).peer_messages)  # GAL's parties send each other nothing
-        return cls(transport=transport, relays=relays, party_roots=party_roots(config, transport.names), **kwargs)
 
     # --- reaching the parties ---
     def request(self, party: str, message: Message) -> Message:

@@ -135,7 +135,7 @@ def organizations(
     labels = {s: y.to(resolve_device(config.run.device)) for s, y in data.labels.items()}
     names = [v.name for v in plan.views]
     build = lambda: family.parties(config, method, data, plan=plan)  # noqa: E731
-    fed = open_federation(config, method, data, names, build, federation or OrganizationFederation, **kwargs)
+    fed = open_federation(config, family, method, data, names, build, federation or OrganizationFederation, **kwargs)
     return task, plan, labels, fed
 
 

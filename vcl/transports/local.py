@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vcl.family import family_of
 from vcl.messages import Channel, Message
 from vcl.party.runtime import PartyHost, PartyRuntime
 from vcl.transport import Parties, Transport
@@ -35,9 +34,8 @@ class LocalTransport(Transport):
 
     @classmethod
     def open(cls, config, method: str, data, parties: Parties) -> LocalTransport:
-        family, skip = family_of(config, method), config.run.missing_parties == "skip"
-        host = family.host if parties.concurrent and family.host is not None else PartyHost
-        return cls(parties.here(), host=host, peer_messages=family.peer_messages, skip_missing=skip)
+        skip = config.run.missing_parties == "skip"
+        return cls(parties.here(), None, parties.host or PartyHost, parties.peer_messages, skip)
 
     def party(self, name: str):
         """The party object itself: for what happens at the party (its own new rows) and for tests; a

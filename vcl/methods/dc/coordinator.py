@@ -203,7 +203,7 @@ def build(config, data: GridData, method: str, family) -> CollaborationProtocol:
     makes them)."""
     grid = [[v.name for v in row] for row in data.parties]
     names = [n for row in grid for n in row] + [EXPERIMENTER]
-    fed = open_federation(config, method, data, names, lambda: family.parties(config, method, data))
+    fed = open_federation(config, family, method, data, names, lambda: family.parties(config, method, data))
     task = Task(data.task, data.num_classes, "ce")
     cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
     layout = GridLayout(len(grid), data.column_groups)

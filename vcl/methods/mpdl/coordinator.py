@@ -299,7 +299,8 @@ class FederatedTransfer(PartialOverlapProtocol):
 def build(config, data, method: str, family) -> PartialOverlapProtocol:
     """MPDL or FTL at C; A, B and the experimenter reached through the transport (``family``:
     :class:`vcl.methods.mpdl.MPDL`, which makes them)."""
-    fed = open_federation(config, method, data, ["a", "b", EXPERIMENTER], lambda: family.parties(config, method, data))
+    names = ["a", "b", EXPERIMENTER]
+    fed = open_federation(config, family, method, data, names, lambda: family.parties(config, method, data))
     dims = {"a": data.a.num_features, "b": data.b.num_features}
     cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
     task = Task(data.task, data.num_classes, "ce")
