@@ -305,8 +305,10 @@ def test_random_anchors_spread_over_a_wider_range_about_the_middle():
 
     layout = GridLayout(1, [[0, 1]])
     shares = {(0, 0): {"low": np.array([0.0, -2.0]), "high": np.array([1.0, 2.0])}}
-    plain = make_anchor_construction("rand", 4000).build(layout, shares, None, np.random.default_rng(0))
-    wide = make_anchor_construction("rand", 4000, rand_spread=2.0).build(layout, shares, None, np.random.default_rng(0))
+    plain = make_anchor_construction("rand", 4000).anchor(layout, shares, None, np.random.default_rng(0))
+    wide = make_anchor_construction("rand", 4000, rand_spread=2.0).anchor(
+        layout, shares, None, np.random.default_rng(0)
+    )
     assert plain.min(0) == pytest.approx([0.0, -2.0], abs=0.01) and plain.max(0) == pytest.approx([1.0, 2.0], abs=0.01)
     assert wide.min(0) == pytest.approx([-0.5, -4.0], abs=0.02) and wide.max(0) == pytest.approx([1.5, 4.0], abs=0.02)
 

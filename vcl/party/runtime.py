@@ -27,7 +27,7 @@ from vcl.storage.kept import FOLDER, KeptMessages
 
 
 class PartyRuntime:
-    """One party: ``party`` (a :class:`vcl.family.Party`), or none until :meth:`build` makes it from a config;
+    """One party: ``party`` (a :class:`vcl.family.Party`), or none until :meth:`make_party` makes it from a config;
     ``name``: its name, when the host knows it already; ``peer_messages``: the message classes it takes from other
     parties (its family's; None: any); ``root``: the folder it keeps its own files in, when it runs on its own machine
     (a gRPC party's config's ``root``; None: the one the coordinator's requests name). Its own root holds every run
@@ -43,7 +43,7 @@ class PartyRuntime:
         self.peer_kinds = None if peer_messages is None else {m.__name__ for m in peer_messages}
         self.seen = KeptMessages()  # what crosses its boundary, kept with its checkpoints (OpenLogs.keep_messages)
 
-    def build(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
+    def make_party(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
         """Make party ``index`` of ``method`` from ``settings`` (a config as ``RunConfig.to_dict`` gives it) with
         ``make``, the run builder's party factory (:func:`vcl.party.loading.own_party`, handed in by the host);
         where it runs."""

@@ -278,7 +278,7 @@ class PartyServer(Guard):
         if self.settings.device:
             settings["run"]["device"] = self.settings.device
         runtime = PartyRuntime(root=self.settings.root)  # its files under its own root, whatever a request names
-        where = runtime.build(own_party, settings, method, index, body.get("ids"), body["kind"],
+        where = runtime.make_party(own_party, settings, method, index, body.get("ids"), body["kind"],
                               int(body["num_classes"]))  # fmt: skip
         earlier, self.runtime = self.runtime, runtime
         if earlier is not None:  # the run it replaces: its party, logs and writer threads go (one thread a run, kept)

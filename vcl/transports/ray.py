@@ -237,7 +237,7 @@ class RayTransport(Transport):
 
         ids = party_ids(data)  # the aligned IDs (and new people's, for train.py predict)
         refs = [  # each party's copy of the config holds its own secrets and no other's
-            host.build.remote(build_party, party_copy(settings, n), method, m, ids, data.task, data.num_classes)
+            host.make_party.remote(build_party, party_copy(settings, n), method, m, ids, data.task, data.num_classes)
             for m, (n, host) in enumerate(self._hosts.items())
         ]
         try:
@@ -331,7 +331,7 @@ def _start_host(cpus: float, gpus: float, node: str):
 def _idle_hosts(wanted: list[tuple]) -> dict[tuple, list]:
     """The idle party processes a run of parties of ``wanted`` kinds (cpus, gpus, node) takes over, by kind; the
     others end, so that no process holds resources no run uses. A new party runtime is built in each
-    (:meth:`vcl.party.runtime.PartyRuntime.build`): nothing of the earlier run's party is kept, only the process and
+    (:meth:`vcl.party.runtime.PartyRuntime.make_party`): nothing of the earlier run's party is kept, only the process and
     its imports."""
     import ray
 

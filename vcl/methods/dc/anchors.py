@@ -3,7 +3,7 @@
 Every worker must hold the *same* anchor data. A construction says what one worker shares with the
 others (:meth:`AnchorConstruction.share`, sent as an :class:`~vcl.methods.dc.AnchorShare`) and how each
 worker builds X^anc from all shares, the public rows X_pub and a seed the workers agree on
-(:meth:`AnchorConstruction.build`). The numerical kernels are plain functions of numpy arrays.
+(:meth:`AnchorConstruction.anchor`). The numerical kernels are plain functions of numpy arrays.
 
 - ``rand``  uniform in each feature's range (Section 3.1): workers share column minima and maxima
   (``dc.rand_spread`` widens the range about its middle; 1 is the paper's).
@@ -101,7 +101,7 @@ class AnchorConstruction:
         """What a worker with private block ``private`` sends every other worker."""
         return {}
 
-    def build(
+    def anchor(
         self,
         layout: GridLayout,
         shares: dict[tuple[int, int], dict[str, np.ndarray]],
@@ -132,7 +132,7 @@ class RandomAnchors(AnchorConstruction):
     def share(self, private, rng):
         return {"low": private.min(0), "high": private.max(0)}
 
-    def build(self, layout, shares, public, rng):
+    def anchor(self, layout, shares, public, rng):
         low, high = np.empty(layout.num_features), np.empty(layout.num_features)
         for j, cols in enumerate(layout.column_groups):
             low[cols] = np.min([shares[(i, j)]["low"] for i in range(layout.row_groups)], axis=0)
@@ -153,7 +153,7 @@ class TSVDAnchors(AnchorConstruction):
     def share(self, private, rng):
         return {"approx": truncated_svd_approximation(private, self.rank, self.delta, rng)}
 
-    def build(self, layout, shares, public, rng):
+    def anchor(self, layout, shares, public, rng):
         return select_or_augment(_blocks(layout, shares, "approx"), self.anchors, rng)
 
 
@@ -164,7 +164,7 @@ class SMOTEAnchors(AnchorConstruction):
     alpha: float
     name = "smote"
 
-    def build(self, layout, shares, public, rng):
+    def anchor(self, layout, shares, public, rng):
         return smote(public, self.anchors, self.k, self.alpha, rng)
 
 
@@ -174,7 +174,7 @@ class RawAnchors(AnchorConstruction):
     def share(self, private, rng):
         return {"rows": private}
 
-    def build(self, layout, shares, public, rng):
+    def anchor(self, layout, shares, public, rng):
         return _blocks(layout, shares, "rows")
 
 

@@ -126,7 +126,7 @@ class DCWorker(Party):
     def reduce(self, round_: int) -> ReducedRepresentation:
         """Build X^anc from the shares (every worker the same: the run's anchor seed), fit f_ij, answer."""
         rng = np.random.default_rng(seed_for(self.seed, 0xA7C))
-        self.anchor = self.construction.build(self.layout, self._shares, self._public, rng).astype(np.float64)
+        self.anchor = self.construction.anchor(self.layout, self._shares, self._public, rng).astype(np.float64)
         self.reduction = make_reduction(self.options.reduction, self.dim, seed_for(self.seed, 0x4ED, *self.position))
         self.reduction.fit(self._x["train"])
         values = {s: self._transform(x) for s, x in self._x.items()}
