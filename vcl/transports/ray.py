@@ -329,10 +329,10 @@ def _start_host(cpus: float, gpus: float, node: str):
 
 
 def _idle_hosts(wanted: list[tuple]) -> dict[tuple, list]:
-    """The idle party processes a run of parties of ``wanted`` kinds (cpus, gpus, node) takes over, by kind; the
-    others end, so that no process holds resources no run uses. A new party runtime is built in each
-    (:meth:`vcl.party.runtime.PartyRuntime.make_party`): nothing of the earlier run's party is kept, only the process and
-    its imports."""
+    """The idle party processes a run of parties of ``wanted`` kinds (cpus, gpus, node) takes over, by kind; the others
+    end, so that no process holds resources no run uses. A new party runtime is built in each
+    (:meth:`vcl.party.runtime.PartyRuntime.make_party`): nothing of the earlier run's party is kept, only the process
+    and its imports."""
     import ray
 
     need: dict[tuple, int] = {}
