@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -224,9 +224,6 @@ def read_ahead(files, id_column="id", label_column="label", task=None, categoric
     then takes its table (or raises its sentence) instead of reading again. The command line starts it before it
     imports torch and Lightning (seconds of one core), which Arrow's reading and hashing (no GIL) overlap; Arrow's
     own modules are imported here, before the thread starts. :func:`forget_read_ahead` drops a read nobody took."""
-    from concurrent.futures import Future, ThreadPoolExecutor  # noqa: F401
-
-    import pyarrow.compute  # noqa: F401
     import pyarrow.csv  # noqa: F401
 
     key = _ahead_key(files, id_column, label_column, task, categorical, missing)

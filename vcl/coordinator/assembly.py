@@ -14,6 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from vcl.alignment.psi import PSISide
 from vcl.config import RunConfig
 from vcl.config.resolve import resolve_device
@@ -172,8 +174,6 @@ def psi_with_parties(
     With them, by party (those that answered, Alice first), the place of each of its list's IDs in that party's
     PSI offer (Alice's: the index among her IDs): sent back with its Setup, a party takes its rows from them
     instead of looking up every ID (it checks them; :func:`vcl.datamodules.reading.use_places`)."""
-    import numpy as np
-
     alice = PSISide(names[0], own)
     offer = alice.offer()
     answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer, new)

@@ -6,6 +6,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import torch
 
 from vcl.datamodules.prepare import Preparation
 
@@ -24,11 +29,6 @@ def data_digest(data, algorithm: str = DIGEST, version: int = DIGEST_VERSION) ->
     hashlib lets go of the GIL), row IDs as their lengths and UTF-8 bytes; 2: the bytes in one stream, row IDs as
     the ``repr`` of each (10^7 of them: seconds of Python); 1: as vcl digested before 2026-11-29, each view's fitted
     preparation included (:func:`_as_before`)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import numpy as np
-    import pyarrow as pa
-    import torch
 
     def new():
         return hashlib.blake2b(digest_size=16) if algorithm == "blake2b" else hashlib.sha256()
@@ -107,7 +107,6 @@ def data_digest(data, algorithm: str = DIGEST, version: int = DIGEST_VERSION) ->
 def _as_before(prep: Preparation) -> list[tuple[str, object]]:
     """A preparation's fields as a digest of version 1 took them in: its scikit-learn imputers and encoders by their
     ``repr`` (their settings, not what they learned), then its training means and deviations."""
-    import numpy as np
     from sklearn.impute import SimpleImputer
     from sklearn.preprocessing import OneHotEncoder
 

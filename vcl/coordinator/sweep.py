@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
+
 from vcl.coordinator.assembly import build_protocol, check_config
 from vcl.coordinator.runner import Run, long_lived_frozen, rounds, run_data, train
 from vcl.engine.memory import prepare_process
@@ -155,8 +157,6 @@ def report(record) -> None:
 def _task(job: Callable, threads: int):
     """``job`` with ``threads`` torch threads, here or in a Ray worker: a run's float sums depend on how many threads
     share them, so one setting gives one set of figures whatever the parallelism (the count is restored after)."""
-    import torch
-
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
     try:

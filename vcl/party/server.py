@@ -178,7 +178,8 @@ class PartyServer(Guard):
         from ``who``) or a mapping of arguments (None for an operation that takes none)."""
         from vcl.transports.wire import WireError, unpack
 
-        if op in ("Handle", "Forward"):
+        if op in ("Handle", "Forward"):  # a party that holds no run has no family loaded to read its messages with
+            self._ready()
             return self._message(frame, who if op == "Forward" else None)
         _, body = unpack(frame, self.limit)
         if op in ("Hello", "Relay"):

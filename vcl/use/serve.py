@@ -39,6 +39,7 @@ import logging
 import signal
 import socket
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -304,8 +305,6 @@ def serve(deployed, listen: str | socket.socket = "127.0.0.1:0", limits: Limits 
     """Serve ``deployed`` on ``listen`` (``host:port``, or a socket from :func:`bind`) with uvicorn until SIGTERM or
     Ctrl-C (in the main thread) or :meth:`Running.stop`; ``ready`` is called with the :class:`Running` service once
     uvicorn has started (from another thread)."""
-    import threading
-
     import uvicorn
 
     limits = limits or Limits()
