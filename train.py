@@ -16,6 +16,7 @@ SIGTERM ends with the last saved round and the command that resumes it.
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import os
 import shlex
@@ -140,7 +141,6 @@ def _read_ahead(cfg) -> None:
 
 def _predict(argv: list[str]) -> int:
     """``train.py predict``: a finished run's models score new people (:mod:`vcl.use.predict`)."""
-    import argparse
 
     from vcl.use.predict import add_run_arguments, one_sentence, predict
 
@@ -159,7 +159,6 @@ def _predict(argv: list[str]) -> int:
 
 def _figures(argv: list[str]) -> int:
     """``train.py figures``: a finished run's curves as a picture (:mod:`vcl.use.figures`)."""
-    import argparse
 
     from vcl.use.figures import draw_run
     from vcl.use.predict import one_sentence
@@ -176,7 +175,6 @@ def _figures(argv: list[str]) -> int:
 def _audit(argv: list[str]) -> int:
     """``train.py audit``: the attacks that apply to a finished run, on what its receivers kept (:mod:`vcl.audit.run`),
     and each noise's budget, written into its results.json's privacy section."""
-    import argparse
 
     from vcl.use.predict import one_sentence
 

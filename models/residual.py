@@ -29,6 +29,7 @@ from collections import OrderedDict
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor, nn
 from vcl.datamodules.view import PartyDataModule
@@ -436,8 +437,6 @@ class ResidualRegressor(pl.LightningModule):
         data = PartyDataModule(x, y, w, batch_size=hp.batch_size, seed=hp.seed)
         logger = False
         if options.get("log_dir") is not None:
-            from pytorch_lightning.loggers import TensorBoardLogger
-
             logger = TensorBoardLogger(options["log_dir"], name="", version=options.get("version"))
         with warnings.catch_warnings(), quiet_lightning():
             warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning's use of an API torch deprecated

@@ -17,6 +17,7 @@ the suite's optimizer settings (``learner.lr`` and the rest; unset: the MLP's). 
 
 from __future__ import annotations
 
+import pytorch_lightning as pl
 import torch
 
 from vcl.classpath import import_class
@@ -31,7 +32,6 @@ def is_module_spec(name: str) -> bool:
 
 
 def module_class(spec: str, option: str = "learner.model") -> type:
-    import pytorch_lightning as pl
 
     return import_class(parse(spec, option)[0], option, pl.LightningModule, "LightningModule")
 
@@ -64,7 +64,6 @@ def check_module(spec: str, option: str = "learner.model") -> str:
 
 def build_callbacks(specs, option: str = "learner.callbacks") -> list:
     """Fresh Lightning callbacks from ``{class_path, init_args}`` specs (one-line form ``callback:<path>{json}``)."""
-    import pytorch_lightning as pl
 
     made = []
     for spec in specs:

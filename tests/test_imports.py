@@ -9,6 +9,7 @@ would not see them. This test builds the graph itself, from every file of the fo
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -305,3 +306,53 @@ print(sorted(m for m in sys.modules if m.startswith(alice[0]) or m.endswith(alic
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+# the third-party packages imported inside functions, and why; "[key]" cites a cost measured in RECORD (at least a
+# millisecond of a run that never uses it, after torch and Lightning), by benchmarks/imports.py
+DEFERRED = {
+    "sklearn": "scikit-learn only where used: DC, tree and SVM learners, generated data, the audit [sklearn]",
+    "xgboost": "an optional extra, where a run names it [xgboost]",
+    "skops": "a scikit-learn model kept in a checkpoint, written or read [skops]",
+    "ray": "an optional extra: transport.kind ray and sweeps on a cluster [ray]",
+    "grpc": "transport.kind grpc and python -m vcl.party only [grpc]",
+    "cryptography": "python -m vcl.transports.certs and the hostile probes' certificates only [cryptography]",
+    "nacl": "the row alignment of CSV files only [nacl]",
+    "starlette": "python -m vcl.use.serve only [starlette]",
+    "uvicorn": "python -m vcl.use.serve only [uvicorn]",
+    "pyarrow": "Arrow's CSV and Parquet readers, imported before read_ahead's thread starts reading [pyarrow.csv]",
+    "jsonargparse": "the command line's parser, which python -m vcl.party does not build [jsonargparse]",
+    "filelock": "the run directory's lock, where a run writes one [filelock]",
+    "torch": "TensorBoard's writer where a run or a party logs [tensorboard]; python -m vcl.use.serve and the hostile "
+    "probes answer before torch loads",
+    "yaml": "python -m vcl.party reads its YAML before torch loads",
+    "numpy": "python -m vcl.party answers the row alignment before torch loads; numpy 2 moved _reconstruct",
+    "matplotlib": "the Agg backend chosen only where vcl draws, so a user's own session keeps its backend",
+    "resource": "Unix only: the party's limit of open files",
+}
+RECORD = ROOT / "docs" / "records" / "2026-12-02-cpu" / "imports.json"
+
+
+def test_third_party_imports_inside_functions_have_a_reason_and_a_measured_cost():
+    used: dict[str, set[str]] = {}
+    for name, path in project_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Import):
+                        packages = [alias.name.split(".")[0] for alias in inner.names]
+                    elif isinstance(inner, ast.ImportFrom) and inner.module and not inner.level:
+                        packages = [inner.module.split(".")[0]]
+                    else:
+                        continue
+                    for package in packages:
+                        if package != "vcl":
+                            used.setdefault(package, set()).add(name)
+    assert set(used) <= set(DEFERRED), {p: sorted(m) for p, m in used.items() if p not in DEFERRED}
+    assert set(DEFERRED) <= set(used), f"reasons for packages no function imports: {sorted(set(DEFERRED) - set(used))}"
+    measured = json.loads(RECORD.read_text())["deferred"]
+    for package, reason in DEFERRED.items():
+        for key in re.findall(r"\[([\w.]+)\]", reason):
+            assert (measured[key]["seconds"] or 0) >= 0.001, (
+                f"{package}: {key} costs a run nothing: import it at the top"
+            )

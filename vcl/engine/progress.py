@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
 _advance = None  # the open bar's advance(epochs), or None
 
 
@@ -34,7 +36,6 @@ def round_bar(label: str, enabled: bool = True, console=None) -> Iterator[None]:
     if not enabled:
         yield
         return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed} epochs"))
     with Progress(*columns, TimeElapsedColumn(), transient=True, console=console) as bar:

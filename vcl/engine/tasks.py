@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torchmetrics.functional.classification import binary_auroc
 
 from vcl.engine.losses import one_hot
 from vcl.errors import VCLInputError
@@ -148,7 +149,6 @@ class Task:
         """Area under the ROC curve (torchmetrics) of the score ``F[:, 1] − F[:, 0]``, the log-odds of class 1 under
         the softmax Alice's cross-entropy uses (the ranking is all AUROC reads, so scores that are not logits, such
         as DC's class shares, rank the same way); ``None`` where ``y`` holds one class only."""
-        from torchmetrics.functional.classification import binary_auroc
 
         if F_.shape[0] != y.shape[0] or F_.ndim != 2 or F_.shape[1] != 2:
             raise ValueError(f"predictions {tuple(F_.shape)} and targets {tuple(y.shape)} do not make a binary task.")

@@ -7,6 +7,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
+from scipy.stats import wasserstein_distance_nd
 from sklearn.metrics import normalized_mutual_info_score
 
 EMD_LP_LIMIT = 20_000  # n·r above which a non-square EMD (a linear program) is not attempted
@@ -50,6 +51,5 @@ def emd(X: np.ndarray, Y: np.ndarray) -> float | None:
         return float(cost[rows, cols].mean())
     if X.shape[0] * Y.shape[0] > EMD_LP_LIMIT:
         return None
-    from scipy.stats import wasserstein_distance_nd
 
     return float(wasserstein_distance_nd(X, Y))
