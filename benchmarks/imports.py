@@ -60,6 +60,16 @@ def measure(modules: str) -> tuple[float, float | None]:
     return float(base), None if extra == "absent" else float(extra)
 
 
+def report(record: dict) -> str:
+    """The record as a table: each deferred package's seconds after torch and Lightning."""
+    lines = [f"torch + Lightning: {record['import_torch_lightning_seconds']:.2f} s; then each package's import:", "",
+             "| package | modules | seconds |", "|---|---|---|"]  # fmt: skip
+    for name, row in record["deferred"].items():
+        seconds = "not installed" if row["seconds"] is None else f"{row['seconds']:.4f}"
+        lines.append(f"| {name} | `{row['modules']}` | {seconds} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
