@@ -173,10 +173,9 @@ def test_the_newcomers_map_names_files_that_exist():
 
 def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_path):
     """design.md's walk through one GAL round of the default run and its tail (the round's record, TensorBoard, the
-    checkpoints of Alice and of every party): the files round 2 enters, traced in every thread, are its steps
+    checkpoints of Alice and of every party): the files round 2 enters, traced, are its steps
     (entered first in the order listed) and the helpers it names; no round reaches into another file unlisted."""
     import sys
-    import threading
 
     from vcl.callbacks import RoundCallback, RoundCheckpoint, TensorBoardRounds
 
@@ -203,14 +202,12 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_pat
             profile = trace if record["round"] == 1 else None
             if record["round"] in (1, 2):
                 sys.setprofile(profile)
-                threading.setprofile(profile)  # the organizations answer their fits in threads of their own
 
     config = parse_args(["--run.device", "cpu", "--run.rounds", "2", "--run.audit", "false", "--out", str(tmp_path)])
     try:
         train(config, verbose=False, overwrite=True, callbacks=[TensorBoardRounds(), RoundCheckpoint(), Tracer()])
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)
     assert set(entered) <= set(steps) | helpers, sorted(set(entered) - set(steps) - helpers)
     assert [f for f in entered if f in steps] == steps, [f for f in entered if f in steps]
 

@@ -12,7 +12,6 @@ where several organizations run in one process (the local transport with ``run.c
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import zlib
 from contextvars import ContextVar
@@ -144,12 +143,11 @@ class Organization(Party):
     def handle(self, message: Message) -> Message:
         """This organization's reply to a message from Alice."""
         if isinstance(message, FIT_REQUESTS):
-            job = self.begin_fit(message)
-            joined = _POOL.get()
-            if joined is None:
+            fitted = _FITTED.get()  # the jobs its host fitted together (OrganizationHost), by message
+            job = fitted.pop(id(message), None) if fitted else None
+            if job is None:
+                job = self.begin_fit(message)
                 job.built().fit(job.features, job.targets)
-            else:  # a host fits the batch's jobs together (OrganizationHost)
-                joined[0].fit(joined[1], job)
             return self.finish_fit(job)
         if isinstance(message, PredictionRequest):
             return self.predict(message)
@@ -309,102 +307,36 @@ class Organization(Party):
 
 
 class OrganizationHost(PartyHost):
-    """The host of several organizations in one process (the local transport, ``run.concurrent``): the fit requests
-    of one batch reach each organization through its runtime's ``handle`` as alone, each in a thread of its own. One
-    at a time, in the batch's order, each organization's ``handle`` makes its :class:`FitJob` and hands it to the
-    batch's :class:`FitPool`; once every one has (or has answered without one), this thread fits them all at once,
-    organizations of one architecture in one vmapped pass (:func:`vcl.engine.concurrent.fit_jobs`), and each goes on
-    to its reply, again one at a time in order: what each does alone happens in the order of the sequential reference.
-    The other messages are answered one by one, after."""
+    """The host of several organizations in one process (the local transport, ``run.concurrent``): before a batch's
+    messages reach their organizations, it makes the fit requests' jobs (each organization's own :meth:`begin_fit`, in
+    the batch's order) and fits them together, organizations of one architecture in one vmapped pass
+    (:func:`vcl.engine.concurrent.fit_jobs`); then every message reaches its organization through its runtime and
+    ``handle``, in order, as alone: a fit request's ``handle`` takes its job fitted already and replies
+    (:meth:`finish_fit`). A batch whose jobs cannot all be made (a message refused) is answered one by one: the refusal
+    then comes from that organization's ``handle``, in its turn."""
 
     def __init__(self, runtimes):
         super().__init__(runtimes)
         self._stacked: dict = {}  # the organizations' inputs stacked for fits together, kept between rounds
 
     def handle_all(self, requests):
-        fits = [i for i, (_, message) in enumerate(requests) if isinstance(message, FIT_REQUESTS)]
-        if len(fits) < 2:
-            return super().handle_all(requests)
-        pool, replies, errors = FitPool(), {}, {}
-
-        def answer(i: int) -> None:
-            _POOL.set((pool, i))
+        fits = [(name, m) for name, m in requests if isinstance(m, FIT_REQUESTS)]
+        fitted: dict[int, FitJob] = {}
+        if len(fits) > 1 and all(issubclass(type(self.runtimes[name].party), Organization) for name, _ in fits):
             try:
-                replies[i] = self.runtimes[requests[i][0]].handle(requests[i][1])
-            except BaseException as err:  # raised below, in the caller's thread
-                errors[i] = err
-            finally:
-                pool.arrive(i)
-
-        threads = {i: threading.Thread(target=answer, args=(i,), daemon=True) for i in fits}
-        for i in fits:  # each up to its job, in order
-            threads[i].start()
-            pool.wait_for(i)
-        failed = pool.fit_all(self._stacked)
-        for i in fits:  # each on to its reply, in order
-            pool.release(i)
-            threads[i].join()
-        if failed is not None:
-            raise failed
-        if errors:
-            raise errors[min(errors)]
-        rest = [i for i in range(len(requests)) if i not in replies]
-        replies |= dict(zip(rest, super().handle_all([requests[i] for i in rest]), strict=True))
-        return [replies[i] for i in range(len(requests))]
-
-
-class FitPool:
-    """The fits of one batch of messages to the organizations of one host (:class:`OrganizationHost`): each
-    organization's ``handle`` hands its job (:meth:`fit`) and waits until the host has fitted every job handed
-    (:meth:`fit_all`) and lets it go on (:meth:`release`); one that answers without a job (a message refused) only
-    arrives."""
-
-    def __init__(self):
-        self._turn = threading.Condition()
-        self._arrived: set[int] = set()
-        self._released: set[int] = set()
-        self.jobs: dict[int, FitJob] = {}
-        self.failed = False
-
-    def fit(self, place: int, job: FitJob) -> None:
-        """Organization ``place``'s job, fitted with the others' before this returns."""
-        with self._turn:
-            self.jobs[place] = job
-            self._arrived.add(place)
-            self._turn.notify_all()
-            self._turn.wait_for(lambda: place in self._released)
-        if self.failed:
-            raise RuntimeError("the fit of the batch failed")  # the host raises the fit's own error
-
-    def arrive(self, place: int) -> None:
-        """Organization ``place`` is done with this batch (its reply made, or refused)."""
-        with self._turn:
-            self._arrived.add(place)
-            self._turn.notify_all()
-
-    def wait_for(self, place: int) -> None:
-        """Until organization ``place`` handed its job, or answered without one."""
-        with self._turn:
-            self._turn.wait_for(lambda: place in self._arrived)
-
-    def release(self, place: int) -> None:
-        """Let organization ``place`` go on to its reply."""
-        with self._turn:
-            self._released.add(place)
-            self._turn.notify_all()
-
-    def fit_all(self, stacked: dict) -> BaseException | None:
-        """Fit the jobs handed, in the batch's order, together; the fit's error, if it failed."""
+                jobs = {id(m): self.runtimes[name].party.begin_fit(m) for name, m in fits}
+            except VCLInputError:
+                jobs = {}  # answered one by one: the organization that refuses says so in its turn
+            fit_jobs(list(jobs.values()), concurrent=True, stacked=self._stacked)
+            fitted = jobs
+        token = _FITTED.set(fitted)
         try:
-            if self.jobs:
-                fit_jobs([self.jobs[p] for p in sorted(self.jobs)], concurrent=True, stacked=stacked)
-        except BaseException as err:
-            self.failed = True
-            return err
-        return None
+            return super().handle_all(requests)
+        finally:
+            _FITTED.reset(token)
 
 
-_POOL: ContextVar[tuple[FitPool, int] | None] = ContextVar("vcl_fit_pool", default=None)  # a handle's batch, place
+_FITTED: ContextVar[dict[int, FitJob] | None] = ContextVar("vcl_fitted", default=None)  # a host's fitted jobs
 
 
 def some_rows(x, rows, name: str):
