@@ -191,11 +191,13 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_pat
     )
     assert len(steps) <= 15 and steps[0] == "vcl/coordinator/runner.py"
     entered: dict[str, None] = {}
+    called: set[tuple[str, str]] = set()
 
     def trace(frame, event, arg):
         path = frame.f_code.co_filename
         if event == "call" and path.startswith(str(ROOT)) and "/." not in path and path != __file__:
-            entered.setdefault(Path(path).relative_to(ROOT).as_posix(), None)
+            entered.setdefault(name := Path(path).relative_to(ROOT).as_posix(), None)
+            called.add((name, frame.f_code.co_name))
 
     class Tracer(RoundCallback):  # the last callback: from round 1's end (all imported) to round 2's, tail included
         def on_round_end(self, run, record):
@@ -210,6 +212,13 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_pat
         sys.setprofile(None)
     assert set(entered) <= set(steps) | helpers, sorted(set(entered) - set(steps) - helpers)
     assert [f for f in entered if f in steps] == steps, [f for f in entered if f in steps]
+    party = "vcl/methods/organization.py"  # every fit request reaches its organization through its runtime and handle
+    assert {
+        ("vcl/party/runtime.py", "handle"),
+        (party, "handle"),
+        (party, "handle_all"),
+        (party, "finish_fit"),
+    } <= called
 
 
 # the modules that import project modules inside functions, and why (docs/design.md, "What a run imports")
