@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import torch
 from pytorch_lightning.utilities.parsing import AttributeDict
@@ -31,12 +32,37 @@ from vcl.engine.loop import LinearSteps, linear_map, load_theta, own_rows, permu
 from vcl.engine.losses import local_loss, local_losses
 
 
+@runtime_checkable
+class Stackable(Protocol):
+    """What the batched engine needs of a learner it fits beside others of one architecture
+    (:class:`vcl.models.ResidualRegressor` is one; a learner without these is fitted alone): its network and settings,
+    the key of the learners it can be stacked with (None: alone), a fresh copy from a seed, its optimizer steps and
+    minibatch schedule, and for a single Linear layer its parameters drawn without making the copy."""
+
+    net: torch.nn.Module
+    hparams: AttributeDict
+
+    def stack_key(self) -> tuple | None: ...
+
+    def renewed(self, seed: int) -> Stackable: ...
+
+    def steps(self, params, device, clip_with=None): ...
+
+    def schedule(self, n: int, generator, device) -> list: ...
+
+    def linear_start(self, seed: int, out=None, generator=None) -> tuple[Tensor, Tensor]: ...
+
+    def _linear_layer(self) -> torch.nn.Linear | None: ...
+
+
 def concurrency_key(learner) -> tuple | None:
-    """Learners with equal keys can be fitted together (:meth:`ResidualRegressor.stack_key`); ``None`` means fit
-    alone. Kept with the learner (and its :meth:`ResidualRegressor.renewed` copies) once computed."""
-    if not hasattr(learner, "stack_key"):  # a scikit-learn learner
-        return None
-    if "_concurrency_key" not in learner.__dict__:
+    """Learners with equal keys can be fitted together (:meth:`Stackable.stack_key`); ``None`` means fit alone (a
+    learner that is no :class:`Stackable`: a scikit-learn one). Kept with the learner (and its
+    :meth:`Stackable.renewed` copies) once computed."""
+    kept = getattr(learner, "__dict__", {})
+    if "_concurrency_key" not in kept:
+        if not isinstance(learner, Stackable):
+            return None
         learner._concurrency_key = learner.stack_key()
     return learner._concurrency_key
 
