@@ -183,18 +183,20 @@ class GALFederation(OrganizationFederation):
         self.noise_secret = state.get("noise_secret", self.noise_secret)
 
 
-def privacy_options(config: RunConfig) -> dict:
-    """What Alice's federation in a GAL-family run (:class:`GALFederation`) takes from the config: the privacy of
-    her broadcast (the noise from her own secret)."""
+def gal_organizations(config: RunConfig, method: str, data, family):
+    """What every GAL-family coordinator starts from (:func:`vcl.methods.assisted.organizations`), with Alice's
+    federation (:class:`GALFederation`) and the privacy of her broadcast from the config (the noise from her own
+    secret)."""
     g = config.gal
-    return {"privacy": make_mechanism(g.privacy, g.privacy_alpha), "privacy_scope": g.privacy_scope,
-            "privacy_draws": g.privacy_draws, "noise_secret": g.privacy_secret or None}  # fmt: skip
+    privacy = {"privacy": make_mechanism(g.privacy, g.privacy_alpha), "privacy_scope": g.privacy_scope,
+               "privacy_draws": g.privacy_draws, "noise_secret": g.privacy_secret or None}  # fmt: skip
+    return organizations(config, method, data, family, GALFederation, **privacy)
 
 
 def build(config: RunConfig, data, method: str, family) -> GradientAssistedLearning:
     """GAL, or its Alone / Joint (GAL over Alice only / one organization holding every feature) and AL runs, over
     the GAL family's organizations (``family``: :class:`vcl.methods.gal.GAL`, which makes them)."""
-    task, plan, labels, fed = organizations(config, method, data, family, GALFederation, **privacy_options(config))
+    task, plan, labels, fed = gal_organizations(config, method, data, family)
     options = GALOptions(**asdict(config.gal), weight_loss=plan.losses[0])
     if method == "al":
         authors = config.gal.al_mode == "authors"

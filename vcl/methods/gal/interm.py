@@ -21,8 +21,7 @@ from vcl.engine.loop import minibatches, seeded_init, train_epochs
 from vcl.engine.losses import local_loss
 from vcl.engine.split_network import ActivationGradient, steps_for
 from vcl.messages import as_float
-from vcl.methods.assisted import organizations
-from vcl.methods.gal.coordinator import GALFederation, privacy_options
+from vcl.methods.gal.coordinator import gal_organizations
 from vcl.methods.messages import Scalars
 from vcl.protocol import Protocol, RoundRecord
 
@@ -102,5 +101,5 @@ class IntermFusion(Protocol):
 def build(config: RunConfig, data, method: str, family) -> IntermFusion:
     """Interm fusion over the GAL family's organizations (``family``: :class:`vcl.methods.gal.GAL`, whose
     ``parties`` makes their parts, :mod:`vcl.methods.gal.party`)."""
-    task, _, labels, fed = organizations(config, method, data, family, GALFederation, **privacy_options(config))
+    task, _, labels, fed = gal_organizations(config, method, data, family)
     return IntermFusion(task, fed, labels, seed=config.run.seed)

@@ -12,8 +12,8 @@ Late (GAL Tables 1, 10, 11) are those of the mean.
 from __future__ import annotations
 
 from vcl.config import RunConfig
-from vcl.methods.assisted import AssistedProtocol, organizations
-from vcl.methods.gal.coordinator import GALFederation, privacy_options
+from vcl.methods.assisted import AssistedProtocol
+from vcl.methods.gal.coordinator import gal_organizations
 from vcl.protocol import RoundRecord
 
 FUSIONS = ("sum", "mean")
@@ -48,5 +48,5 @@ class LateFusion(AssistedProtocol):
 def build(config: RunConfig, data, method: str, family) -> LateFusion:
     """Late fusion over the GAL family's organizations (``family``: :class:`vcl.methods.gal.GAL`, which makes
     them), each fitting the labels."""
-    task, _, labels, fed = organizations(config, method, data, family, GALFederation, **privacy_options(config))
+    task, _, labels, fed = gal_organizations(config, method, data, family)
     return LateFusion(task, fed, labels, fusion=config.gal.late_fusion, seed=config.run.seed)
