@@ -56,6 +56,42 @@ def _same(run: dict, local: dict) -> None:
     assert [r["chosen"] for r in run["rounds"][1:]] == [r["chosen"] for r in local["rounds"][1:]]
 
 
+def test_the_own_methods_host_fits_a_rounds_stumps_in_one_pass_as_each_alone(tmp_path, monkeypatch):
+    """The example's batched fit (``StumpHost``, its family's ``host``): a round's residual requests to three
+    organizations are fitted in one call, and every organization replies as it does alone."""
+    import torch
+
+    from datamodules.tabular import FeatureView
+    from vcl.methods.messages import PseudoResidual
+    from vcl.party.runtime import PartyRuntime
+
+    (tmp_path / "my_method.py").write_text(example_files()["my_method.py"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "my_method", raising=False)
+    import my_method
+
+    torch.manual_seed(0)
+    views = [FeatureView(f"org{m}", [], {"train": torch.randn(60, d)}) for m, d in enumerate((3, 1, 4))]
+    residual = torch.randn(60, 2)
+
+    def organizations():
+        return {v.name: my_method.StumpOrganization(v, my_method.StumpOptions()) for v in views}
+
+    def asked():
+        return [(n, PseudoResidual("alice", n, 1, residual)) for n in ("org0", "org1", "org2")]
+
+    each = organizations()
+    alone = [each[n].handle(m) for n, m in asked()]
+    calls = []
+    fit = my_method.fit_stumps
+    monkeypatch.setattr(my_method, "fit_stumps", lambda *a: calls.append(a[3]) or fit(*a))
+    parties = organizations()
+    together = my_method.StumpHost({n: PartyRuntime(p, n) for n, p in parties.items()}).handle_all(asked())
+    assert calls == [[3, 1, 4]]  # one pass, no organization fitted again in its own handle
+    assert [r.error for r in together] == [r.error for r in alone]
+    assert [p.candidate for p in parties.values()] == [p.candidate for p in each.values()]
+
+
 @pytest.mark.slow
 def test_the_own_method_runs_from_outside_the_project_under_every_transport(tmp_path, monkeypatch):
     from vcl.transports.loopback import LoopbackFederation
