@@ -25,6 +25,7 @@ from vcl.coordinator.assembly import build_protocol, check_config, coordinator_d
 from vcl.coordinator.digest import DIGEST, DIGEST_VERSION, data_digest
 from vcl.coordinator.results import kept_records, prediction_stage
 from vcl.coordinator.rundir import KEPT, PARTIES, RunDirectory, atomic_write_json
+from vcl.datamodules.tabular import VerticalData
 from vcl.datamodules.user import check_vertical
 from vcl.engine import memory
 from vcl.engine.progress import round_bar
@@ -308,7 +309,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
             err.saved_round, err.out_dir = (state["protocol"]["round"] if state else None), out_dir
             raise
         run = Run(config, protocol, out_dir, verbose)
-        ids = getattr(data, "ids", None)
+        ids = data.ids if isinstance(data, VerticalData) else None  # csv files' aligned IDs
         run.data_digest, run.ids = digest, (pack_ids(ids) if ids is not None else None)
         run.data_seconds = data_seconds
         if callbacks is None:

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from vcl.config import party_copy
+from vcl.datamodules.tabular import VerticalData
 from vcl.errors import PartyFailed, PartyLost, VCLInputError, regular_file
 from vcl.messages import Message, MessageRecord
 from vcl.transport import Parties, Transport
@@ -286,7 +287,8 @@ class GrpcTransport(Transport):
             "names": list(names),
             "addresses": book,
         }
-        places = getattr(data, "places", None) or {}  # where Alice's PSI found the IDs in each party's offer
+        # where Alice's PSI found the IDs in each party's offer
+        places = (data.places if isinstance(data, VerticalData) else None) or {}
 
         def body(m: int, n: str) -> dict:
             return {**setup, "index": m, **({"places": places[n]} if n in places else {})}

@@ -31,6 +31,7 @@ import torch
 from vcl.alignment.psi import answer_from_file
 from vcl.config import RunConfig, party_copy
 from vcl.config.resolve import per_organization
+from vcl.datamodules.tabular import VerticalData
 from vcl.engine.memory import prepare_process
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import Message, MessageRecord
@@ -154,7 +155,7 @@ RESOURCES = ("cpus", "gpus", "nodes")
 def per_party(values: list, names: list[str], data, what: str) -> list:
     """``transport.party_<what>`` for each of ``names``: one value for all, one per party of the run, or one per
     organization of the data, of which a method that runs some (Alone: Alice only) takes theirs by name."""
-    organizations = [v.name for v in getattr(data, "views", [])]
+    organizations = [v.name for v in data.views] if isinstance(data, VerticalData) else []
     if len(values) == len(organizations) != len(names) and set(names) <= set(organizations):
         return [dict(zip(organizations, values, strict=True))[n] for n in names]
     if len(values) not in (1, len(names)):

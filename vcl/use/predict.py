@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,7 +34,8 @@ from vcl.coordinator.assembly import build_protocol, check_config, kept_data
 from vcl.coordinator.federation import party_roots
 from vcl.coordinator.rundir import PARTIES
 from vcl.coordinator.runner import data_differ, restore, run_data, run_stamp
-from vcl.errors import PartyLost, VCLInputError
+from vcl.datamodules.tabular import VerticalData
+from vcl.errors import VCLInputError
 from vcl.storage.checkpoints import load_checkpoint, unpack_ids
 from vcl.transport import transport_class
 
@@ -113,7 +113,9 @@ class Deployed:
             protocol.unlabelled["new"] = len(data.new_ids)
         self.ids = data.new_ids if csv else [str(i) for i in range(protocol.rows("test"))]
         self.id_column = config.data.id_column if csv else "row"
-        self.classes = getattr(data, "classes", None) or [str(k) for k in range(data.num_classes)]
+        self.classes = (data.classes if isinstance(data, VerticalData) else None) or [
+            str(k) for k in range(data.num_classes)
+        ]
         reported = self.results["prediction_stage_round"]
         self.upto = protocol.predicts_upto and reported < protocol.round
         self.round = reported if self.upto else protocol.round
@@ -176,21 +178,6 @@ def add_run_arguments(parser) -> None:
     )  # fmt: skip
 
 
-def one_sentence(work, again: str) -> int:
-    """``work()`` as a command: 0; one sentence and 2 for bad input; one sentence and 1 for a party lost (``again``:
-    what to do then)."""
-
-    try:
-        work()
-    except VCLInputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except PartyLost as err:
-        print(f"error: {err}; {again}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def kept_location(run_dir: Path, state: dict, config: RunConfig, names: list[str]) -> dict:
     """Where each party of the finished run in ``run_dir`` finds its own last checkpoint (``state``: the run's;
     ``names``: its parties, in order): the run's stamp, each party's last saved round, the run's folder of the parties'
@@ -222,7 +209,7 @@ def _training_files_here(config: RunConfig, run_dir: Path) -> None:
 def _without_new(data):
     """The data as training saw them (what its digest was made of): every view without the split "new"."""
 
-    if not hasattr(data, "views"):
+    if not isinstance(data, VerticalData):
         return data
     views = [replace(v, splits={s: x for s, x in v.splits.items() if s != "new"}) for v in data.views]
     return replace(data, views=views, new_ids=None)
