@@ -142,7 +142,8 @@ def _read_ahead(cfg) -> None:
 def _predict(argv: list[str]) -> int:
     """``train.py predict``: a finished run's models score new people (:mod:`vcl.use.predict`)."""
 
-    from vcl.use.predict import add_run_arguments, one_sentence, predict
+    from vcl.errors import one_sentence
+    from vcl.use.predict import add_run_arguments, predict
 
     parser = argparse.ArgumentParser(
         prog="train.py predict",
@@ -160,8 +161,8 @@ def _predict(argv: list[str]) -> int:
 def _figures(argv: list[str]) -> int:
     """``train.py figures``: a finished run's curves as a picture (:mod:`vcl.use.figures`)."""
 
+    from vcl.errors import one_sentence
     from vcl.use.figures import draw_run
-    from vcl.use.predict import one_sentence
 
     parser = argparse.ArgumentParser(
         prog="train.py figures", description="Draw a finished run's curves per round (from its results.json)."
@@ -176,7 +177,7 @@ def _audit(argv: list[str]) -> int:
     """``train.py audit``: the attacks that apply to a finished run, on what its receivers kept (:mod:`vcl.audit.run`),
     and each noise's budget, written into its results.json's privacy section."""
 
-    from vcl.use.predict import one_sentence
+    from vcl.errors import one_sentence
 
     parser = argparse.ArgumentParser(
         prog="train.py audit",

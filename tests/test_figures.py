@@ -5,16 +5,37 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import benchmark
 
 figures = benchmark("figures")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_figure_is_drawn_from_a_kept_record_named_with_its_command(tmp_path):
-    assert figures.main(["--quick", "--out", str(tmp_path)]) == 0
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """Every catalogued picture drawn once by ``figures.py --quick`` (its folder, and each picture's matplotlib
+    figure as saved, by name), for the tests that look at them from two sides."""
+    from matplotlib.figure import Figure as Canvas
+
+    out, drawn = tmp_path_factory.mktemp("figures"), {}
+    save = Canvas.savefig
+
+    def kept(self, path, *args, **kwargs):
+        drawn[Path(path).name.removeprefix(".").removesuffix(".tmp.png")] = self  # figures.draw's temporary file
+        return save(self, path, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Canvas, "savefig", kept)
+        assert figures.main(["--quick", "--out", str(out)]) == 0
+    return out, drawn
+
+
+def test_every_figure_is_drawn_from_a_kept_record_named_with_its_command(quick, tmp_path):
+    out, _ = quick
     for figure in figures.catalogue():
-        png, caption = tmp_path / f"{figure.name}.png", (tmp_path / f"{figure.name}.md").read_text()
+        png, caption = out / f"{figure.name}.png", (out / f"{figure.name}.md").read_text()
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000, figure.name
         assert f"(../records/{figure.record})" in caption and f"`{figure.command()}`" in caption
         assert figure.command().startswith("python") or "python benchmarks/" in figure.command()
@@ -55,9 +76,14 @@ def test_a_finished_run_draws_its_own_curves(tiny, tmp_path):
     out = tmp_path / "run"
     train(tiny(**{"run.rounds": 2, "out": str(out), "compare": ["alone"]}), verbose=False)
     command = [sys.executable, str(ROOT / "train.py"), "figures", "--out", str(out)]
-    for _ in range(2):  # the second time it replaces the picture it wrote
-        done = subprocess.run(command, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    probe = (  # the second time it replaces the picture it wrote, and a picture needs neither torch nor Lightning
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import train; "
+        f"print(train.main(['figures', '--out', {str(out)!r}]), 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.split()[-2:] == ["0", "False"], done.stdout + done.stderr
     png = out / "figures" / "rounds.png"
     assert MARK in png.read_bytes()[:4096]
     foreign = tmp_path / "mine.png"
@@ -73,19 +99,14 @@ CODE_NAMES = {"gal", "al", "al_authors", "gal_constant", "gal_bag", "gal_dms", "
               "oracle", "joint_t", "dual_t", "mpdl_a", "ftl_a", "dc_smote", "dc_rand", "dc_tsvd"}  # fmt: skip
 
 
-def test_every_picture_labels_its_axes_and_names_methods_as_the_papers_do(tmp_path, monkeypatch):
+def test_every_picture_labels_its_axes_and_names_methods_as_the_papers_do(quick):
     """Each catalogued picture, as drawn: every panel with a value axis says what it measures (a y-axis label), and
     no legend names a method by vcl's code name alone."""
-    from matplotlib.figure import Figure as Canvas
-
-    drawn = []
-    save = Canvas.savefig
-    monkeypatch.setattr(Canvas, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    _, drawn = quick
     unlabelled, coded = [], []
     for figure in figures.catalogue():
-        drawn.clear()
-        figures.draw(figure, tmp_path, 30)
-        for ax in drawn[-1].axes:
+        canvas = drawn[figure.name]
+        for ax in canvas.axes:
             if ax.images or ax.name == "3d" or not ax.get_visible():
                 continue  # a picture of data (images, 3-D scatter) has no value axis
             if any(t.get_visible() and t.get_text() for t in ax.get_yticklabels()) and not ax.get_ylabel():
@@ -93,7 +114,7 @@ def test_every_picture_labels_its_axes_and_names_methods_as_the_papers_do(tmp_pa
             legend = ax.get_legend()
             names = [t.get_text() for t in legend.get_texts()] if legend else []
             coded += [f"{figure.name}: {n}" for n in names if n in CODE_NAMES]
-        for legend in drawn[-1].legends:
+        for legend in canvas.legends:
             coded += [f"{figure.name}: {t.get_text()}" for t in legend.get_texts() if t.get_text() in CODE_NAMES]
     assert not unlabelled, f"panels with no y-axis label: {unlabelled}"
     assert not coded, f"legends in vcl's code names: {coded}"

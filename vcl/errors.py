@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+import sys
 from pathlib import Path
 
 
@@ -47,6 +48,21 @@ def regular_file(path: Path, what: str, fix: str) -> None:
     kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
     kind = next((name for test, name in kinds if test(mode)), "a device")
     raise VCLInputError(f"{what} {path} is {kind}, not a file; {fix}.")
+
+
+def one_sentence(work, again: str) -> int:
+    """``work()`` as a command: 0; one sentence and 2 for bad input; one sentence and 1 for a party lost (``again``:
+    what to do then)."""
+
+    try:
+        work()
+    except VCLInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except PartyLost as err:
+        print(f"error: {err}; {again}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def first_line(err: BaseException, chars: int = 300) -> str:

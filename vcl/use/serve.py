@@ -338,8 +338,8 @@ def serve(deployed, listen: str | socket.socket = "127.0.0.1:0", limits: Limits 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vcl.errors import VCLInputError
-    from vcl.use.predict import Deployed, add_run_arguments, one_sentence
+    from vcl.errors import VCLInputError, one_sentence
+    from vcl.use.predict import Deployed, add_run_arguments
 
     parser = argparse.ArgumentParser(prog="python -m vcl.use.serve", description=__doc__.splitlines()[0])
     add_run_arguments(parser)
