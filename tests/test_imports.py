@@ -221,6 +221,19 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_pat
     } <= called
 
 
+def test_a_run_looks_its_family_up_once_and_hands_it_down(tiny, monkeypatch):
+    """The config's family is found once (the run's checks), then handed to what reads the data, builds the
+    protocols (the compared method's too) and the callbacks: no step of the setup looks it up again."""
+    import vcl.family
+    from vcl.coordinator.runner import train
+
+    looked: list[str] = []
+    find = vcl.family.family_for
+    monkeypatch.setattr(vcl.family, "family_for", lambda method: looked.append(method) or find(method))
+    train(tiny(compare=["alone"], **{"run.rounds": 1}), verbose=False)
+    assert looked == ["gal"]
+
+
 # the modules that import project modules inside functions, and why (docs/design.md, "What a run imports")
 LAZY = {
     "train": "answers --help and a bad option in one sentence before torch loads",

@@ -202,12 +202,13 @@ def test_a_checkpoint_of_an_earlier_version_blake2b_digest_still_recognizes_its_
     from vcl.config import RunConfig
     from vcl.coordinator.digest import data_digest
     from vcl.coordinator.runner import data_differ, kept_digest
+    from vcl.family import family_of
 
     config = RunConfig.from_dict({"data.dataset": "wine"})
     data, changed = {"x": np.arange(10.0), "ids": ["a", "b"]}, {"x": np.arange(10.0), "ids": ["a", "c"]}
     earlier = {"transport": "local", "digest": data_digest(data, "blake2b", 1)}  # no version named: 1
     assert not data_differ(earlier, config, data) and data_differ(earlier, config, changed)
-    now = kept_digest(config, data)
+    now = kept_digest(config, data, family_of(config))
     assert now["hash"] == "sha256" and not data_differ(now, config, data) and data_differ(now, config, changed)
     assert not data_differ({**now, "transport": "grpc"}, config, changed)  # another transport's data: not compared
     many = [f"p{i}'\"ë" for i in range(70_000)]  # a run holds its IDs in Arrow now: digested as their list was

@@ -11,9 +11,9 @@ of :class:`Family` in a package of its own, built-in or the user's; the run buil
   views, as GAL and ASCII do;
 - ``parties(config, method, data, only)``: its parties, every one or only party ``only`` (what a party's own
   process builds from the config, under ``ray`` or ``grpc``); each a :class:`Party`;
-- ``build(config, data, method)``: its coordinator (a :class:`vcl.protocol.Protocol`), whose
-  ``run_round()`` sends messages to the parties through ``build.open_transport``'s transport, returns the round's
-  record, and whose ``predict(split)`` is the prediction stage;
+- ``build(config, data, method)``: its coordinator (a :class:`vcl.protocol.Protocol`), whose ``run_round()``
+  sends messages to the parties through its federation (:func:`vcl.coordinator.assembly.open_federation`), returns
+  the round's record, and whose ``predict(split)`` is the prediction stage;
 
 and reads its attributes: ``name``, ``methods`` (the methods it runs), ``reference`` (the method run beside the main one
 when ``compare`` is unset, or None), ``messages`` (its message classes: the wire format of ``grpc`` looks a frame's kind
@@ -216,16 +216,18 @@ def family_of(config: RunConfig, method: str | None = None) -> Family:
     )
 
 
-def methods_of(config: RunConfig) -> list[str]:
-    """Every method of the config's method's family (what ``compare`` may name beside it)."""
+def methods_of(config: RunConfig, family: Family | None = None) -> list[str]:
+    """Every method of the config's method's family (``family``, looked up if not given; what ``compare`` may name
+    beside it)."""
     if config.method in METHODS:
         return [m for m, f in METHODS.items() if f == METHODS[config.method]]
-    return list(dict.fromkeys([config.method, *family_for(config.method).methods]))
+    return list(dict.fromkeys([config.method, *(family or family_for(config.method)).methods]))
 
 
-def compare_methods(config: RunConfig) -> list[str]:
-    """The methods run beside the main one: those ``compare`` names, or, unset, the family's reference."""
+def compare_methods(config: RunConfig, family: Family | None = None) -> list[str]:
+    """The methods run beside the main one: those ``compare`` names, or, unset, the reference of ``family`` (the
+    config's method's, looked up if not given)."""
     if config.compare is None:
-        reference = family_for(config.method).reference
+        reference = (family or family_for(config.method)).reference
         return [reference] if reference else []
     return list(dict.fromkeys(config.compare))

@@ -51,31 +51,33 @@ def open_federation(
 
 
 # --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---
-def build_protocol(config: RunConfig, data, method: str | None = None) -> Protocol:
+# Each takes the run's family as the runner looked it up once (``family``; looked up here for a caller that has none).
+def build_protocol(config: RunConfig, data, method: str | None = None, family: Family | None = None) -> Protocol:
     """``method``'s protocol (default: the config's), built by its family from the config and the data."""
     method = method or config.method
-    return family_of(config, method).build(config, data, method)
+    return (family or family_of(config, method)).build(config, data, method)
 
 
-def datamodule_for(config: RunConfig, only: int | None = None, ids: list[str] | None = None):
+def datamodule_for(config: RunConfig, only: int | None = None, ids=None, family: Family | None = None):
     """The data module the config's method reads (``only``, ``ids``: one CSV organization's file alone)."""
-    return family_of(config).datamodule(config, only, ids)
+    return (family or family_of(config)).datamodule(config, only, ids)
 
 
-def check_config(config: RunConfig) -> None:
-    """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded)."""
+def check_config(config: RunConfig, family: Family | None = None) -> Family:
+    """What the options' types cannot say and needs no data (data-dependent checks run when it is loaded); the
+    config's family, which the run hands down from here."""
 
-    own = family_of(config)
-    for m in compare_methods(config):
-        if m not in methods_of(config):
-            mine, name = ", ".join(methods_of(config)), family_name(config.method)
+    own = family or family_of(config)
+    for m in compare_methods(config, own):
+        if m not in methods_of(config, own):
+            mine, name = ", ".join(methods_of(config, own)), family_name(config.method)
             raise VCLInputError(
                 f"compare lists {m!r} beside method={config.method!r}, which is {name}; methods of different "
                 f"families split the data differently, so compare it with {name}'s own: {mine}."
             )
     if config.data.dataset == "csv":
         csv_policies(config.data.categorical, config.data.missing, len(config.data.csv_files) or 1)
-    skipping = [m for m in (config.method, *compare_methods(config)) if m not in own.skips_missing]
+    skipping = [m for m in (config.method, *compare_methods(config, own)) if m not in own.skips_missing]
     if config.run.missing_parties == "skip" and skipping:
         able = f"with {', '.join(own.skips_missing)} (compare included)" if own.skips_missing else "with another family"
         raise VCLInputError(
@@ -94,22 +96,24 @@ def check_config(config: RunConfig) -> None:
     own.own_options(config)
     own.check(config)
     transport_class(config.transport.kind).check(config)
+    return own
 
 
 # --- where parties run apart (transport.kind: ray or grpc): what the coordinator and each party load ---
-def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> VerticalData:
+def coordinator_data(config: RunConfig, ids: list[str] | None = None, family: Family | None = None) -> VerticalData:
     """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
 
     For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
     process (on its node) for the row alignment; ``ids``: the rows a run aligned already (kept in its checkpoint:
     ``train.py predict`` rebuilds the parties on the training rows without aligning them again).
     """
+    family = family or family_of(config)
     if config.data.dataset != "csv" or config.data.module:
-        dm = datamodule_for(config)
+        dm = datamodule_for(config, family=family)
         dm.setup()
         if config.data.module:
             check_vertical(dm)
-        return family_of(config).alice_data(dm.data)
+        return family.alice_data(dm.data)
 
     d = config.data
     if not d.csv_files:
@@ -128,7 +132,7 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
     if d.predict_files:  # train.py predict: the new people's rows are aligned as the training rows were
         own = csv_ids(d.predict_files[0], d.id_column, drop[0], d.label_column)
         new_ids = shared_ids(psi_with_parties(config, names, own, drop, new=True)[0], d.id_column, any(drop), least=1)
-    dm = datamodule_for(config, only=0, ids=ids if new_ids is None else {"rows": ids, "new": new_ids})
+    dm = datamodule_for(config, 0, ids if new_ids is None else {"rows": ids, "new": new_ids}, family)
     dm.setup()
     alice = dm.data
     views = [FeatureView(alice.views[0].name, [], {})] + [FeatureView(Path(f).stem, [], {}) for f in d.csv_files[1:]]
@@ -138,7 +142,7 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None) -> Vertica
     )  # fmt: skip
 
 
-def kept_data(config: RunConfig, run: dict, where: dict) -> VerticalData:
+def kept_data(config: RunConfig, run: dict, where: dict, family: Family | None = None) -> VerticalData:
     """What the coordinator holds to score new people with a finished run whose parties keep their preparation
     (``train.py predict``, :mod:`vcl.use.predict`), reading no training file: the new people's rows aligned by ID
     (private set intersection where parties run apart), the run's task and classes (``run``, from its checkpoint)
@@ -158,7 +162,7 @@ def kept_data(config: RunConfig, run: dict, where: dict) -> VerticalData:
     for name, round_ in where["rounds"].items():
         folder = Path(where["roots"].get(name) or where["root"])
         preparations |= kept_preparation(name, folder, round_, where["run"])
-    dm = datamodule_for(config, ids={"rows": None, "new": None, "kept": preparations})
+    dm = datamodule_for(config, ids={"rows": None, "new": None, "kept": preparations}, family=family)
     dm.setup()
     return replace(dm.data, task=task, num_classes=run["num_classes"], classes=classes)
 

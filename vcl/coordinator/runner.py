@@ -30,7 +30,7 @@ from vcl.datamodules.user import check_vertical
 from vcl.engine import memory
 from vcl.engine.progress import round_bar
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
-from vcl.family import compare_methods, family_of
+from vcl.family import Family, compare_methods, family_of
 from vcl.messages import EXPERIMENTER
 from vcl.protocol import Protocol, RoundRecord
 from vcl.storage.checkpoints import load_checkpoint, pack_ids
@@ -169,12 +169,12 @@ class Run:
         return {"missing_rounds": rounds, **rejoined, "missing_at_prediction": self.protocol.federation.missing()}
 
 
-def kept_digest(config: RunConfig, data) -> dict:
+def kept_digest(config: RunConfig, data, family: Family) -> dict:
     """What a checkpoint keeps of the data (:func:`data_digest`): the transport, the algorithm, the digest and its
     version; and for a run whose parties keep their preparation (:attr:`vcl.family.Family.parties_keep_preparation`,
     on CSV files) the task and classes, which ``train.py predict`` then takes from here, reading no training file."""
     kept = {"transport": config.transport.kind, "hash": DIGEST, "digest": data_digest(data), "version": DIGEST_VERSION}
-    if config.data.dataset == "csv" and not config.data.module and family_of(config).parties_keep_preparation:
+    if config.data.dataset == "csv" and not config.data.module and family.parties_keep_preparation:
         kept["kept"] = {"task": data.task, "num_classes": data.num_classes, "classes": data.classes}
     return kept
 
@@ -197,11 +197,11 @@ def run_stamp(run_id: str, config: RunConfig) -> str:
     return f"{run_id}/{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
 
 
-def default_callbacks(config: RunConfig, verbose: bool) -> list[RoundCallback]:
+def default_callbacks(config: RunConfig, verbose: bool, family: Family | None = None) -> list[RoundCallback]:
     cbs: list[RoundCallback] = [TensorBoardRounds(), RoundCheckpoint()]
     if verbose:
         cbs.insert(0, ProgressTable())
-    return cbs + family_of(config).round_callbacks(config)
+    return cbs + (family or family_of(config)).round_callbacks(config)
 
 
 def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> None:
@@ -284,7 +284,7 @@ def train(
 
 
 def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> dict:
-    check_config(config)
+    family = check_config(config)  # the config's family, looked up once and handed down
     out_dir = config.run_dir
     here = config.transport.kind == "local" or (config.transport.kind == "ray" and not config.transport.address)
     party_roots = config.transport.party_dirs if here else ()
@@ -295,15 +295,15 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
         state = _resume_state(config, out_dir) if resume else None
         try:  # the row alignment and the parties' set-up may find a party unreachable (transport: grpc)
             started = time.perf_counter()
-            data = run_data(config)
+            data = run_data(config, family=family)
             data_seconds = time.perf_counter() - started
-            digest = kept_digest(config, data) if write else {}
+            digest = kept_digest(config, data, family) if write else {}
             if state is not None and data_differ(state["data"], config, data):
                 raise VCLInputError(
                     f"--resume: the data differ from those the checkpoint in {out_dir} was made with (rows, labels or "
                     "features changed); resume with the original data, or start afresh with --overwrite."
                 )
-            protocol = build_protocol(config, data)
+            protocol = build_protocol(config, data, family=family)
             memory.mark("build")
         except PartyLost as err:
             err.saved_round, err.out_dir = (state["protocol"]["round"] if state else None), out_dir
@@ -313,7 +313,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
         run.data_digest, run.ids = digest, (pack_ids(ids) if ids is not None else None)
         run.data_seconds = data_seconds
         if callbacks is None:
-            callbacks = default_callbacks(config, verbose) if write else []
+            callbacks = default_callbacks(config, verbose, family) if write else []
         try:  # the rounds and the kept models' metrics; then the parties go, before a comparison's start
             if rundir is not None:
                 rundir.begin()
@@ -349,10 +349,10 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
             raise
         finally:
             protocol.federation.close()
-        for method in compare_methods(config):
+        for method in compare_methods(config, family):
             if method == config.method:
                 continue
-            other = Run(config, build_protocol(config, data, method), out_dir, verbose=False)
+            other = Run(config, build_protocol(config, data, method, family), out_dir, verbose=False)
             board = [TensorBoardRounds(fresh=True)] if write else []  # its own TensorBoard run, beside the main
             try:
                 run_rounds(other, board, config.run.rounds)
@@ -399,13 +399,13 @@ def audit_section(config: RunConfig, out_dir: Path, results: dict, data, here: b
         return {"error": str(err)}
 
 
-def run_data(config: RunConfig, ids: list[str] | None = None):
+def run_data(config: RunConfig, ids: list[str] | None = None, family: Family | None = None):
     """What the coordinating process holds of a checked config's data: all of it for the local transport (every
     data error is raised here, before training), Alice's labels and the parties' names for the ray transport.
     ``ids``: the rows aligned already (a run's checkpoint keeps them), where parties run apart."""
     if transport_class(config.transport.kind).apart:
-        return coordinator_data(config, ids)
-    dm = datamodule_for(config)
+        return coordinator_data(config, ids, family)
+    dm = datamodule_for(config, family=family)
     dm.setup()
     if config.data.module:
         check_vertical(dm)

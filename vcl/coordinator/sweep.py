@@ -100,10 +100,11 @@ class Interleaved:
         try:
             for i, job in enumerate(self.jobs):
                 start, cfg = time.perf_counter(), job.config
-                check_config(cfg)
-                if set(compare_methods(cfg)) - {cfg.method}:
+                family = check_config(cfg)
+                if set(compare_methods(cfg, family)) - {cfg.method}:
                     raise ValueError(f"Interleaved runs one method a config; {cfg.run_dir} compares others")
-                runs.append(Run(cfg, build_protocol(cfg, run_data(cfg)), cfg.run_dir, verbose=False))
+                protocol = build_protocol(cfg, run_data(cfg, family=family), family=family)
+                runs.append(Run(cfg, protocol, cfg.run_dir, verbose=False))
                 seconds[i] += time.perf_counter() - start
             with long_lived_frozen():
                 steps = [rounds(run, [], run.config.run.rounds) for run in runs]

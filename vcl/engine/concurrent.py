@@ -367,7 +367,7 @@ def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
     """Fit every :class:`vcl.methods.organization.FitJob`; jobs with the same targets and learner architecture are
     fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
     on the training rows (else the organization computes them in ``finish_fit``). ``stacked``: where their inputs
-    stay stacked from one call to the next (:func:`vcl.models.fit_and_predict`)."""
+    stay stacked from one call to the next (:func:`fit_and_predict`)."""
     groups: dict[object, list] = {}
     for i, job in enumerate(jobs):
         key = concurrency_key(job.prototype if job.learner is None else job.learner) if concurrent else None

@@ -88,22 +88,23 @@ class Deployed:
             )
         config.data.predict_files = [str(f) for f in new_files]
         config.run.missing_parties = missing_parties or config.run.missing_parties
-        check_config(config)
+        family = check_config(config)
         state = load_checkpoint(ckpt := run_dir / "checkpoints" / "last.ckpt")
         run = state["data"].get("kept") if csv else None  # the run's task and classes: its parties keep preparations
         if run is not None:  # each party built again from its own checkpoint and its new rows; no training file read
             where = kept_location(run_dir, state, config, self.results["organizations"])
-            data = kept_data(config, run, where)
+            data = kept_data(config, run, where, family)
         else:  # a run made before parties kept their preparation, or a built-in data set: its data read again
             _training_files_here(config, run_dir)
-            data = run_data(config, unpack_ids(state.get("ids"), ckpt))  # the training rows as the run aligned them
+            ids = unpack_ids(state.get("ids"), ckpt)  # the training rows as the run aligned them
+            data = run_data(config, ids, family)
             if data_differ(state["data"], config, _without_new(data)):
                 raise VCLInputError(
                     f"the training data differ from those the run in {run_dir} was trained with; each organization "
                     "prepares new rows as it prepared its training rows, so give the run its training files back."
                 )
         self.config, self.data, self.split = config, data, "new" if csv else "test"
-        self.protocol = protocol = build_protocol(config, data)
+        self.protocol = protocol = build_protocol(config, data, family=family)
         try:
             restore(protocol, state, run_dir, config)
         except BaseException:
