@@ -12,7 +12,7 @@ of :class:`Family` in a package of its own, built-in or the user's; the run buil
 - ``parties(config, method, data, only)``: its parties, every one or only party ``only`` (what a party's own
   process builds from the config, under ``ray`` or ``grpc``); each a :class:`Party`;
 - ``build(config, data, method)``: its coordinator (a :class:`vcl.protocol.Protocol`), whose ``run_round()``
-  sends messages to the parties through its federation (:func:`vcl.coordinator.assembly.open_federation`), returns
+  sends messages to the parties through its federation (:meth:`vcl.coordinator.federation.Federation.open`), returns
   the round's record, and whose ``predict(split)`` is the prediction stage;
 
 and reads its attributes: ``name``, ``methods`` (the methods it runs), ``reference`` (the method run beside the main one

@@ -1,10 +1,10 @@
 """How a run is put together from its config: the run builder.
 
 The method's family (:class:`vcl.family.Family`) says what its runs are made of: its checks, its data module, its
-parties and its coordinator. Here is what every family shares: the device a run asks for, the transport that reaches its
-parties (in this process, one Ray actor per party, or one gRPC party process per organization, each of which builds its
-own party through :func:`vcl.party.loading.own_party`), and, where parties run apart, what the coordinator loads (no
-party's features; the rows aligned by private set intersection). What a party loads where it runs is its own side's
+parties and its coordinator, whose federation opens the transport that reaches the parties
+(:meth:`vcl.coordinator.federation.Federation.open`). Here is what every family shares: the checks of a config (which
+look its family up, once a run), and, where parties run apart, what the coordinator loads (no party's features; the
+rows aligned by private set intersection). What a party loads where it runs is its own side's
 (:mod:`vcl.party.loading`).
 """
 
@@ -19,35 +19,17 @@ import numpy as np
 from vcl.alignment.psi import PSISide
 from vcl.config import RunConfig
 from vcl.config.resolve import resolve_device
-from vcl.coordinator.federation import Federation, party_roots
 from vcl.datamodules.csv_files import aligned, csv_ids, csv_policies, shared_ids
 from vcl.datamodules.reading import string_array
 from vcl.datamodules.tabular import FeatureView, VerticalData
 from vcl.datamodules.user import build_datamodule, check_vertical
 from vcl.errors import PartyLost, VCLInputError
 from vcl.family import Family, compare_methods, family_name, family_of, methods_of
-from vcl.party.loading import own_party
 from vcl.storage.checkpoints import kept_preparation
-from vcl.transport import Parties, transport_class
+from vcl.transport import transport_class
 
 if TYPE_CHECKING:
     from vcl.protocol import Protocol
-
-
-def open_federation(
-    config: RunConfig, family: Family, method: str, data, names: list[str], parties, federation=None, **kwargs
-) -> Federation:
-    """What every family's coordinator starts from: its federation (``federation``: a :class:`Federation` class, its
-    family's own, with ``kwargs``; by default the plain one) over the transport ``transport.kind`` names to
-    ``method``'s parties ``names``, given ``parties()`` (which builds them in this process) and
-    :func:`vcl.party.loading.own_party` (which builds one where it runs), with what ``family`` says of them (the
-    kinds they send each other, its host of several) and the run's settings of how they are reached."""
-    host = family.host if config.run.concurrent else None
-    start = Parties(list(names), parties, own_party, tuple(family.peer_messages), host)
-    transport = transport_class(config.transport.kind).open(config, method, data, start)
-    relays = bool(family.peer_messages)  # GAL's parties send each other nothing: no relay is asked for
-    roots = party_roots(config, transport.names)
-    return (federation or Federation)(transport=transport, relays=relays, party_roots=roots, **kwargs)
 
 
 # --- a run from its family (vcl.family): its protocol, its data, a party in its own process ---

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vcl.config import RunConfig
 from vcl.config.resolve import per_organization
 from vcl.errors import VCLInputError
 from vcl.messages import Channel, Load, LoadState, Message, OpenLogs, Prune, RuntimeRequest, Save, StateRequest, Where
+from vcl.party.loading import own_party
 from vcl.party.runtime import PartyHost
 from vcl.storage.kept import KeptMessages
-from vcl.transport import Transport
+from vcl.transport import Parties, Transport, transport_class
 from vcl.transports.local import LocalTransport
+
+if TYPE_CHECKING:
+    from vcl.family import Family
 
 
 class Federation:
@@ -49,6 +54,21 @@ class Federation:
         self.returned: list[str] = []  # the parties left out at a checkpoint's round that its load took back
         self.seen = KeptMessages()  # what Alice sent and received, kept in <run>/messages/ (keep_files)
         self.seen_folder: Path | None = None
+
+    @classmethod
+    def open(
+        cls, config: RunConfig, family: Family, method: str, data, names: list[str], parties, **kwargs
+    ) -> Federation:
+        """What every family's coordinator starts from: its federation (this class, the family's own, with
+        ``kwargs``) over the transport ``transport.kind`` names to ``method``'s parties ``names``, given
+        ``parties()`` (which builds them in this process) and :func:`vcl.party.loading.own_party` (which builds one
+        where it runs), with what ``family`` says of them (the kinds they send each other, its host of several) and
+        the run's settings of how they are reached."""
+        host = family.host if config.run.concurrent else None
+        start = Parties(list(names), parties, own_party, tuple(family.peer_messages), host)
+        transport = transport_class(config.transport.kind).open(config, method, data, start)
+        relays = bool(family.peer_messages)  # GAL's parties send each other nothing: no relay is asked for
+        return cls(transport=transport, relays=relays, party_roots=party_roots(config, transport.names), **kwargs)
 
     # --- reaching the parties ---
     def request(self, party: str, message: Message) -> Message:

@@ -16,7 +16,6 @@ from torch import Tensor
 
 from vcl.config import RunConfig
 from vcl.config.resolve import resolve_device
-from vcl.coordinator.assembly import open_federation
 from vcl.coordinator.federation import Federation
 from vcl.datamodules.tabular import VerticalData
 from vcl.engine.tasks import Task
@@ -135,7 +134,7 @@ def organizations(
     labels = {s: y.to(resolve_device(config.run.device)) for s, y in data.labels.items()}
     names = [v.name for v in plan.views]
     build = lambda: family.parties(config, method, data, plan=plan)  # noqa: E731
-    fed = open_federation(config, family, method, data, names, build, federation or OrganizationFederation, **kwargs)
+    fed = (federation or OrganizationFederation).open(config, family, method, data, names, build, **kwargs)
     return task, plan, labels, fed
 
 

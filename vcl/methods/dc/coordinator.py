@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vcl.coordinator.assembly import open_federation
+from vcl.coordinator.federation import Federation
 from vcl.datamodules.grid import GridData
 from vcl.engine.loop import seed_for
 from vcl.engine.tasks import Task
@@ -203,7 +203,7 @@ def build(config, data: GridData, method: str, family) -> CollaborationProtocol:
     makes them)."""
     grid = [[v.name for v in row] for row in data.parties]
     names = [n for row in grid for n in row] + [EXPERIMENTER]
-    fed = open_federation(config, family, method, data, names, lambda: family.parties(config, method, data))
+    fed = Federation.open(config, family, method, data, names, lambda: family.parties(config, method, data))
     task = Task(data.task, data.num_classes, "ce")
     cls = {"centralized": Centralized, "local": Local}.get(method, DataCollaboration)
     layout = GridLayout(len(grid), data.column_groups)

@@ -10,7 +10,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vcl.coordinator.assembly import open_federation
 from vcl.coordinator.federation import Federation
 from vcl.engine.loop import minibatches, seed_for, train_epochs
 from vcl.engine.split_network import COLLABORATOR, ActivationGradient, CentralTop
@@ -300,7 +299,7 @@ def build(config, data, method: str, family) -> PartialOverlapProtocol:
     """MPDL or FTL at C; A, B and the experimenter reached through the transport (``family``:
     :class:`vcl.methods.mpdl.MPDL`, which makes them)."""
     names = ["a", "b", EXPERIMENTER]
-    fed = open_federation(config, family, method, data, names, lambda: family.parties(config, method, data))
+    fed = Federation.open(config, family, method, data, names, lambda: family.parties(config, method, data))
     dims = {"a": data.a.num_features, "b": data.b.num_features}
     cls = MultiPartyDualLearning if method == "mpdl" else FederatedTransfer
     task = Task(data.task, data.num_classes, "ce")
