@@ -352,13 +352,13 @@ def prepared_columns(paths: list[Path]) -> int:
 
 
 def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True, batch=0,
-        shape="numeric", columns=ORGANIZATIONS * FEATURES) -> dict:  # fmt: skip
-    out = folder / f"run-{transport}-{model}-{rows}-{batch}"  # speed, not privacy: it keeps no messages to attack
+        shape="numeric", columns=ORGANIZATIONS * FEATURES, shuffle="rows") -> dict:  # fmt: skip
+    out = folder / f"run-{transport}-{model}-{rows}-{batch}-{shuffle}"  # speed, not privacy: it keeps no messages
     files = [str(p) for p in paths] if fed is None else [str(paths[0])] + [p.stem for p in paths[1:]]
     argv = [sys.executable, "train.py", "--data.dataset", "csv", "--data.task", "classification",
             "--data.csv_files", *files, "--learner.model", model, "--run.rounds", str(rounds),
             "--run.device", device, "--learner.batch_size", str(batch), "--out", str(out), "--overwrite",
-            "--quiet", "--run.keep_messages", "false", *SHAPES[shape][1]]  # fmt: skip
+            "--quiet", "--run.keep_messages", "false", "--learner.shuffle", shuffle, *SHAPES[shape][1]]  # fmt: skip
     if not alone:
         argv += ["--compare"]  # a bare --compare: no method beside GAL
     if fed is not None:
@@ -375,7 +375,7 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
     party_rss = max(_party_peak(pid) for pid in fed.pids().values()) if fed is not None else 0
     return {"benchmark": "scale", "shape": shape, "rows": rows, "organizations": ORGANIZATIONS, "features": columns,
             "transport": transport, "model": model, "device": device, "batch_size": batch, "rounds": rounds,
-            "wall_seconds": wall,
+            "shuffle": shuffle, "wall_seconds": wall,
             "round_seconds": seconds, "seconds_per_round": statistics.median(seconds),
             "rest_seconds": wall - methods, "data_seconds": results.get("data_seconds"),
             "alone_seconds": methods - results["seconds"], "peak_rss": rss,
@@ -389,7 +389,7 @@ def predict_run(run_record: dict, new: list[Path], train_folder: Path, folder: P
     """``train.py predict`` of the run that made ``run_record`` on the files ``new``, in a process of its own, with
     the run's training files (``train_folder``) moved away meanwhile: what a user's prediction costs."""
     rows, transport = run_record["rows"], run_record["transport"]
-    out = folder / f"run-{transport}-{run_record['model']}-{rows}-{run_record['batch_size']}"
+    out = folder / f"run-{transport}-{run_record['model']}-{rows}-{run_record['batch_size']}-{run_record['shuffle']}"
     scored = folder / f"predictions-{transport}-{rows}.csv"
     files = [str(p) for p in new] if fed is None else [str(new[0])] + [p.stem for p in new[1:]]
     argv = [sys.executable, "train.py", "predict", "--out", str(out), "--predictions", str(scored),
@@ -558,14 +558,15 @@ def report(records: list[dict]) -> str:
                             f"selected at random once an epoch): {r['seconds_per_round'] / gather:.1f}×")  # fmt: skip
             targets.append(
                 f"- {r['rows']:,} rows, {r['transport']} {r['model']} {r['device']}, batch "
-                f"{r.get('batch_size') or 'default'}: a round {r['seconds_per_round']:.2f} s against the read floor "
+                f"{r.get('batch_size') or 'default'}, order {r.get('shuffle', 'rows')}: a round "
+                f"{r['seconds_per_round']:.2f} s against the read floor "
                 f"{least:.3f} s ({r['round_read_bytes'] / GB:.1f} GB at {bandwidth / GB:.1f} GB/s): "
                 f"{ratio:.1f}×{target}{gathered}"
             )
     runs = [r for r in records if "seconds_per_round" in r and not r.get("batch_size")]  # the default batch
-    by = {(r["rows"], r["transport"], r["model"], r["device"]): r for r in runs}
-    for (rows, transport, model, device), r in by.items():
-        small = by.get((rows // 10, transport, model, device))
+    by = {(r["rows"], r["transport"], r["model"], r["device"], r.get("shuffle", "rows")): r for r in runs}
+    for (rows, transport, model, device, shuffle), r in by.items():
+        small = by.get((rows // 10, transport, model, device, shuffle))
         if small and rows >= 10**6:
             ratio = r["seconds_per_round"] / small["seconds_per_round"]
             targets.append(f"- {transport} {model} {device}: s per round at {rows:,} / at {rows // 10:,} = {ratio:.1f} "
@@ -609,6 +610,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[0], help="learner.batch_size (0: the default)")
+    p.add_argument("--shuffles", nargs="+", default=["rows"], choices=["rows", "blocks"],
+                   help="learner.shuffle: the batches' order (each is a run of its own)")  # fmt: skip
     p.add_argument("--format", default="csv", choices=["csv", "parquet"], help="numeric shape: the files' format")
     p.add_argument("--shape", default="numeric", choices=list(SHAPES),
                    help="numeric (text IDs, 8 numeric features each) or realistic (UUID IDs, CSV and Parquet, a text "
@@ -638,9 +641,9 @@ def main() -> None:
             for transport in args.transports:
                 if transport == "grpc" and rows < 10**5:
                     continue
-                for model, batch in itertools.product(args.models, args.batch_sizes):
+                for model, batch, shuffle in itertools.product(args.models, args.batch_sizes, args.shuffles):
                     common = (rows, transport, model, args.rounds, args.device, folder)
-                    shaped = {"shape": args.shape, "columns": columns}
+                    shaped = {"shape": args.shape, "columns": columns, "shuffle": shuffle}
                     if transport == "local":
                         records.append(run(paths, *common, None, not args.no_alone, batch, **shaped))
                         if new:
@@ -652,7 +655,7 @@ def main() -> None:
                         own = {p.stem: {"csv": str(p), **({"predict_csv": str(q)} if new else {})}
                                for p, q in itertools.zip_longest(paths, new)}  # fmt: skip
                         names = [p.stem for p in paths]
-                        fed_folder = folder / f"fed-{rows}-{model}-{batch}"
+                        fed_folder = folder / f"fed-{rows}-{model}-{batch}-{shuffle}"
                         loopback = LoopbackFederation(
                             fed_folder, names, own=own, max_message_mb=MAX_MESSAGE_MB, preload=True
                         )
@@ -677,7 +680,8 @@ def _line(r: dict) -> str:
         return (f"{r['rows']:,} rows {r['transport']} predict: {r['predictions']:,} predictions, "
                 f"{r['wall_seconds']:.1f} s, peak {r['peak_rss'] / GB:.2f} GB")  # fmt: skip
     return (
-        f"{r['rows']:,} rows {r['transport']} {r['model']}: {r['wall_seconds']:.1f} s, {r['seconds_per_round']:.3f} "
+        f"{r['rows']:,} rows {r['transport']} {r['model']} {r.get('shuffle', 'rows')}: {r['wall_seconds']:.1f} s, "
+        f"{r['seconds_per_round']:.3f} "
         f"s/round, peak {r['peak_rss'] / GB:.2f} GB, accuracy {r['accuracy']:.4f}"
     )
 

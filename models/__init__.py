@@ -80,7 +80,7 @@ __all__ = [
 
 
 # what every torch learner takes from the settings as they are (LearnerSettings.fit_kwargs)
-_FIT_KEYS = ("lr", "momentum", "weight_decay", "epochs", "gamma", "batch_size", "grad_clip")
+_FIT_KEYS = ("lr", "momentum", "weight_decay", "epochs", "gamma", "batch_size", "shuffle", "grad_clip")
 _FIT_KEYS += ("engine", "accelerator", "devices", "precision")
 
 
@@ -98,6 +98,7 @@ class LearnerSettings:
     batch_size: int | None = None
     optimizer: str | None = None
     grad_clip: float = 1.0
+    shuffle: str = "rows"  # the batches' order (learner.shuffle): rows, or blocks of the rows permuted once per fit
     hidden: tuple[int, ...] = field(default_factory=lambda: (64,))
     widths: tuple[int, ...] = (64, 128, 256, 512)
     last_pool: bool = True  # CNN: max-pool after the last conv block too (GAL Table 8); False: the authors' code

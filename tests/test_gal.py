@@ -82,6 +82,25 @@ def test_resume_equals_uninterrupted_run(tiny, tmp_path, crash_at):
     assert all(steps == [1, 2, 3, 4] for steps, _ in party_losses(tmp_path / "full").values())
 
 
+@pytest.mark.slow
+def test_a_run_in_the_blocks_order_is_its_seeds_and_resumes_exactly(tiny, tmp_path, crash_at):
+    """learner.shuffle blocks: two runs from one seed are one; one stopped after round 2 resumes to the same end."""
+    from vcl.callbacks import RoundCheckpoint
+
+    over = {"run.rounds": 3, "learner.shuffle": "blocks", "learner.batch_size": 32}
+    full = train(tiny(**over, out=str(tmp_path / "full")), verbose=False)
+    again = train(tiny(**over, out=str(tmp_path / "again")), verbose=False, write=False)
+    assert [r["metrics"] for r in again["rounds"]] == [r["metrics"] for r in full["rounds"]]
+    cfg = tiny(**over, out=str(tmp_path / "cut"))
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, verbose=False, callbacks=[RoundCheckpoint(), crash_at(2)])
+    resumed = train(cfg, resume=True, verbose=False)
+    assert [r["metrics"] for r in resumed["rounds"]] == [r["metrics"] for r in full["rounds"]]
+    assert [r["eta"] for r in resumed["rounds"][1:]] == [r["eta"] for r in full["rounds"][1:]]
+    rows = train(tiny(**{**over, "learner.shuffle": "rows"}, out=str(tmp_path / "rows")), verbose=False, write=False)
+    assert [r["eta"] for r in rows["rounds"][1:]] != [r["eta"] for r in full["rounds"][1:]]
+
+
 def party_losses(run: Path) -> dict[str, tuple[list[int], list[float]]]:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -28,17 +28,36 @@ def _data(widths, n=64, k=3, seed=0):
     return xs, y
 
 
-@pytest.mark.parametrize("hidden,batch_size", [((), 1024), ((), 16), ((8,), 1024)])
-def test_concurrent_fit_equals_sequential_fit(hidden, batch_size):
+@pytest.mark.parametrize(
+    "hidden,batch_size,shuffle",
+    [((), 1024, "rows"), ((), 16, "rows"), ((8,), 1024, "rows"), ((), 16, "blocks"), ((8,), 16, "blocks")],
+)
+def test_concurrent_fit_equals_sequential_fit(hidden, batch_size, shuffle):
+    """Organizations fitted together take the batches each takes alone (under learner.shuffle blocks too: each
+    its own rows' order, the blocks' order shared), to float rounding."""
     widths = [1, 3, 2, 5]
     xs, y = _data(widths)
-    kw = dict(out_features=3, hidden=hidden, epochs=12, milestones=(6,), batch_size=batch_size)
+    kw = dict(out_features=3, hidden=hidden, epochs=12, milestones=(6,), batch_size=batch_size, shuffle=shuffle)
     seq = [ResidualRegressor(w, seed=10 + i, **kw).fit(x, y) for i, (w, x) in enumerate(zip(widths, xs, strict=True))]
     con = fit_concurrently([ResidualRegressor(w, seed=10 + i, **kw) for i, w in enumerate(widths)], xs, y)
     for a, b, x in zip(seq, con, xs, strict=True):
         torch.testing.assert_close(a.predict(x), b.predict(x), rtol=1e-4, atol=1e-5)
         for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
             torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
+
+
+SHUFFLES = ("rows", "blocks")
+
+
+@pytest.mark.parametrize("hidden", [(), (8,)])
+def test_the_blocks_order_fits_other_batches_than_the_rows_order_and_equal_ones_under_equal_seeds(hidden):
+    xs, y = _data([3])
+    kw = dict(out_features=3, hidden=hidden, epochs=4, milestones=(2,), batch_size=16)
+    fits = {s: [ResidualRegressor(3, seed=5, shuffle=s, **kw).fit(xs[0], y) for _ in range(2)] for s in SHUFFLES}
+    for a, b in fits.values():  # reproducible from the seed
+        assert all(torch.equal(pa, pb) for pa, pb in zip(a.parameters(), b.parameters(), strict=True))
+    rows, blocks = fits["rows"][0], fits["blocks"][0]
+    assert not torch.allclose(rows.predict(xs[0]), blocks.predict(xs[0]))
 
 
 @pytest.mark.parametrize("hidden", [(), (8,)])

@@ -20,6 +20,24 @@ def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
     assert all(torch.equal(a, b) for a, b in zip(pieces, again, strict=True))
 
 
+def test_the_blocks_order_visits_every_row_once_an_epoch_each_model_in_its_own_permutation():
+    from vcl.engine.concurrent import BlockOrder
+
+    n, batch = 100, 16
+    order = BlockOrder(n, batch, [torch.Generator().manual_seed(s) for s in (3, 4)])
+    for m, seed in enumerate((3, 4)):  # each model's rows: its generator's first permutation (the rows' first epoch)
+        assert torch.equal(order.rows[m].long(), torch.randperm(n, generator=torch.Generator().manual_seed(seed)))
+    epochs = [order.epoch() for _ in range(3)]
+    for pieces in epochs:
+        covered = torch.cat([torch.arange(n)[p] for p in pieces])
+        assert sorted(covered.tolist()) == list(range(n)) and all(p.stop - p.start <= batch for p in pieces)
+    assert len({tuple(p.start for p in pieces) for pieces in epochs}) > 1  # a fresh order each epoch
+    again = BlockOrder(n, batch, [torch.Generator().manual_seed(9)])  # the blocks' order: n and the batch's alone
+    assert [p.start for p in again.epoch()] == [p.start for p in epochs[0]]
+    short = BlockOrder(97, batch, [torch.Generator()], min_rows=2)  # a last batch of one row is left out
+    assert sum(p.stop - p.start for p in short.epoch()) == 96
+
+
 def test_minibatches_of_several_generators_are_each_ones_own():
     """Models trained together: piece i holds every model's piece i, as each would draw it alone."""
     together = minibatches(9, 4, [torch.Generator().manual_seed(s) for s in (3, 4, 5)], min_rows=2)

@@ -28,7 +28,16 @@ from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 
-from vcl.engine.loop import LinearSteps, linear_map, load_theta, own_rows, permutations, stacked_theta, train_epochs
+from vcl.engine.loop import (
+    LinearSteps,
+    derived_seed,
+    linear_map,
+    load_theta,
+    own_rows,
+    permutations,
+    stacked_theta,
+    train_epochs,
+)
 from vcl.engine.losses import local_loss, local_losses
 
 
@@ -185,7 +194,6 @@ def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -
         theta, x = _fit_linear(learners[0], seeds, features, targets, sample_weight, stacked, start)
         load_theta(theta, layers)
         return theta, x
-    schedule = _schedule(learners[0], seeds, n, device)
     y_all = targets.expand(m, *targets.shape)
     w_all = None if sample_weight is None else sample_weight.expand(m, n)
     if features[0].dim() == 2:  # rows: zero-pad to the widest organization
@@ -194,6 +202,7 @@ def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -
     else:  # images of one shape
         width = None
         x = torch.stack(features)  # M,N,C,H,W
+    schedule, x, y_all, w_all = _order(learners[0], seeds, n, device, x, y_all, w_all)
     nets = [_padded_net(lr.to(device), width) for lr in learners]
     params, buffers = stack_module_state(nets)
     base = copy.deepcopy(nets[0]).to("meta")
@@ -212,6 +221,45 @@ def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -
                 stacked = params[name][i] if name in params else buffers[name][i]
                 p.copy_(stacked[tuple(slice(0, d) for d in p.shape)])  # drop the zero padding
     return None
+
+
+BLOCKS = 0xB10C  # the purpose tag of the blocks' order (learner.shuffle: blocks): derived_seed(BLOCKS, n, batch)
+
+
+class BlockOrder:
+    """``learner.shuffle: blocks``: each model's rows permuted once per fit (:attr:`rows`, (M, n): its generator's
+    first draw, the permutation the row order's first epoch takes), then, each epoch, the contiguous batches of the
+    rows so ordered in a fresh order (:meth:`epoch`: slices, the same for every model). A fit reads its rows in that
+    order once (one gather, :func:`own_rows`) and then in order: each batch a view, not a gather from anywhere in a
+    matrix larger than the caches. The batches' order is drawn from ``n`` and the batch size alone (no model's
+    secret: the rows in each batch are its own permutation's), so models fitted together step on the same slice, and
+    each model's batches are those it takes alone. A last batch under ``min_rows`` rows is left out."""
+
+    def __init__(self, n: int, batch_size: int, generators: list[torch.Generator], min_rows: int = 1):
+        dtype = torch.int32 if n < 2**31 else torch.long  # own_rows widens its flat row numbers if need be
+        self.rows = permutations(n, generators, 1, dtype)[0]
+        starts = range(0, n, batch_size)
+        self.batches = [slice(s, min(s + batch_size, n)) for s in starts if min(s + batch_size, n) - s >= min_rows]
+        self.generator = torch.Generator().manual_seed(derived_seed(BLOCKS, n, batch_size))
+
+    def epoch(self) -> list[slice]:
+        """The next epoch's batches: every kept batch once, in a fresh order."""
+        return [self.batches[i] for i in torch.randperm(len(self.batches), generator=self.generator).tolist()]
+
+
+def _order(learner, seeds: list[int], n: int, device, x: Tensor, y: Tensor, w: Tensor | None):
+    """The fit's batches (a function of the epoch) and what they index: under ``learner.shuffle: blocks``
+    (:class:`BlockOrder`, more rows than a batch) each model's rows ``x`` (M, N, ...), targets ``y``
+    and weights ``w`` (M, N, ...; a stack of one tensor expanded is read as one) in its own order, gathered once;
+    else the rows' order (:func:`_schedule`) over them as they are."""
+    hp = learner.hparams
+    if hp.get("shuffle", "rows") != "blocks" or n <= hp.batch_size:
+        return _schedule(learner, seeds, n, device), x, y, w
+    min_rows = 2 if hp.arch == "cnn" else 1  # BatchNorm cannot train on a single row
+    order = BlockOrder(n, hp.batch_size, [torch.Generator().manual_seed(s) for s in seeds], min_rows)
+    rows = order.rows.to(device)
+    x, y = own_rows(x, rows), own_rows(y, rows)
+    return (lambda epoch: order.epoch()), x, y, None if w is None else own_rows(w, rows)
 
 
 PERMUTATION_BYTES = 64 * 2**20  # the most one block of drawn permutations holds (its epochs are drawn at once)
@@ -309,10 +357,11 @@ def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start
         width = max(f.shape[1] for f in features)
         x = _padded(features, width, stacked)
     theta = start.detach().to(device)
-    linear = LinearSteps(
-        theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), x, targets, hp.loss, sample_weight
-    )
-    schedule = _schedule(learner, seeds, targets.shape[0], device)
+    n, w = targets.shape[0], sample_weight
+    schedule, xs, y, w = _order(learner, seeds, n, device, x, targets.expand(len(seeds), *targets.shape), w)
+    if xs is x:  # the rows' order: every model reads the shared targets (N × K) and weights
+        y, w = targets, sample_weight
+    linear = LinearSteps(theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), xs, y, hp.loss, w)
 
     def batches(epoch: int) -> list:
         return linear.epoch(schedule(epoch))

@@ -234,8 +234,10 @@ class LinearSteps:
     """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.engine.losses.local_loss` with closed-form gradients, W and b
     trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`stacked_theta`; (d+1, K), or M models stacked, (M, d+1, K)) on the
     inputs ``x`` ((N, d), or (M, N, d)); targets ``y`` (N, K) and sample weights ``w`` (N,) are the same for every
-    model. The bias is the weight of a column of ones ``x̃ = [x, 1]`` that is never made (at 10^7 rows and 8
-    organizations it would be 0.32 GB). No autograd graph:
+    model, or each model's own rows of them (M, N, K) and (M, N) for batches that are slices
+    (:class:`vcl.engine.concurrent.BlockOrder`: each model's rows in its own order). The bias is the weight of a
+    column of ones ``x̃ = [x, 1]`` that is never made (at 10^7 rows and 8 organizations it would be 0.32 GB). No
+    autograd graph:
 
     - ℓ₂: the gradient is ``(2/K)(G Θ − C)`` with ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` (D: the batch's rows and their
       weights; :func:`moments`); in-order batches compute them once, shuffled ones per step, in operations on x
@@ -289,7 +291,7 @@ class LinearSteps:
         """Each of the batch's rows' weight in the loss's mean (1/B, or w_i / Σ w)."""
         if self.w is None:
             return 1.0 / (idx.stop - idx.start if isinstance(idx, slice) else idx.shape[-1])
-        wb = self.w[idx]
+        wb = self.w[..., idx] if isinstance(idx, slice) else self.w[idx]
         return wb / wb.sum(-1, keepdim=True).clamp_min(1e-12)
 
     def _gram(self, idx) -> tuple[Tensor, Tensor]:
@@ -300,7 +302,7 @@ class LinearSteps:
             return self.fixed[key]
         weights = self._batch_weights(idx)
         if key is not None:
-            gram = moments(self.x[..., idx, :], self.y[idx], weights)
+            gram = moments(self.x[..., idx, :], self.y[..., idx, :], weights)
             self.fixed[key] = gram
             return gram
         coef = self.x.new_zeros(self.x.shape[:-1])
@@ -319,11 +321,11 @@ class LinearSteps:
             gram, c = self._gram(idx)
             self.theta.grad = torch.matmul(gram, self.theta).sub_(c).mul_(2.0 / self.y.shape[-1])
         else:
-            if isinstance(idx, slice):
-                xb = self.x[..., idx, :]
+            if isinstance(idx, slice):  # each model's y and w its own (M, N, ...: the blocks' order) or shared
+                xb, yb, wb = self.x[..., idx, :], self.y[..., idx, :], None if self.w is None else self.w[..., idx]
             else:
                 xb = self.x[idx] if self.x.dim() == 2 else own_rows(self.x, idx)
-            yb, wb = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
+                yb, wb = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
             g = local_loss_grad(linear_map(xb, self.theta), yb, self.loss, wb)
             grad = torch.empty_like(self.theta)
             grad[..., :-1, :] = xb.transpose(-1, -2) @ g

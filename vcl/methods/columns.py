@@ -108,6 +108,7 @@ def learner_settings(config: RunConfig, method: str, options: ColumnOptions = NO
         milestones=None if config.learner.milestones == ["auto"] else tuple(config.learner.milestones),
         gamma=config.learner.gamma,
         batch_size=config.learner.batch_size or None,
+        shuffle=config.learner.shuffle,
         grad_clip=config.learner.grad_clip,
         hidden=tuple(config.learner.hidden),
         widths=tuple(config.learner.cnn_widths),
