@@ -571,9 +571,10 @@ def report(records: list[dict]) -> str:
             ratio = r["seconds_per_round"] / small["seconds_per_round"]
             targets.append(f"- {transport} {model} {device}: s per round at {rows:,} / at {rows // 10:,} = {ratio:.1f} "
                          f"(≤ 12: {'met' if ratio <= 12 else 'NOT met'})")  # fmt: skip
-        if transport == "grpc" and (local := by.get((rows, "local", model, device))):
+        if transport == "grpc" and (local := by.get((rows, "local", model, device, shuffle))):
             same = abs(r["accuracy"] - local["accuracy"]) < 1e-9
-            targets.append(f"- {rows:,} rows: grpc accuracy {r['accuracy']:.4f}, local {local['accuracy']:.4f}: "
+            order = "" if shuffle == "rows" else f", order {shuffle}"
+            targets.append(f"- {rows:,} rows{order}: grpc accuracy {r['accuracy']:.4f}, local {local['accuracy']:.4f}: "
                          f"{'equal' if same else 'NOT equal'}")  # fmt: skip
     for r in records:
         if r.get("psi"):
