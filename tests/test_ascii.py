@@ -472,9 +472,9 @@ def test_ascii_config_errors(tiny):
         )
     with pytest.raises(VCLInputError, match="compare lists 'alone' .* ASCII's own: ascii, .* single, oracle"):
         check_config(tiny(method="ascii", compare=["alone"]))  # a name means one method, whatever runs beside it
-    assert check_config(tiny(method="ascii", compare=["single", "oracle", "ascii_simple"])) is None
+    assert check_config(tiny(method="ascii", compare=["single", "oracle", "ascii_simple"])).name == "ASCII"
     unset = tiny(method="ascii", compare=None)
-    assert compare_methods(unset) == ["single"] and check_config(unset) is None  # unset: the family's reference
+    assert compare_methods(unset) == ["single"] and check_config(unset).name == "ASCII"  # unset: its reference
     with pytest.raises(VCLInputError, match="ascii.alpha=literal is not valid; it takes one of exact, paper"):
         check_config(tiny(method="ascii", **{"ascii.alpha": "literal"}))
 

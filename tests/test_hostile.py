@@ -57,7 +57,7 @@ def add_callback(monkeypatch):
 
     def add(callback=None):  # None: the default callbacks alone again
         extra = [] if callback is None else [callback]
-        monkeypatch.setattr(vcl.coordinator.runner, "default_callbacks", lambda c, v: [*real(c, v), *extra])
+        monkeypatch.setattr(vcl.coordinator.runner, "default_callbacks", lambda c, v, f=None: [*real(c, v, f), *extra])
 
     return add
 

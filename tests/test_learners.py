@@ -261,6 +261,18 @@ def test_fit_reduces_local_loss_and_respects_sample_weight():
     assert err[:5].mean() < 0.5 * err[5:].mean()
 
 
+@pytest.mark.parametrize("hidden", [(), (32,)])
+def test_sample_weights_follow_their_rows_in_the_blocks_order(hidden):
+    """learner.shuffle blocks permutes each model's weights with its rows: weight on five rows fits those five."""
+    xs, y = _data([4], n=40)
+    w = torch.zeros(40)
+    w[:5] = 1.0
+    kw = dict(hidden=hidden, seed=0, epochs=300, milestones=(250,), batch_size=16, shuffle="blocks")
+    weighted = ResidualRegressor(4, 3, **kw).fit(xs[0], y, w)
+    err = (weighted.predict(xs[0]) - y).pow(2).mean(1)
+    assert err[:5].mean() < 0.5 * err[5:].mean()
+
+
 @pytest.mark.parametrize("loss", ["l1", "l1.5", "l2", "l4"])
 def test_local_loss_is_mean_power_of_absolute_error(loss):
     pred, target = torch.tensor([[1.0, 2.0]]), torch.tensor([[0.0, 4.0]])

@@ -63,7 +63,7 @@ def test_the_cli_names_the_lost_party_and_the_resume_command(tiny, tmp_path, cap
     import vcl.coordinator.runner
 
     monkeypatch.setattr(
-        vcl.coordinator.runner, "default_callbacks", lambda config, verbose: [RoundCheckpoint(), KillParty(1, "alice")]
+        vcl.coordinator.runner, "default_callbacks", lambda *a, **k: [RoundCheckpoint(), KillParty(1, "alice")]
     )
     out = tmp_path / "cli"
     code = cli.main(

@@ -379,7 +379,7 @@ def test_ctrl_c_says_where_to_resume_and_resume_finishes_the_run(tmp_path, capsy
     args = ["--run.rounds", "4", "--learner.epochs", "5", "--compare", "--quiet"]
     assert cli.main(["--out", str(full), *args]) == 0
     real = vcl.coordinator.runner.default_callbacks
-    monkeypatch.setattr(vcl.coordinator.runner, "default_callbacks", lambda c, v: [*real(c, v), crash_at(2)])
+    monkeypatch.setattr(vcl.coordinator.runner, "default_callbacks", lambda c, v, f=None: [*real(c, v, f), crash_at(2)])
     capsys.readouterr()
     assert cli.main(["--out", str(cut), *args]) == 130
     _one_error_line(capsys, f"interrupted after round 2 (checkpoint in {cut}); resume with: python train.py --out")
@@ -403,7 +403,7 @@ def test_sigterm_stops_at_a_saved_round_with_one_line(tmp_path):
 
 
 def test_interm_with_hidden_layers_is_accepted(tiny):
-    assert check_config(tiny(method="interm", **{"learner.model": ["mlp"]})) is None
+    assert check_config(tiny(method="interm", **{"learner.model": ["mlp"]})).name == "GAL"  # checked: its family
 
 
 def test_an_organization_name_cannot_point_a_checkpoint_outside_the_run(tiny, tmp_path):

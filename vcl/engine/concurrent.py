@@ -357,8 +357,9 @@ def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start
         width = max(f.shape[1] for f in features)
         x = _padded(features, width, stacked)
     theta = start.detach().to(device)
-    n, w = targets.shape[0], sample_weight
-    schedule, xs, y, w = _order(learner, seeds, n, device, x, targets.expand(len(seeds), *targets.shape), w)
+    n, m = targets.shape[0], len(seeds)
+    w = None if sample_weight is None else sample_weight.expand(m, n)
+    schedule, xs, y, w = _order(learner, seeds, n, device, x, targets.expand(m, *targets.shape), w)
     if xs is x:  # the rows' order: every model reads the shared targets (N × K) and weights
         y, w = targets, sample_weight
     linear = LinearSteps(theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), xs, y, hp.loss, w)
