@@ -228,9 +228,9 @@ class LearnerGroup:
     batch_size: NonNegativeInt = 0
     """local batch size (0: the paper's, 1024 linear/mlp, 512 cnn, 8 lstm; at least N: full batch)"""
     shuffle: Literal["rows", "blocks"] = "rows"
-    """the order of a linear or mlp fit's batches (fast engine): rows, each epoch a fresh permutation of the rows (the
-    papers'); blocks, the rows permuted once per fit, then each epoch their contiguous batches in a fresh order
-    (reads in order: far faster on tables larger than the caches)"""
+    """the order of a fast-engine fit's batches (linear, mlp, cnn without dropout; lstm and own modules keep rows):
+    rows, each epoch a fresh permutation of the rows (the papers'); blocks, the rows permuted once per fit, then each
+    epoch their contiguous batches in a fresh order (reads in order: far faster on tables larger than the caches)"""
     hidden: list[PositiveInt] = field(default_factory=lambda: [64])
     """hidden widths of the mlp learner"""
     cnn_widths: list[PositiveInt] = field(default_factory=lambda: [64, 128, 256, 512])
