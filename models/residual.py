@@ -428,7 +428,7 @@ class ResidualRegressor(pl.LightningModule):
 
     def _linear_layer(self) -> nn.Linear | None:
         """The network's one Linear layer when the learner is ``x Wᵀ + b`` trained in float32 (its steps then take
-        closed-form gradients, :class:`vcl.engine.loop.LinearSteps`), else None."""
+        closed-form gradients, :class:`vcl.engine.linear.LinearSteps`), else None."""
         return None if self._linear is None else self.net.get_submodule(self._linear)
 
     def _fit_trainer(self, x: Tensor, y: Tensor, w: Tensor | None) -> None:

@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from vcl.engine import progress
-from vcl.engine.loop import LinearSteps, Steps, build_optimizer, minibatches, own_rows, permutations, train_epochs
+from vcl.engine.linear import LinearSteps
+from vcl.engine.loop import Steps, build_optimizer, minibatches, own_rows, permutations, train_epochs
 
 
 def test_minibatches_cover_every_row_once_and_drop_a_last_piece_too_small():
@@ -36,6 +37,42 @@ def test_the_blocks_order_visits_every_row_once_an_epoch_each_model_in_its_own_p
     assert [p.start for p in again.epoch()] == [p.start for p in epochs[0]]
     short = BlockOrder(97, batch, [torch.Generator()], min_rows=2)  # a last batch of one row is left out
     assert sum(p.stop - p.start for p in short.epoch()) == 96
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_blocks_sums_are_the_gathered_rows_sums_computed_a_chunk_at_a_time(monkeypatch, weighted):
+    """ℓ₂ linear steps in the blocks' order take every batch's G and C from the rows gathered a chunk of batches at a
+    time (never the whole permuted rows): equal to the bit to those of the rows gathered whole, a short last batch
+    included, and so are the fits' steps."""
+    import vcl.engine.linear as linear
+    from vcl.engine.concurrent import BlockOrder
+
+    m, n, d, k, batch = 3, 100, 4, 2, 8
+    g = torch.Generator().manual_seed(0)
+    x, y, w = torch.randn(m, n, d, generator=g), torch.randn(n, k, generator=g), torch.rand(n, generator=g)
+    w = w if weighted else None
+    order = BlockOrder(n, batch, [torch.Generator().manual_seed(s) for s in range(m)])  # 12 batches of 8, one of 4
+    gathered = []
+    monkeypatch.setattr(linear, "BLOCK_CHUNK_ROWS", 3 * batch)
+    monkeypatch.setattr(linear, "own_rows", lambda t, idx: gathered.append(idx.shape[-1]) or own_rows(t, idx))
+
+    def steps(p):
+        return Steps(torch.optim.SGD(p, lr=0.1, momentum=0.9), clip=1.0)
+
+    theta = torch.zeros(m, d + 1, k)
+    blocks = LinearSteps(theta, steps, x, y, "l2", w, blocks=order)
+    assert max(gathered) == 3 * batch and sum(gathered) == n
+    xs, ys, ws = order.gather(x, y.expand(m, n, k), None if w is None else w.expand(m, n))
+    whole = LinearSteps(theta, steps, xs, ys, "l2", ws)
+    for piece in order.batches:
+        assert all(
+            torch.equal(a, b) for a, b in zip(blocks.fixed[piece.start, piece.stop], whole._gram(piece), strict=True)
+        )
+    for _ in range(2):
+        for piece in order.epoch():
+            blocks.step(piece)
+            whole.step(piece)
+    assert torch.equal(blocks.theta, whole.theta) and not torch.equal(blocks.theta, theta)
 
 
 def test_minibatches_of_several_generators_are_each_ones_own():

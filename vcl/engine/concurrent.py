@@ -5,7 +5,7 @@ The organizations of a GAL round are independent: each fits the same pseudo-resi
 columns. When their learners are :class:`ResidualRegressor` s with the same hyper-parameters, their
 parameters are stacked (``torch.func.stack_module_state``) and trained under ``vmap`` (MLPs in fp32: one
 ``baddbmm`` per layer): one batched forward/backward per step instead of M. Linear learners in fp32 are stacked
-as ``[Wᵀ; 0; b]`` and take closed-form steps (:class:`vcl.engine.loop.LinearSteps`). Inputs narrower than the widest
+as ``[Wᵀ; 0; b]`` and take closed-form steps (:class:`vcl.engine.linear.LinearSteps`). Inputs narrower than the widest
 are zero-padded and the matching weights start at zero, so they get zero gradient and stay zero; gradient
 clipping is per organization. The result equals fitting each learner alone (``tests/test_learners.py``).
 :func:`fit_and_predict` also gives every organization's outputs on its splits (Linear: one batched product).
@@ -28,16 +28,8 @@ from pytorch_lightning.utilities.parsing import AttributeDict
 from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 
-from vcl.engine.loop import (
-    LinearSteps,
-    derived_seed,
-    linear_map,
-    load_theta,
-    own_rows,
-    permutations,
-    stacked_theta,
-    train_epochs,
-)
+from vcl.engine.linear import LinearSteps, linear_map, load_theta, stacked_theta
+from vcl.engine.loop import derived_seed, own_rows, permutations, train_epochs
 from vcl.engine.losses import local_loss, local_losses
 
 
@@ -202,7 +194,9 @@ def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -
     else:  # images of one shape
         width = None
         x = torch.stack(features)  # M,N,C,H,W
-    schedule, x, y_all, w_all = _order(learners[0], seeds, n, device, x, y_all, w_all)
+    schedule, blocks = _order(learners[0], seeds, n, device)
+    if blocks is not None:
+        x, y_all, w_all = blocks.gather(x, y_all, w_all)
     nets = [_padded_net(lr.to(device), width) for lr in learners]
     params, buffers = stack_module_state(nets)
     base = copy.deepcopy(nets[0]).to("meta")
@@ -246,20 +240,22 @@ class BlockOrder:
         """The next epoch's batches: every kept batch once, in a fresh order."""
         return [self.batches[i] for i in torch.randperm(len(self.batches), generator=self.generator).tolist()]
 
+    def gather(self, *stacks: Tensor | None) -> list[Tensor | None]:
+        """Each stack (M, N, ...; one tensor expanded is read as one) with each model's rows in its order: one
+        gather each, for fits that read the rows at every step (an ℓ₂ linear fit needs only its batches' sums)."""
+        rows = self.rows.to(next(t for t in stacks if t is not None).device)
+        return [None if t is None else own_rows(t, rows) for t in stacks]
 
-def _order(learner, seeds: list[int], n: int, device, x: Tensor, y: Tensor, w: Tensor | None):
-    """The fit's batches (a function of the epoch) and what they index: under ``learner.shuffle: blocks``
-    (:class:`BlockOrder`, more rows than a batch) each model's rows ``x`` (M, N, ...), targets ``y``
-    and weights ``w`` (M, N, ...; a stack of one tensor expanded is read as one) in its own order, gathered once;
-    else the rows' order (:func:`_schedule`) over them as they are."""
+
+def _order(learner, seeds: list[int], n: int, device) -> tuple[Callable[[int], list], BlockOrder | None]:
+    """The fit's batches (a function of the epoch) and, under ``learner.shuffle: blocks`` (:class:`BlockOrder`, more
+    rows than a batch), the order whose slices they are; else the rows' order (:func:`_schedule`) and None."""
     hp = learner.hparams
     if hp.get("shuffle", "rows") != "blocks" or n <= hp.batch_size:
-        return _schedule(learner, seeds, n, device), x, y, w
+        return _schedule(learner, seeds, n, device), None
     min_rows = 2 if hp.arch == "cnn" else 1  # BatchNorm cannot train on a single row
     order = BlockOrder(n, hp.batch_size, [torch.Generator().manual_seed(s) for s in seeds], min_rows)
-    rows = order.rows.to(device)
-    x, y = own_rows(x, rows), own_rows(y, rows)
-    return (lambda epoch: order.epoch()), x, y, None if w is None else own_rows(w, rows)
+    return (lambda epoch: order.epoch()), order
 
 
 PERMUTATION_BYTES = 64 * 2**20  # the most one block of drawn permutations holds (its epochs are drawn at once)
@@ -346,7 +342,7 @@ def _stacked_split(inputs: list[dict[str, Tensor]], split: str, width: int, stac
 
 def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start: Tensor) -> tuple[Tensor, Tensor]:
     """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``start`` (their ``[Wᵀ; 0; b]``,
-    M × (d+1) × K), trained together with closed-form gradients (:class:`vcl.engine.loop.LinearSteps`): inputs
+    M × (d+1) × K), trained together with closed-form gradients (:class:`vcl.engine.linear.LinearSteps`): inputs
     zero-padded to the widest organization, M × N × d. ``features``: each organization's
     training rows, or its splits (a dict: :func:`_stacked_split`). Returns the trained parameters and the inputs."""
     hp, device = learner.hparams, targets.device
@@ -358,11 +354,14 @@ def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start
         x = _padded(features, width, stacked)
     theta = start.detach().to(device)
     n, m = targets.shape[0], len(seeds)
-    w = None if sample_weight is None else sample_weight.expand(m, n)
-    schedule, xs, y, w = _order(learner, seeds, n, device, x, targets.expand(m, *targets.shape), w)
-    if xs is x:  # the rows' order: every model reads the shared targets (N × K) and weights
-        y, w = targets, sample_weight
-    linear = LinearSteps(theta, lambda p: learner.steps(p, device, clip_with=_clip_per_model), xs, y, hp.loss, w)
+    schedule, blocks = _order(learner, seeds, n, device)
+    xs, y, w = x, targets, sample_weight  # every model reads the shared targets (N × K) and weights
+    if blocks is not None and hp.loss != "l2":  # its steps read the rows: gathered once in each model's order
+        w = None if w is None else w.expand(m, n)
+        xs, y, w = blocks.gather(x, targets.expand(m, *targets.shape), w)
+        blocks = None  # the slices index the gathered rows
+    steps = lambda p: learner.steps(p, device, clip_with=_clip_per_model)  # noqa: E731
+    linear = LinearSteps(theta, steps, xs, y, hp.loss, w, blocks=blocks)
 
     def batches(epoch: int) -> list:
         return linear.epoch(schedule(epoch))
@@ -405,12 +404,16 @@ def _stacked_forward(base: torch.nn.Module):
 
 
 def _clip_per_model(params: list[Tensor], max_norm: float) -> None:
-    """``clip_grad_norm_`` applied to each organization's slice of the stacked parameters."""
-    sq = sum(p.grad.pow(2).flatten(1).sum(1) for p in params if p.grad is not None)
-    coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
-    for p in params:
-        if p.grad is not None:
-            p.grad.mul_(coef.view(-1, *([1] * (p.grad.dim() - 1))))
+    """``clip_grad_norm_`` applied to each organization's slice of the stacked parameters (one norm a slice for a
+    linear model's one parameter: a step of its takes a few calls)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if len(grads) == 1:
+        norm = torch.linalg.vector_norm(grads[0], dim=tuple(range(1, grads[0].dim())), keepdim=True)
+    else:
+        norm = sum(g.pow(2).flatten(1).sum(1) for g in grads).sqrt()
+    coef = norm.add_(1e-6).reciprocal_().mul_(max_norm).clamp_(max=1.0)  # max_norm / (norm + 1e-6), as torch's
+    for g in grads:
+        g.mul_(coef if coef.dim() == g.dim() else coef.view(-1, *([1] * (g.dim() - 1))))
 
 
 def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:

@@ -24,7 +24,6 @@ import torch
 from torch import Tensor
 
 from vcl.engine import progress
-from vcl.engine.losses import local_loss_grad
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
 DRAWS = 0xD809  # the purpose tag of a fit's draws from torch's global generator (dropout)
@@ -230,137 +229,6 @@ class Steps:
             self.scheduler.step()
 
 
-class LinearSteps:
-    """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.engine.losses.local_loss` with closed-form gradients, W and b
-    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`stacked_theta`; (d+1, K), or M models stacked, (M, d+1, K)) on the
-    inputs ``x`` ((N, d), or (M, N, d)); targets ``y`` (N, K) and sample weights ``w`` (N,) are the same for every
-    model, or each model's own rows of them (M, N, K) and (M, N) for batches that are slices
-    (:class:`vcl.engine.concurrent.BlockOrder`: each model's rows in its own order). The bias is the weight of a
-    column of ones ``x̃ = [x, 1]`` that is never made (at 10^7 rows and 8 organizations it would be 0.32 GB). No
-    autograd graph:
-
-    - ℓ₂: the gradient is ``(2/K)(G Θ − C)`` with ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` (D: the batch's rows and their
-      weights; :func:`moments`); in-order batches compute them once, shuffled ones per step, in operations on x
-      (N × d per model), never on the M × N × K outputs;
-    - other losses: ``g = ∂loss/∂(x Wᵀ + b)`` on the batch (:func:`vcl.engine.losses.local_loss_grad`), then
-      ``[xᵀg; Σ g]``.
-
-    Then one parameter's update by the learner's :class:`Steps` (clipping, weight decay, momentum, schedule).
-    What autograd computes on W and b, to float rounding (tested). float32 only (no autocast)."""
-
-    def __init__(self, theta: Tensor, make_steps: Callable[[list[Tensor]], Steps], x, y, loss: str, w=None):
-        self.theta = theta.detach().clone().requires_grad_()
-        self.steps = make_steps([self.theta])
-        self.x, self.y, self.loss, self.w = x, y, loss, w
-        self.fixed: dict = {}  # ℓ₂'s (G, C) of in-order batches
-        self.planned: dict = {}  # ℓ₂'s (G, C) of this epoch's shuffled batches, by id (:meth:`epoch`)
-        self.total: tuple | None = None  # ℓ₂'s sums over all rows (:meth:`_sums`)
-
-    def epoch(self, pieces: list) -> list:
-        """Before an epoch's steps on ``pieces``: when they are shuffled row indices that partition the N rows and
-        one holds more than half of them, ℓ₂'s G and C of the others are computed from their rows (gathered) and
-        its own as the whole data's less theirs, a fraction of the work of either from all N rows; its steps
-        then use them. Returns ``pieces``."""
-        self.planned = {}
-        n = self.x.shape[-2]
-        if self.loss != "l2" or not pieces or isinstance(pieces[0], slice) or sum(_rows(p) for p in pieces) != n:
-            return pieces
-        big = max(range(len(pieces)), key=lambda i: _rows(pieces[i]))
-        if 2 * _rows(pieces[big]) <= n:
-            return pieces
-        others = [p for i, p in enumerate(pieces) if i != big]
-        if self.total is None:
-            self.total = self._sums(None)
-        (g, c, w), (g_rest, c_rest, w_rest) = self.total, self._sums(torch.cat(others, -1))
-        self.planned[id(pieces[big])] = ((g - g_rest) / (w - w_rest), (c - c_rest) / (w - w_rest))
-        if len(others) == 1:
-            self.planned[id(others[0])] = (g_rest / w_rest, c_rest / w_rest)
-        return pieces
-
-    def _sums(self, idx) -> tuple[Tensor, Tensor, Tensor | float]:
-        """``x̃ᵀ W x̃``, ``x̃ᵀ W y`` and the sum of the weights W over the rows ``idx`` (all rows for None)."""
-        if idx is None:
-            x, y, w = self.x, self.y, self.w
-        else:
-            x = self.x[idx] if self.x.dim() == 2 else own_rows(self.x, idx)
-            y, w = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
-        total = float(x.shape[-2]) if w is None else w.sum(-1).clamp_min(1e-12)[..., None, None]
-        return (*moments(x, y, 1.0 if w is None else w), total)
-
-    def _batch_weights(self, idx) -> Tensor | float:
-        """Each of the batch's rows' weight in the loss's mean (1/B, or w_i / Σ w)."""
-        if self.w is None:
-            return 1.0 / (idx.stop - idx.start if isinstance(idx, slice) else idx.shape[-1])
-        wb = self.w[..., idx] if isinstance(idx, slice) else self.w[idx]
-        return wb / wb.sum(-1, keepdim=True).clamp_min(1e-12)
-
-    def _gram(self, idx) -> tuple[Tensor, Tensor]:
-        """ℓ₂'s ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` of the batch: an in-order one's once, a shuffled one's as the rows'
-        weights scattered over all N rows (no gather of the batch's targets)."""
-        key = (idx.start, idx.stop) if isinstance(idx, slice) else None
-        if key in self.fixed:
-            return self.fixed[key]
-        weights = self._batch_weights(idx)
-        if key is not None:
-            gram = moments(self.x[..., idx, :], self.y[..., idx, :], weights)
-            self.fixed[key] = gram
-            return gram
-        coef = self.x.new_zeros(self.x.shape[:-1])
-        coef.scatter_(-1, idx, weights if isinstance(weights, Tensor) else coef.new_full(idx.shape, weights))
-        return moments(self.x, self.y, coef)
-
-    @torch.no_grad()
-    def step(self, idx) -> None:
-        """One step on the batch ``idx`` of the N rows: a slice (in order, the same for every model) or row
-        indices, (B,) or, stacked, (M, B)."""
-        n = self.x.shape[-2]
-        if self.loss == "l2" and id(idx) in self.planned:
-            gram, c = self.planned[id(idx)]
-            self.theta.grad = torch.matmul(gram, self.theta).sub_(c).mul_(2.0 / self.y.shape[-1])
-        elif self.loss == "l2" and (isinstance(idx, slice) or 4 * idx.shape[-1] >= n):  # else gathering costs less
-            gram, c = self._gram(idx)
-            self.theta.grad = torch.matmul(gram, self.theta).sub_(c).mul_(2.0 / self.y.shape[-1])
-        else:
-            if isinstance(idx, slice):  # each model's y and w its own (M, N, ...: the blocks' order) or shared
-                xb, yb, wb = self.x[..., idx, :], self.y[..., idx, :], None if self.w is None else self.w[..., idx]
-            else:
-                xb = self.x[idx] if self.x.dim() == 2 else own_rows(self.x, idx)
-                yb, wb = (None if t is None else _rows_of(t, idx) for t in (self.y, self.w))
-            g = local_loss_grad(linear_map(xb, self.theta), yb, self.loss, wb)
-            grad = torch.empty_like(self.theta)
-            grad[..., :-1, :] = xb.transpose(-1, -2) @ g
-            torch.sum(g, -2, out=grad[..., -1, :])
-            self.theta.grad = grad
-        self.steps.update()
-
-
-def linear_map(x: Tensor, theta: Tensor) -> Tensor:
-    """``x Wᵀ + b`` for ``Θ = [Wᵀ; b]`` ((d+1, K), or stacked (M, d+1, K) on x (M, N, d)): one ``addmm`` /
-    ``baddbmm``, with no column of ones."""
-    if x.dim() == 2 and theta.dim() == 2:
-        return torch.addmm(theta[-1], x, theta[:-1])
-    return torch.baddbmm(theta[..., -1:, :], x, theta[..., :-1, :])
-
-
-def moments(x: Tensor, y: Tensor, weights: Tensor | float) -> tuple[Tensor, Tensor]:
-    """``G = x̃ᵀ D x̃`` ((..., d+1, d+1)) and ``C = x̃ᵀ D y`` ((..., d+1, K)) for ``x̃ = [x, 1]`` and D the rows' weights
-    (``weights``: (..., N), or one for every row), from ``x`` (..., N, d) itself: ``xᵀDx`` and ``xᵀDy`` by matrix
-    products, the ones column's row and column as sums. ``y`` (N, K) may be shared by a stack of x."""
-    d = x.shape[-1]
-    per_row = isinstance(weights, Tensor)
-    xw = x * (weights.unsqueeze(-1) if per_row else weights)
-    xwt = xw.transpose(-1, -2)
-    lead = x.shape[:-2]
-    gram = x.new_empty(*lead, d + 1, d + 1)
-    c = x.new_empty(*lead, d + 1, y.shape[-1])
-    gram[..., :d, :d] = xwt @ x
-    gram[..., :d, d] = gram[..., d, :d] = xw.sum(-2)
-    gram[..., d, d] = weights.sum(-1) if per_row else weights * x.shape[-2]
-    c[..., :d, :] = xwt @ y
-    c[..., d, :] = (weights.unsqueeze(-2) @ y).squeeze(-2) if per_row else y.sum(-2) * weights
-    return gram, c
-
-
 def own_rows(t: Tensor, idx) -> Tensor:
     """Each model's own rows of a stack ``t`` (M, N, ...): ``t[arange(M)[:, None], idx]`` for indices (M, B),
     ``t[:, idx]`` for a slice. One ``index_select`` of the flattened rows (advanced indexing took 4× as long at
@@ -395,24 +263,6 @@ def _select_rows(t: Tensor, index: Tensor) -> Tensor:
     if word is None or t.storage_offset() * t.element_size() % size:  # a word view needs aligned rows
         return t.index_select(0, index)
     return t.view(-1).view(word).index_select(0, index).view(t.dtype).view(-1, *t.shape[1:])
-
-
-def stacked_theta(layer: torch.nn.Linear, width: int | None = None) -> Tensor:
-    """A Linear layer as ``Θ = [Wᵀ; 0; b]``, (width + 1, K): zero rows for inputs beyond its own (padding)."""
-    weight = layer.weight.detach().t()
-    pad = (width or layer.in_features) - layer.in_features
-    return torch.cat([weight, weight.new_zeros(pad, weight.shape[1]), layer.bias.detach().unsqueeze(0)])
-
-
-@torch.no_grad()
-def load_theta(theta: Tensor, layers: torch.nn.Linear | list[torch.nn.Linear]) -> None:
-    """Write ``Θ`` (from :func:`stacked_theta`, trained) back into the layer's weight and bias; for a list of layers,
-    ``Θ``'s stack (M × (width + 1) × K, zero rows for padding) into each layer in turn."""
-    if isinstance(layers, torch.nn.Linear):
-        layers, theta = [layers], theta.unsqueeze(0)
-    for layer, own in zip(layers, theta, strict=True):
-        layer.weight.copy_(own[: layer.in_features].t())
-        layer.bias.copy_(own[-1])
 
 
 def minibatches(

@@ -52,7 +52,7 @@ def local_losses(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor 
 
 def local_loss_grad(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor | None = None) -> Tensor:
     """∂ :func:`local_loss` / ∂ ``pred`` in closed form: what autograd computes, to float rounding (tested), in a
-    few operations (a linear learner's step needs no autograd graph; :class:`vcl.engine.loop.LinearSteps`)."""
+    few operations (a linear learner's step needs no autograd graph; :class:`vcl.engine.linear.LinearSteps`)."""
     if sample_weight is None:
         per_row: Tensor | float = 1.0 / pred.shape[-2]
     else:
