@@ -3,6 +3,7 @@
 
     python benchmarks/checkouts.py OLD NEW --out runs/bench/checkouts.json            # 10^5 rows, 4 pairs
     python benchmarks/checkouts.py OLD NEW --quick --out runs/bench/checkouts.json    # 10^4 rows, 2 pairs
+    python benchmarks/checkouts.py OLD NEW --rows 1000000 --pairs 2 --shuffle blocks  # learner.shuffle: blocks
 
 OLD and NEW are checkouts of vcl (``git worktree add /tmp/old <commit>``), each with the links ``vcl/models ->
 ../models``, ``vcl/datamodules -> ../datamodules`` and ``vcl/callbacks -> ../callbacks`` (what the editable install
@@ -36,6 +37,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="10^4 rows, 2 pairs")
     p.add_argument("--rows", type=int, default=None, help="rows per organization (default 10^5; quick 10^4)")
     p.add_argument("--pairs", type=int, default=None, help="runs of each checkout (default 4; quick 2)")
+    p.add_argument("--shuffle", default="rows", choices=["rows", "blocks"], help="learner.shuffle of every run")
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     return p.parse_args(argv)
 
@@ -54,10 +56,11 @@ def checked(folder: str) -> Path:
     return path
 
 
-def run(checkout: Path, files: list[str], out: Path) -> dict:
+def run(checkout: Path, files: list[str], out: Path, shuffle: str = "rows") -> dict:
     argv = [sys.executable, "train.py", "--data.dataset", "csv", "--data.task", "classification",
             "--data.csv_files", *files, "--learner.model", "linear", "--run.rounds", "2", "--run.device", "cpu",
             "--out", str(out), "--overwrite", "--quiet"]  # fmt: skip
+    argv += ["--learner.shuffle", shuffle] if shuffle != "rows" else []  # earlier checkouts lack the option
     start = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     subprocess.run(argv, cwd=checkout, env=env, check=True, capture_output=True)
@@ -67,7 +70,8 @@ def run(checkout: Path, files: list[str], out: Path) -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True)
     return {"benchmark": "checkouts", "checkout": str(checkout), "commit": commit.stdout.strip(),
             "wall_seconds": wall, "gal_round_1": gal[0], "gal_round_2": gal[1],
-            "alone_round_1": alone[0], "alone_round_2": alone[1], "accuracy": r["value"]}  # fmt: skip
+            "alone_round_1": alone[0], "alone_round_2": alone[1], "accuracy": r["value"],
+            "shuffle": shuffle}  # fmt: skip
 
 
 def report(records: list[dict]) -> str:
@@ -112,7 +116,7 @@ def main(argv=None) -> None:
         files = [str(p) for p in generate(folder / "files", rows)]
         for i in range(pairs):
             for k, tree in enumerate(trees if i % 2 == 0 else trees[::-1]):
-                record = run(tree, files, folder / f"run{k}")
+                record = run(tree, files, folder / f"run{k}", args.shuffle)
                 records.append({**record, "rows": rows, "pair": i + 1})
                 print(json.dumps(record), flush=True)
     print(report(records))

@@ -56,8 +56,9 @@ class LinearSteps:
             raise ValueError("the blocks' precomputed sums are ℓ₂'s, of stacked inputs (M, N, d)")
         m, d, size = self.x.shape[0], self.x.shape[-1], batches[0].stop - batches[0].start
         full = [b for b in batches if b.stop - b.start == size]  # consecutive from row 0; a short last one after
+        short = [[b] for b in batches if b.stop - b.start != size]
         per = max(1, BLOCK_CHUNK_ROWS // size)
-        for group in [full[i : i + per] for i in range(0, len(full), per)] + [[b] for b in batches if b not in full]:
+        for group in [full[i : i + per] for i in range(0, len(full), per)] + short:
             idx, c, b = rows[:, group[0].start : group[-1].stop], len(group), group[0].stop - group[0].start
             x = own_rows(self.x, idx).view(m, c, b, d)
             y = _rows_of(self.y, idx).view(m, c, b, -1)
