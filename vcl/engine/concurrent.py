@@ -407,7 +407,7 @@ def _clip_per_model(params: list[Tensor], max_norm: float) -> None:
     """``clip_grad_norm_`` applied to each organization's slice of the stacked parameters (one norm a slice for a
     linear model's one parameter: a step of its takes a few calls)."""
     grads = [p.grad for p in params if p.grad is not None]
-    if len(grads) == 1:
+    if len(grads) == 1 and grads[0].dim() > 1:
         norm = torch.linalg.vector_norm(grads[0], dim=tuple(range(1, grads[0].dim())), keepdim=True)
     else:
         norm = sum(g.pow(2).flatten(1).sum(1) for g in grads).sqrt()
