@@ -71,7 +71,7 @@ def report(records: list[dict]) -> str:
                 cells.append(f"{means[order]:.2f} ({spreads[-1]:.2f})")
             diff, spread = means["blocks"] - means["rows"], max(spreads)
             within = within and abs(diff) <= spread
-            cells.insert(len(cells), f"{diff:+.2f} ({spread:.2f})")
+            cells.append(f"{diff:+.2f} ({spread:.2f})")
         label = "paper's" if batch == 0 else str(batch)
         lines.append(f"| {ds} | {m} | {label} | {metric} | " + " | ".join(cells) + f" | {'yes' if within else 'NO'} |")
     return "\n".join(lines)

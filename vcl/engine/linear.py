@@ -41,6 +41,8 @@ class LinearSteps:
         self.steps = make_steps([self.theta])
         x, y, w = (None if t is None else t.detach() for t in (x, y, w))  # nothing here builds an autograd graph
         self.x, self.y, self.loss, self.w, self.n = x, y, loss, w, x.shape[-2]
+        self.scale = 2.0 / y.shape[-1]  # ℓ₂'s gradient (2/K)(GΘ − C), one product (:meth:`step`)
+        self.product = torch.addmm if self.theta.dim() == 2 else torch.baddbmm
         self.fixed: dict = {}  # ℓ₂'s (G, C) of in-order batches
         self.planned: dict = {}  # ℓ₂'s (G, C) of this epoch's shuffled batches, by id (:meth:`epoch`)
         self.total: tuple | None = None  # ℓ₂'s sums over all rows (:meth:`_sums`)
@@ -131,8 +133,7 @@ class LinearSteps:
         grad = self.theta.grad
         if self.loss == "l2" and (isinstance(idx, slice) or id(idx) in self.planned or 4 * idx.shape[-1] >= self.n):
             gram, c = self.planned.get(id(idx)) or self._gram(idx)  # a shuffled batch of few rows: gathering costs less
-            scale = 2.0 / self.y.shape[-1]
-            (torch.addmm if grad.dim() == 2 else torch.baddbmm)(c, gram, self.theta, beta=-scale, alpha=scale, out=grad)
+            self.product(c, gram, self.theta, beta=-self.scale, alpha=self.scale, out=grad)
         else:
             if isinstance(idx, slice):  # each model's y and w its own (M, N, ...: the blocks' order) or shared
                 xb, yb, wb = self.x[..., idx, :], self.y[..., idx, :], None if self.w is None else self.w[..., idx]
