@@ -8,13 +8,14 @@ rounds 0..T — the way the papers report. Accuracy is a fraction; MAD is in tar
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-from vcl.coordinator.rundir import strict_json
+from vcl.coordinator.rundir import strict_json, versions
 from vcl.engine.memory import prepare_process
 
 prepare_process()  # every benchmark's process allocates as the command line's does (vcl.engine.memory)
@@ -55,14 +56,29 @@ def run_all(jobs: list, args: argparse.Namespace) -> list[dict]:
 
 
 def write_records(records: list[dict], path: str | None) -> None:
+    """``records`` to ``path`` (JSON, replaced whole), and the versions they ran with to ``versions.json`` beside it
+    (``{file name: vcl.coordinator.rundir.versions()}``, the folder's other files kept)."""
     if not path:
         return
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(strict_json(records, indent=1))
-    os.replace(tmp, out)
+    replace_json(out, records)
+    record_versions(out)
     print(f"wrote {len(records)} records to {out}")
+
+
+def replace_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(strict_json(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def record_versions(record: Path) -> None:
+    """The record file's entry in its folder's ``versions.json``: what the process that wrote it ran with."""
+    place = record.parent / "versions.json"
+    held = json.loads(place.read_text()) if place.exists() else {}
+    held[record.name] = versions()
+    replace_json(place, dict(sorted(held.items())))
 
 
 def summarize(records: list[dict], paper: dict, keys=("dataset", "organizations", "method", "model")) -> str:

@@ -200,6 +200,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(records, indent=1))
+    from common import record_versions  # benchmarks/common.py, beside this script
+
+    record_versions(out)
     text = markdown(records, time.strftime("%Y-%m-%d"))
     out.with_suffix(".md").write_text(text)
     print(text)

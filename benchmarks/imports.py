@@ -85,6 +85,9 @@ def main(argv=None) -> None:
     record = {"import_torch_lightning_seconds": statistics.median(bases), "deferred": rows, "repeats": args.repeats}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
+    from common import record_versions  # after the measurements: it imports vcl (and torch) into this process
+
+    record_versions(args.out)
     print(f"torch + Lightning: {record['import_torch_lightning_seconds']:.2f} s (median of {len(bases)})")
 
 

@@ -146,6 +146,24 @@ def index() -> str:
     return "\n".join(lines) + "\n"
 
 
+def folder_versions(folder: Path) -> str | None:
+    """What a folder's records ran with: its ``versions.json`` (written beside every record since 2026-12-06, by
+    ``common.write_records``), or, for the folders before, its README's line that begins ``Versions:``."""
+    place = folder / "versions.json"
+    if place.exists():
+        alike: dict[str, list[str]] = {}
+        for name, held in json.loads(place.read_text()).items():
+            alike.setdefault(json.dumps(held, sort_keys=True), []).append(f"`{name}`")
+        lines = []
+        for key, names in alike.items():
+            held = json.loads(key)
+            packages = ", ".join(f"{k} {v}" for k, v in held["packages"].items())
+            lines.append(f"Versions ({', '.join(names)}): Python {held['python']}, {held['machine']}; {packages}.")
+        return "\n\n".join(lines)
+    said = (folder / "README.md").read_text().splitlines()
+    return next((line for line in said if line.startswith("Versions:")), None)
+
+
 def page() -> str:
     parts = [
         "# Results\n",
@@ -158,6 +176,7 @@ def page() -> str:
     for folder in sorted((p for p in RECORDS.iterdir() if p.is_dir()), reverse=True):
         title = (folder / "README.md").read_text().splitlines()[0].lstrip("# ").strip()
         parts.append(f"## {title}\n")
+        parts.append(f"{folder_versions(folder)}\n")
         for name, command in commands(folder).items():
             parts.append(section(folder, name, command))
     return "\n".join(parts)

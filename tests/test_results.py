@@ -1,5 +1,7 @@
 """The results page is what the kept benchmark records give (no figure on it is copied by hand)."""
 
+import json
+
 from tests.helpers import benchmark
 
 results = benchmark("results")
@@ -13,8 +15,34 @@ def test_every_record_file_is_named_with_the_command_that_wrote_it():
     folders = [p for p in results.RECORDS.iterdir() if p.is_dir()]
     assert folders
     for folder in folders:
-        files = {p.name for p in folder.iterdir() if p.suffix in (".json", ".jsonl")}
+        files = {p.name for p in folder.iterdir() if p.suffix in (".json", ".jsonl") and p.name != "versions.json"}
         assert files == set(results.commands(folder)), folder.name
+
+
+def test_every_record_folder_names_the_versions_it_ran_with():
+    """Each record file of a folder with a versions.json has its entry there (torch and Lightning among them); a
+    folder from before the lock says what it knows in its README's line beginning 'Versions:'."""
+    for folder in (p for p in results.RECORDS.iterdir() if p.is_dir()):
+        said = results.folder_versions(folder)
+        assert said and "torch" in said, folder.name
+        if (folder / "versions.json").exists():
+            held = json.loads((folder / "versions.json").read_text())
+            assert set(results.commands(folder)) <= set(held), folder.name
+            assert all({"torch", "pytorch-lightning"} <= set(v["packages"]) for v in held.values()), folder.name
+
+
+def test_a_record_is_written_with_the_versions_it_ran_with(tmp_path):
+    """write_records puts the record's entry in its folder's versions.json, keeping the entries of other files."""
+    from importlib import metadata
+
+    common = benchmark("common")
+    common.write_records([{"value": 1.0}], str(tmp_path / "a.json"))
+    common.write_records([{"value": 2.0}], str(tmp_path / "b.json"))
+    held = json.loads((tmp_path / "versions.json").read_text())
+    assert sorted(held) == ["a.json", "b.json"]
+    assert held["a.json"]["packages"]["torch"] == metadata.version("torch")
+    assert held["b.json"]["packages"]["pytorch-lightning"] == metadata.version("pytorch-lightning")
+    assert "Versions (`a.json`, `b.json`): Python" in results.folder_versions(tmp_path)
 
 
 def test_a_page_edited_by_hand_fails_the_check(tmp_path, monkeypatch):

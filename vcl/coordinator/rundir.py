@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
+from importlib import metadata
 from pathlib import Path
 
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
@@ -101,6 +103,24 @@ def link_in(root: Path, parties_only: bool = False) -> Path | None:
                 if (Path(where) / name).is_symlink():
                     return Path(where) / name
     return None
+
+
+# what a record names of the software it ran with (results.json's "versions", benchmarks' versions.json)
+RECORDED_PACKAGES = ("torch", "torchvision", "pytorch-lightning", "torchmetrics", "numpy", "scipy", "scikit-learn",
+    "pyarrow", "grpcio", "cryptography", "pynacl", "phe", "dp-accounting", "ray", "xgboost-cpu", "xgboost")  # fmt: skip
+
+
+def versions() -> dict:
+    """Python's version, the machine and the version of each of ``RECORDED_PACKAGES`` installed here (the lock,
+    ``requirements.lock``, names all of them; a package not installed is left out)."""
+    packages = {}
+    for name in RECORDED_PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {"python": platform.python_version(), "machine": f"{platform.system()} {platform.machine()}",
+            "packages": packages}  # fmt: skip
 
 
 def strict_json(obj, indent: int = 2) -> str:

@@ -24,7 +24,7 @@ from vcl.config import RunConfig, identity_differs
 from vcl.coordinator.assembly import build_protocol, check_config, coordinator_data, datamodule_for
 from vcl.coordinator.digest import DIGEST, DIGEST_VERSION, data_digest
 from vcl.coordinator.results import kept_records, prediction_stage
-from vcl.coordinator.rundir import KEPT, PARTIES, RunDirectory, atomic_write_json
+from vcl.coordinator.rundir import KEPT, PARTIES, RunDirectory, atomic_write_json, versions
 from vcl.datamodules.tabular import VerticalData
 from vcl.datamodules.user import check_vertical
 from vcl.engine import memory
@@ -366,6 +366,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
             results["compare"][method].pop("config")
             memory.mark(method)
         results["memory"] = memory.MARKS[:]  # this process's steps since its previous run (vcl.engine.memory)
+        results["versions"] = versions()  # what the run ran with (vcl.coordinator.rundir.RECORDED_PACKAGES)
         memory.MARKS.clear()
         if write:
             atomic_write_json(results, out_dir / "results.json")

@@ -321,7 +321,7 @@ def probe_all(fed, names=None) -> list[dict]:
 
 def signed(fed, common: str, alternative: list[str], folder: Path) -> dict:
     """TLS files for a key and a certificate the federation's CA signs, with the given common name and DNS
-    alternative names."""
+    alternative names (none: a certificate without the extension)."""
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -332,7 +332,7 @@ def signed(fed, common: str, alternative: list[str], folder: Path) -> dict:
     ca_key = serialization.load_pem_private_key((fed.keys / "ca.key").read_bytes(), password=None)
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)]))
         .issuer_name(ca.subject)
@@ -340,9 +340,12 @@ def signed(fed, common: str, alternative: list[str], folder: Path) -> dict:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in alternative]), critical=False)
-        .sign(ca_key, hashes.SHA256())
     )
+    if alternative:  # a certificate without names has no SubjectAlternativeName (cryptography 51 refuses an empty one)
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in alternative]), critical=False
+        )
+    cert = builder.sign(ca_key, hashes.SHA256())
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "ca.pem").write_bytes((fed.keys / "ca.pem").read_bytes())
     (folder / f"{common}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
