@@ -133,7 +133,7 @@ PAPER = _paper()
 METHODS = {
     "gal": {},
     "gal_bag": {"gal.weights": "bag"},
-    "gal_dp": {"gal.privacy": "dp"},
+    "gal_dp": {"gal.privacy": "residual_laplace"},  # the paper's "DP": Laplace on the residuals, no DP guarantee
     "gal_ip": {"gal.privacy": "ip"},
     "alone": {"method": "alone"},
 }

@@ -335,13 +335,17 @@ class GALGroup:
     late_fusion: Literal["mean", "sum"] = "mean"
     """late baseline: mean (the organizations' outputs averaged, as the GAL authors' code does) or sum (added, as the
     paper's text describes it); neither reproduces the paper's Late regression figures (docs/design.md)"""
-    privacy: Literal["none", "dp", "ip"] = "none"
-    """privacy on the residuals Alice sends: none, dp (Laplace), ip (interval privacy)"""
+    privacy: Literal["none", "dp", "dp_residuals", "residual_laplace", "ip"] = "none"
+    """dp (Alice's labels privatized once) or dp_residuals (each round's bounded residual plus Laplace): DP for one
+    person's label; residual_laplace (the paper's) or ip (interval privacy): no DP guarantee (docs/gal.md)"""
+    privacy_epsilon: PositiveFloat = 1.0
+    """dp, dp_residuals: the run's epsilon for one person's label, at delta 1e-5"""
+    label_bounds: list[float] = field(default_factory=list)
+    """dp on a regression task: the public [low, high] Alice's targets are clipped to (never read from the data)"""
     privacy_alpha: PositiveFloat = 1.0
-    """Laplace mechanism's alpha: noise scale (b - a)/alpha"""
+    """residual_laplace's alpha: noise scale (b - a)/alpha"""
     privacy_secret: NonNegativeInt = 0
-    """Alice's own seed of the privacy noise (0: fresh from the operating system, kept in her checkpoint); the
-    parties' copy of the config never holds it"""
+    """Alice's own seed of her noise (0: fresh from the OS, kept in her checkpoint; no other party's config holds it)"""
     privacy_scope: Literal["others", "all"] = "others"
     """who fits the perturbed residual: others (Alice fits her own model on the clean one) or all (Alice's own fit uses
     the same perturbed broadcast, as in the authors' code); weights and line search stay clean"""

@@ -1,8 +1,13 @@
 """Privacy mechanisms for what a protocol sends out (GAL Section 4.5, and the GAL authors' code).
 
-Both clip to the [a, b] = 2.5%–97.5% quantiles of the tensor being sent:
+:class:`LabelPrivacy` (``gal.privacy: dp``) is differential privacy for the data set: Alice's labels are privatized
+once, before anything is computed from them, and every later message is post-processing of that one release.
 
-- :class:`LaplaceMechanism` (differential privacy): ``clip(y, a, b) + Laplace((b − a)/α)``;
+The residual mechanisms (``residual_laplace``, ``ip``) carry no DP guarantee: F⁰ (the label prior), η and the
+assistance weights read every label, so one person's label moves every row's residual, and both clip to the [a, b] =
+2.5%–97.5% quantiles of the tensor being sent, bounds the data set decides:
+
+- :class:`LaplaceMechanism` (the paper's "DP", ``residual_laplace``): ``clip(y, a, b) + Laplace((b − a)/α)``;
 - :class:`IntervalPrivacy` (one interval): draw ``t ~ U(a, b)`` and send ``2t − b`` if ``y < t`` else
   ``2t − a`` — unbiased for ``y ∈ [a, b]``.
 
@@ -16,12 +21,14 @@ receiver knows. The sender keeps the clean values for its own use (Alice's weigh
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from vcl.errors import VCLInputError
 
-MECHANISMS = ("none", "dp", "ip")
+MECHANISMS = ("none", "dp", "dp_residuals", "residual_laplace", "ip")
 
 
 def _bounds(values: Tensor, quantiles: tuple[float, float]) -> tuple[Tensor, Tensor]:
@@ -78,11 +85,81 @@ class IntervalPrivacy:
         return torch.where(received < t, (a + t) / 2, (t + b) / 2)
 
 
-def make_mechanism(name: str, alpha: float = 1.0):
-    """``none`` → None, ``dp`` → Laplace, ``ip`` → interval privacy."""
+class BoundedResidualLaplace:
+    """``gal.privacy: dp_residuals``: each round's residual of a bounded loss (classification's cross-entropy:
+    onehot(y) − softmax(F); regression's l1: sign(y − F)), every entry in the public [−1, 1], plus Laplace of scale
+    ``sensitivity · noise_multiplier``. One person's label moves only that person's row, by at most 2 in L1 (two
+    entries of a one-hot, or one sign flipped), provided everything else the residual depends on (F) is computed from
+    what was released: the protocol keeps to that (:class:`vcl.methods.gal.coordinator.GradientAssistedLearning`),
+    and the rounds compose (:func:`vcl.audit.budget.laplace_multiplier` calibrates the multiplier to the run's ε)."""
+
+    sensitivity = 2.0
+
+    def __init__(self, noise_multiplier: float):
+        self.noise_multiplier = float(noise_multiplier)
+
+    @property
+    def scale(self) -> float:
+        return self.sensitivity * self.noise_multiplier
+
+    def __call__(self, values: Tensor, generator: torch.Generator) -> Tensor:
+        noise = laplace(values.shape, self.scale, generator, values.device, values.dtype)
+        return values.clamp(-1.0, 1.0) + noise
+
+    def attack(self, received: Tensor, clean: Tensor, generator: torch.Generator) -> Tensor:
+        """The receiver that redraws the noise with ``generator`` (the scale is public): received − noise."""
+        return received - laplace(received.shape, self.scale, generator, received.device, received.dtype)
+
+
+def make_mechanism(name: str, alpha: float = 1.0, noise_multiplier: float = 0.0):
+    """The mechanism on Alice's broadcast: ``dp_residuals`` → bounded residuals with Laplace (``noise_multiplier``),
+    ``residual_laplace`` → Laplace, ``ip`` → interval privacy; None for ``none`` and for ``dp``, whose noise is on
+    the labels (:class:`LabelPrivacy`), not on what is sent."""
     if name not in MECHANISMS:
         raise VCLInputError(f"gal.privacy={name!r} is unknown; use one of {', '.join(MECHANISMS)}.")
-    return None if name == "none" else LaplaceMechanism(alpha) if name == "dp" else IntervalPrivacy()
+    if name == "dp_residuals":
+        return BoundedResidualLaplace(noise_multiplier)
+    if name == "residual_laplace":
+        return LaplaceMechanism(alpha)
+    return IntervalPrivacy() if name == "ip" else None
+
+
+class LabelPrivacy:
+    """ε-label differential privacy, spent once (``gal.privacy: dp``): neighbouring data sets differ in one person's
+    label. Classification: randomized response, each label kept with probability e^ε / (e^ε + K − 1), else one of the
+    other K − 1 classes uniformly. Regression: the target clipped to the public ``bounds`` [low, high] (never read from
+    the data) plus Laplace((high − low)/ε). Each row's draws are made for every row whatever its label, so two data
+    sets that differ in one label give privatized labels that differ in that row alone. Whoever trains on the output
+    only (Alice's residuals, her own fits, F⁰, the line search, the weights) is post-processing: the whole run is ε-DP
+    for the labels. The budget is composed by :func:`vcl.audit.budget.label_budget`."""
+
+    def __init__(self, epsilon: float, classes: int | None, bounds: tuple[float, float] | None = None):
+        if not epsilon > 0 or not math.isfinite(epsilon):
+            raise VCLInputError(f"gal.privacy_epsilon={epsilon}; use a positive, finite epsilon (smaller: private).")
+        if classes is None and (bounds is None or len(bounds) != 2 or not bounds[0] < bounds[1]):
+            raise VCLInputError(
+                f"gal.privacy=dp on a regression task needs the public range its targets are clipped to; give "
+                f"gal.label_bounds [low, high] with low < high (now {list(bounds or [])})."
+            )
+        self.epsilon, self.classes, self.bounds = float(epsilon), classes, bounds
+
+    @property
+    def keep(self) -> float:
+        """Classification: the probability a label is sent as it is."""
+        e = math.exp(self.epsilon)
+        return e / (e + self.classes - 1)
+
+    def __call__(self, labels: Tensor, generator: torch.Generator) -> Tensor:
+        """The privatized labels (a CPU ``generator``: the same draws on any device)."""
+        y = labels.cpu()
+        if self.classes is not None:
+            u = torch.rand(y.shape, generator=generator)
+            other = torch.randint(0, self.classes - 1, y.shape, generator=generator)
+            other = other + (other >= y).to(other.dtype)  # one of the K − 1 classes that are not the label
+            return torch.where(u < self.keep, y, other.to(y.dtype)).to(labels.device)
+        low, high = self.bounds
+        noise = laplace(y.shape, (high - low) / self.epsilon, generator, dtype=torch.float64)
+        return (y.double().clamp(low, high) + noise).to(labels.dtype).to(labels.device)
 
 
 DP_NOISE = ("per_row", "offset_no_dp")

@@ -84,6 +84,20 @@ class GAL(OrganizationFamily):
         for m, (name, loss) in enumerate(zip(learners, losses, strict=False)):
             if loss != "auto":  # auto is l1 or l2
                 check_learner_loss(name, loss, f" (organization {m})")
+        g = config.gal
+        if g.privacy == "dp" and g.privacy_alpha != 1.0:
+            raise VCLInputError(
+                f"gal.privacy_alpha={g.privacy_alpha} sets the noise of gal.privacy residual_laplace (the paper's, no "
+                "DP guarantee); gal.privacy dp privatizes the labels and takes gal.privacy_epsilon instead."
+            )
+        if g.privacy == "dp_residuals" and ({config.method, *(config.compare or ())} & {"late", "interm"}
+                                            or g.privacy_draws == "repeated"):  # fmt: skip
+            raise VCLInputError(
+                "gal.privacy=dp_residuals composes a fresh draw a round over GAL's, AL's or Alone's broadcasts; it "
+                "takes neither late nor interm (in method or compare) nor gal.privacy_draws repeated."
+            )
+        if g.label_bounds and (len(g.label_bounds) != 2 or not g.label_bounds[0] < g.label_bounds[1]):
+            raise VCLInputError(f"gal.label_bounds={g.label_bounds}; give two numbers [low, high] with low < high.")
         if config.gal.dms and any(name not in DEEP for name in config.learner.model):
             raise VCLInputError(
                 f"gal.dms=true shares a deep feature extractor; use learner.model cnn, lstm, mlp or linear, "

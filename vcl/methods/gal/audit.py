@@ -4,15 +4,16 @@ Every organization m ≥ 1 receives the pseudo-residual each round (Late fusion:
 own round models' outputs, which it sent; Alice receives every organization's fitted values. On those:
 
 - *label reading*: each row's largest received entry read as its class (GAL's classification residual is
-  onehot(y) − softmax(F), whose one positive entry is the label's) — ``label_attack_accuracy`` (the round read most)
-  beside ``label_majority_rate``;
+  onehot(y) − softmax(F), whose one positive entry is the label's), no known label needed — a score per receiver (the
+  round read best) and ``label_attack_accuracy`` beside ``label_majority_rate``;
 - *label inference*: the same organization learns the labels from all rounds' residuals and 40 known labels;
 - *model completion*: it labels new people from its own columns and its round models' outputs;
 - *feature inference*: Alice learns an organization's columns from its fitted values and 40 known rows;
 - *residual recovery* (with ``gal.privacy``): a receiver redraws the noise from every seed its copy of the config holds
   (``residual_attack_mae``), beside the values as they came and the same estimate from draws it cannot know.
 
-The budget of ``gal.privacy: dp`` is composed over the broadcasts a person's residual was in.
+The budget of ``gal.privacy: dp`` is one release of each label (the run after it is post-processing); the residual
+mechanisms and the organizations' output noise carry none, and say why.
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ import numpy as np
 import torch
 
 from vcl.audit.attacks import Score, complete_model, infer_features, infer_labels
-from vcl.audit.budget import laplace_budget, no_budget
+from vcl.audit.budget import label_budget, laplace_budget, laplace_multiplier, no_budget
 from vcl.audit.run import COORDINATOR, KeptRun
 from vcl.config import config_integers, party_copy
 from vcl.engine.loop import seed_for
-from vcl.engine.privacy import make_mechanism
 from vcl.messages import Labels
-from vcl.methods.gal.coordinator import BLIND, NOISE
+from vcl.methods.gal.coordinator import BLIND, NOISE, broadcast_mechanism, planned_releases
 from vcl.methods.messages import FittedValues, PseudoResidual
 
 FITS = (PseudoResidual, Labels)
@@ -52,8 +52,12 @@ def audit(run: KeptRun) -> dict:
             continue
         values = [msg.values.numpy().reshape(len(y_train), -1) for msg in got]
         if classes:
-            for msg, v in zip(got, values, strict=True):
-                read[msg.round] = max(read.get(msg.round, 0.0), float((v.argmax(1) == y_train).mean()))
+            mine = {msg.round: float((v.argmax(1) == y_train).mean()) for msg, v in zip(got, values, strict=True)}
+            for t, accuracy in mine.items():
+                read[t] = max(read.get(t, 0.0), accuracy)
+            majority = float(np.bincount(y_train).max() / len(y_train))
+            reading = f"{len(values)} rounds' {got[0].kind}, each row's largest entry, the round read best"
+            attacks.append(Score("label reading", name, "alice", reading, "accuracy", max(mine.values()), majority))
         held = f"{len(values)} rounds' {got[0].kind}, {run.known} known labels"
         rows = np.hstack(values)
         key = hashlib.sha256(rows.tobytes()).hexdigest()  # one broadcast to every organization: learned once
@@ -78,7 +82,7 @@ def audit(run: KeptRun) -> dict:
             score, base = infer_features(outputs, data.views[m].splits["train"], run.known, run.seed)
             held = f"{name}'s fitted values of {len(mine)} rounds, {run.known} known rows of its columns"
             attacks.append(Score("feature inference", "alice", name, held, "mae", score, base))
-    out = {"attacks": attacks, "budget": [budget(run)]}
+    out = {"attacks": attacks, "budget": [b for b in (budget(run), output_noise(run)) if b is not None]}
     out["not_attacked"] = [NOT_ATTACKED[run.method]] if run.method in NOT_ATTACKED else []
     if read:
         out["label_attack_accuracy"] = max(read.values())
@@ -98,8 +102,7 @@ def residual_recovery(run: KeptRun) -> tuple[Score, dict] | None:
     organization, and with the tag Alice's noise uses), and the same estimate from draws it cannot know (Alice's
     secret, in her checkpoint, with another tag). With Alice's secret none of the seeds is hers: the attack does no
     better than the values as they came (Laplace) or than the blind estimate (interval privacy)."""
-    g = run.config.gal
-    mechanism = make_mechanism(g.privacy, g.privacy_alpha)
+    mechanism = broadcast_mechanism(run.config, len(run.names))
     clean = {m.round: m.values for m in run.received(COORDINATOR, (PseudoResidual,), "own")}
     if mechanism is None or len(run.names) < 2 or not clean:
         return None
@@ -138,16 +141,33 @@ def candidate_seeds(known: tuple[int, ...], round_: int, parties: int) -> list[i
 
 
 def budget(run: KeptRun) -> dict:
-    """The (ε, δ) of Alice's noise over the run: ``gal.privacy: dp`` releases each person's residual (K entries
-    clipped to [a, b], Laplace of scale (b − a)/α on each) once a broadcast; a row's L1 sensitivity is K(b − a), so
-    each release has noise multiplier 1/(Kα), composed over every distinct broadcast that left Alice. The clipping
-    bounds a, b are the residual's own 2.5–97.5 % quantiles, released unprotected (the guarantee treats them as
-    public)."""
+    """What Alice's noise guarantees over the run. ``gal.privacy: dp`` (label DP once): ε of one randomized response
+    (or Laplace on the clipped target) per label, composed by the accountant; every message after it is
+    post-processing. ``dp_residuals``: each distinct broadcast a Laplace release of one person's row of the residual
+    (L1 sensitivity 2 in [−1, 1]), composed over the broadcasts that left Alice. ``residual_laplace``: no guarantee
+    for the data set: F⁰ is the label prior, η and the weights read the labels, so one person's label moves every
+    row's residual from round 1 on, and the clipping bounds are the residual's own quantiles (the ε once printed for
+    it counted one row's residual alone)."""
     g = run.config.gal
-    if run.method == "late":
+    if run.method == "late" and g.privacy != "dp":
         return no_budget("the labels themselves are sent to every organization", "labels (Late fusion)")
     if g.privacy == "none":
-        return no_budget("no noise on the residuals (gal.privacy none)", "none")
+        return no_budget("no noise on the labels or the residuals (gal.privacy none)", "none")
+    if g.privacy == "dp":
+        if len(run.names) < 2:
+            return no_budget("no organization but Alice: nothing left her, and her labels were not privatized", "none")
+        data = run.data()
+        classes = data.num_classes if data.task == "classification" else None
+        how = "randomized response" if classes else f"Laplace on the target clipped to {list(g.label_bounds)}"
+        return label_budget(g.privacy_epsilon, classes, what=f"{how} on the labels, once")
+    if g.privacy == "dp_residuals":
+        sent = [m for _, d, m in run.messages(COORDINATOR) if d == "out" and isinstance(m, PseudoResidual)]
+        releases = len({(m.round, hashlib.sha256(m.values.numpy().tobytes()).hexdigest()) for m in sent})
+        if not releases:
+            return no_budget("no residual left Alice", "none")
+        multiplier = laplace_multiplier(g.privacy_epsilon, planned_releases(run.config, len(run.names)))
+        return laplace_budget(multiplier, releases, what="Laplace on the residuals bounded in [-1, 1], each round",
+                              neighbours="one person's label (Alice's training rows)")  # fmt: skip
     if g.privacy == "ip":
         return no_budget(
             "interval privacy is not differential privacy: a value at one clipping bound yields outputs a value at "
@@ -155,14 +175,21 @@ def budget(run: KeptRun) -> dict:
             "threshold leaves (residual recovery scores what that hides)",
             "interval privacy",
         )
-    if g.privacy_draws == "repeated":
-        return no_budget("the same noise is drawn every round, so the differences between rounds are exact",
-                         "Laplace, one draw repeated")  # fmt: skip
-    sent = [m for _, d, m in run.messages(COORDINATOR) if d == "out" and isinstance(m, PseudoResidual)]
-    sent = [m for m in sent if m.receiver != run.names[0] or g.privacy_scope == "all"]
-    if not sent:
-        return no_budget("no residual left Alice", "Laplace")
-    width = int(np.prod(sent[0].values.shape[1:])) or 1
-    releases = len({(m.round, hashlib.sha256(m.values.numpy().tobytes()).hexdigest()) for m in sent})
-    what = f"Laplace on the clipped residuals, alpha {g.privacy_alpha:g}"
-    return laplace_budget(1.0 / (width * g.privacy_alpha), releases, what=what)
+    return no_budget(
+        "no DP guarantee: one person's label moves every row's residual (F⁰ is the label prior; η and the weights "
+        "read the labels) and the clipping bounds are the residual's own quantiles, so no noise scale bounds one "
+        "person's influence; gal.privacy dp is the guaranteed mode",
+        f"Laplace on the clipped residuals, alpha {g.privacy_alpha:g}"
+        + (", one draw repeated" if g.privacy_draws == "repeated" else ""),
+    )
+
+
+def output_noise(run: KeptRun) -> dict | None:
+    """The noisy organizations' Gaussian noise on their outputs (``gal.noisy_organizations``), if any."""
+    g = run.config.gal
+    if g.noise_sigma <= 0 or not g.noisy_organizations or run.method in ("alone", "interm"):
+        return None
+    return no_budget(
+        "no DP: the organizations' outputs are not clipped, so no noise scale bounds one person's influence on them",
+        f"Gaussian noise sigma {g.noise_sigma:g} on the noisy organizations' outputs",
+    )

@@ -10,11 +10,14 @@ from dataclasses import asdict, dataclass, replace
 import torch
 from torch import Tensor
 
+from vcl.audit.budget import laplace_multiplier
 from vcl.config import GALGroup, RunConfig
 from vcl.engine.loop import seed_for
-from vcl.engine.privacy import make_mechanism
+from vcl.engine.privacy import LabelPrivacy, make_mechanism
+from vcl.errors import VCLInputError
 from vcl.messages import as_float
 from vcl.methods.assisted import AssistedProtocol, OrganizationFederation, organizations
+from vcl.methods.columns import make_task
 from vcl.methods.gal.assistance import assistance_weights, line_search
 from vcl.methods.messages import PseudoResidual
 from vcl.protocol import RoundRecord, weighted_sum
@@ -60,6 +63,12 @@ class GradientAssistedLearning(AssistedProtocol):
     def __init__(self, task, federation, labels, options: GALOptions | None = None, seed: int = 0, name=None):
         super().__init__(task, federation, labels, seed, name)
         self.options = options or GALOptions()
+        # gal.privacy dp_residuals: Alice's state only from what she released (F⁰ = 0, the weights and η fitted to
+        # the released residual), so that each round's release depends on one person's label through their row alone
+        self.released_state = self.options.privacy == "dp_residuals" and len(federation) > 1
+        if self.released_state:
+            self.prior = torch.zeros_like(self.prior)
+            self.F = {s: torch.zeros_like(f) for s, f in self.F.items()}
 
     @property
     def shares_models(self) -> bool:
@@ -79,10 +88,12 @@ class GradientAssistedLearning(AssistedProtocol):
         w[-1] = 1.0
         return w
 
-    def _eta(self, direction: torch.Tensor) -> float:
+    def _eta(self, direction: torch.Tensor, released: torch.Tensor) -> float:
         o = self.options
         if o.eta == "constant":
             eta = o.eta_value
+        elif self.released_state:  # the step that best fits the released residual: it reads no label
+            eta = float((released * direction).sum() / (direction * direction).sum().clamp_min(1e-12))
         else:
             eta = line_search(
                 self.task, self.F["train"], direction, self.labels["train"], o.linesearch_steps, o.eta_value
@@ -99,17 +110,19 @@ class GradientAssistedLearning(AssistedProtocol):
         fit_seconds, waited, start = [0.0] * len(everyone), 0.0, time.perf_counter()
         for group in steps:
             residual = self.task.pseudo_residual(self.F["train"], self.labels["train"])
+            released = self.federation.released(t, residual) if self.released_state else None
             asked = time.perf_counter()
-            outputs = self.federation.gather_fits(t, residual, group)
+            outputs = self.federation.gather_fits(t, residual, group, released=released)
             waited += time.perf_counter() - asked
             for m, seconds in self.federation.fit_seconds.items():
                 fit_seconds[m] += seconds
             group = [m for m in group if m not in self.federation.absent]  # run.missing_parties: skip
             if not group:
                 continue
-            w = self._weights(outputs["train"], residual)  # on the simplex of the organizations that answered
+            target = residual if released is None else released
+            w = self._weights(outputs["train"], target)  # on the simplex of the organizations that answered
             direction = weighted_sum(w, outputs)
-            eta = self._eta(direction["train"])
+            eta = self._eta(direction["train"], target)
             for s in self.F:
                 self.F[s] = self.F[s] + eta * direction[s]
             for m, wm in zip(group, w.tolist(), strict=True):
@@ -126,16 +139,18 @@ class GradientAssistedLearning(AssistedProtocol):
 
 NOISE = 0x9A11  # the purpose tag of Alice's noise draws: seed_for(noise_secret, round, NOISE)
 BLIND = 0xB11D  # other draws from her secret: the attack's estimate without the noise's own draws
+LABELS = 0x1ABE  # the draws of her labels' privacy (gal.privacy dp): seed_for(noise_secret, LABELS, split)
 
 
 class GALFederation(OrganizationFederation):
     """Alice's federation: the organizations through ``transport``, and ``privacy`` (a :mod:`vcl.engine.privacy`
-    mechanism) on what she sends them. ``privacy_scope``: "others" (Alice fits her own model on the clean residual) or
-    "all" (on the same perturbed broadcast, as the authors' code does). ``privacy_draws``: "per_round" (a new draw each
-    round) or "repeated" (round 1's draw every round, as the authors' code does). ``noise_secret``: the seed of
-    her noise, given (``gal.privacy_secret``, which no other party's copy of the config holds) or fresh from the
-    operating system; kept in her checkpoint, so a resumed run draws the same. What a receiver can recover of the
-    clean residual is scored after the run, on what it kept (:mod:`vcl.methods.gal.audit`)."""
+    mechanism) on what she sends them, or ``label_privacy`` (:class:`vcl.engine.privacy.LabelPrivacy`) on the labels
+    she trains on (:meth:`private_labels`). ``privacy_scope``: "others" (Alice fits her own model on the clean
+    residual) or "all" (on the same perturbed broadcast, as the authors' code does). ``privacy_draws``: "per_round"
+    (a new draw each round) or "repeated" (round 1's draw every round, as the authors' code does). ``noise_secret``:
+    the seed of her noise, given (``gal.privacy_secret``, which no other party's copy of the config holds) or fresh
+    from the operating system; kept in her checkpoint, so a resumed run draws the same. What a receiver can recover
+    of the clean residual is scored after the run, on what it kept (:mod:`vcl.methods.gal.audit`)."""
 
     def __init__(
         self,
@@ -146,10 +161,28 @@ class GALFederation(OrganizationFederation):
         privacy_scope: str = "others",
         privacy_draws: str = "per_round",
         noise_secret: int | None = None,
+        label_privacy: LabelPrivacy | None = None,
     ):
         super().__init__(transport=transport, relays=relays, party_roots=party_roots)
         self.privacy, self.privacy_scope, self.privacy_draws = privacy, privacy_scope, privacy_draws
         self.noise_secret = int(noise_secret) if noise_secret else secrets.randbits(62)
+        self.label_privacy, self.clean, self.private = label_privacy, {}, {}
+
+    def private_labels(self, labels: dict[str, Tensor]) -> dict[str, Tensor]:
+        """``labels`` with every split Alice trains or selects on (all but ``test``, the experimenter's) privatized
+        once by ``label_privacy`` from her secret, if there is another organization to protect them from (Alone
+        sends nothing). The protocol reads only these, so every message is post-processing of that one release; a
+        resumed run redraws them in place from the secret its checkpoint restores (:meth:`load_state_dict`)."""
+        if self.label_privacy is None or len(self.names) < 2:
+            return labels
+        self.clean = {s: y for s, y in labels.items() if s != "test"}
+        self.private = {s: self._privatized(s) for s in self.clean}
+        return {**labels, **self.private}
+
+    def _privatized(self, split: str) -> Tensor:
+        index = sorted(self.clean).index(split)
+        draws = torch.Generator().manual_seed(seed_for(self.noise_secret, LABELS, index))
+        return self.label_privacy(self.clean[split], draws)
 
     def gather_fits(
         self,
@@ -158,22 +191,32 @@ class GALFederation(OrganizationFederation):
         participants: list[int],
         labels: bool = False,
         loss: str | None = None,
+        released: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """Send ``targets`` to each participant, let each fit a fresh local model, gather its outputs: {split:
         (len(participants), N, K)}. ``labels=True`` sends the labels themselves, to be fitted with ``loss`` (centralized
         baselines), instead of a pseudo-residual. With a privacy mechanism: the others get one perturbed broadcast
         (drawn per round from Alice's secret); her own fit uses the clean values, or with ``privacy_scope="all"`` the
         same perturbed broadcast. Either way the returned outputs are weighed by Alice against the clean residual, which
-        she keeps beside what she sent (``own``: what the audit scores a receiver's recovery against)."""
+        she keeps beside what she sent (``own``: what the audit scores a receiver's recovery against). ``released``:
+        the broadcast :meth:`released` drew already (``dp_residuals``: everyone, Alice too, fits it)."""
         clean = as_float(targets)
         public = clean
-        if self.privacy is not None and not labels:
-            draw = round_ if self.privacy_draws == "per_round" else 1  # repeated: the first round's draw each round
-            gen = torch.Generator(device=clean.device).manual_seed(seed_for(self.noise_secret, draw, NOISE))
-            public = self.privacy(clean, gen)
-            self.seen.add("own", PseudoResidual(self.alice, self.alice, round_, clean))
+        if released is not None:
+            public = released
+        elif self.privacy is not None and not labels:
+            public = self.released(round_, clean)
         values = {m: clean if m == 0 and self.privacy_scope == "others" else public for m in participants}
         return self.send_fits(round_, values, clean.device, labels, loss)
+
+    def released(self, round_: int, clean: Tensor) -> Tensor:
+        """What round ``round_``'s broadcast carries of the residual ``clean``: ``privacy`` drawn from Alice's secret
+        (the same draw every round where ``privacy_draws`` is repeated), the clean values kept as her ``own``."""
+        clean = as_float(clean)
+        draw = round_ if self.privacy_draws == "per_round" else 1  # repeated: the first round's draw each round
+        gen = torch.Generator(device=clean.device).manual_seed(seed_for(self.noise_secret, draw, NOISE))
+        self.seen.add("own", PseudoResidual(self.alice, self.alice, round_, clean))
+        return self.privacy(clean, gen)
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "noise_secret": self.noise_secret}
@@ -181,6 +224,24 @@ class GALFederation(OrganizationFederation):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.noise_secret = state.get("noise_secret", self.noise_secret)
+        for split, held in self.private.items():  # the tensors the protocol holds, drawn from the restored secret
+            held.copy_(self._privatized(split))
+
+
+def planned_releases(config: RunConfig, organizations: int) -> int:
+    """How many broadcasts of each person's residual a run plans: one a round (AL chained: one an organization)."""
+    steps = organizations if config.method == "al" and config.gal.al_mode == "chained" else 1
+    return config.run.rounds * steps
+
+
+def broadcast_mechanism(config: RunConfig, organizations: int):
+    """The mechanism on Alice's broadcast (:func:`vcl.engine.privacy.make_mechanism`); ``dp_residuals``: its noise
+    calibrated so that the run's planned releases cost ``gal.privacy_epsilon`` at the accountant's δ."""
+    g = config.gal
+    multiplier = 0.0
+    if g.privacy == "dp_residuals":
+        multiplier = laplace_multiplier(g.privacy_epsilon, planned_releases(config, organizations))
+    return make_mechanism(g.privacy, g.privacy_alpha, multiplier)
 
 
 def gal_organizations(config: RunConfig, method: str, data, family):
@@ -188,9 +249,24 @@ def gal_organizations(config: RunConfig, method: str, data, family):
     federation (:class:`GALFederation`) and the privacy of her broadcast from the config (the noise from her own
     secret)."""
     g = config.gal
-    privacy = {"privacy": make_mechanism(g.privacy, g.privacy_alpha), "privacy_scope": g.privacy_scope,
-               "privacy_draws": g.privacy_draws, "noise_secret": g.privacy_secret or None}  # fmt: skip
-    return organizations(config, method, data, family, GALFederation, **privacy)
+    labelled = None
+    if g.privacy == "dp":
+        classes = data.num_classes if data.task == "classification" else None
+        labelled = LabelPrivacy(g.privacy_epsilon, classes, tuple(g.label_bounds) if g.label_bounds else None)
+    # dp_residuals: Alice's own fit reads the release too (Alone, who sends nothing, fits the clean residual)
+    scope = "all" if g.privacy == "dp_residuals" and method != "alone" else g.privacy_scope
+    loss = make_task(config, data, family.column_options(config)).loss
+    if g.privacy == "dp_residuals" and (method in ("late", "interm") or loss not in ("ce", "l1")):
+        raise VCLInputError(
+            f"gal.privacy=dp_residuals bounds each round's residual in [-1, 1]: it takes gal, al or alone with "
+            f"classification's cross-entropy or regression's l1 (method {method}, gal.task_loss {g.task_loss}); "
+            "use gal.privacy dp (the labels privatized once) otherwise."
+        )
+    privacy = {"privacy": broadcast_mechanism(config, len(data.views)), "privacy_scope": scope,
+               "privacy_draws": g.privacy_draws, "noise_secret": g.privacy_secret or None,
+               "label_privacy": labelled}  # fmt: skip
+    task, plan, labels, fed = organizations(config, method, data, family, GALFederation, **privacy)
+    return task, plan, fed.private_labels(labels), fed
 
 
 def build(config: RunConfig, data, method: str, family) -> GradientAssistedLearning:

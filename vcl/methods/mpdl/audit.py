@@ -59,6 +59,16 @@ def budget(run: KeptRun) -> dict:
         return no_budget("mpdl.epsilon 0: h0 adds no noise", "h0")
     if o.dp_noise != "per_row":
         return no_budget("mpdl.dp_noise offset_no_dp: one offset per feature, which the receiver can subtract", "h0")
+    what = f"h0 per-row Laplace, epsilon {o.epsilon:g} a release"
+    data = run.data()
+    if data.a.bounds is None or data.b.bounds is None:
+        return no_budget(
+            "no DP guarantee for the data set: h0 normalizes each feature by the party's own training minimum and "
+            "maximum, which one row can move (and which are released unprotected); the per-row epsilon holds only "
+            "where the features' range is public (images' pixels in [0, 1])",
+            what,
+        )
     again = "ftl" in compare_methods(run.config) and run.method == "mpdl" and not (o.secret_a and o.secret_b)
-    what = f"h0 per-row Laplace, epsilon {o.epsilon:g} a release" + (" (mpdl and its ftl reference)" if again else "")
-    return laplace_budget(1.0 / o.epsilon, 2 if again else 1, what=what)
+    what += " (mpdl and its ftl reference)" if again else ""
+    neighbours = "one person's row of a party's features replaced, every feature clipped to the public range [0, 1]"
+    return laplace_budget(1.0 / o.epsilon, 2 if again else 1, what=what, neighbours=neighbours)
