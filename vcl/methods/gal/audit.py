@@ -24,12 +24,12 @@ import numpy as np
 import torch
 
 from vcl.audit.attacks import Score, complete_model, infer_features, infer_labels
-from vcl.audit.budget import label_budget, laplace_budget, laplace_multiplier, no_budget
+from vcl.audit.budget import label_budget, laplace_budget, no_budget
 from vcl.audit.run import COORDINATOR, KeptRun
 from vcl.config import config_integers, party_copy
 from vcl.engine.loop import seed_for
 from vcl.messages import Labels
-from vcl.methods.gal.coordinator import BLIND, NOISE, broadcast_mechanism, planned_releases
+from vcl.methods.gal.coordinator import BLIND, NOISE, broadcast_mechanism
 from vcl.methods.messages import FittedValues, PseudoResidual
 
 FITS = (PseudoResidual, Labels)
@@ -45,6 +45,7 @@ def audit(run: KeptRun) -> dict:
     y_train, y_test = data.labels["train"].numpy(), data.labels["test"].numpy()
     attacks: list[Score] = []
     read: dict[int, float] = {}
+    majority = float(np.bincount(y_train).max() / len(y_train)) if classes else None
     inferred: dict[str, tuple[float, float]] = {}
     for m, name in enumerate(names[1:], start=1):
         got = run.received(name, FITS)
@@ -55,7 +56,6 @@ def audit(run: KeptRun) -> dict:
             mine = {msg.round: float((v.argmax(1) == y_train).mean()) for msg, v in zip(got, values, strict=True)}
             for t, accuracy in mine.items():
                 read[t] = max(read.get(t, 0.0), accuracy)
-            majority = float(np.bincount(y_train).max() / len(y_train))
             reading = f"{len(values)} rounds' {got[0].kind}, each row's largest entry, the round read best"
             attacks.append(Score("label reading", name, "alice", reading, "accuracy", max(mine.values()), majority))
         held = f"{len(values)} rounds' {got[0].kind}, {run.known} known labels"
@@ -86,7 +86,7 @@ def audit(run: KeptRun) -> dict:
     out["not_attacked"] = [NOT_ATTACKED[run.method]] if run.method in NOT_ATTACKED else []
     if read:
         out["label_attack_accuracy"] = max(read.values())
-        out["label_majority_rate"] = float(np.bincount(y_train).max() / len(y_train))
+        out["label_majority_rate"] = majority
         out["label_attack_accuracy_by_round"] = {str(t): read[t] for t in sorted(read)}
     recovery = residual_recovery(run)
     if recovery is not None:
@@ -165,7 +165,7 @@ def budget(run: KeptRun) -> dict:
         releases = len({(m.round, hashlib.sha256(m.values.numpy().tobytes()).hexdigest()) for m in sent})
         if not releases:
             return no_budget("no residual left Alice", "none")
-        multiplier = laplace_multiplier(g.privacy_epsilon, planned_releases(run.config, len(run.names)))
+        multiplier = broadcast_mechanism(run.config, len(run.names)).noise_multiplier  # the run's own calibration
         return laplace_budget(multiplier, releases, what="Laplace on the residuals bounded in [-1, 1], each round",
                               neighbours="one person's label (Alice's training rows)")  # fmt: skip
     if g.privacy == "ip":

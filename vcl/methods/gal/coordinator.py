@@ -88,12 +88,12 @@ class GradientAssistedLearning(AssistedProtocol):
         w[-1] = 1.0
         return w
 
-    def _eta(self, direction: torch.Tensor, released: torch.Tensor) -> float:
+    def _eta(self, direction: torch.Tensor, target: torch.Tensor) -> float:
         o = self.options
         if o.eta == "constant":
             eta = o.eta_value
-        elif self.released_state:  # the step that best fits the released residual: it reads no label
-            eta = float((released * direction).sum() / (direction * direction).sum().clamp_min(1e-12))
+        elif self.released_state:  # the step that best fits the released residual (target): it reads no label
+            eta = float((target * direction).sum() / (direction * direction).sum().clamp_min(1e-12))
         else:
             eta = line_search(
                 self.task, self.F["train"], direction, self.labels["train"], o.linesearch_steps, o.eta_value
@@ -256,11 +256,11 @@ def gal_organizations(config: RunConfig, method: str, data, family):
     # dp_residuals: Alice's own fit reads the release too (Alone, who sends nothing, fits the clean residual)
     scope = "all" if g.privacy == "dp_residuals" and method != "alone" else g.privacy_scope
     loss = make_task(config, data, family.column_options(config)).loss
-    if g.privacy == "dp_residuals" and (method in ("late", "interm") or loss not in ("ce", "l1")):
+    if g.privacy == "dp_residuals" and loss not in ("ce", "l1"):  # the methods it takes: GAL.check
         raise VCLInputError(
-            f"gal.privacy=dp_residuals bounds each round's residual in [-1, 1]: it takes gal, al or alone with "
-            f"classification's cross-entropy or regression's l1 (method {method}, gal.task_loss {g.task_loss}); "
-            "use gal.privacy dp (the labels privatized once) otherwise."
+            f"gal.privacy=dp_residuals bounds each round's residual in [-1, 1]: it takes classification's "
+            f"cross-entropy or regression's l1, not gal.task_loss {g.task_loss} ({loss}); use gal.privacy dp (the "
+            "labels privatized once) otherwise."
         )
     privacy = {"privacy": broadcast_mechanism(config, len(data.views)), "privacy_scope": scope,
                "privacy_draws": g.privacy_draws, "noise_secret": g.privacy_secret or None,
