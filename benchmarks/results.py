@@ -285,6 +285,7 @@ def pages_with_claims() -> list[Path]:
         *pages_with_figures(),
         *sorted(RECORDS.glob("*/README.md")),
         ROOT / "vcl" / "config" / "groups.py",
+        ROOT / "vcl" / "config" / "families.py",
         *sorted((ROOT / "benchmarks").glob("*.py")),
     ]
 

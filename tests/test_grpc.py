@@ -368,6 +368,10 @@ def test_a_lost_party_is_one_sentence_and_resume_after_it_is_back_equals_uninter
     resumed = train(config, resume=True, verbose=False)
     assert rounds_of(resumed) == rounds_of(whole) and resumed["value"] == whole["value"]
     assert [p.name for p in own_folder(federation, "org2", tmp_path / "cut").glob("round-*")] == ["round-3.ckpt"]
+    # what crossed is kept by the party that chose to in its own config (org1), not by one that did not (org2),
+    # whatever the coordinator's run.keep_messages says
+    assert sorted(p.name for p in (own_folder(federation, "org1", tmp_path / "cut") / "messages").iterdir())
+    assert not (own_folder(federation, "org2", tmp_path / "cut") / "messages").exists()
 
 
 def own_folder(federation, party: str, out: Path) -> Path:

@@ -27,19 +27,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, Union
 
+from vcl.config.families import GROUPS, ASCIIGroup, DCGroup, GALGroup, MPDLGroup  # from vcl.config import GALGroup
 from vcl.config.files import _flag_yaml, read_yaml
-from vcl.config.groups import (  # the groups by name too: from vcl.config import GALGroup
+from vcl.config.groups import (
     FLOAT32_MAX,
     FLOAT32_TINY,
-    GROUPS,
     NOT_IDENTITY,
-    ASCIIGroup,
     DataGroup,
-    DCGroup,
-    GALGroup,
     LearnerGroup,
     Method,
-    MPDLGroup,
     RunGroup,
     TransportGroup,
     listed,

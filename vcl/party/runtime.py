@@ -32,12 +32,15 @@ class PartyRuntime:
     parties (its family's; None: any); ``root``: the folder it keeps its own files in, when it runs on its own machine
     (a gRPC party's config's ``root``; None: the one the coordinator's requests name). Its own root holds every run
     it serves, each run's checkpoints in a folder of their own (``<root>/<name>/<run id>/``: a later run never
-    overwrites an earlier one's); the run's folder the coordinator names holds one run's."""
+    overwrites an earlier one's); the run's folder the coordinator names holds one run's. ``keep``: whether it keeps
+    the messages it receives and sends (:mod:`vcl.storage.kept`), its own choice (a gRPC party's config's
+    ``keep_messages``); None: as the coordinator's :class:`vcl.messages.OpenLogs` asks (``run.keep_messages``)."""
 
     def __init__(
-        self, party: Party | None = None, name: str | None = None, peer_messages=None, root: str | Path | None = None
-    ):
-        self.party, self._name, self.root = checked_party(party), name, root
+        self, party: Party | None = None, name: str | None = None, peer_messages=None, root: str | Path | None = None,
+        keep: bool | None = None,
+    ):  # fmt: skip
+        self.party, self._name, self.root, self.keep = checked_party(party), name, root, keep
         self.run: str | None = None  # the run it serves, from its first Save or Load (the run's stamp's identity)
         self.saved_in: Path | None = None  # its own folder on its own root, once it saved a round of its run there
         self.peer_kinds = None if peer_messages is None else {m.__name__ for m in peer_messages}
@@ -158,7 +161,7 @@ class PartyRuntime:
         folder = Path(self.root or request.root)
         if isinstance(request, requests.OpenLogs):  # the party learns its own folder root/<name>/, for its logs
             self.party.open_logs(party_file(folder, self.name, 0).parent)
-            self.seen.on = request.keep_messages is True
+            self.seen.on = request.keep_messages is True if self.keep is None else self.keep
             return Ack(**back)
         if type(request.round) is not int:  # a request from the network: its round is the checkpoints' to check
             raise TypeError("the round is not a whole number")

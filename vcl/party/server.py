@@ -278,7 +278,7 @@ class PartyServer(Guard):
             use_places(self.settings.csv, body.get("ids"), body["places"])
         if self.settings.device:
             settings["run"]["device"] = self.settings.device
-        runtime = PartyRuntime(root=self.settings.root)  # its files under its own root, whatever a request names
+        runtime = PartyRuntime(root=self.settings.root, keep=self.settings.keep_messages)  # its own root and choice
         where = runtime.make_party(own_party, settings, method, index, body.get("ids"), body["kind"],
                               int(body["num_classes"]))  # fmt: skip
         earlier, self.runtime = self.runtime, runtime

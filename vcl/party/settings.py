@@ -37,6 +37,7 @@ class PartySettings:
     connection_age_s: float = 60.0
     max_connections: int = 64
     preload: bool = True
+    keep_messages: bool = False
 
 
 def load_settings(path: str | Path) -> PartySettings:
@@ -114,7 +115,7 @@ def load_settings(path: str | Path) -> PartySettings:
     for key in ("id_column", "data_root"):
         if not isinstance(getattr(s, key), str) or not getattr(s, key):
             raise VCLInputError(f"the party config {path}: {key} is not a non-empty string; e.g. {key}: id.")
-    for key in ("download", "preload"):
+    for key in ("download", "preload", "keep_messages"):
         if not isinstance(getattr(s, key), bool):
             raise VCLInputError(f"the party config {path}: {key}={getattr(s, key)!r} is not true or false.")
     if not isinstance(s.secrets, dict):
