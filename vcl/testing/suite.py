@@ -42,8 +42,11 @@ DC_NAMES = ["party1.1", "party1.2", "party2.1", "party2.2", "experimenter"]
 MPDL_NAMES = ["a", "b", "experimenter"]
 PARTY_NAMES = list(dict.fromkeys(GAL_NAMES + DC_NAMES + MPDL_NAMES))  # every party the suite's runs have
 # the settings each party keeps in its own copy of the config, never in the coordinator's (MPDL's own secrets)
-PARTY_SETTINGS = {"a": {"secrets": {"mpdl.secret_a": 0xA5EC}}, "b": {"secrets": {"mpdl.secret_b": 0xB5EC}},
-                  "org1": {"keep_messages": True}}  # a party's own choice to keep what crosses (off by default)
+PARTY_SETTINGS = {
+    "a": {"secrets": {"mpdl.secret_a": 0xA5EC}},
+    "b": {"secrets": {"mpdl.secret_b": 0xB5EC}},
+    "org1": {"keep_messages": True},
+}  # a party's own choice to keep what crosses (off by default)
 
 BASE = {
     "data.dataset": "wine",
