@@ -184,16 +184,19 @@ def _audit(argv: list[str]) -> int:
         description="Attack what each receiver of a finished run kept; write the scores and budgets into results.json.",
     )
     parser.add_argument("--out", required=True, help="the run's directory (its --out)")
-    parser.add_argument("--known", type=int, default=40, help="rows whose labels or features an attacker knows")
+    parser.add_argument("--known", type=int, nargs="+", default=[0, 10, 40],
+                        help="the counts of rows whose labels or features an attacker knows, each tried (0: the "
+                             "attacks that need none only)")  # fmt: skip
     args = parser.parse_args(argv)
     from vcl.errors import VCLInputError
 
     def work() -> None:
         from vcl.audit.run import audit, strongest
 
-        if args.known < 2:
-            raise VCLInputError(f"--known {args.known}: an attacker needs at least 2 known rows; pass 2 or more.")
-        section = audit(Path(args.out), known=args.known)
+        if any(k == 1 or k < 0 for k in args.known):
+            bad = next(k for k in args.known if k == 1 or k < 0)
+            raise VCLInputError(f"--known {bad}: an attacker knows 0 rows or at least 2; pass 0 or 2 or more.")
+        section = audit(Path(args.out), known=tuple(args.known))
         for line in strongest(section) or ["privacy: no attack applies to what this run kept"]:
             print(line)
         print(f"wrote the privacy section of {Path(args.out) / 'results.json'}")

@@ -27,12 +27,19 @@ def hparams_of(config: dict) -> dict:
 
 
 def privacy_figures(section: dict) -> dict[str, float]:
-    """The audit's figures as TensorBoard tags: each attack's score and baseline (``privacy/<attack>/<receiver> of
-    <target>``) and each budget's ε (``privacy/epsilon/<mechanism>``)."""
+    """The audit's figures as TensorBoard tags: each attack's score, baseline and the attacker's own data alone
+    (``privacy/<attack>/<receiver> of <target>[/<k> known]``), what the messages add on the worst pair and the mean
+    per secret (``privacy/share/<secret>/<k> known``), and each budget's ε (``privacy/epsilon/<mechanism>``)."""
     out = {}
     for a in section.get("attacks", []):
-        tag = f"privacy/{a['attack']}/{a['receiver']} of {a['target']}".replace(" ", "_")
+        known = f"/{a['known']} known" if a.get("known") else ""
+        tag = f"privacy/{a['attack']}/{a['receiver']} of {a['target']}{known}".replace(" ", "_")
         out[tag], out[tag + "/baseline"] = a["score"], a["baseline"]
+        if a.get("own") is not None:
+            out[tag + "/own_data_alone"] = a["own"]
+    for e in section.get("exposure", []):
+        tag = f"privacy/share/{e['secret']}/{e['known']} known".replace(" ", "_")
+        out[tag + "/worst"], out[tag + "/mean"] = e["worst"], e["mean"]
     for b in section.get("budget", []):
         if b.get("private"):
             out[f"privacy/epsilon/{b['mechanism']}".replace(" ", "_")] = b["epsilon"]

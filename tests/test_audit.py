@@ -9,7 +9,17 @@ import torch
 
 import train as cli
 from tests.helpers import TINY_DC, TINY_MPDL
-from vcl.audit.attacks import complete_model, infer_features, infer_labels, invert_map
+from vcl.audit.attacks import (
+    KNOWN,
+    LABELS,
+    Score,
+    complete_model,
+    counted,
+    exposure,
+    infer_features,
+    infer_labels,
+    invert_map,
+)
 from vcl.audit.budget import laplace_budget
 from vcl.config import RunConfig
 from vcl.coordinator.runner import train
@@ -23,8 +33,10 @@ def tiny(tiny):
     return lambda **overrides: tiny(**{"run.audit": True, **overrides})
 
 
-def by_attack(results: dict, attack: str, receiver: str | None = None) -> list[dict]:
-    return [a for a in results["privacy"]["attacks"] if a["attack"] == attack and receiver in (None, a["receiver"])]
+def by_attack(results: dict, attack: str, receiver: str | None = None, known: int = KNOWN) -> list[dict]:
+    """The scores of ``attack`` (by ``receiver``) with ``known`` rows, or with none where it needs none."""
+    return [a for a in results["privacy"]["attacks"]
+            if a["attack"] == attack and receiver in (None, a["receiver"]) and a["known"] in (0, known)]  # fmt: skip
 
 
 # --- the record each holder keeps ---------------------------------------------------------------------------------
@@ -70,17 +82,17 @@ def test_the_attacks_learn_what_is_there_and_nothing_from_noise():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 3))
     y = (x[:, 0] + 0.1 * rng.normal(size=400) > 0).astype(int)
-    score, majority = infer_labels(x, y, classes=True)
+    score, _, majority = infer_labels(x, y, classes=True)
     assert score > 0.85 and 0.45 < majority < 0.6
-    score, majority = infer_labels(rng.normal(size=(400, 3)), y, classes=True)
+    score, _, majority = infer_labels(rng.normal(size=(400, 3)), y, classes=True)
     assert score < majority + 0.1
-    mae, mean_guess = infer_labels(x, 3 * x[:, 1], classes=False)
+    mae, _, mean_guess = infer_labels(x, 3 * x[:, 1], classes=False)
     assert mae < 0.1 * mean_guess
-    mae, mean_guess = infer_features(x @ rng.normal(size=(3, 3)), x[:, :2])  # an invertible linear map of x
+    mae, _, mean_guess = infer_features(x @ rng.normal(size=(3, 3)), x[:, :2])  # an invertible linear map of x
     assert mae < 0.05 and 0.7 < mean_guess < 0.9  # guessing the mean of a normal column: sqrt(2/pi) ≈ 0.8
-    mae, mean_guess = infer_features(rng.normal(size=(400, 2)), x[:, :2])
+    mae, _, mean_guess = infer_features(rng.normal(size=(400, 2)), x[:, :2])
     assert mae > 0.9 * mean_guess
-    mae, mean_guess = infer_features(np.hstack([3 * x[:, :1], 1 - x[:, :1]]), x[:, :1])  # one column, as GAL's M = 8
+    mae, _, mean_guess = infer_features(np.hstack([3 * x[:, :1], 1 - x[:, :1]]), x[:, :1])  # one column, GAL's M = 8
     assert mae < 1e-3 and mean_guess > 0.7
     anchor = rng.normal(size=(50, 3))
     v = rng.normal(size=(3, 3))
@@ -92,6 +104,69 @@ def test_the_attacks_learn_what_is_there_and_nothing_from_noise():
     score, alone, majority = complete_model(own[split[0]], outputs[split[0]], y[split[0]], own[split[1]],
                                             outputs[split[1]], y[split[1]], classes=True)  # fmt: skip
     assert score > 0.85 and alone < 0.7 and majority < 0.65
+
+
+def test_a_learned_attack_is_held_to_the_attackers_own_data_alone():
+    """The receiver's own columns predict the labels already; messages of noise add nothing: the attack on [own data,
+    messages] scores near the own data alone, far above the majority rate, and its share (over the better baseline)
+    is about 0. Messages that carry the label add what the own columns lack."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(600, 2))
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(int)
+    own = x[:, :1] + 0.3 * rng.normal(size=(600, 1))  # it knows much of y from its own column
+    score, alone, majority = infer_labels(rng.normal(size=(600, 4)), y, True, 40, 0, own=own)
+    noise = Score("label inference", "org1", "alice", "", "accuracy", score, majority, own=alone, secret=LABELS)
+    assert alone > majority + 0.2 and abs(score - alone) < 0.1 and noise.share < 0.25 < noise.gain / (1 - majority)
+    score, alone, majority = infer_labels(y[:, None] + 0.01 * rng.normal(size=(600, 1)), y, True, 40, 0, own=own)
+    signal = Score("label inference", "org1", "alice", "", "accuracy", score, majority, own=alone, secret=LABELS)
+    assert signal.share > 0.8
+
+
+def test_the_score_counted_is_the_strongest_attack_on_each_pair_at_each_known_count():
+    reading = Score("label reading", "org1", "alice", "", "accuracy", 0.9, 0.5, secret=LABELS)  # needs no known row
+    learned = [Score("label inference", "org1", "alice", "", "accuracy", v, 0.5, own=0.6, known=k, secret=LABELS)
+               for v, k in ((0.7, 10), (0.95, 40))]  # fmt: skip
+    other = Score("label inference", "org2", "alice", "", "accuracy", 0.55, 0.5, own=0.5, known=40, secret=LABELS)
+    features = Score("feature inference", "alice", "org1", "", "mae", 0.1, 0.8, own=0.4, known=40)
+    pairs = {(p["receiver"], p["target"], p["secret"], p["known"]): p
+             for p in counted([reading, *learned, other, features], (10, 40))}  # fmt: skip
+    assert pairs["org1", "alice", "labels", 0]["attack"] == "label reading"
+    assert pairs["org1", "alice", "labels", 10]["attack"] == "label reading"  # reading beats the 10-label attack
+    assert pairs["org1", "alice", "labels", 40]["score"] == 0.95  # the 40-label attack beats reading
+    assert pairs["org1", "alice", "labels", 40]["tried"] == ["label inference", "label reading"]
+    assert ("org2", "alice", "labels", 10) not in pairs
+    assert pairs["alice", "org1", "features", 40]["share"] == pytest.approx(0.75)
+    [labels] = [e for e in exposure(list(pairs.values())) if e["secret"] == "labels" and e["known"] == 40]
+    assert labels["worst"] == pytest.approx(0.875) and labels["worst_receiver"] == "org1"
+    assert labels["mean"] == pytest.approx((0.875 + 0.1) / 2)  # org2's 0.55 over the majority's 0.5: 0.1
+
+
+def test_the_counted_scores_of_a_run_are_the_maximum_over_its_attacks(tiny):
+    """Label DP at ε = 1: reading the residual beats the learned attacks at every count of known rows, and is what
+    counts; every counted pair is at least every attack run on it."""
+    p = train(tiny(**{"gal.privacy": "dp", "gal.privacy_epsilon": 1.0, "gal.privacy_secret": 3}), verbose=False)
+    p = p["privacy"]
+    assert p["known_rows"] == [10, 40]
+    for pair in p["counted"]:
+        mine = [a for a in p["attacks"] if (a["receiver"], a["target"], a["secret"]) ==
+                (pair["receiver"], pair["target"], pair["secret"]) and a["known"] in (0, pair["known"])]  # fmt: skip
+        assert pair["share"] == max(a["share"] for a in mine) and pair["tried"]
+    read = [c for c in p["counted"] if c["secret"] == "labels" and c["attack"] == "label reading"]
+    assert {c["known"] for c in read} >= {0}
+
+
+def test_holders_keep_one_sample_of_the_rows_and_the_audit_scores_those(tiny):
+    cfg = tiny(**{"run.keep_rows": 50, "run.rounds": 2, "gal.privacy": "residual_laplace"})  # wine: 142 rows
+    p = train(cfg, verbose=False)["privacy"]
+    alice = read_kept(cfg.run_dir / "messages")
+    org1 = read_kept(cfg.run_dir / "parties" / "org1" / "messages")
+    sent = [m.values for _, d, m in alice if d == "out" and isinstance(m, PseudoResidual) and m.receiver == "org1"]
+    got = [m.values for _, d, m in org1 if d == "in" and isinstance(m, PseudoResidual)]
+    assert all(v.shape[0] == 50 for v in sent) and all(torch.equal(a, b) for a, b in zip(sent, got, strict=True))
+    assert all(len(t) <= 50 for _, _, m in org1 if isinstance(m, FittedValues) for t in m.values.values())
+    assert p["kept_rows"] == 50 and p["attacks"] and any("residual recovery" in n for n in p["not_attacked"])
+    whole = train(tiny(**{"run.keep_rows": 0, "run.rounds": 2}), verbose=False, overwrite=True)["privacy"]
+    assert whole["kept_rows"] == "all"
 
 
 def test_the_accountant_composes_pure_laplace_over_the_rounds():
@@ -121,19 +196,24 @@ def test_gal_audit_without_and_with_defence(tiny):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     tags = EventAccumulator(str(tiny().run_dir / "tensorboard" / "gal")).Reload().Tags()["scalars"]
-    assert {"privacy/label_inference/org1_of_alice", "privacy/feature_inference/alice_of_org3/baseline"} <= set(tags)
+    assert {
+        "privacy/label_inference/org1_of_alice/40_known",
+        "privacy/feature_inference/alice_of_org3/10_known/baseline",
+        "privacy/label_reading/org1_of_alice",
+        "privacy/share/labels/0_known/worst",
+    } <= set(tags)
 
     strong = train(
         tiny(**{"gal.privacy": "residual_laplace", "gal.privacy_alpha": 0.01, "gal.privacy_secret": 3}),
         verbose=False,
         overwrite=True,
     )
-    assert all(a["score"] <= a["baseline"] + 0.05 for a in by_attack(strong, "label inference"))
+    assert all(a["score"] <= max(a["baseline"], a["own"]) + 0.05 for a in by_attack(strong, "label inference"))
     assert strong["privacy"]["label_attack_accuracy"] < 0.5
     for a in by_attack(strong, "model completion"):  # what the run added to the organization's own columns: nothing
-        assert a["score"] <= a["beside"]["own_columns_alone"] + 0.05
+        assert a["score"] <= a["own"] + 0.05
     [budget] = strong["privacy"]["budget"]  # strong noise, but no guarantee for the data set: no ε
-    assert not budget["private"] and "epsilon" not in budget and "no DP guarantee" in budget["why"]
+    assert not budget["private"] and "epsilon" not in budget and "moves every row" in budget["why"]
     assert not any(t.startswith("privacy/epsilon") for t in tags_of(tiny().run_dir))
     guaranteed = train(tiny(**{"gal.privacy": "dp", "gal.privacy_epsilon": 0.1, "gal.privacy_secret": 3}),
                        verbose=False, overwrite=True)  # fmt: skip
@@ -144,7 +224,7 @@ def test_gal_audit_without_and_with_defence(tiny):
     noisy = train(
         tiny(**{"gal.noisy_organizations": [1, 2, 3], "gal.noise_sigma": 100.0}), verbose=False, overwrite=True
     )
-    assert all(a["score"] > 0.9 * a["baseline"] for a in by_attack(noisy, "feature inference", "alice"))
+    assert all(a["score"] > 0.9 * min(a["baseline"], a["own"]) for a in by_attack(noisy, "feature inference", "alice"))
     regression = train(tiny(**{"data.dataset": "diabetes", "run.rounds": 1}), verbose=False, overwrite=True)
     assert not any(k.startswith("label_") for k in regression["privacy"])  # no class to read
     assert all(a["metric"] == "mae" and a["score"] < a["baseline"] for a in by_attack(regression, "label inference"))

@@ -143,15 +143,18 @@ def test_csv_the_coordinator_opens_only_alices_file_and_gets_no_other_feature(ti
             "transport.kind": "ray",
             "run.rounds": 2,
             "learner.epochs": 5,
-        }
+            "run.audit": True,  # scored by the experimenter, a Ray task: outside Alice's process
+        },
+        out=str(tmp_path / "ray"),
     )
     ray_transport.RayTransport.deliver = tapped
     try:
-        ray_run = train(config, verbose=False, write=False)
+        ray_run = train(config, verbose=False)
     finally:
         ray_transport.RayTransport.deliver = deliver
-    assert set(opened) == {"alice.csv"}  # the coordinator's process opened Alice's file and no other
-    assert {type(r).__name__ for r in received} == {"FittedValues", "ModelsReport"}  # model outputs, counts
+    assert set(opened) == {"alice.csv"}  # the coordinator's process opened Alice's file and no other, audit on
+    kinds = {type(r).__name__ for r in received} - {"Ack"}  # Ack: a runtime's "saved", carrying nothing of the data
+    assert kinds == {"FittedValues", "ModelsReport"}  # model outputs, counts
     local = train(
         tiny(
             **{
@@ -161,12 +164,14 @@ def test_csv_the_coordinator_opens_only_alices_file_and_gets_no_other_feature(ti
                 "run.rounds": 2,
                 "learner.epochs": 5,
                 "run.concurrent": False,
-            }
+                "run.audit": True,
+            },
+            out=str(tmp_path / "local"),
         ),
         verbose=False,
-        write=False,
     )
     assert rounds_of(ray_run) == rounds_of(local) and ray_run["organizations"] == ["alice", "bob", "carol"]
+    assert ray_run["privacy"]["attacks"] and ray_run["privacy"]["attacks"] == local["privacy"]["attacks"]
 
 
 def test_a_benchmark_spread_over_workers_gives_the_records_of_one_by_one(tiny):

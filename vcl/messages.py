@@ -110,9 +110,10 @@ class RuntimeRequest(Message):
 class OpenLogs(RuntimeRequest):
     """Keep your logs under ``root/<name>/`` from now on (a run with a run directory); answered by an :class:`Ack`.
     ``keep_messages``: keep every message you receive and send beside your checkpoints too (``run.keep_messages``,
-    :mod:`vcl.storage.kept`)."""
+    :mod:`vcl.storage.kept`), at most ``keep_rows`` rows of each (0: every row; ``run.keep_rows``)."""
 
     keep_messages: bool = False
+    keep_rows: int = 0
 
     stage = "start-up"
 

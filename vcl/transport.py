@@ -93,6 +93,16 @@ class Transport:
         ``new``: its file of new people (``data.predict_files``, for ``train.py predict``)."""
         raise NotImplementedError(f"{cls.__name__} runs the parties in this process, which reads every file")
 
+    @classmethod
+    def experiment(cls, config, task: Callable, *args):
+        """``task(*args)`` run as the experimenter, who holds every organization's files (``train.py audit``, which
+        scores the attacks on what each receiver kept against the run's data): here, where the parties run in this
+        process; an ``apart`` transport runs it outside Alice's process (Ray: a task of the cluster), so that her
+        process never opens another organization's file."""
+        if cls.apart:
+            raise NotImplementedError(f"{cls.__name__} runs its parties apart and has no experimenter's place")
+        return task(*args)
+
     def deliver(self, requests: list[tuple[str, Message]]) -> list[Message]:
         """The replies to the messages, each handed to its party's runtime
         (:meth:`vcl.party.runtime.PartyRuntime.handle`), in the order given (a lost party's

@@ -13,7 +13,12 @@ ridge), then is scored on the rows it did not know:
 - :func:`infer_features`: another organization's columns from what the receiver got from it (MAE in units of each
   column's standard deviation, beside guessing each column's mean, which scores about 0.8 on normal columns).
 
-A :class:`Score` names the attack, the receiver, whose data it went after, what it held, and both figures.
+A :class:`Score` names the attack, the receiver, whose data it went after, what it held, its figure and two baselines:
+the trivial one (the majority rate, guessing the mean) and *the attacker's own data alone* with the same known rows
+(``own``: what it could learn without any message). Learned attacks take [its own data, the messages]: what it
+holds, whole. Its :attr:`Score.share` is what the messages add, as a share of the way from the better of the
+two baselines to a perfect attack; :func:`counted` keeps, for each receiver, target and secret, the strongest attack
+run — the one a privacy claim is held to — and :func:`exposure` its mean and worst receiver.
 """
 
 from __future__ import annotations
@@ -23,14 +28,18 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 KNOWN = 40  # rows whose labels or features an attacker knows, where its attack assumes some
+SWEEP = (0, 10, KNOWN)  # the known rows every audit tries: none (the attacks that need none), few, and KNOWN
 ALPHAS = np.logspace(-4, 3, 8)  # the ridge penalties the attacker chooses among (leave-one-out on its known rows)
+FEATURES = "features"
+LABELS = "labels"  # the secrets attacks go after: an organization's columns, Alice's labels (and her residuals)
 
 
 @dataclass
 class Score:
     """One attack's result: ``score`` beside ``baseline`` (``metric``: accuracy, higher is worse for privacy; mae,
-    lower is worse), and ``beside``: other figures that frame it (the learner on the receiver's own columns alone, the
-    main task's metric)."""
+    lower is worse) and ``own``, the same learner on the attacker's own data alone with the same ``known`` rows (None:
+    it holds none that bears on the target); ``beside``: other figures that frame it (the main task's metric);
+    ``secret``: what it goes after (:data:`LABELS` or :data:`FEATURES`)."""
 
     attack: str
     receiver: str
@@ -40,14 +49,64 @@ class Score:
     score: float
     baseline: float
     beside: dict = field(default_factory=dict)
+    own: float | None = None
+    known: int = 0
+    secret: str = FEATURES
 
     @property
     def gain(self) -> float:
-        """How far the attack beats its baseline, in the metric's own direction (≤ 0: it learned nothing)."""
+        """How far the attack beats its trivial baseline, in the metric's own direction (≤ 0: it learned nothing)."""
         return self.score - self.baseline if self.metric == "accuracy" else self.baseline - self.score
 
+    @property
+    def floor(self) -> float:
+        """The better of the two baselines: the trivial one and the attacker's own data alone."""
+        if self.own is None:
+            return self.baseline
+        return max(self.baseline, self.own) if self.metric == "accuracy" else min(self.baseline, self.own)
+
+    @property
+    def share(self) -> float:
+        """What the messages add: the share of the way from :attr:`floor` to a perfect attack (accuracy 1, error 0);
+        0 when it learned nothing the attacker could not have without them, 1 when it recovers everything."""
+        if self.metric == "accuracy":
+            return (self.score - self.floor) / (1.0 - self.floor) if self.floor < 1 else 0.0
+        return (self.floor - self.score) / self.floor if self.floor > 0 else 0.0
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "gain": self.gain}
+        return {**asdict(self), "gain": self.gain, "share": self.share}
+
+
+def counted(scores: list[Score], sweep: tuple[int, ...] = ()) -> list[dict]:
+    """For each (receiver, target, secret) and each count of known rows (0 and ``sweep``): the strongest attack run
+    on it by :attr:`Score.share` — the score a privacy claim is held to — among those that needed no more known rows
+    (an attack that needs none counts at every count), with the names of the attacks tried."""
+    best: dict[tuple, Score] = {}
+    tried: dict[tuple, list[str]] = {}
+    for a in scores:
+        for known in sorted({0, *sweep, a.known}):
+            if a.known != known and (a.known != 0 or known not in sweep):
+                continue
+            key = (a.receiver, a.target, a.secret, known)
+            tried.setdefault(key, []).append(a.attack)
+            if key not in best or a.share > best[key].share:
+                best[key] = a
+    return [{**best[k].as_dict(), "known": k[3], "tried": sorted(set(tried[k]))} for k in best]
+
+
+def exposure(pairs: list[dict]) -> list[dict]:
+    """Per secret and known rows, over the receiver-target pairs of :func:`counted`: the mean share (every receiver
+    alike) and the worst pair's, clipped to [0, 1], with who that was."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in pairs:
+        groups.setdefault((p["secret"], p["known"]), []).append(p)
+    out = []
+    for (secret, known), ps in sorted(groups.items()):
+        worst = max(ps, key=lambda p: p["share"])
+        out.append({"secret": secret, "known": known, "mean": float(np.clip(np.mean([p["share"] for p in ps]), 0, 1)),
+                    "worst": float(np.clip(worst["share"], 0, 1)), "worst_receiver": worst["receiver"],
+                    "worst_target": worst["target"], "worst_attack": worst["attack"], "pairs": len(ps)})  # fmt: skip
+    return out
 
 
 def split_known(rows: int, known: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -91,14 +150,25 @@ def _scores(truth: np.ndarray, guess: np.ndarray, classes: bool) -> tuple[float,
     return float(np.abs(guess - truth).mean()), float(np.abs(truth - truth.mean(0)).mean())
 
 
-def infer_labels(received, labels, classes: bool, known: int = KNOWN, seed: int = 0) -> tuple[float, float]:
-    """Labels learned from ``received`` (N × D, what a receiver holds of each row) and ``known`` rows' labels: the
-    accuracy and the majority rate on the other rows (``classes``), or the MAE and that of guessing the mean."""
-    x, y = _matrix(received), np.asarray(labels).reshape(-1)
-    y = y.astype(np.int64) if classes else y.astype(np.float64)
+def _learned(x, own, y, classes: bool, known: int, seed: int) -> tuple[float, float | None, float]:
+    """The learner on [``own``, ``x``] from ``known`` rows of ``y``, scored on the others; the same on ``own`` alone
+    (None without own data); the trivial baseline."""
+    own = None if own is None else _matrix(own)
+    both = x if own is None else np.hstack([own, x])
     k, rest = split_known(len(y), known, seed)
-    guess = (_classify if classes else _regress)(x[k], y[k], x[rest])
-    return _scores(y[rest], guess, classes)
+    fit = _classify if classes else _regress
+    score, baseline = _scores(y[rest], fit(both[k], y[k], both[rest]), classes)
+    alone = None if own is None else _scores(y[rest], fit(own[k], y[k], own[rest]), classes)[0]
+    return score, alone, baseline
+
+
+def infer_labels(received, labels, classes: bool, known: int = KNOWN, seed: int = 0, own=None):
+    """Labels learned from ``received`` (N × D, what a receiver holds of each row) beside the receiver's ``own``
+    columns (N × p, or None) and ``known`` rows' labels: (the accuracy, that of ``own`` alone, the majority rate) on
+    the other rows (``classes``), or the MAEs and that of guessing the mean."""
+    y = np.asarray(labels).reshape(-1)
+    y = y.astype(np.int64) if classes else y.astype(np.float64)
+    return _learned(_matrix(received), own, y, classes, known, seed)
 
 
 def complete_model(
@@ -122,14 +192,14 @@ def complete_model(
     return score, alone, baseline
 
 
-def infer_features(received, target, known: int = KNOWN, seed: int = 0) -> tuple[float, float]:
-    """Another holder's columns (``target``, N × p) learned from ``received`` (N × D) and ``known`` rows of them: the
-    MAE on the other rows in units of each column's standard deviation, and that of guessing each column's mean."""
-    x, y = _matrix(received), _matrix(target)
+def infer_features(received, target, known: int = KNOWN, seed: int = 0, own=None):
+    """Another holder's columns (``target``, N × p) learned from ``received`` (N × D) beside the receiver's ``own``
+    columns (or None) and ``known`` rows of them: (the MAE on the other rows in units of each column's standard
+    deviation, that of ``own`` alone, that of guessing each column's mean)."""
+    y = _matrix(target)
     spread = y.std(0)
     y = (y - y.mean(0)) / np.where(spread > 0, spread, 1.0)
-    k, rest = split_known(len(y), known, seed)
-    return _scores(y[rest], _regress(x[k], y[k], x[rest]), classes=False)
+    return _learned(_matrix(received), own, y, False, known, seed)
 
 
 def invert_map(anchor_in, anchor_out, received, target) -> tuple[float, float]:

@@ -14,14 +14,14 @@ import importlib
 import json
 from pathlib import Path
 
-from vcl.audit.attacks import KNOWN, Score
+from vcl.audit.attacks import SWEEP, Score, counted, exposure
 from vcl.config import RunConfig
 from vcl.coordinator.assembly import datamodule_for
 from vcl.coordinator.rundir import CHECKPOINT, KEPT, PARTIES, RESULTS, atomic_write_json
 from vcl.errors import VCLInputError
 from vcl.family import family_of
 from vcl.storage.checkpoints import load_checkpoint
-from vcl.storage.kept import kept_rounds, read_kept
+from vcl.storage.kept import kept_rounds, read_kept, sampled
 
 COORDINATOR = "coordinator"  # the holder whose messages are <run>/messages/: Alice's coordinator (DC: the analyst)
 
@@ -30,14 +30,17 @@ class KeptRun:
     """A finished run as the audit reads it (the module's docstring). ``results``: its results.json (or the results a
     run is about to write); ``data``: the run's data where the caller holds it already."""
 
-    def __init__(self, out: Path, results: dict | None = None, data=None, known: int = KNOWN, config=None):
+    def __init__(self, out: Path, results: dict | None = None, data=None, known: int | tuple = SWEEP, config=None):
         self.out = Path(out)
         if results is None:
             path = self.out / RESULTS
             if not path.is_file():
                 raise VCLInputError(f"--out {self.out} holds no results.json; audit a finished run's directory.")
             results = load_json(path)
-        self.results, self._data, self.known = results, data, known
+        self.results, self._data = results, data
+        self.sweep = tuple(k for k in ((known,) if isinstance(known, int) else known) if k > 0)  # the learned attacks'
+        self.known = max(self.sweep, default=0)  # known rows: each count of the sweep; 0 runs those that need none
+        self._cut, self.sampled = None, False  # the data at the kept rows (data()), and whether rows were cut
         self.config = config if config is not None else RunConfig.from_dict(results["config"])
         self.method = results["method"]
         self.names: list[str] = list(results.get("organizations") or [p["name"] for p in results.get("parties", [])])
@@ -71,12 +74,16 @@ class KeptRun:
         return [m for _, d, m in self.messages(holder) if d == direction and isinstance(m, kinds)]
 
     def data(self):
-        """The run's data as its config builds it (what the attacks are scored against)."""
+        """The run's data as its config builds it (what the attacks are scored against), cut to the rows its holders
+        kept (``run.keep_rows``: :func:`vcl.storage.kept.sampled`); :attr:`sampled` says whether rows were cut."""
         if self._data is None or not getattr(self._data, "views", None):
             dm = datamodule_for(self.config)
             dm.setup()
             self._data = dm.data
-        return self._data
+        if self._cut is None:
+            self._cut = sampled(self._data, self.config.run.keep_rows)
+            self.sampled = self._cut is not self._data
+        return self._cut
 
     def checkpoint(self) -> dict:
         """Alice's last checkpoint (her side of the run: her noise's secret, say)."""
@@ -107,17 +114,30 @@ def privacy_section(run: KeptRun) -> dict:
         raise VCLInputError(f"method {run.method}'s family names no auditor (Family.auditor); nothing to audit.")
     found = importlib.import_module(family.auditor).audit(run)  # the family's own code, as its class is
     attacks: list[Score] = found.get("attacks", [])
+    pairs = counted(attacks, run.sweep)
     return {
         "attacks": [a.as_dict() for a in attacks],
+        "counted": pairs,  # the strongest attack on each receiver-target pair, at each count of known rows
+        "exposure": exposure(pairs),  # per secret: the mean over the pairs and the worst
         "budget": found.get("budget", []),
         "not_attacked": found.get("not_attacked", []),
         "main_task": run.main_task,
-        "known_rows": run.known,
+        "known_rows": list(run.sweep),
+        "kept_rows": run.config.run.keep_rows if run.sampled else "all",
         **{k: v for k, v in found.items() if k not in ("attacks", "budget", "not_attacked")},
     }
 
 
-def audit(out: Path, write: bool = True, known: int = KNOWN) -> dict:
+def audited(out: Path, results: dict, config: RunConfig, data=None) -> dict:
+    """The privacy section of the run in ``out`` about to write ``results`` (``data``: the run's, where the caller
+    holds all of it), or ``{"error": ...}`` where it kept too little to attack."""
+    try:
+        return privacy_section(KeptRun(out, results, data, config=config))
+    except VCLInputError as err:
+        return {"error": str(err)}
+
+
+def audit(out: Path, write: bool = True, known: int | tuple = SWEEP) -> dict:
     """``train.py audit``: the privacy section of the run in ``out``, written into its results.json."""
     run = KeptRun(out, known=known)
     section = privacy_section(run)
@@ -127,15 +147,21 @@ def audit(out: Path, write: bool = True, known: int = KNOWN) -> dict:
 
 
 def strongest(section: dict) -> list[str]:
-    """One line per attack: the receiver that did best against its baseline, and each budget."""
-    lines, best = [], {}
-    for a in section.get("attacks", []):
-        if a["attack"] not in best or a["gain"] > best[a["attack"]]["gain"]:
-            best[a["attack"]] = a
-    for a in best.values():
-        beside = "".join(f"; {k.replace('_', ' ')} {v:.3f}" for k, v in a.get("beside", {}).items())
-        lines.append(f"privacy: {a['attack']} by {a['receiver']} of {a['target']}: {a['metric']} {a['score']:.3f} "
-                     f"(baseline {a['baseline']:.3f}{beside})")  # fmt: skip
+    """The closing lines: per secret, the worst receiver-target pair's strongest attack at the most known rows (and
+    at none), beside both baselines and the mean over the pairs; then each budget."""
+    lines = []
+    top = {}
+    for e in section.get("exposure", []):
+        if e["known"] == 0 or e["known"] >= top.get(e["secret"], {}).get("known", 0):
+            top[e["secret"]] = e
+    shown = [e for e in section.get("exposure", []) if e["known"] == 0 or e is top.get(e["secret"])]
+    for e in shown:
+        [a] = [p for p in section["counted"] if (p["receiver"], p["target"], p["secret"], p["known"]) ==
+               (e["worst_receiver"], e["worst_target"], e["secret"], e["known"])]  # fmt: skip
+        own = "" if a.get("own") is None else f"; its own data alone {a['own']:.3f}"
+        lines.append(f"privacy of the {e['secret']} ({e['known']} known rows): worst {a['attack']} by {a['receiver']} "
+                     f"of {a['target']}: {a['metric']} {a['score']:.3f} (baseline {a['baseline']:.3f}{own}); share "
+                     f"{e['worst']:.2f}, mean over {e['pairs']} pairs {e['mean']:.2f}")  # fmt: skip
     for b in section.get("budget", []):
         eps = f"ε = {b['epsilon']:.3g} at δ = {b['delta']:g}" if b.get("private") else f"no DP guarantee ({b['why']})"
         lines.append(f"privacy budget of {b.get('mechanism') or 'its noise'}: {eps}")

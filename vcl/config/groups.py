@@ -178,7 +178,10 @@ class RunGroup:
     AL: leave it out of that round and of later ones; prediction uses the organizations present)"""
     keep_messages: bool = True
     """every party and Alice keep the messages they receive and send beside their checkpoints (parties/<name>/messages/,
-    messages/), what `train.py audit` attacks; false saves the disk at 10^6 rows and more"""
+    messages/), what `train.py audit` attacks (a gRPC party on its own machine decides in its own config)"""
+    keep_rows: NonNegativeInt = 10000
+    """the rows kept of each message: one sample of this many where a message has more (the audit scores those rows),
+    which bounds the disk at 10^6 rows; 0 keeps every row"""
     audit: bool = True
     """at the run's end, attack what each receiver kept and account each noise's budget (`train.py audit`), into
     results.json's privacy section; needs run.keep_messages"""

@@ -114,15 +114,15 @@ class Federation:
         return str(self.party_roots.get(name, self.root))
 
     # --- the parties' own files, where each runs ---
-    def keep_files(self, root: Path, messages: Path | None = None) -> None:
+    def keep_files(self, root: Path, messages: Path | None = None, rows: int = 0) -> None:
         """From now on each party keeps its own files under ``root/<name>/`` (or its own root), where it runs: its
         logs (opened now) and its checkpoints (:meth:`save`); Alice's state then holds her side only. ``messages``:
         Alice's folder of the messages she sends and receives (``<run>/messages``, ``run.keep_messages``); then every
-        party keeps its own beside its checkpoints too (:mod:`vcl.storage.kept`)."""
+        party keeps its own beside its checkpoints too (:mod:`vcl.storage.kept`), at most ``rows`` rows of each."""
         self.root = Path(root)
-        self.seen.on, self.seen_folder = messages is not None, messages
+        self.seen.on, self.seen.rows, self.seen_folder = messages is not None, rows, messages
         keep = messages is not None
-        self._every(lambda n: OpenLogs(self.alice, n, 0, root=self._root(n), keep_messages=keep))
+        self._every(lambda n: OpenLogs(self.alice, n, 0, root=self._root(n), keep_messages=keep, keep_rows=rows))
 
     def save(self, round_: int, run: str) -> None:
         """Every party writes its own state of ``round_``, stamped with ``run`` (the run's identity,

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from vcl.audit.run import KeptRun, privacy_section, strongest
+from vcl.audit.run import audited, strongest
 from vcl.callbacks import ProgressTable, RoundCallback, RoundCheckpoint, TensorBoardRounds
 from vcl.config import RunConfig, identity_differs
 from vcl.coordinator.assembly import build_protocol, check_config, coordinator_data, datamodule_for
@@ -318,7 +318,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
             if rundir is not None:
                 rundir.begin()
                 messages = out_dir / KEPT if config.run.keep_messages else None  # what each holder saw cross
-                protocol.federation.keep_files(out_dir / PARTIES, messages)  # each party's checkpoints and logs
+                protocol.federation.keep_files(out_dir / PARTIES, messages, config.run.keep_rows)  # and its logs
             if state is not None:
                 run.run_id = state["run_id"]
                 restore(protocol, state, out_dir, config)
@@ -389,15 +389,18 @@ def restore(protocol: Protocol, state: dict, out_dir: Path, config: RunConfig) -
 
 def audit_section(config: RunConfig, out_dir: Path, results: dict, data, here: bool) -> dict:
     """The privacy section of a run about to write its results (:mod:`vcl.audit.run`), where its parties kept their
-    files on this machine (``here``); a run that kept too little to attack says so in it instead."""
+    files on this machine (``here``), scored by the experimenter (:meth:`vcl.transport.Transport.experiment`: in this
+    process for the local transport, outside Alice's for one whose parties run apart); a run that kept too little to
+    attack says so in it instead."""
     if not here:
         return {"error": "the parties keep what they received where they run; audit the run with train.py audit "
                          "where every party's kept messages and data are"}  # fmt: skip
-    full = data if not transport_class(results["transport"]).apart else None  # apart: Alice's side of the data only
+    transport = transport_class(results["transport"])
+    held = None if transport.apart else data  # apart: Alice holds her side of the data only, and the task reads all
     try:
-        return privacy_section(KeptRun(out_dir, results, full, config=config))
-    except VCLInputError as err:
-        return {"error": str(err)}
+        return transport.experiment(config, audited, out_dir, results, config, held)
+    except NotImplementedError as err:  # a transport of one's own without an experimenter's place
+        return {"error": f"{err}; audit the run with train.py audit where every party's kept messages and data are"}
 
 
 def run_data(config: RunConfig, ids: list[str] | None = None, family: Family | None = None):

@@ -162,6 +162,9 @@ class PartyRuntime:
         if isinstance(request, requests.OpenLogs):  # the party learns its own folder root/<name>/, for its logs
             self.party.open_logs(party_file(folder, self.name, 0).parent)
             self.seen.on = request.keep_messages is True if self.keep is None else self.keep
+            if type(request.keep_rows) is not int or request.keep_rows < 0:  # a request from the network
+                raise TypeError("the rows to keep are not a whole number")
+            self.seen.rows = request.keep_rows
             return Ack(**back)
         if type(request.round) is not int:  # a request from the network: its round is the checkpoints' to check
             raise TypeError("the round is not a whole number")

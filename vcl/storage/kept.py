@@ -2,7 +2,10 @@
 
 Every party (and Alice's coordinator) with ``run.keep_messages`` keeps each message it receives (``in``) and sends
 (``out``) — and a sender that perturbs what it sends also keeps its clean values (``own``) — in memory until its
-round is saved, then writes them beside its checkpoints, one file a saved round: ``messages/round-<t>.vclw``. A file
+round is saved, then writes them beside its checkpoints, one file a saved round: ``messages/round-<t>.vclw``. A
+holder keeps at most ``rows`` rows of a message (``run.keep_rows``): every array of more rows is cut to the same
+sample of that many (:func:`sampled`, drawn from the array's length alone, so every holder and the audit pick the same
+rows), which bounds the disk at 10^6 rows and more. A file
 is the wire format's frames (:mod:`vcl.transports.wire`: data, never code), each behind its direction and its length,
 written whole or not at all; a resumed run forgets what it held since its last save and writes the rounds again.
 ``train.py audit`` (:mod:`vcl.audit`) attacks these files after the run: what each receiver could infer from what it
@@ -11,9 +14,14 @@ held, never code in the send path.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 import struct
 from pathlib import Path
+
+import numpy as np
+import torch
 
 from vcl.errors import VCLInputError
 from vcl.messages import Message
@@ -27,15 +35,16 @@ _ROUND = re.compile(r"round-(\d{1,10})\.vclw")
 
 
 class KeptMessages:
-    """One holder's messages of the rounds not saved yet; ``on``: whether it keeps any (``run.keep_messages``)."""
+    """One holder's messages of the rounds not saved yet; ``on``: whether it keeps any (``run.keep_messages``);
+    ``rows``: the most rows of a message it keeps (0: every row)."""
 
-    def __init__(self, on: bool = False):
-        self.on = on
+    def __init__(self, on: bool = False, rows: int = 0):
+        self.on, self.rows = on, rows
         self.frames: list[tuple[int, bytes]] = []
 
     def add(self, direction: str, message: Message | None) -> None:
         if self.on and message is not None:
-            self.frames.append((DIRECTIONS.index(direction), pack_message(message)))
+            self.frames.append((DIRECTIONS.index(direction), pack_message(sampled(message, self.rows))))
 
     def save(self, folder: Path, round_: int) -> None:
         """The messages since the last save, in ``folder/round-<round_>.vclw`` (never through a symbolic link)."""
@@ -90,3 +99,33 @@ def read_kept(folder: Path, last: int | None = None) -> list[tuple[int, str, Mes
             out.append((round_, DIRECTIONS[direction], message))
             at += length
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def kept_index(n: int, rows: int) -> np.ndarray:
+    """The rows kept of an array of ``n`` rows: ``rows`` of them in order, drawn with ``n`` as the seed (no secret:
+    which rows an audit scores is bookkeeping, not protection)."""
+    return np.sort(np.random.default_rng(n).choice(n, rows, replace=False))
+
+
+def sampled(value, rows: int):
+    """``value`` with every array (tensor or NumPy) of more than ``rows`` rows cut to :func:`kept_index`'s rows,
+    through dataclasses (a message, a data set), dicts, lists and tuples; ``value`` itself where nothing is cut."""
+    if not rows:
+        return value
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        if value.ndim == 0 or len(value) <= rows:
+            return value
+        index = kept_index(len(value), rows)
+        return value[torch.from_numpy(index).to(value.device)] if isinstance(value, torch.Tensor) else value[index]
+    if isinstance(value, dict):
+        out = {k: sampled(v, rows) for k, v in value.items()}
+        return value if all(out[k] is v for k, v in value.items()) else type(value)(out)
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        out = [sampled(v, rows) for v in value]
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else type(value)(out)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        cut = {f.name: sampled(getattr(value, f.name), rows) for f in dataclasses.fields(value) if f.init}
+        changed = {k: v for k, v in cut.items() if v is not getattr(value, k)}
+        return dataclasses.replace(value, **changed) if changed else value
+    return value

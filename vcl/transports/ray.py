@@ -277,6 +277,14 @@ class RayTransport(Transport):
         ]
         return _get(refs, names[1:], "the ID alignment", lost_in_place=config.run.missing_parties == "skip")
 
+    @classmethod
+    def experiment(cls, config: RunConfig, task, *args):
+        """A Ray task of the cluster (the experimenter: a worker process, never Alice's) runs ``task(*args)``."""
+        import ray
+
+        start_ray(config.transport.address, 0)
+        return ray.get(ray.remote(num_cpus=0)(task).remote(*args))
+
     def _wait(self, refs: list, names: list[str], during: str) -> list:
         self._busy = True
         out = _get(refs, names, during, lost_in_place=True)

@@ -3,9 +3,10 @@
 Every agent is sent Alice's labels once (ASCII's paper: "numerical labels"), so reading them is no attack: the audit
 checks what the kept ``Labels`` hold and says so. It attacks what is not sent:
 
-- *label inference* from an agent's received ignorance scores alone (as if the labels were withheld);
-- *feature inference* by an agent of the previous agent's columns from the ignorance scores it got from it (they
-  carry that agent's per-row correctness), and by Alice of each agent's columns from its predicted classes.
+- *label inference* from an agent's columns and its received ignorance scores (as if the labels were withheld);
+- *feature inference* by an agent of the previous agent's columns from its own and the ignorance scores it got from it
+  (they carry that agent's per-row correctness), and by Alice of each agent's columns from hers and its predicted
+  classes; each beside the same learner on the attacker's own columns alone.
 
 Model completion needs no attack here: every agent holds the training labels and can fit its own columns to them.
 ASCII adds no noise, so it has no budget.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcl.audit.attacks import Score, infer_features, infer_labels
+from vcl.audit.attacks import LABELS, Score, infer_features, infer_labels
 from vcl.audit.budget import no_budget
 from vcl.audit.run import COORDINATOR, KeptRun
 from vcl.messages import Labels
@@ -32,31 +33,38 @@ def audit(run: KeptRun) -> dict:
     majority = float(np.bincount(y_train).max() / len(y_train))
     attacks: list[Score] = []
     for name in names[1:]:
+        own = data.views[names.index(name)].splits["train"]
         sent = run.received(name, (Labels,))
         if sent:
             got = sent[0].values.numpy().reshape(-1).astype(np.int64)
             attacks.append(Score("label reading", name, "alice", "the labels it is sent", "accuracy",
-                                 float((got == y_train).mean()), majority))  # fmt: skip
+                                 float((got == y_train).mean()), majority, secret=LABELS))  # fmt: skip
         scores = run.received(name, (IgnoranceScores,))
-        if scores:
+        for known in run.sweep if scores else ():
             rows = np.stack([s.scores.numpy().reshape(-1) for s in scores], 1) * len(y_train)
-            held = f"the ignorance scores of {len(scores)} hops, {run.known} known labels"
-            score, base = infer_labels(rows, y_train, True, run.known, run.seed)
-            attacks.append(Score("label inference", name, "alice", held, "accuracy", score, base))
+            held = f"its columns, the ignorance scores of {len(scores)} hops, {known} known labels"
+            score, alone, base = infer_labels(rows, y_train, True, known, run.seed, own=own)
+            attacks.append(Score("label inference", name, "alice", held, "accuracy", score, base, own=alone,
+                                 known=known, secret=LABELS))  # fmt: skip
         for sender in sorted({s.sender for s in scores} - {name}):
-            if sender in names:
-                rows = np.stack([s.scores.numpy().reshape(-1) for s in scores if s.sender == sender], 1)
-                target = data.views[names.index(sender)].splits["train"]
-                score, base = infer_features(rows * len(y_train), target, run.known, run.seed)
-                held = f"the ignorance scores {sender} sent it, {run.known} known rows of {sender}'s columns"
-                attacks.append(Score("feature inference", name, sender, held, "mae", score, base))
+            if sender not in names:
+                continue
+            rows = np.stack([s.scores.numpy().reshape(-1) for s in scores if s.sender == sender], 1)
+            target = data.views[names.index(sender)].splits["train"]
+            for known in run.sweep:
+                score, alone, base = infer_features(rows * len(y_train), target, known, run.seed, own=own)
+                held = f"its columns, the ignorance scores {sender} sent it, {known} known rows of {sender}'s columns"
+                attacks.append(Score("feature inference", name, sender, held, "mae", score, base, own=alone,
+                                     known=known))  # fmt: skip
     votes = [v for v in run.received(COORDINATOR, (ClassVotes,)) if "train" in v.classes]
     for m, name in enumerate(names[1:], start=1):
         mine = [one_hot(v.classes["train"].numpy(), k) for v in votes if v.sender == name]
-        if mine:
-            score, base = infer_features(np.hstack(mine), data.views[m].splits["train"], run.known, run.seed)
-            held = f"{name}'s predicted classes of {len(mine)} rounds, {run.known} known rows of its columns"
-            attacks.append(Score("feature inference", "alice", name, held, "mae", score, base))
+        for known in run.sweep if mine else ():
+            score, alone, base = infer_features(np.hstack(mine), data.views[m].splits["train"], known, run.seed,
+                                                own=data.views[0].splits["train"])  # fmt: skip
+            held = f"its columns, {name}'s predicted classes of {len(mine)} rounds, {known} known rows of its columns"
+            attacks.append(Score("feature inference", "alice", name, held, "mae", score, base, own=alone,
+                                 known=known))  # fmt: skip
     return {
         "attacks": attacks,
         "budget": [no_budget("ASCII adds no noise; every agent is sent the labels", "none")],

@@ -34,9 +34,10 @@ def audit(run: KeptRun) -> dict:
             continue
         w = workers.index(rep.sender)
         target = views[w].splits["train"]
-        held = f"{rep.sender}'s reduced rows, {run.known} known rows of its columns"
-        score, base = infer_features(rep.values["train"], target, run.known, run.seed)
-        attacks.append(Score("feature inference", "the analyst", rep.sender, held, "mae", score, base))
+        for known in run.sweep:  # the analyst holds no columns of its own: its own data alone is the trivial guess
+            held = f"{rep.sender}'s reduced rows, {known} known rows of its columns"
+            score, _, base = infer_features(rep.values["train"], target, known, run.seed)
+            attacks.append(Score("feature inference", "the analyst", rep.sender, held, "mae", score, base, known=known))
         if anchors:
             anchor = anchors[0][:, data.column_groups[w % groups]]
             held = f"{rep.sender}'s reduced rows and reduced anchor, the anchor from a colluding institution"

@@ -6,12 +6,14 @@ own round models' outputs, which it sent; Alice receives every organization's fi
 - *label reading*: each row's largest received entry read as its class (GAL's classification residual is
   onehot(y) − softmax(F), whose one positive entry is the label's), no known label needed — a score per receiver (the
   round read best) and ``label_attack_accuracy`` beside ``label_majority_rate``;
-- *label inference*: the same organization learns the labels from all rounds' residuals and 40 known labels;
+- *label inference*: the same organization learns the labels from its columns and all rounds' residuals side by side,
+  and (round-aware) from its columns, round 1 and the later rounds' sum, with each count of known labels;
 - *model completion*: it labels new people from its own columns and its round models' outputs;
-- *feature inference*: Alice learns an organization's columns from its fitted values and 40 known rows;
+- *feature inference*: Alice learns an organization's columns from her own and its fitted values, with known rows;
 - *residual recovery* (with ``gal.privacy``): a receiver redraws the noise from every seed its copy of the config holds
   (``residual_attack_mae``), beside the values as they came and the same estimate from draws it cannot know.
 
+Each learned attack sits beside the same learner on the attacker's own columns alone (:class:`vcl.audit.attacks.Score`).
 The budget of ``gal.privacy: dp`` is one release of each label (the run after it is post-processing); the residual
 mechanisms and the organizations' output noise carry none, and say why.
 """
@@ -23,7 +25,7 @@ import hashlib
 import numpy as np
 import torch
 
-from vcl.audit.attacks import Score, complete_model, infer_features, infer_labels
+from vcl.audit.attacks import LABELS, Score, complete_model, infer_features, infer_labels
 from vcl.audit.budget import label_budget, laplace_budget, no_budget
 from vcl.audit.run import COORDINATOR, KeptRun
 from vcl.config import config_integers, party_copy
@@ -46,49 +48,58 @@ def audit(run: KeptRun) -> dict:
     attacks: list[Score] = []
     read: dict[int, float] = {}
     majority = float(np.bincount(y_train).max() / len(y_train)) if classes else None
-    inferred: dict[str, tuple[float, float]] = {}
     for m, name in enumerate(names[1:], start=1):
+        own = data.views[m].splits["train"]
         got = run.received(name, FITS)
-        if not got:
-            continue
         values = [msg.values.numpy().reshape(len(y_train), -1) for msg in got]
-        if classes:
+        if classes and values:
             mine = {msg.round: float((v.argmax(1) == y_train).mean()) for msg, v in zip(got, values, strict=True)}
             for t, accuracy in mine.items():
                 read[t] = max(read.get(t, 0.0), accuracy)
             reading = f"{len(values)} rounds' {got[0].kind}, each row's largest entry, the round read best"
-            attacks.append(Score("label reading", name, "alice", reading, "accuracy", max(mine.values()), majority))
-        held = f"{len(values)} rounds' {got[0].kind}, {run.known} known labels"
-        rows = np.hstack(values)
-        key = hashlib.sha256(rows.tobytes()).hexdigest()  # one broadcast to every organization: learned once
-        if key not in inferred:
-            inferred[key] = infer_labels(rows, y_train, classes, run.known, run.seed)
-        attacks.append(Score("label inference", name, "alice", held, metric, *inferred[key]))
+            attacks.append(Score("label reading", name, "alice", reading, "accuracy", max(mine.values()), majority,
+                                 secret=LABELS))  # fmt: skip
+        # learned: [its columns, every round's values side by side] and the round-aware [round 1, the later rounds'
+        # sum] (the sum averages the later rounds' noise out), from k known labels
+        views = {"label inference": values, "label inference (rounds summed)": values[:1] + [sum(values[1:])]}
+        for k in run.sweep if values else ():
+            for attack, parts in views.items():
+                if attack != "label inference" and len(values) < 3:
+                    continue
+                score, alone, base = infer_labels(np.hstack(parts), y_train, classes, k, run.seed, own=own)
+                held = f"its columns, {len(values)} rounds' {got[0].kind}, {k} known labels"
+                attacks.append(Score(attack, name, "alice", held, metric, score, base, own=alone, known=k,
+                                     secret=LABELS))  # fmt: skip
         sent = [s for s in run.received(name, (FittedValues,), "out") if "test" in s.values and "train" in s.values]
-        if sent:
+        for k in run.sweep if sent else ():
             view = data.views[m].splits
             outputs = {s: np.hstack([f.values[s].numpy().reshape(len(f.values[s]), -1) for f in sent])
                        for s in ("train", "test")}  # fmt: skip
             score, alone, base = complete_model(view["train"], outputs["train"], y_train, view["test"],
-                                                outputs["test"], y_test, classes, run.known, run.seed)  # fmt: skip
-            beside = {"own_columns_alone": alone, "alice_model": run.main_task["value"]}
-            held = f"its columns, its {len(sent)} round models' outputs on new people, {run.known} known labels"
-            attacks.append(Score("model completion", name, "alice", held, metric, score, base, beside))
+                                                outputs["test"], y_test, classes, k, run.seed)  # fmt: skip
+            held = f"its columns, its {len(sent)} round models' outputs on new people, {k} known labels"
+            beside = {"alice_model": run.main_task["value"]}
+            attacks.append(Score("model completion", name, "alice", held, metric, score, base, beside, own=alone,
+                                 known=k, secret=LABELS))  # fmt: skip
     replies = [r for r in run.received(COORDINATOR, (FittedValues,)) if "train" in r.values]
     for m, name in enumerate(names[1:], start=1):
         mine = [r.values["train"].numpy() for r in replies if r.sender == name]
-        if mine:
+        for k in run.sweep if mine else ():
             outputs = np.hstack([v.reshape(len(v), -1) for v in mine])
-            score, base = infer_features(outputs, data.views[m].splits["train"], run.known, run.seed)
-            held = f"{name}'s fitted values of {len(mine)} rounds, {run.known} known rows of its columns"
-            attacks.append(Score("feature inference", "alice", name, held, "mae", score, base))
+            score, alone, base = infer_features(outputs, data.views[m].splits["train"], k, run.seed,
+                                                own=data.views[0].splits["train"])  # fmt: skip
+            held = f"its columns, {name}'s fitted values of {len(mine)} rounds, {k} known rows of its columns"
+            attacks.append(Score("feature inference", "alice", name, held, "mae", score, base, own=alone, known=k))
     out = {"attacks": attacks, "budget": [b for b in (budget(run), output_noise(run)) if b is not None]}
     out["not_attacked"] = [NOT_ATTACKED[run.method]] if run.method in NOT_ATTACKED else []
     if read:
         out["label_attack_accuracy"] = max(read.values())
         out["label_majority_rate"] = majority
         out["label_attack_accuracy_by_round"] = {str(t): read[t] for t in sorted(read)}
-    recovery = residual_recovery(run)
+    recovery = None if run.sampled else residual_recovery(run)
+    if run.sampled and broadcast_mechanism(run.config, len(names)) is not None:
+        out["not_attacked"].append("residual recovery: it redraws the noise of every row, and the holders kept a "
+                                   "sample of the rows (run.keep_rows); rerun with run.keep_rows 0")  # fmt: skip
     if recovery is not None:
         attacks.append(recovery[0])
         out.update(recovery[1])
@@ -128,7 +139,8 @@ def residual_recovery(run: KeptRun) -> tuple[Score, dict] | None:
     held = "the perturbed residual of every round, every seed its copy of the config holds"
     base = min(figures["residual_received_mae"], figures["residual_blind_mae"])
     score = Score("residual recovery", run.names[1], "alice", held, "mae", figures["residual_attack_mae"], base,
-                  {"received": figures["residual_received_mae"], "blind": figures["residual_blind_mae"]})  # fmt: skip
+                  {"received": figures["residual_received_mae"], "blind": figures["residual_blind_mae"]},
+                  secret="residuals")  # fmt: skip
     return score, figures
 
 
@@ -176,7 +188,7 @@ def budget(run: KeptRun) -> dict:
             "interval privacy",
         )
     return no_budget(
-        "no DP guarantee: one person's label moves every row's residual (F⁰ is the label prior; η and the weights "
+        "one person's label moves every row's residual (F⁰ is the label prior; η and the weights "
         "read the labels) and the clipping bounds are the residual's own quantiles, so no noise scale bounds one "
         "person's influence; gal.privacy dp is the guaranteed mode",
         f"Laplace on the clipped residuals, alpha {g.privacy_alpha:g}"
