@@ -90,19 +90,32 @@ def config(ds: str, method: str, options: dict, seed: int, quick: bool) -> RunCo
 
 def details(res: dict) -> dict:
     p = res["privacy"]
-    return {"attacks": p["attacks"], "budget": p["budget"], "not_attacked": p.get("not_attacked", [])}
+    keep = ("attacks", "counted", "exposure", "budget", "not_attacked", "known_rows", "kept_rows")
+    return {**{k: p[k] for k in keep if k in p}, "trivial": p["main_task"].get("trivial")}
 
 
-LABELS = ("label reading", "label inference", "model completion", "residual recovery")  # attacks on Alice's labels
-FEATURES = ("feature inference", "anchor inversion", "feature reconstruction", "h0 inversion", "noise redraw")
-TARGETS = {"labels": LABELS, "features": FEATURES}
+LABELS = (
+    "label reading",
+    "label inference",
+    "label inference (rounds summed)",
+    "model completion",
+    "residual recovery",
+)  # attacks on Alice's labels (and residuals), as records made before `secret` name them
+TARGETS = {"labels": "labels", "features": "features"}  # the secrets the tables and pictures count
 
 
-def gain_share(a: dict) -> float:
-    """An attack's share of the way from its trivial baseline to a perfect attack (0: it learned nothing; below 0:
-    worse than the baseline). Model completion's floor is the better of the majority rate and the same learner on the
-    receiver's own columns alone: only what the run's outputs add counts."""
-    own = a["beside"].get("own_columns_alone")
+def secret_of(a: dict) -> str:
+    """What an attack goes after: its record's ``secret`` (residuals count with the labels they carry)."""
+    s = a.get("secret") or ("labels" if a["attack"] in LABELS else "features")
+    return "labels" if s == "residuals" else s
+
+
+def share_of(a: dict) -> float:
+    """An attack's share of the way from the better of its two baselines (the trivial one and the attacker's own data
+    alone) to a perfect attack (vcl.audit.attacks.Score.share; computed for records made before it was kept)."""
+    if "share" in a:
+        return a["share"]
+    own = a.get("own", a.get("beside", {}).get("own_columns_alone"))
     accuracy = a["metric"] == "accuracy"
     floor = a["baseline"] if own is None else (max if accuracy else min)(a["baseline"], own)
     if accuracy:
@@ -110,10 +123,29 @@ def gain_share(a: dict) -> float:
     return (floor - a["score"]) / floor if floor > 0 else 0.0
 
 
-def attack_power(attacks: list[dict], worst: bool = False) -> float:
-    """AP in [0, 1] of one attack over its receivers: the mean of their gain shares (every organization is a
-    receiver alike), or with ``worst`` the receiver that gained most, clipped to [0, 1]."""
-    shares = [gain_share(a) for a in attacks]
+def pairs_of(run: dict) -> list[dict]:
+    """The counted pairs of one run: the strongest attack per receiver, target, secret and known rows (the record's
+    ``counted``, or for records made before it, the strongest attack of each pair, all at their 40 known rows)."""
+    if run.get("counted"):
+        return [{**p, "secret": secret_of(p)} for p in run["counted"]]
+    best = {}
+    for a in run["attacks"]:
+        key = (a["receiver"], a["target"], secret_of(a))
+        if key not in best or share_of(a) > share_of(best[key]):
+            best[key] = a
+    return [{**a, "secret": k[2], "known": 40, "share": share_of(a)} for k, a in best.items()]
+
+
+def ap_of(run: dict, secret: str, known: int | None = None, worst: bool = False) -> float | None:
+    """One run's AP on ``secret`` at ``known`` rows (None: the most it tried): the mean over its receiver-target pairs
+    of the strongest attack's share, or with ``worst`` the most exposed pair's; clipped to [0, 1]."""
+    pairs = [p for p in pairs_of(run) if p["secret"] == secret]
+    if not pairs:
+        return None
+    known = max(p["known"] for p in pairs) if known is None else known
+    shares = [p["share"] for p in pairs if p["known"] == known]
+    if not shares:
+        return None
     return min(1.0, max(0.0, max(shares) if worst else statistics.mean(shares)))
 
 
@@ -128,15 +160,40 @@ def dcs(ap: float, mp: float, beta: float = BETA) -> float:
     return 1.0 / (1.0 + math.sqrt((1 - beta) * ap**2 + beta * (1 - mp) ** 2))
 
 
-def power_of(runs: list[dict], kind: str, worst: bool = False) -> float:
-    """One attack kind's AP over the runs (seeds) that ran it: the mean of each run's AP over its receivers (or its
-    worst receiver's)."""
-    of = [[a for a in r["attacks"] if a["attack"] == kind] for r in runs]
-    return statistics.mean(attack_power(attacks, worst) for attacks in of if attacks)
+def vflair(rs: list[dict], undefended: float | None) -> dict | None:
+    """VFLAIR's own scale for the attacks on the labels (Zou et al., ICLR 2024): the raw attack accuracy (the counted
+    pairs' mean at the most known rows), AP* = 0, the absolute main-task accuracy, d_MP = max(MP₀ − MP, 0), and its
+    DCS = 1 / (1 + sqrt((1 − β) AP² + β d_MP²)). Classification only (its label attacks score accuracy)."""
+    if rs[0]["metric"] != "accuracy":
+        return None
+    raw = []
+    for r in rs:
+        pairs = [p for p in pairs_of(r) if p["secret"] == "labels" and p["metric"] == "accuracy"]
+        if pairs:
+            top = max(p["known"] for p in pairs)
+            raw.append(statistics.mean(p["score"] for p in pairs if p["known"] == top))
+    if not raw:
+        return None
+    ap, mp = statistics.mean(raw), statistics.mean(r["value"] for r in rs)
+    d_mp = max((undefended or mp) - mp, 0.0)
+    return {"raw_attack": ap, "d_mp": d_mp, "dcs": 1.0 / (1.0 + math.sqrt((1 - BETA) * ap**2 + BETA * d_mp**2))}
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.mean(values) if values else None
+
+
+def _spread(values: list) -> float:
+    values = [v for v in values if v is not None]
+    return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def summary_rows(records: list[dict]) -> list[dict]:
-    """One row per (dataset, method, defence): means over seeds of MP, each attack kind's strongest AP, ε, DCS."""
+    """One row per (dataset, method, defence), over its seeds: the absolute test metric and its spread beside the
+    trivial one, MP, ε, each attack kind's AP (mean share over receivers, at the most known rows), and per secret the
+    counted AP (the strongest attack per pair) at each count of known rows, its worst pair and spread, and DCS on our
+    scale and VFLAIR's."""
     groups = defaultdict(list)
     for r in records:
         groups[(r["dataset"], r["method"], r["defence"])].append(r)
@@ -144,20 +201,29 @@ def summary_rows(records: list[dict]) -> list[dict]:
     rows = []
     for (ds, method, defence), rs in groups.items():
         kinds = sorted({a["attack"] for r in rs for a in r["attacks"]})
-
-        power = {k: power_of(rs, k) for k in kinds}
-        worst = {k: power_of(rs, k, worst=True) for k in kinds}
+        top = {r["seed"]: max((p["known"] for p in pairs_of(r)), default=0) for r in rs}
+        power = {k: _mean([_mean([share_of(a) for a in r["attacks"] if a["attack"] == k and a.get("known", 40) in
+                                  (0, top[r["seed"]])]) for r in rs]) for k in kinds}  # fmt: skip
         mp = statistics.mean(main_power(r, undefended.get((ds, method))) for r in rs)
-        # the score counted: the strongest attack run on each target (AP, mean over receivers), and its worst receiver
-        strongest = {t: max((power[k] for k in kinds if k in attacks), default=None) for t, attacks in TARGETS.items()}
-        exposed = {t: max((worst[k] for k in kinds if k in attacks), default=None) for t, attacks in TARGETS.items()}
+        knowns = sorted({p["known"] for r in rs for p in pairs_of(r)})
+        sweep = {t: {k: _mean([ap_of(r, t, k) for r in rs]) for k in knowns} for t in TARGETS}
+        strongest = {t: _mean([ap_of(r, t) for r in rs]) for t in TARGETS}
         eps = [b["epsilon"] for r in rs for b in r["budget"] if b.get("private")]
         rows.append({"dataset": ds, "method": method, "defence": defence, "metric": rs[0]["metric"],
-                     "value": statistics.mean(r["value"] for r in rs), "mp": mp, "ap": power, "strongest": strongest,
-                     "worst_receiver": exposed,
-                     "dcs": {t: None if ap is None else dcs(ap, mp) for t, ap in strongest.items()},
+                     "value": statistics.mean(r["value"] for r in rs),
+                     "value_spread": _spread([r["value"] for r in rs]),
+                     "trivial": _mean([r.get("trivial") for r in rs]), "mp": mp, "ap": power,
+                     "strongest": strongest,
+                     "strongest_spread": {t: _spread([ap_of(r, t) for r in rs]) for t in TARGETS},
+                     "worst_receiver": {t: _mean([ap_of(r, t, worst=True) for r in rs]) for t in TARGETS},
+                     "by_known": sweep, "dcs": {t: None if ap is None else dcs(ap, mp) for t, ap in strongest.items()},
+                     "vflair": vflair(rs, undefended.get((ds, method))),
                      "epsilon": max(eps) if eps else None, "seeds": len(rs)})  # fmt: skip
     return rows
+
+
+def _cell(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
 
 
 def report(records: list[dict]) -> str:
@@ -167,40 +233,33 @@ def report(records: list[dict]) -> str:
         mine = [r for r in rows if r["dataset"] == ds]
         if not mine:
             continue
-        kinds = sorted({k for r in mine for k in r["ap"]})
-        out += [f"**{ds}** (mean over {mine[0]['seeds']} seed(s); AP: each attack's mean over its receivers)", "",
-                "| method | defence | test metric | MP | " + " | ".join(f"AP {k}" for k in kinds)
-                + " | strongest AP labels (worst receiver) | strongest AP features (worst receiver) | ε (δ = 1e-5) | "
-                "DCS labels | DCS features |",
-                "|---|---|---|---|" + "---|" * len(kinds) + "---|---|---|---|---|"]  # fmt: skip
+        knowns = sorted({k for r in mine for t in TARGETS for k in r["by_known"][t]})
+        sweep = " | ".join(f"{t} AP at {k} known" for t in TARGETS for k in knowns)
+        out += [f"**{ds}** (mean over {mine[0]['seeds']} seed(s), ± the seeds' standard deviation; AP: the strongest "
+                "attack on each receiver-target pair, its share of the way from the better of the trivial baseline "
+                "and the attacker's own data alone to a perfect attack, mean over the pairs; worst: the most exposed "
+                "pair)", "",
+                "| method | defence | test metric | trivial | MP | ε (δ = 1e-5) | AP labels (worst) | AP features "
+                f"(worst) | {sweep} | DCS labels | DCS features | VFLAIR: raw label attack | d_MP | DCS |",
+                "|---|---|---|---|---|---|---|---|" + "---|" * (len(knowns) * len(TARGETS)) + "---|" * 5]  # fmt: skip
         for r in mine:
-            aps = " | ".join(f"{r['ap'][k]:.2f}" if k in r["ap"] else "—" for k in kinds)
-            eps = "—" if r["epsilon"] is None else f"{r['epsilon']:.3g}"
-            scores = " | ".join("—" if r["dcs"][t] is None else f"{r['dcs'][t]:.3f}" for t in TARGETS)
             counted = " | ".join("—" if r["strongest"][t] is None else
-                                 f"{r['strongest'][t]:.2f} ({r['worst_receiver'][t]:.2f})"
-                                 for t in TARGETS)  # fmt: skip
-            out.append(f"| {r['method']} | {r['defence']} | {r['value']:.4g} | {r['mp']:.3f} | {aps} | {counted} | "
-                       f"{eps} | {scores} |")  # fmt: skip
-        gains = completion_gains([r for r in records if r["dataset"] == ds])
-        if gains:
-            shown = ", ".join(f"{d} {g:+.4f}".replace("-", "−") for d, g in gains.items())  # a minus the docs quote
-            out += ["", f"Model completion over the same learner on the receiver's own columns alone (the mean over "
-                    f"every receiver and seed): {shown}."]  # fmt: skip
+                                 f"{r['strongest'][t]:.2f} ± {r['strongest_spread'][t]:.2f} "
+                                 f"({r['worst_receiver'][t]:.2f})" for t in TARGETS)  # fmt: skip
+            by_known = " | ".join(_cell(r["by_known"][t].get(k)) for t in TARGETS for k in knowns)
+            v = r["vflair"] or {}
+            out.append(f"| {r['method']} | {r['defence']} | {r['value']:.4g} ± {r['value_spread']:.3f} | "
+                       f"{_cell(r['trivial'], 3)} | {r['mp']:.3f} | {_cell(r['epsilon'], 3)} | {counted} | "
+                       f"{by_known} | {_cell(r['dcs']['labels'], 3)} | {_cell(r['dcs']['features'], 3)} | "
+                       f"{_cell(v.get('raw_attack'), 3)} | {_cell(v.get('d_mp'), 3)} | "
+                       f"{_cell(v.get('dcs'), 3)} |")  # fmt: skip
+        kinds = sorted({k for r in mine for k in r["ap"]})
+        out += ["", "Each attack kind's AP (mean share over its receivers, at the most known rows):", "",
+                "| method | defence | " + " | ".join(kinds) + " |", "|---|---|" + "---|" * len(kinds)]  # fmt: skip
+        for r in mine:
+            out.append(f"| {r['method']} | {r['defence']} | " + " | ".join(_cell(r["ap"].get(k)) for k in kinds) + " |")
         out.append("")
     return "\n".join(out)
-
-
-def completion_gains(records: list[dict]) -> dict[str, float]:
-    """Per defence, the mean of model completion's score over the learner on the receiver's own columns alone (an
-    error's decrease), over every receiver and seed: what the run's outputs add to what it held already."""
-    gains = defaultdict(list)
-    for r in records:
-        for a in r["attacks"]:
-            if a["attack"] == "model completion":
-                own = a["beside"]["own_columns_alone"]
-                gains[r["defence"]].append(a["score"] - own if a["metric"] == "accuracy" else own - a["score"])
-    return {d: statistics.mean(g) for d, g in gains.items()}
 
 
 MARKERS = {"gal": "o", "ascii": "s", "dc_smote": "^", "dc_rand": "v", "dc_tsvd": "<", "mpdl": "D"}
@@ -211,37 +270,56 @@ NAMES = {"gal": "GAL", "ascii": "ASCII", "dc_smote": "DC(SMOTE)", "dc_rand": "DC
 
 
 def draw(records: list[dict], path: Path, dpi: int, dataset: str) -> None:
-    """MP against AP for every method and defence on ``dataset``, one panel for the attacks on Alice's labels and one
-    for those on the organizations' features (each point: the strongest attack of its kind, each attack's AP the mean
-    over its receivers and the record's seeds); the top left is private and accurate."""
+    """The absolute test metric against AP for every method and defence on ``dataset``, one panel for the attacks on
+    Alice's labels and one for those on the organizations' features: each point the strongest attack on each pair
+    (AP: mean over the pairs and seeds, bars: the seeds' spread of both), ε beside it where one is a guarantee, the
+    trivial figure as a dashed line; the top left is private and accurate."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [r for r in summary_rows(records) if r["dataset"] == dataset]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.4), sharey=True)
     for ax, target in zip(axes, TARGETS, strict=True):
+        notes = []  # (x, y, label): set apart below, so that no two overprint
         for method in dict.fromkeys(r["method"] for r in rows):
             mine = [r for r in rows if r["method"] == method and r["strongest"][target] is not None]
             if not mine:
                 continue
-            ax.scatter([r["strongest"][target] for r in mine], [r["mp"] for r in mine],
-                       marker=MARKERS.get(method, "o"), s=46, label=NAMES.get(method, method))  # fmt: skip
+            ax.errorbar([r["strongest"][target] for r in mine], [r["value"] for r in mine],
+                        xerr=[r["strongest_spread"][target] for r in mine], yerr=[r["value_spread"] for r in mine],
+                        fmt=MARKERS.get(method, "o"), ms=6, capsize=2, label=NAMES.get(method, method))  # fmt: skip
             for r in mine:
-                ax.annotate(r["defence"], (r["strongest"][target], r["mp"]), fontsize=7, xytext=(4, 3),
-                            textcoords="offset points")  # fmt: skip
-        ax.set_xlim(-0.05, 1.1)
-        ax.set_xlabel(f"AP on the {target}: share of the way from the trivial baseline to perfect (0: learns nothing)",
+                eps = r["epsilon"] is not None and "ε" not in r["defence"]
+                label = f"{NAMES.get(method, method)} {r['defence']}" + (f" (ε {r['epsilon']:.2g})" if eps else "")
+                notes.append((r["strongest"][target], r["value"], label))
+        low, high = ax.get_ylim()
+        gap = 0.032 * (high - low)
+        for bucket in sorted({round(x, 1) for x, _, _ in notes}):
+            column = sorted((n for n in notes if round(n[0], 1) == bucket), key=lambda n: -n[1])
+            last = math.inf
+            for x, y, label in column:
+                at = min(y, last - gap)
+                last = at
+                ax.annotate(label, (x, y), xytext=(x + 0.03, at), fontsize=6, va="center",
+                            arrowprops={"arrowstyle": "-", "lw": 0.3, "color": "grey"})  # fmt: skip
+        trivial = [r["trivial"] for r in rows if r["trivial"] is not None]
+        if trivial:
+            ax.axhline(statistics.mean(trivial), ls="--", lw=0.8, color="grey")
+            ax.annotate("trivial (majority / mean guess)", (0.0, statistics.mean(trivial)), fontsize=7,
+                        color="grey", xytext=(2, 2), textcoords="offset points")  # fmt: skip
+        ax.set_xlim(-0.05, 1.45)
+        ax.set_xlabel(f"AP on the {target}: strongest attack per pair, share of the way to perfect (0: learns nothing)",
                       fontsize=8)  # fmt: skip
         ax.set_title(f"attacks on {'Alice’s labels' if target == 'labels' else 'the organizations’ features'}",
                      fontsize=10)  # fmt: skip
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("MP: test metric relative to the method without defence")
-    axes[1].legend(fontsize=8, loc="center")
+    metric = rows[0]["metric"] if rows else "metric"
+    axes[0].set_ylabel(f"test {metric} (absolute; bars: the seeds' spread)")
+    axes[1].legend(fontsize=8, loc="best")
     seeds = max((r["seeds"] for r in rows), default=0)
-    fig.suptitle(f"{dataset}: main task against attack, mean over {seeds} seed(s) (benchmarks/privacy.py)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle(f"{dataset}: main task against attack, {seeds} seed(s) (benchmarks/privacy.py)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)

@@ -7,6 +7,7 @@ beside the floors measured in the same run.
     python benchmarks/scale.py --out runs/bench/scale.json                 # and 10^6 (grpc: a star PSI of 8 × 10^6 IDs)
     python benchmarks/scale.py --device cuda --rows 1000000 --models linear mlp --transports local   # on a GPU
     python benchmarks/scale.py --rows 1000000 --transports local --predict       # and score N new people a party
+    python benchmarks/scale.py --rows 100000 1000000 --transports local --audit  # the audit's cost, off beside on
 
 Each organization's file holds a text ID column, 8 numeric features and (Alice's) a label of 4 classes that depends
 on every organization's features; each file lists its rows in its own order. A run is the command line a user types
@@ -352,13 +353,16 @@ def prepared_columns(paths: list[Path]) -> int:
 
 
 def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, alone=True, batch=0,
-        shape="numeric", columns=ORGANIZATIONS * FEATURES, shuffle="rows") -> dict:  # fmt: skip
-    out = folder / f"run-{transport}-{model}-{rows}-{batch}-{shuffle}"  # speed, not privacy: it keeps no messages
+        shape="numeric", columns=ORGANIZATIONS * FEATURES, shuffle="rows", audit=False) -> dict:  # fmt: skip
+    """One run in a process of its own; speed, not privacy: it keeps no messages, unless ``audit`` (the defaults:
+    every holder keeps a sample of run.keep_rows rows of each message, and the audit attacks them at the end)."""
+    out = folder / f"run-{transport}-{model}-{rows}-{batch}-{shuffle}"
     files = [str(p) for p in paths] if fed is None else [str(paths[0])] + [p.stem for p in paths[1:]]
+    keep = [] if audit else ["--run.keep_messages", "false"]
     argv = [sys.executable, "train.py", "--data.dataset", "csv", "--data.task", "classification",
             "--data.csv_files", *files, "--learner.model", model, "--run.rounds", str(rounds),
             "--run.device", device, "--learner.batch_size", str(batch), "--out", str(out), "--overwrite",
-            "--quiet", "--run.keep_messages", "false", "--learner.shuffle", shuffle, *SHAPES[shape][1]]  # fmt: skip
+            "--quiet", *keep, "--learner.shuffle", shuffle, *SHAPES[shape][1]]  # fmt: skip
     if not alone:
         argv += ["--compare"]  # a bare --compare: no method beside GAL
     if fed is not None:
@@ -382,7 +386,9 @@ def run(paths, rows, transport, model, rounds, device, folder: Path, fed=None, a
             "party_peak_rss": party_rss,
             "bytes_per_round": results["bytes_sent"] / max(rounds, 1), "accuracy": results["value"],
             "matrix_bytes": rows * columns * 4, "round_read_bytes": round_read_bytes(model, rows * columns * 4),
-            "memory_steps": memory_steps(results.get("memory", []), samples), **gpu}  # fmt: skip
+            "memory_steps": memory_steps(results.get("memory", []), samples), **gpu,
+            "audit": audit, "kept_bytes": sum(f.stat().st_size for f in out.rglob("*.vclw")),
+            "attacks": len(results.get("privacy", {}).get("attacks", []))}  # fmt: skip
 
 
 def predict_run(run_record: dict, new: list[Path], train_folder: Path, folder: Path, fed=None) -> dict:
@@ -506,6 +512,19 @@ def report(records: list[dict]) -> str:
                 f"| {rows} | {r['transport']} | {r['predictions']:,} | {r['wall_seconds']:.1f} | {read:.2f} "
                 f"| {imports:.2f} | {peak} | {r['matrix_bytes'] / GB:.3f} |"
             )
+    audited = [r for r in records if r.get("audit")]
+    if audited:
+        lines += ["", "The audit's cost: each run with the defaults (every holder keeps a sample of run.keep_rows rows "
+                  "of each message, the audit attacks them at the end) beside the run just before it with nothing "
+                  "kept:", "",
+                  "| rows per organization | whole s off / on | ratio | peak RSS GB off / on | ratio | kept MB | "
+                  "attacks |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in audited:
+            [off] = [o for o in records[: records.index(r)][-1:] if not o.get("audit") and o["rows"] == r["rows"]]
+            lines.append(f"| {r['rows']:,} | {off['wall_seconds']:.1f} / {r['wall_seconds']:.1f} "
+                         f"| {r['wall_seconds'] / off['wall_seconds']:.3f} | {off['peak_rss'] / GB:.2f} / "
+                         f"{r['peak_rss'] / GB:.2f} | {r['peak_rss'] / off['peak_rss']:.3f} | "
+                         f"{r['kept_bytes'] / 1e6:.1f} | {r['attacks']} |")  # fmt: skip
     targets = []
     psi = {r["rows"]: r["seconds"] for r in records if r.get("psi")}
     for r in predictions:
@@ -622,6 +641,11 @@ def main() -> None:
     p.add_argument("--psi", action="store_true", help="also time the star PSI alone beside the grpc runs")
     p.add_argument("--no-psi", action="store_true", help="no separate star PSI (the default; earlier records' flag)")
     p.add_argument("--predict", action="store_true", help="also time train.py predict of N new people per organization")
+    p.add_argument(
+        "--audit",
+        action="store_true",
+        help="each local run twice: without kept messages, then as the defaults (kept rows, the audit)",
+    )
     args = p.parse_args()
     sizes = args.rows or ([10**4, 10**5] if args.quick else [10**4, 10**5, 10**6])
     records = []
@@ -646,7 +670,11 @@ def main() -> None:
                     common = (rows, transport, model, args.rounds, args.device, folder)
                     shaped = {"shape": args.shape, "columns": columns, "shuffle": shuffle}
                     if transport == "local":
-                        records.append(run(paths, *common, None, not args.no_alone, batch, **shaped))
+                        if args.audit:  # the same run with the audit off, then on (the defaults), side by side
+                            records.append(run(paths, *common, None, not args.no_alone, batch, **shaped))
+                            print(_line(records[-1]), flush=True)
+                        records.append(run(paths, *common, None, not args.no_alone, batch, **shaped,
+                                           audit=args.audit))  # fmt: skip
                         if new:
                             print(_line(records[-1]), flush=True)
                             records.append(predict_run(records[-1], new, data, folder))
@@ -680,10 +708,11 @@ def _line(r: dict) -> str:
     if r.get("predict"):
         return (f"{r['rows']:,} rows {r['transport']} predict: {r['predictions']:,} predictions, "
                 f"{r['wall_seconds']:.1f} s, peak {r['peak_rss'] / GB:.2f} GB")  # fmt: skip
+    audit = f", audit on ({r['attacks']} attacks, {r['kept_bytes'] / 1e6:.1f} MB kept)" if r.get("audit") else ""
     return (
         f"{r['rows']:,} rows {r['transport']} {r['model']} {r.get('shuffle', 'rows')}: {r['wall_seconds']:.1f} s, "
         f"{r['seconds_per_round']:.3f} "
-        f"s/round, peak {r['peak_rss'] / GB:.2f} GB, accuracy {r['accuracy']:.4f}"
+        f"s/round, peak {r['peak_rss'] / GB:.2f} GB, accuracy {r['accuracy']:.4f}{audit}"
     )
 
 

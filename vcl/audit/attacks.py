@@ -202,6 +202,15 @@ def infer_features(received, target, known: int = KNOWN, seed: int = 0, own=None
     return _learned(_matrix(received), own, y, False, known, seed)
 
 
+def read_copy(copy, target) -> tuple[float, float]:
+    """A received copy of another holder's rows (row-aligned, perhaps noisy or low-rank) read as those rows, with no
+    known row: the MAE against ``target`` in units of each column's standard deviation, and that of guessing each
+    column's mean (:func:`infer_features`'s units)."""
+    y = _matrix(target)
+    spread = np.where(y.std(0) > 0, y.std(0), 1.0)
+    return _scores((y - y.mean(0)) / spread, (_matrix(copy) - y.mean(0)) / spread, classes=False)
+
+
 def invert_map(anchor_in, anchor_out, received, target) -> tuple[float, float]:
     """A colluder's inversion of an affine reduction ``x ↦ xV + c``: the map fitted by least squares on rows whose
     inputs and outputs it holds (``anchor_in`` → ``anchor_out``, a shared anchor and its reduced form), then

@@ -14,6 +14,8 @@ import importlib
 import json
 from pathlib import Path
 
+import numpy as np
+
 from vcl.audit.attacks import SWEEP, Score, counted, exposure
 from vcl.config import RunConfig
 from vcl.coordinator.assembly import datamodule_for
@@ -121,11 +123,24 @@ def privacy_section(run: KeptRun) -> dict:
         "exposure": exposure(pairs),  # per secret: the mean over the pairs and the worst
         "budget": found.get("budget", []),
         "not_attacked": found.get("not_attacked", []),
-        "main_task": run.main_task,
+        "main_task": {**run.main_task, "trivial": trivial_task(run.data(), run.main_task["metric"])},
         "known_rows": list(run.sweep),
         "kept_rows": run.config.run.keep_rows if run.sampled else "all",
         **{k: v for k, v in found.items() if k not in ("attacks", "budget", "not_attacked")},
     }
+
+
+def trivial_task(data, metric: str) -> float | None:
+    """The main task's trivial figure on the test rows: the majority rate, or the error of guessing the mean (None
+    where the data hold no test labels the audit can read)."""
+    labels = getattr(data, "labels", None)
+    y = labels.get("test") if isinstance(labels, dict) else getattr(data, "test_labels", None)
+    if y is None or not len(y):
+        return None
+    y = np.asarray(y).reshape(-1)
+    if metric == "accuracy":
+        return float(np.bincount(y.astype(np.int64)).max() / len(y))
+    return float(np.abs(y - y.mean()).mean())
 
 
 def audited(out: Path, results: dict, config: RunConfig, data=None) -> dict:

@@ -7,18 +7,21 @@ those it can try to rebuild a worker's columns:
 - *feature inference* from the reduced training rows and 40 known rows of the worker's columns;
 - *anchor inversion* with a colluding institution: every worker builds the same anchor (from the public rows and
   the run's seed), so a colluder hands it over; the master fits the worker's affine reduction by least squares on
-  (anchor, reduced anchor) and maps the reduced rows back (exact up to the dimensions the reduction drops).
+  (anchor, reduced anchor) and maps the reduced rows back (exact up to the dimensions the reduction drops);
+- *anchor share read*: with DC(TSVD) and DC(raw) anchors, each worker sends the others of its row group a row-aligned
+  copy of its rows (rank-k plus noise, or the rows), which a receiver reads as those rows with no known row, and
+  learns from beside its own columns with known rows (*feature inference*).
 
 DC adds no noise, so it has no budget; its privacy is the reduction itself.
 """
 
 from __future__ import annotations
 
-from vcl.audit.attacks import Score, infer_features, invert_map
+from vcl.audit.attacks import Score, infer_features, invert_map, read_copy
 from vcl.audit.budget import no_budget
 from vcl.audit.run import COORDINATOR, KeptRun
 from vcl.messages import EXPERIMENTER
-from vcl.methods.dc.messages import KeptModel, ReducedRepresentation
+from vcl.methods.dc.messages import AnchorShare, KeptModel, ReducedRepresentation
 
 
 def audit(run: KeptRun) -> dict:
@@ -43,12 +46,29 @@ def audit(run: KeptRun) -> dict:
             held = f"{rep.sender}'s reduced rows and reduced anchor, the anchor from a colluding institution"
             score, base = invert_map(anchor, rep.values["anchor"], rep.values["train"], target)
             attacks.append(Score("anchor inversion", "the analyst", rep.sender, held, "mae", score, base))
+    for w, receiver in enumerate(workers):  # the anchor shares a worker got from the others of its row group
+        for share in run.received(receiver, (AnchorShare,)):
+            copy = share.values.get("approx", share.values.get("rows"))
+            if copy is None or share.sender not in workers:  # DC(rand): column ranges, no row of anyone's
+                continue
+            target = views[workers.index(share.sender)].splits["train"]
+            if len(copy) != len(target):
+                continue
+            kind = "its rank-k copy plus noise" if "approx" in share.values else "its rows"
+            score, base = read_copy(copy, target)
+            held = f"{share.sender}'s anchor share ({kind}), read as its rows, no known row"
+            attacks.append(Score("anchor share read", receiver, share.sender, held, "mae", score, base))
+            for known in run.sweep:
+                own = views[w].splits["train"]
+                held = f"its columns, {share.sender}'s anchor share, {known} known rows of its columns"
+                score, alone, base = infer_features(copy, target, known, run.seed, own=own)
+                attacks.append(Score("feature inference", receiver, share.sender, held, "mae", score, base,
+                                     own=alone, known=known))  # fmt: skip
     return {
         "attacks": attacks,
         "budget": [no_budget("DC adds no noise: its protection is the dimensionality reduction", "none")],
         "not_attacked": [
             "labels: each row group's labels are sent to the analyst by design (Algorithm 1, step 4)",
-            "AnchorShare between workers (dc.anchor tsvd or raw: a noisy low-rank or raw copy of the rows) is "
-            "itself the rows; not attacked here",
+            "AnchorShare of dc.anchor rand: each column's range, no row of anyone's",
         ],
     }
