@@ -290,7 +290,7 @@ def catalogue() -> list[Figure]:
     return out
 
 
-PRIVACY = "2026-12-01-cpu/privacy.json"  # benchmarks/privacy.py's record: every method, every defence level
+PRIVACY = "2026-12-07-cpu/privacy.json"  # benchmarks/privacy.py's record: every method, every defence level
 
 
 ASCII_CURVES = [  # ASCII's figures of test accuracy per round: (number, our title, what the paper shows)

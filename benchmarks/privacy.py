@@ -7,24 +7,29 @@ each attack on what its receivers kept achieves (AP), VFLAIR's way (Zou et al., 
     python benchmarks/privacy.py --only wine gal 'label DP*' --out ...       # the cells that match (fnmatch)
 
 Each run writes its files in a temporary folder and is audited there (``run.audit``, :mod:`vcl.audit`): its record
-keeps every attack's score and baseline and each noise's (ε, δ) from the accountant where it is a DP guarantee. Methods
-and defences: GAL (M = 8, linear organizations) with no defence, label DP (``gal.privacy dp``: randomized response on
-Alice's labels once, or Laplace on diabetes' target clipped to the public [0, 400]) and round DP (``dp_residuals``:
-each round's residual bounded in [−1, 1] plus Laplace noise, Alice's state from what she released, composed over the
-rounds) at ε = 8, 2, 1, 0.5, the paper's
-Laplace on the residuals at α = 10, 1, 0.1 (no DP guarantee), interval privacy, and σ = 5 noise on a random half of
-the organizations' outputs; ASCII (two agents, depth-2 trees) as it is; DC (2 × 2 institutions) with
-SMOTE anchors at the paper's m_j − 1 dimensions and at 2, random and TSVD anchors; MPDL (the Table IV setting, two
-iterations) at ε = 0 (no noise), 2 and 0.5. ASCII, DC and MPDL are classification methods, so diabetes has GAL only.
+keeps every attack's score beside its two baselines (the trivial one and the attacker's own data alone), the strongest
+attack on each receiver-target pair at 0, 10 and 40 known rows (``counted``), and each noise's (ε, δ) from the
+accountant where it is a DP guarantee. Methods and defences: GAL (M = 8, linear organizations) with no defence, label
+DP (``gal.privacy dp``: randomized response on Alice's labels once, or Laplace on diabetes' target clipped to the
+public [0, 400]) and round DP (``dp_residuals``: each round's residual bounded in [−1, 1] plus Laplace noise, Alice's
+state from what she released, composed over the rounds) at ε = 8, 2, 1, 0.5, the paper's Laplace on the residuals
+at α = 10, 1, 0.1 (no DP guarantee), interval privacy, σ = 5 noise on a random half of the organizations' outputs,
+and no defence with MLP and with gradient-boosting organizations (whose outputs model completion can learn from);
+Interm fusion on VFLAIR's breast cancer split (two parties, MLP bottom models: its per-row gradients); ASCII (two
+agents, depth-2 trees) as it is; DC (2 × 2 institutions) with SMOTE anchors at the paper's m_j − 1 dimensions and
+at 2, random and TSVD anchors; MPDL (the Table IV setting, two iterations) at ε = 0 (no noise), 2 and 0.5. ASCII,
+DC and MPDL are classification methods, so diabetes has GAL only.
 
-AP is an attack's gain over its trivial baseline as a share of what there was to gain (accuracy: (score − majority) /
-(1 − majority); an error: (baseline − score) / baseline), 0 when it learns nothing and 1 when it recovers everything;
-MP is the main-task metric relative to the same method without defence (an error inverted, so 1 is as good). An
-attack's AP is the mean over its receivers (every organization receives alike). VFLAIR's
-defence capability score, with AP* = 0 and MP* = 1: DCS = 1 / (1 + sqrt((1 − β) AP² + β (1 − MP)²)), β = 0.5, for the
-strongest attack on Alice's labels and for the strongest on the organizations' features. Model completion counts only
-what the run's outputs add to the receiver's own columns. The picture (``--png``, or docs/figures through
-benchmarks/figures.py) draws MP against AP per data set, a panel for each of the two.
+An attack's share is its gain over the better of its two baselines as a share of what there was to gain (accuracy:
+(score − floor) / (1 − floor); an error: (floor − score) / floor), 0 when the messages add nothing the attacker could
+not learn without them and 1 when it recovers everything. AP, per secret (Alice's labels, the organizations'
+features), is the mean over the receiver-target pairs of the strongest attack's share (at the most known rows, and
+by count of known rows in its own columns), beside the worst pair; MP is the main-task metric relative to the same
+method without defence (an error inverted, so 1 is as good), the tables also give the absolute metric with its
+seeds' spread beside the trivial one. VFLAIR's defence capability score, with AP* = 0 and MP* = 1:
+DCS = 1 / (1 + sqrt((1 − β) AP² + β (1 − MP)²)), β = 0.5, per secret; and on VFLAIR's own scale (the raw label
+attack accuracy, the absolute MP, d_MP = max(MP₀ − MP, 0)). The picture (``--png``, or docs/figures through
+benchmarks/figures.py) draws the absolute test metric against AP per data set, a panel for each secret.
 """
 
 from __future__ import annotations
@@ -52,6 +57,10 @@ MPDL = {"data.test_fraction": 0.1, "mpdl.gamma": 0.1, "mpdl.threshold": 0.15, "m
 # diabetes: a public bound on the disease-progression score stated in advance, a round range wider than the data's
 # (the guarantee needs bounds no one reads from the data; a user states their own)
 BOUNDS = {"gal.label_bounds": [0.0, 400.0]}
+# VFLAIR's breast cancer split (src/configs/basic_configs_breast.json): two parties of 15 columns, a two-layer MLP
+# bottom model each, 30 epochs, one batch of 2048 (every training row); Interm averages the bottom models' hidden
+# layers under Alice's last layer where VFLAIR sums their logits
+VFLAIR_SPLIT = {"data.organizations": 2, "learner.model": ["mlp"], "learner.epochs": 30, "learner.batch_size": 2048}
 CELLS = [  # (method, defence, its options, data sets)
     ("gal", "none", {}, DATASETS),
     ("gal", "label DP ε=8", {"gal.privacy": "dp", "gal.privacy_epsilon": 8.0, **BOUNDS}, DATASETS),
@@ -67,7 +76,11 @@ CELLS = [  # (method, defence, its options, data sets)
     ("gal", "residual α=0.1", {"gal.privacy": "residual_laplace", "gal.privacy_alpha": 0.1}, DATASETS),
     ("gal", "ip", {"gal.privacy": "ip"}, DATASETS),
     ("gal", "noisy σ=5", {"gal.noisy_organizations": ["half"], "gal.noise_sigma": 5.0}, DATASETS),
+    # model completion where the organizations' outputs are not linear in their columns (Fu et al.'s passive attack)
+    ("gal", "none, MLP organizations", {"learner.model": ["mlp"]}, DATASETS),
+    ("gal", "none, GB organizations", {"learner.model": ["gb"]}, DATASETS),
     ("ascii", "none", {"data.organizations": 2, "learner.model": ["tree"], "learner.max_depth": 2}, CLASSIFICATION),
+    ("interm", "none", VFLAIR_SPLIT, ["breast_cancer"]),
     ("dc_smote", "none", {**DC, "dc.dim": -1}, CLASSIFICATION),
     ("dc_smote", "rank 2", {**DC, "dc.dim": 2}, CLASSIFICATION),
     ("dc_rand", "none", {**DC, "dc.dim": -1}, CLASSIFICATION),
@@ -223,7 +236,7 @@ def summary_rows(records: list[dict]) -> list[dict]:
 
 
 def _cell(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
+    return "—" if value is None else f"{value:.{digits}f}".replace("-", "−")  # a minus the docs quote
 
 
 def report(records: list[dict]) -> str:
@@ -262,11 +275,11 @@ def report(records: list[dict]) -> str:
     return "\n".join(out)
 
 
-MARKERS = {"gal": "o", "ascii": "s", "dc_smote": "^", "dc_rand": "v", "dc_tsvd": "<", "mpdl": "D"}
+MARKERS = {"gal": "o", "ascii": "s", "dc_smote": "^", "dc_rand": "v", "dc_tsvd": "<", "mpdl": "D", "interm": "P"}
 
 
 NAMES = {"gal": "GAL", "ascii": "ASCII", "dc_smote": "DC(SMOTE)", "dc_rand": "DC(rand)", "dc_tsvd": "DC(TSVD)",
-         "mpdl": "MPDL"}  # the papers' names in the pictures' legends  # fmt: skip
+         "mpdl": "MPDL", "interm": "Interm"}  # the papers' names in the pictures' legends  # fmt: skip
 
 
 def draw(records: list[dict], path: Path, dpi: int, dataset: str) -> None:
@@ -317,7 +330,11 @@ def draw(records: list[dict], path: Path, dpi: int, dataset: str) -> None:
         ax.grid(alpha=0.3)
     metric = rows[0]["metric"] if rows else "metric"
     axes[0].set_ylabel(f"test {metric} (absolute; bars: the seeds' spread)")
-    axes[1].legend(fontsize=8, loc="best")
+    handles = {}  # every method's entry, from whichever panel drew it
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    axes[1].legend(handles.values(), handles.keys(), fontsize=8, loc="lower left")
     seeds = max((r["seeds"] for r in rows), default=0)
     fig.suptitle(f"{dataset}: main task against attack, {seeds} seed(s) (benchmarks/privacy.py)", fontsize=10)
     fig.tight_layout()
@@ -344,7 +361,7 @@ def main() -> None:
         for ds in (d for d in datasets if chosen(args.only, d, method, defence)):
             for seed in seeds:
                 cfg = config(ds, method, options_, seed, args.quick)
-                model = "tree" if method == "ascii" else "linear"
+                model = options_.get("learner.model", ["linear"])[0]
                 jobs.append(Job("privacy", cfg, method, model, details, {"defence": defence}))
     if not jobs:
         print(f"error: --only {args.only} matches no cell; the cells are {[c[:2] for c in CELLS]}.", file=sys.stderr)

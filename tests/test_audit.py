@@ -392,3 +392,42 @@ def test_interm_gradients_give_the_labels_away_to_direction_scoring_with_no_know
     assert learned and all(a["score"] > a["own"] for a in learned)
     [labels] = [e for e in p["exposure"] if e["secret"] == "labels" and e["known"] == 0]
     assert labels["worst"] > 0.9 and labels["worst_attack"] == "direction scoring"
+
+
+def test_one_cell_of_the_privacy_record_reruns_to_its_figures():
+    """``benchmarks/privacy.py --only wine gal none`` at seed 0 gives the record's figures again: its main task and
+    every attack's score, baselines and share (the record docs/privacy.md quotes)."""
+    from pathlib import Path
+
+    from tests.helpers import benchmark
+    from vcl.coordinator.sweep import Job
+
+    privacy = benchmark("privacy")
+    path = Path(__file__).resolve().parent.parent / "docs" / "records" / "2026-12-07-cpu" / "privacy.json"
+    records = json.loads(path.read_text())
+    records = records if isinstance(records, list) else records["records"]
+    [kept] = [r for r in records if (r["dataset"], r["method"], r["defence"], r["seed"]) == ("wine", "gal", "none", 0)]
+    cfg = privacy.config("wine", "gal", {}, 0, quick=False)
+    again = Job("privacy", cfg, "gal", "linear", privacy.details, {"defence": "none"})()
+    assert again["value"] == pytest.approx(kept["value"], abs=1e-9)
+    fields = ("attack", "receiver", "target", "known", "secret")
+    assert [tuple(a[f] for f in fields) for a in again["attacks"]] == [
+        tuple(a[f] for f in fields) for a in kept["attacks"]
+    ]
+    for a, b in zip(again["attacks"], kept["attacks"], strict=True):
+        assert (a["score"], a["baseline"], a["share"]) == pytest.approx(
+            (b["score"], b["baseline"], b["share"]), abs=1e-9
+        )
+
+
+def test_the_audit_command_takes_the_counts_of_known_rows(tiny, capsys):
+    cfg = tiny(**{"run.rounds": 1, "run.audit": False})
+    train(cfg, verbose=False)
+    assert cli.main(["audit", "--out", str(cfg.run_dir), "--known", "0", "25"]) == 0
+    out = capsys.readouterr().out
+    assert "privacy of the labels (0 known rows)" in out and "privacy of the labels (25 known rows)" in out
+    p = json.loads((cfg.run_dir / "results.json").read_text())["privacy"]
+    assert p["known_rows"] == [25] and {a["known"] for a in p["attacks"]} == {0, 25}
+    assert cli.main(["audit", "--out", str(cfg.run_dir), "--known", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--known 1" in err and "pass 0 or 2 or more" in err

@@ -8,9 +8,9 @@ those it can try to rebuild a worker's columns:
 - *anchor inversion* with a colluding institution: every worker builds the same anchor (from the public rows and
   the run's seed), so a colluder hands it over; the master fits the worker's affine reduction by least squares on
   (anchor, reduced anchor) and maps the reduced rows back (exact up to the dimensions the reduction drops);
-- *anchor share read*: with DC(TSVD) and DC(raw) anchors, each worker sends the others of its row group a row-aligned
-  copy of its rows (rank-k plus noise, or the rows), which a receiver reads as those rows with no known row, and
-  learns from beside its own columns with known rows (*feature inference*).
+- *anchor share read*: with DC(TSVD) and DC(raw) anchors, each worker sends the other workers a row-aligned copy of
+  its rows (rank-k plus noise, or the rows), which a receiver reads as those rows with no known row, and learns from
+  with known rows (*feature inference*; beside its own columns where it holds the same people's).
 
 DC adds no noise, so it has no budget; its privacy is the reduction itself.
 """
@@ -46,7 +46,8 @@ def audit(run: KeptRun) -> dict:
             held = f"{rep.sender}'s reduced rows and reduced anchor, the anchor from a colluding institution"
             score, base = invert_map(anchor, rep.values["anchor"], rep.values["train"], target)
             attacks.append(Score("anchor inversion", "the analyst", rep.sender, held, "mae", score, base))
-    for w, receiver in enumerate(workers):  # the anchor shares a worker got from the others of its row group
+    places = [(i, j) for i, row in enumerate(data.parties) for j, _ in enumerate(row)]  # each worker's (i, j)
+    for w, receiver in enumerate(workers):  # the anchor shares a worker got from the others
         for share in run.received(receiver, (AnchorShare,)):
             copy = share.values.get("approx", share.values.get("rows"))
             if copy is None or share.sender not in workers:  # DC(rand): column ranges, no row of anyone's
@@ -58,9 +59,11 @@ def audit(run: KeptRun) -> dict:
             score, base = read_copy(copy, target)
             held = f"{share.sender}'s anchor share ({kind}), read as its rows, no known row"
             attacks.append(Score("anchor share read", receiver, share.sender, held, "mae", score, base))
+            same_rows = places[w][0] == tuple(share.position)[0]  # its own columns are of the sender's people
             for known in run.sweep:
-                own = views[w].splits["train"]
-                held = f"its columns, {share.sender}'s anchor share, {known} known rows of its columns"
+                own = views[w].splits["train"] if same_rows else None
+                mine = "its columns (of the same people), " if same_rows else ""
+                held = f"{mine}{share.sender}'s anchor share, {known} known rows of its columns"
                 score, alone, base = infer_features(copy, target, known, run.seed, own=own)
                 attacks.append(Score("feature inference", receiver, share.sender, held, "mae", score, base,
                                      own=alone, known=known))  # fmt: skip
