@@ -425,7 +425,9 @@ def test_the_audit_command_takes_the_counts_of_known_rows(tiny, capsys):
     train(cfg, verbose=False)
     assert cli.main(["audit", "--out", str(cfg.run_dir), "--known", "0", "25"]) == 0
     out = capsys.readouterr().out
-    assert "privacy of the labels (0 known rows)" in out and "privacy of the labels (25 known rows)" in out
+    assert (
+        "privacy of the labels (0 known rows of 142)" in out and "privacy of the labels (25 known rows of 142)" in out
+    )
     p = json.loads((cfg.run_dir / "results.json").read_text())["privacy"]
     assert p["known_rows"] == [25] and {a["known"] for a in p["attacks"]} == {0, 25}
     assert cli.main(["audit", "--out", str(cfg.run_dir), "--known", "1"]) == 2

@@ -309,6 +309,26 @@ def test_round_dp_releases_differ_in_the_persons_row_alone_and_alice_reads_nothi
     assert not torch.equal(clean_a[0], released_a[0]) and float((released_a[0] - clean_a[0]).abs().mean()) > 0.5
 
 
+def test_round_dp_on_a_regression_target_starts_from_the_public_bounds_midpoint(tiny):
+    """dp_residuals on diabetes: F⁰ is the midpoint of the public gal.label_bounds (no label read), so the first
+    residual's signs tell the organizations something, and the run does better than from F⁰ = 0, whose signs are
+    all +1 on a positive target."""
+    from vcl.coordinator.runner import train
+
+    base = {"data.dataset": "diabetes", "gal.privacy": "dp_residuals", "gal.privacy_epsilon": 8.0, "run.rounds": 4}
+    from vcl.coordinator.assembly import datamodule_for
+
+    cfg = tiny(**base, **{"gal.label_bounds": [0.0, 400.0]})
+    dm = datamodule_for(cfg)
+    dm.setup()
+    p = build_protocol(cfg, dm.data)
+    assert torch.all(p.prior == 200.0) and all(torch.all(f == 200.0) for f in p.F.values())
+    p.federation.close()
+    zero = train(tiny(**base), verbose=False, write=False)
+    midpoint = train(tiny(**base, **{"gal.label_bounds": [0.0, 400.0]}), verbose=False, write=False)
+    assert midpoint["value"] < 0.8 * zero["value"]
+
+
 def test_round_dp_noise_is_calibrated_to_the_runs_epsilon_over_its_rounds():
     """The multiplier the run adds each round composes, over the planned rounds, to gal.privacy_epsilon; more rounds
     need more noise a round."""

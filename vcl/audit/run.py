@@ -125,9 +125,16 @@ def privacy_section(run: KeptRun) -> dict:
         "not_attacked": found.get("not_attacked", []),
         "main_task": {**run.main_task, "trivial": trivial_task(run.data(), run.main_task["metric"])},
         "known_rows": list(run.sweep),
+        "training_rows": training_rows(run.data()),  # what the known rows are a share of (the rows scored on)
         "kept_rows": run.config.run.keep_rows if run.sampled else "all",
         **{k: v for k, v in found.items() if k not in ("attacks", "budget", "not_attacked")},
     }
+
+
+def training_rows(data) -> int | None:
+    """The training rows the attacks are scored on (those the holders kept), where the data name them."""
+    labels = getattr(data, "labels", None)
+    return len(labels["train"]) if isinstance(labels, dict) and "train" in labels else None
 
 
 def trivial_task(data, metric: str) -> float | None:
@@ -174,9 +181,11 @@ def strongest(section: dict) -> list[str]:
         [a] = [p for p in section["counted"] if (p["receiver"], p["target"], p["secret"], p["known"]) ==
                (e["worst_receiver"], e["worst_target"], e["secret"], e["known"])]  # fmt: skip
         own = "" if a.get("own") is None else f"; its own data alone {a['own']:.3f}"
-        lines.append(f"privacy of the {e['secret']} ({e['known']} known rows): worst {a['attack']} by {a['receiver']} "
-                     f"of {a['target']}: {a['metric']} {a['score']:.3f} (baseline {a['baseline']:.3f}{own}); share "
-                     f"{e['worst']:.2f}, mean over {e['pairs']} pairs {e['mean']:.2f}")  # fmt: skip
+        rows = f" of {section['training_rows']:,}" if section.get("training_rows") else ""
+        lines.append(f"privacy of the {e['secret']} ({e['known']} known rows{rows}): worst {a['attack']} by "
+                     f"{a['receiver']} of {a['target']}: {a['metric']} {a['score']:.3f} (baseline "
+                     f"{a['baseline']:.3f}{own}); share {e['worst']:.2f}, mean over {e['pairs']} pairs "
+                     f"{e['mean']:.2f}")  # fmt: skip
     for b in section.get("budget", []):
         eps = f"ε = {b['epsilon']:.3g} at δ = {b['delta']:g}" if b.get("private") else f"no DP guarantee ({b['why']})"
         lines.append(f"privacy budget of {b.get('mechanism') or 'its noise'}: {eps}")

@@ -57,7 +57,8 @@ class GALGroup:
     privacy_epsilon: PositiveFloat = 1.0
     """dp, dp_residuals: the run's epsilon for one person's label, at delta 1e-5"""
     label_bounds: list[float] = field(default_factory=list)
-    """dp on a regression task: the public [low, high] Alice's targets are clipped to (never read from the data)"""
+    """dp on a regression task: the public [low, high] Alice's targets are clipped to; dp_residuals: its midpoint is
+    the public F0 (never read from the data)"""
     privacy_alpha: PositiveFloat = 1.0
     """residual_laplace's alpha: noise scale (b - a)/alpha"""
     privacy_secret: NonNegativeInt = 0

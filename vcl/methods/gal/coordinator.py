@@ -63,12 +63,15 @@ class GradientAssistedLearning(AssistedProtocol):
     def __init__(self, task, federation, labels, options: GALOptions | None = None, seed: int = 0, name=None):
         super().__init__(task, federation, labels, seed, name)
         self.options = options or GALOptions()
-        # gal.privacy dp_residuals: Alice's state only from what she released (F⁰ = 0, the weights and η fitted to
-        # the released residual), so that each round's release depends on one person's label through their row alone
+        # gal.privacy dp_residuals: Alice's state only from what she released (F⁰ public: 0, or a regression target's
+        # public gal.label_bounds' midpoint; the weights and η fitted to the released residual), so that each round's
+        # release depends on one person's label through their row alone
         self.released_state = self.options.privacy == "dp_residuals" and len(federation) > 1
         if self.released_state:
-            self.prior = torch.zeros_like(self.prior)
-            self.F = {s: torch.zeros_like(f) for s, f in self.F.items()}
+            bounds = self.options.label_bounds
+            start = (bounds[0] + bounds[1]) / 2 if bounds and task.kind == "regression" else 0.0
+            self.prior = torch.full_like(self.prior, start)
+            self.F = {s: torch.full_like(f, start) for s, f in self.F.items()}
 
     @property
     def shares_models(self) -> bool:

@@ -28,6 +28,10 @@ def audit(run: KeptRun) -> dict:
         out["not_attacked"].append(f"{run.method}: the FTL reference's codes are not attacked here")
         return out
     data = run.data()
+    if run.sampled:  # its experimenter's attacks take each party's whole report, row for row
+        out["not_attacked"].append("MPDL's own attacks: the holders kept a sample of the rows (run.keep_rows), and "
+                                   "its experimenter scores whole reports; rerun with run.keep_rows 0")  # fmt: skip
+        return out
     names = list(run.names) + [EXPERIMENTER]
     [experimenter] = family_of(run.config, run.method).parties(run.config, run.method, data, names.index(EXPERIMENTER))
     last = max(r.round for r in reports)
