@@ -40,8 +40,8 @@ def audit(run: KeptRun) -> dict:
             attacks.append(Score("label reading", name, "alice", "the labels it is sent", "accuracy",
                                  float((got == y_train).mean()), majority, secret=LABELS))  # fmt: skip
         scores = run.received(name, (IgnoranceScores,))
+        rows = np.stack([s.scores.numpy().reshape(-1) for s in scores], 1) * len(y_train) if scores else None
         for known in run.sweep if scores else ():
-            rows = np.stack([s.scores.numpy().reshape(-1) for s in scores], 1) * len(y_train)
             held = f"its columns, the ignorance scores of {len(scores)} hops, {known} known labels"
             score, alone, base = infer_labels(rows, y_train, True, known, run.seed, own=own)
             attacks.append(Score("label inference", name, "alice", held, "accuracy", score, base, own=alone,
@@ -59,8 +59,9 @@ def audit(run: KeptRun) -> dict:
     votes = [v for v in run.received(COORDINATOR, (ClassVotes,)) if "train" in v.classes]
     for m, name in enumerate(names[1:], start=1):
         mine = [one_hot(v.classes["train"].numpy(), k) for v in votes if v.sender == name]
+        votes_of = np.hstack(mine) if mine else None
         for known in run.sweep if mine else ():
-            score, alone, base = infer_features(np.hstack(mine), data.views[m].splits["train"], known, run.seed,
+            score, alone, base = infer_features(votes_of, data.views[m].splits["train"], known, run.seed,
                                                 own=data.views[0].splits["train"])  # fmt: skip
             held = f"its columns, {name}'s predicted classes of {len(mine)} rounds, {known} known rows of its columns"
             attacks.append(Score("feature inference", "alice", name, held, "mae", score, base, own=alone,

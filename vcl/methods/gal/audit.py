@@ -65,19 +65,19 @@ def audit(run: KeptRun) -> dict:
         # learned: [its columns, every round's values side by side] and the round-aware [round 1, the later rounds'
         # sum] (the sum averages the later rounds' noise out), from k known labels
         views = {"label inference": values, "label inference (rounds summed)": values[:1] + [sum(values[1:])]}
-        for k in run.sweep if values else ():
-            for attack, parts in views.items():
-                if attack != "label inference" and len(values) < 3:
-                    continue
-                score, alone, base = infer_labels(np.hstack(parts), y_train, classes, k, run.seed, own=own)
+        views = views if values else {}
+        stacked = {a: np.hstack(parts) for a, parts in views.items() if a == "label inference" or len(values) >= 3}
+        for k in run.sweep:
+            for attack, rows in stacked.items():
+                score, alone, base = infer_labels(rows, y_train, classes, k, run.seed, own=own)
                 held = f"its columns, {len(values)} rounds' {got[0].kind}, {k} known labels"
                 attacks.append(Score(attack, name, "alice", held, metric, score, base, own=alone, known=k,
                                      secret=LABELS))  # fmt: skip
         sent = [s for s in run.received(name, (FittedValues,), "out") if "test" in s.values and "train" in s.values]
+        view = data.views[m].splits
+        outputs = {s: np.hstack([f.values[s].numpy().reshape(len(f.values[s]), -1) for f in sent])
+                   for s in ("train", "test")} if sent else {}  # fmt: skip
         for k in run.sweep if sent else ():
-            view = data.views[m].splits
-            outputs = {s: np.hstack([f.values[s].numpy().reshape(len(f.values[s]), -1) for f in sent])
-                       for s in ("train", "test")}  # fmt: skip
             score, alone, base = complete_model(view["train"], outputs["train"], y_train, view["test"],
                                                 outputs["test"], y_test, classes, k, run.seed)  # fmt: skip
             held = f"its columns, its {len(sent)} round models' outputs on new people, {k} known labels"
@@ -87,8 +87,8 @@ def audit(run: KeptRun) -> dict:
     replies = [r for r in run.received(COORDINATOR, (FittedValues,)) if "train" in r.values]
     for m, name in enumerate(names[1:], start=1):
         mine = [r.values["train"].numpy() for r in replies if r.sender == name]
+        outputs = np.hstack([v.reshape(len(v), -1) for v in mine]) if mine else None
         for k in run.sweep if mine else ():
-            outputs = np.hstack([v.reshape(len(v), -1) for v in mine])
             score, alone, base = infer_features(outputs, data.views[m].splits["train"], k, run.seed,
                                                 own=data.views[0].splits["train"])  # fmt: skip
             held = f"its columns, {name}'s fitted values of {len(mine)} rounds, {k} known rows of its columns"
@@ -170,8 +170,9 @@ def gradient_attacks(run: KeptRun) -> list[Score]:
             held = "its first epoch's per-row gradient norms, no known label, which class is rarer"
             out.append(Score("norm scoring", name, "alice", held, "accuracy", float((guess == y).mean()), majority,
                              secret=LABELS))  # fmt: skip
+        every = np.hstack(epochs)
         for k in run.sweep:
-            score, alone, base = infer_labels(np.hstack(epochs), y, classes, k, run.seed, own=own)
+            score, alone, base = infer_labels(every, y, classes, k, run.seed, own=own)
             held = f"its columns, its per-row gradients of every epoch, {k} known labels"
             out.append(Score("gradient label inference", name, "alice", held, metric, score, base, own=alone, known=k,
                              secret=LABELS))  # fmt: skip
