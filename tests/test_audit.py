@@ -299,6 +299,10 @@ def test_audit_command_on_a_run_of_each_family(tmp_path, family, capsys):
     if family == "mpdl":  # without noise, each party rebuilds the other's rows better than guessing the means
         rebuilds = ("feature reconstruction", "h0 inversion")
         assert all(a["gain"] > 0 for a in section["attacks"] if a["attack"] in rebuilds)
+        # C's errors of a's activations carry b's labels: direction scoring reads them with no known label
+        [direction] = [a for a in section["attacks"] if a["attack"] == "direction scoring"]
+        assert (direction["receiver"], direction["target"]) == ("a", "b") and direction["score"] > 0.9
+        assert direction["score"] > direction["baseline"] + 0.1
         assert not section["budget"][0]["private"]
         private = train(RunConfig.from_dict({**values, **FAMILIES[family], "mpdl.epsilon": 0.5, "run.audit": True}),
                         verbose=False, overwrite=True)["privacy"]  # fmt: skip

@@ -223,3 +223,63 @@ def invert_map(anchor_in, anchor_out, received, target) -> tuple[float, float]:
     y = _matrix(target)
     spread = np.where(y.std(0) > 0, y.std(0), 1.0)
     return _scores((y - y.mean(0)) / spread, (guess - y.mean(0)) / spread, classes=False)
+
+
+def per_row_gradients(messages, place) -> dict:
+    """Each row's gradient as a split network's party got them (:class:`~vcl.engine.split_network.ActivationGradient`
+    answering its ``forward`` step), one N × D block an epoch, per fit: ``messages`` the party's kept (round,
+    direction, message); ``place(step)`` maps a forward step to (fit, epoch, the batch's row positions, the fit's
+    rows) by replaying the schedule from the run seed the party holds, or None (a forward without gradient). Each
+    gradient goes back on its batch's rows times the batch's size (the mean loss's gradient, per row)."""
+    from vcl.engine.split_network import ActivationGradient  # the audit's, after a run
+    from vcl.messages import Step
+
+    fits: dict = {}
+    where = None
+    for _, direction, m in messages:
+        if direction != "in":
+            continue
+        if isinstance(m, Step) and m.step == "forward":
+            where = place(m)
+        elif isinstance(m, ActivationGradient) and where is not None:
+            fit, epoch, rows, n = where
+            g = m.values.numpy().reshape(len(rows), -1)
+            fits.setdefault(fit, {}).setdefault(epoch, np.zeros((n, g.shape[1])))[rows] = g * len(rows)
+            where = None
+    return {fit: [epochs[e] for e in sorted(epochs)] for fit, epochs in fits.items()}
+
+
+def gradient_label_attacks(receiver: str, target: str, epochs: list, y, classes: bool, own, sweep, seed: int):
+    """The label attacks of split learning on a receiver's per-row gradients (Li et al., ICLR 2022; VFLAIR's norm and
+    direction scoring, direct label inference), each a :class:`Score`: *direction scoring* with no known label (binary
+    tasks: the rows' first-epoch gradients split by the sign of their projection on the gradients' main direction,
+    the smaller side taken as the rarer class, which a linear top layer makes exact: every row's gradient is
+    w·(p − y)); *norm scoring* (binary: the rows of larger gradient norm, as many as the smaller side, taken as the
+    rarer class); and the learned attack on [``own`` columns, every epoch's gradients] with each count of ``sweep``
+    known labels."""
+    y = np.asarray(y).reshape(-1)
+    metric = "accuracy" if classes else "mae"
+    out = []
+    if classes and len(np.unique(y)) == 2:
+        first = epochs[0]
+        majority = float(np.bincount(y).max() / len(y))
+        u = np.linalg.svd(first, full_matrices=False)[2][0]  # the gradients' main direction (its sign unknown)
+        side = first @ u > 0
+        side = side if side.mean() <= 0.5 else ~side  # the smaller side: the rarer class
+        rarer = int(np.argmin(np.bincount(y, minlength=2)))
+        guess = np.where(side, rarer, 1 - rarer)
+        held = "its first epoch's per-row gradients, no known label, which class is rarer"
+        out.append(Score("direction scoring", receiver, target, held, "accuracy", float((guess == y).mean()),
+                         majority, secret=LABELS))  # fmt: skip
+        norms = np.linalg.norm(first, axis=1)
+        guess = np.where(norms >= np.quantile(norms, 1 - side.mean()), rarer, 1 - rarer)
+        held = "its first epoch's per-row gradient norms, no known label, which class is rarer"
+        out.append(Score("norm scoring", receiver, target, held, "accuracy", float((guess == y).mean()), majority,
+                         secret=LABELS))  # fmt: skip
+    every = np.hstack(epochs)
+    for k in sweep:
+        score, alone, base = infer_labels(every, y, classes, k, seed, own=own)
+        held = f"its columns, its per-row gradients of every epoch, {k} known labels"
+        out.append(Score("gradient label inference", receiver, target, held, metric, score, base, own=alone, known=k,
+                         secret=LABELS))  # fmt: skip
+    return out

@@ -25,13 +25,20 @@ import hashlib
 import numpy as np
 import torch
 
-from vcl.audit.attacks import LABELS, Score, complete_model, infer_features, infer_labels
+from vcl.audit.attacks import (
+    LABELS,
+    Score,
+    complete_model,
+    gradient_label_attacks,
+    infer_features,
+    infer_labels,
+    per_row_gradients,
+)
 from vcl.audit.budget import label_budget, laplace_budget, no_budget
 from vcl.audit.run import COORDINATOR, KeptRun
 from vcl.config import config_integers, party_copy
 from vcl.engine.loop import minibatches, seed_for
-from vcl.engine.split_network import ActivationGradient
-from vcl.messages import Labels, Step
+from vcl.messages import Labels
 from vcl.methods.gal.coordinator import BLIND, NOISE, broadcast_mechanism
 from vcl.methods.messages import FittedValues, PseudoResidual
 
@@ -116,66 +123,31 @@ def audit(run: KeptRun) -> dict:
 
 def interm_gradients(run: KeptRun, name: str, rows: int) -> list[np.ndarray]:
     """Each training row's gradients as organization ``name`` got them in Interm fusion (Alice's error of its hidden
-    representation, :class:`~vcl.engine.split_network.ActivationGradient`), one block of columns an epoch: the
-    minibatch schedule replayed from the run seed every organization holds, as the organization draws it, and each
-    gradient put back on the rows of its minibatch (times the batch's size: the mean loss's gradient, per row)."""
+    representation), one block of columns an epoch (:func:`vcl.audit.attacks.per_row_gradients`): the minibatch
+    schedule replayed from the run seed every organization holds, as the organization draws it."""
     generator = torch.Generator().manual_seed(run.seed)
-    epochs: dict[int, np.ndarray] = {}
-    batches, place = [], None
-    for _, direction, m in run.messages(name):
-        if direction != "in":
-            continue
-        if isinstance(m, Step) and m.step == "forward":
-            if m.args["batch"] == 0:
-                batches = minibatches(rows, m.args["batch_size"], generator)
-            place = (m.args["epoch"], batches[m.args["batch"]].numpy())
-        elif isinstance(m, ActivationGradient) and place is not None:
-            g = m.values.numpy().reshape(len(place[1]), -1)
-            epochs.setdefault(place[0], np.zeros((rows, g.shape[1])))[place[1]] = g * len(place[1])
-            place = None
-    return [epochs[e] for e in sorted(epochs)]
+    batches: list = []
+
+    def place(step):
+        nonlocal batches
+        if step.args["batch"] == 0:
+            batches = minibatches(rows, step.args["batch_size"], generator)
+        return "interm", step.args["epoch"], batches[step.args["batch"]].numpy(), rows
+
+    return per_row_gradients(run.messages(name), place).get("interm", [])
 
 
 def gradient_attacks(run: KeptRun) -> list[Score]:
-    """The label attacks of split learning on each organization's per-row gradients (Li et al., ICLR 2022; VFLAIR's
-    norm and direction scoring, direct label inference): *direction scoring* with no known label (binary tasks: the
-    rows' first-epoch gradients split by the sign of their projection on the gradients' main direction, the smaller
-    side taken as the rarer class, which a linear top layer makes exact: every row's gradient is w·(p − y)); *norm
-    scoring* (binary: the rows of larger gradient norm, as many as the smaller side, taken as the rarer class); and
-    the learned attack on [its columns, every epoch's gradients] with known labels."""
+    """Split learning's label attacks (:func:`vcl.audit.attacks.gradient_label_attacks`) on each organization's
+    per-row gradients, beside its own columns."""
     data = run.data()
     y = data.labels["train"].numpy()
-    classes = data.task == "classification"
-    metric = "accuracy" if classes else "mae"
-    majority = float(np.bincount(y).max() / len(y)) if classes else None
     out = []
     for m, name in enumerate(run.names[1:], start=1):
-        own = data.views[m].splits["train"]
         epochs = interm_gradients(run, name, len(y))
-        if not epochs:
-            continue
-        if classes and data.num_classes == 2:
-            first = epochs[0]
-            u = np.linalg.svd(first, full_matrices=False)[2][0]  # the gradients' main direction (its sign unknown)
-            side = first @ u > 0
-            side = side if side.mean() <= 0.5 else ~side  # the smaller side: the rarer class
-            rarer = int(np.argmin(np.bincount(y, minlength=2)))
-            guess = np.where(side, rarer, 1 - rarer)
-            held = "its first epoch's per-row gradients, no known label, which class is rarer"
-            out.append(Score("direction scoring", name, "alice", held, "accuracy", float((guess == y).mean()),
-                             majority, secret=LABELS))  # fmt: skip
-            norms = np.linalg.norm(first, axis=1)
-            top = norms >= np.quantile(norms, 1 - side.mean())
-            guess = np.where(top, rarer, 1 - rarer)
-            held = "its first epoch's per-row gradient norms, no known label, which class is rarer"
-            out.append(Score("norm scoring", name, "alice", held, "accuracy", float((guess == y).mean()), majority,
-                             secret=LABELS))  # fmt: skip
-        every = np.hstack(epochs)
-        for k in run.sweep:
-            score, alone, base = infer_labels(every, y, classes, k, run.seed, own=own)
-            held = f"its columns, its per-row gradients of every epoch, {k} known labels"
-            out.append(Score("gradient label inference", name, "alice", held, metric, score, base, own=alone, known=k,
-                             secret=LABELS))  # fmt: skip
+        if epochs:
+            out += gradient_label_attacks(name, "alice", epochs, y, data.task == "classification",
+                                          data.views[m].splits["train"], run.sweep, run.seed)  # fmt: skip
     return out
 
 

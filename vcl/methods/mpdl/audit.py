@@ -9,20 +9,23 @@ knows). h₀'s per-row ε is composed over the times each row passes through it.
 
 from __future__ import annotations
 
-from vcl.audit.attacks import Score
+import torch
+
+from vcl.audit.attacks import Score, gradient_label_attacks, per_row_gradients
 from vcl.audit.budget import laplace_budget, no_budget
-from vcl.audit.run import KeptRun
+from vcl.audit.run import COORDINATOR, KeptRun
+from vcl.engine.loop import minibatches, seed_for
 from vcl.family import compare_methods, family_of
-from vcl.messages import EXPERIMENTER
+from vcl.messages import EXPERIMENTER, Labels, Step
 from vcl.methods.mpdl.messages import Report
+from vcl.storage.checkpoints import PARTY_KEYS, load_checkpoint
 
 OTHER = {"a": "b", "b": "a"}
 
 
 def audit(run: KeptRun) -> dict:
     out = {"attacks": [], "budget": [budget(run)], "not_attacked": [
-        "labels: party b sends the collaborator C its labels in the clear (the paper's C holds them); the label "
-        "information in C's gradients to party a is not attacked here"]}  # fmt: skip
+        "labels: party b sends the collaborator C its labels in the clear (the paper's C holds them)"]}  # fmt: skip
     reports = run.received(EXPERIMENTER, (Report,))
     if run.method != "mpdl" or not reports:
         out["not_attacked"].append(f"{run.method}: the FTL reference's codes are not attacked here")
@@ -32,6 +35,7 @@ def audit(run: KeptRun) -> dict:
         out["not_attacked"].append("MPDL's own attacks: the holders kept a sample of the rows (run.keep_rows), and "
                                    "its experimenter scores whole reports; rerun with run.keep_rows 0")  # fmt: skip
         return out
+    out["attacks"] += gradient_attacks(run)
     names = list(run.names) + [EXPERIMENTER]
     [experimenter] = family_of(run.config, run.method).parties(run.config, run.method, data, names.index(EXPERIMENTER))
     last = max(r.round for r in reports)
@@ -52,6 +56,44 @@ def audit(run: KeptRun) -> dict:
         ]  # fmt: skip
         out["attacks"] += attacks
     return out
+
+
+def gradient_attacks(run: KeptRun) -> list[Score]:
+    """Split learning's label attacks (:func:`vcl.audit.attacks.gradient_label_attacks`) by party a on C's errors δ
+    of its activations while C fits its last M_C (on the co-occurring rows: the training folds, or all of them in a
+    final round), beside a's own columns of those rows. Party a replays the fit's minibatch schedule from the run seed
+    (as its bottom layer draws it), and knows which of its rows the set holds (its rows of D_C, their folds and the
+    held-out fold, all in its own checkpoint and messages); the truth is b's labels of the set, as C got them."""
+    truth, asked = {}, None
+    for r, direction, m in run.messages(COORDINATOR):  # C's requests for a row set's labels, and b's answers
+        if direction == "out" and isinstance(m, Step) and m.step == "labels":
+            asked = (r, m.args["rows"])
+        elif direction == "in" and isinstance(m, Labels) and asked is not None:
+            truth[asked], asked = m.values.numpy().reshape(-1), None
+    sets = {m.round: int(m.args["fold"]) for m in run.received("a", (Step,)) if m.step == "sets"}
+    fits = [(r, rows) for r, rows in truth if rows in ("train", "all") and r in sets]
+    path = run.folder("a").parent / f"round-{run.last}.ckpt"
+    if not fits or not path.is_file():
+        return []
+    r, rows = max(fits, key=lambda fit: (fit[0], fit[1] == "all"))  # C's last M_C
+    state = load_checkpoint(path, PARTY_KEYS)["state"]
+    own = run.data().a.train.numpy()[state["rows"]]
+    own = own if rows == "all" else own[state["fold"] != sets[r]]
+    y, size, schedules = truth[(r, rows)], run.config.mpdl.batch_size, {}
+
+    def place(step):  # a's schedule of each fit: drawn from seed_for(seed, round, which, 0xCE) at every epoch's start
+        if step.round != r or step.args.get("rows") != rows or step.args.get("batch", -1) < 0:
+            return None
+        which, batch = step.args["which"], step.args["batch"]
+        if which not in schedules:
+            schedules[which] = [torch.Generator().manual_seed(seed_for(run.seed, r, which, 0xCE)), -1, []]
+        mine = schedules[which]
+        if batch == 0:
+            mine[1:] = mine[1] + 1, minibatches(len(y), size, mine[0])
+        return which, mine[1], mine[2][batch].numpy(), len(y)
+
+    return [a for fit in per_row_gradients(run.messages("a"), place).values()
+            for a in gradient_label_attacks("a", "b", fit, y, True, own, run.sweep, run.seed)]  # fmt: skip
 
 
 def budget(run: KeptRun) -> dict:
