@@ -23,7 +23,7 @@ from vcl.coordinator.runner import run_data
 from vcl.errors import PartyLost, VCLInputError
 from vcl.messages import OpenLogs, Save, Where
 from vcl.methods.messages import PseudoResidual
-from vcl.party.limits import connection_cap, connection_options, one_line
+from vcl.party.limits import MOST_CONNECTIONS, connection_cap, connection_options, held_by_source, one_line
 from vcl.party.server import PartyServer
 from vcl.party.settings import PartySettings
 from vcl.transports.grpc import Link
@@ -241,9 +241,26 @@ def test_the_partys_connection_limits_are_grpcs_own_and_fit_its_open_files(monke
     assert "grpc.max_concurrent_streams" not in options  # calls_per_peer is the guard's (a refused stream: a lost call)
     assert kept_out_s(settings) <= 66.0
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (128, 128))
-    assert connection_cap(64) == 64 and connection_cap(500) == 64  # 128 files: 64 kept for its own
+    assert connection_cap(0) == 64 and connection_cap(500) == 64  # 128 files: 64 kept for its own
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (96, 96))
     assert connection_cap(64) == 32
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (20000, 20000))  # the cap is sized to the files, not 64
+    assert connection_cap(0) == 19936 and connection_cap(200) == 200
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (resource.RLIM_INFINITY,) * 2)
+    assert connection_cap(0) == MOST_CONNECTIONS
+
+
+def test_the_party_counts_the_connections_it_holds_by_source_address():
+    """What the party's log names when its cap sheds a wave: the connections held, by where they come from."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    socks = [socket.create_connection(("127.0.0.1", port), source_address=(source, 0))
+             for source in ["127.0.0.2"] * 3 + ["127.0.0.1"]]  # fmt: skip
+    try:
+        assert held_by_source(port) == {"127.0.0.2": 3, "127.0.0.1": 1}
+    finally:
+        for s in [*socks, listener]:
+            s.close()
 
 
 def kept_out_s(settings: PartySettings) -> float:
@@ -286,6 +303,10 @@ def test_neither_plain_sockets_nor_a_ca_signed_stranger_keep_the_coordinator_out
             for s in socks:
                 s.close()
         assert held <= 64 + 2 and waited < settings.handshake_s + 4, (held, waited)
+        time.sleep(1.5)  # the watch counts each second: the wave's start and end are one line each in the log
+        log = "".join(fed.log["org1"])
+        assert "org1: at its connection cap (" in log and "of 64 held): new connections are closed" in log, log
+        assert "held by 127.0.0.1 ×" in log and "org1: below its connection cap again after " in log, log
 
         tls = fed.tls("intruder")
         creds = grpc.ssl_channel_credentials(*(Path(tls[k]).read_bytes() for k in ("ca", "key", "cert")))
@@ -337,3 +358,109 @@ def test_a_setup_refusal_is_a_vcl_input_error_the_coordinator_reads_as_refused()
     with pytest.raises(VCLInputError, match="the names in the Setup are not a list"):
         setup_place(0, "alice")
     assert setup_place(2, NAMES) == (2, NAMES) and setup_method("alone", {"method": "gal"}, []) == "alone"
+
+
+# --- a flood of connections without a certificate -----------------------------------------------------------------
+def small_gal(out: Path, **transport) -> RunConfig:
+    values = {"data.dataset": "wine", "data.organizations": 3, "run.rounds": 2, "learner.epochs": 2, "compare": [],
+              "out": str(out), "run.device": "cpu", "run.audit": False, **transport}  # fmt: skip
+    return RunConfig.from_dict(values)
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory) -> dict:
+    """The small GAL run in one process: the figures a flood must leave a run over gRPC."""
+    from vcl.coordinator.runner import train
+
+    return train(small_gal(tmp_path_factory.mktemp("alone")), verbose=False, write=False)
+
+
+def same_figures(a: dict, b: dict) -> bool:
+    from vcl.testing.suite import rounds_of
+
+    return rounds_of(a) == rounds_of(b) and a["value"] == b["value"]
+
+
+@pytest.mark.slow
+def test_a_flood_without_a_certificate_leaves_a_run_started_during_it_its_figures(tmp_path, alone):
+    """A client with no certificate holding 100 plain sockets at each party and opening each again as soon as it is
+    closed made a GAL run started meanwhile fail in 15 s: the cap was 64 at any open-files limit. Now the cap is the
+    limit less what the party keeps for itself, and the run ends with the figures it has alone."""
+    from vcl.coordinator.runner import train
+    from vcl.testing.probes import Flood
+    from vcl.transports.loopback import LoopbackFederation
+
+    with LoopbackFederation(tmp_path / "fed", NAMES) as fed:
+        floods = [Flood(fed.ports[n], 100, seconds=90) for n in ("org1", "org2")]
+        with floods[0], floods[1]:
+            time.sleep(1.0)
+            flooded = train(small_gal(tmp_path / "flooded", **fed.overrides(NAMES)), verbose=False, write=False)
+        log = "".join(fed.log["org1"] + fed.log["org2"])
+    assert same_figures(flooded, alone)
+    assert all(f.held == 100 for f in floods), [(f.held, f.opened, f.closed) for f in floods]
+    assert "connection cap" not in log, log  # 100 sockets are far from a cap sized to the open-files limit
+
+
+HAPROXY = shutil.which("haproxy")
+
+
+def haproxy_recipe(public: int, party: int) -> str:
+    """deployment.md's HAProxy block, on these ports (its ``bind`` and its ``server``'s address)."""
+    import re
+
+    page = (Path(__file__).parents[1] / "docs" / "deployment.md").read_text()
+    [block] = re.findall(r"```haproxy\n(.*?)```", page, re.S)
+    block = re.sub(r"bind \S+", f"bind 127.0.0.1:{public}", block)
+    return re.sub(r"(server \w+) \S+", rf"\1 127.0.0.1:{party}", block)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HAPROXY is None, reason="HAProxy is not installed: apt-get install -y haproxy")
+def test_deployments_haproxy_recipe_keeps_a_flood_from_one_address_off_the_partys_places(tmp_path, alone):
+    """gRPC sheds a stranger's connections and Alice's alike at the cap: a per-source limit in front of the port (the
+    recipe of docs/deployment.md) keeps a flood from 127.0.0.2 to 8 places of a party that has 24, and a run from
+    Alice's 127.0.0.1 started during it ends with its figures. The same flood straight at the party takes every place,
+    and its log says so."""
+    import subprocess
+
+    from vcl.coordinator.runner import train
+    from vcl.testing.probes import Flood
+    from vcl.transports.loopback import LoopbackFederation
+
+    with LoopbackFederation(tmp_path / "fed", NAMES, own={"org1": {"max_connections": 24}}) as fed:
+        with Flood(fed.ports["org1"], 100, seconds=30):  # straight at the party: its cap sheds the wave
+            time.sleep(2.5)
+        time.sleep(1.5)
+        straight = "".join(fed.log["org1"])
+        assert "org1: at its connection cap (" in straight and "of 24 held)" in straight, straight
+        assert "held by 127.0.0.2 ×" in straight and "org1: below its connection cap again" in straight, straight
+        public = free_port()
+        config = tmp_path / "party.cfg"
+        config.write_text(haproxy_recipe(public, fed.ports["org1"]))
+        proxy = subprocess.Popen([HAPROXY, "-f", str(config), "-db"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            until = time.monotonic() + 10
+            while proxy.poll() is None and time.monotonic() < until:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", public)) == 0:
+                        break
+                time.sleep(0.1)
+            assert proxy.poll() is None, proxy.stdout.read().decode()
+            overrides = fed.overrides(NAMES)
+            overrides["transport.addresses"]["org1"] = f"127.0.0.1:{public}"
+            with Flood(public, 100, seconds=90) as flood:
+                time.sleep(1.0)
+                behind = train(small_gal(tmp_path / "behind", **overrides), verbose=False, write=False)
+        finally:
+            proxy.terminate()
+            proxy.wait(10)
+        log = "".join(fed.log["org1"])
+    assert same_figures(behind, alone)
+    assert flood.failed + flood.closed > 100, (flood.opened, flood.closed, flood.failed)  # the proxy refused them
+    assert log.count("at its connection cap (") == 1, log  # behind the proxy the party never reached its cap

@@ -50,6 +50,7 @@ SAYS = {
     "foreign_save": "org1 serves run probeserved, so it refuses a Save for run probeother",
     "second_bind": "listen='127.0.0.1:[0-9]+': the port cannot be opened",
     "raw_connections": "200 of 200 closed by the party",
+    "flood": "100 held at once; Alice's Hello answered",
 }
 
 

@@ -25,7 +25,7 @@ values in a frame of :mod:`vcl.transports.wire`, never code) when the run starts
     handshake_s: 5                  # a connection must finish its TLS handshake within this
     idle_s: 30                      # a connection with no call for this long is closed
     connection_age_s: 60            # a connection this old is closed once its calls end (its owner opens another)
-    max_connections: 64             # connections it holds at once (fewer where its open-files limit is low)
+    max_connections: 0              # connections it holds at once (0: its open-files limit less 64)
 
 Every request must come over a TLS connection whose client certificate the federation's CA signed (there is no
 plaintext mode): requests to run the protocol from the ``coordinator`` only, party-to-party messages from the
@@ -54,7 +54,7 @@ from vcl.classpath import named_classes
 from vcl.errors import VCLInputError, first_line
 from vcl.party.checks import setup_method, setup_place
 from vcl.party.guard import Guard, Session, raise_open_files_limit
-from vcl.party.limits import connection_options, one_line
+from vcl.party.limits import CapWatch, connection_cap, connection_options, one_line
 from vcl.party.settings import PartySettings, load_settings, read_pem
 
 OPS = ("Hello", "Setup", "PSI", "Handle", "Relay", "Forward", "End")
@@ -424,12 +424,15 @@ def serve(settings: PartySettings, ready=None) -> None:
             "choose another."
         )
     server.start()
+    watch = CapWatch(settings.name, port, connection_cap(settings.max_connections))
+    watch.start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     if ready is not None:
         ready(port)
     stop.wait()
+    watch.stop()
     server.stop(grace=2).wait()
     # a Save in progress finishes (its file is whole or absent); any other operation still running (a fit, say) is
     # left: its thread would keep the process until it ended, and its caller was cancelled already

@@ -35,7 +35,7 @@ class PartySettings:
     handshake_s: float = 5.0
     idle_s: float = 30.0
     connection_age_s: float = 60.0
-    max_connections: int = 64
+    max_connections: int = 0  # 0: as many as its open-files limit leaves (vcl.party.limits.connection_cap)
     preload: bool = True
     keep_messages: bool = False
 
@@ -103,7 +103,7 @@ def load_settings(path: str | Path) -> PartySettings:
     whole = ("calls_per_peer", "max_connections")
     for key, low, high in (("calls_per_peer", 1, 64), ("stall_s", 0.01, 86400), ("handshake_s", 0.01, 3600),
                            ("idle_s", 0.01, 10**7), ("connection_age_s", 1, 10**7),
-                           ("max_connections", 1, 65536)):  # fmt: skip
+                           ("max_connections", 0, 65536)):  # fmt: skip
         value = getattr(s, key)
         if isinstance(value, bool) or not isinstance(value, int if key in whole else (int, float)):
             value = None

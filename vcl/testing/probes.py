@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import select
 import socket
 import struct
 import subprocess
@@ -279,6 +280,71 @@ def raw_connections(fed, folder: Path) -> dict:
     return {"refused": closed == len(socks), "detail": f"{closed} of {len(socks)} closed by the party"}
 
 
+class Flood:
+    """A client with no certificate holding a party's places (the probe of 2026-12-06): ``sockets`` TCP connections
+    to ``port`` that never start TLS, each opened again as soon as the far end closes it, from ``source`` (another
+    loopback address than the coordinator's), at most ``rate`` new connections a second, for at most ``seconds`` and
+    ``most`` connections in all. ``opened``, ``closed`` (by the far end), ``failed`` (refused as they were opened) and
+    ``held`` (the most open at once) say what it did."""
+
+    def __init__(self, port: int, sockets: int = 100, source: str = "127.0.0.2", seconds: float = 120.0,
+                 most: int = 50_000, rate: float = 700.0, host: str = "127.0.0.1"):  # fmt: skip
+        self.where, self.source, self.sockets = (host, port), (source, 0), sockets
+        self.seconds, self.most, self.rate = seconds, most, rate
+        self.opened = self.closed = self.failed = self.held = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="flood", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        socks: list[socket.socket] = []
+        end, gap = time.monotonic() + self.seconds, 1.0 / self.rate
+        try:
+            while not self._stop.is_set() and time.monotonic() < end and self.opened + self.failed < self.most:
+                if len(socks) < self.sockets:
+                    try:
+                        socks.append(socket.create_connection(self.where, timeout=1.0, source_address=self.source))
+                        self.opened += 1
+                    except OSError:
+                        self.failed += 1
+                    self.held = max(self.held, len(socks))
+                    time.sleep(gap)
+                    continue
+                for s in select.select(socks, [], [], 0.05)[0]:  # readable: closed by the far end (it sends nothing)
+                    try:
+                        gone = s.recv(1) == b""
+                    except OSError:
+                        gone = True
+                    if gone:
+                        s.close()
+                        socks.remove(s)
+                        self.closed += 1
+        finally:
+            for s in socks:
+                s.close()
+
+
+def flood(fed, folder: Path) -> dict:
+    """A client with no certificate holds 100 plain sockets at org1 from another address and opens each again as soon
+    as it is closed (:class:`Flood`): Alice's Hello, asked meanwhile, is answered (the cap was 64 at any open-files
+    limit, and a run started during such a flood failed in 15 s)."""
+    with Flood(fed.ports["org1"], 100, seconds=30) as wave:
+        time.sleep(1.0)
+        start = time.perf_counter()
+        answered = not attempt(lambda: hello(fed, deadline=5.0))["refused"]
+        took = time.perf_counter() - start
+    detail = (f"{wave.opened} opened, {wave.closed} closed by the party, {wave.held} held at once; Alice's Hello "
+              f"{'answered' if answered else 'not answered'} in {took:.1f} s")  # fmt: skip
+    return {"refused": answered and wave.held == 100, "detail": detail}
+
+
 def fed_setting(fed, key: str, default):
     return fed.own.get("org1", {}).get(key, default)
 
@@ -300,6 +366,7 @@ PROBES = {
     "foreign_save": foreign_save,
     "second_bind": second_bind,
     "raw_connections": raw_connections,
+    "flood": flood,
 }
 
 
