@@ -56,14 +56,15 @@ def _same(run: dict, local: dict) -> None:
     assert [r["chosen"] for r in run["rounds"][1:]] == [r["chosen"] for r in local["rounds"][1:]]
 
 
-def test_the_own_methods_host_fits_a_rounds_stumps_in_one_pass_as_each_alone(tmp_path, monkeypatch):
-    """The example's batched fit (``StumpHost``, its family's ``host``): a round's residual requests to three
-    organizations are fitted in one call, and every organization replies as it does alone."""
+def test_the_own_methods_batch_fits_a_rounds_stumps_in_one_pass_as_each_alone(tmp_path, monkeypatch):
+    """The example's batched fit (``StumpOrganization.handle_batch``, the contract's entry, called by the host of the
+    local transport): a round's residual requests to three organizations are fitted in one call, and every
+    organization replies as it does alone."""
     import torch
 
     from datamodules.tabular import FeatureView
     from vcl.methods.messages import PseudoResidual
-    from vcl.party.runtime import PartyRuntime
+    from vcl.party.runtime import PartyHost, PartyRuntime
 
     (tmp_path / "my_method.py").write_text(example_files()["my_method.py"])
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -86,7 +87,7 @@ def test_the_own_methods_host_fits_a_rounds_stumps_in_one_pass_as_each_alone(tmp
     fit = my_method.fit_stumps
     monkeypatch.setattr(my_method, "fit_stumps", lambda *a: calls.append(a[3]) or fit(*a))
     parties = organizations()
-    together = my_method.StumpHost({n: PartyRuntime(p, n) for n, p in parties.items()}).handle_all(asked())
+    together = PartyHost({n: PartyRuntime(p, n) for n, p in parties.items()}, together=True).handle_all(asked())
     assert calls == [[3, 1, 4]]  # one pass, no organization fitted again in its own handle
     assert [r.error for r in together] == [r.error for r in alone]
     assert [p.candidate for p in parties.values()] == [p.candidate for p in each.values()]

@@ -232,3 +232,42 @@ def test_late_fusion_sums_or_averages_the_organizations_outputs(tiny):
     torch.testing.assert_close(fused["sum"].predict("test"), fused["sum"].F["test"], rtol=1e-4, atol=1e-4)
     with pytest.raises(VCLInputError, match="late_fusion"):
         check_config(tiny(method="late", **{"gal.late_fusion": "max"}))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"learner.model": ["linear"]}, {"learner.model": ["mlp"]},
+     {"learner.model": ["cnn"], "data.dataset": "digits_image", "learner.cnn_widths": [4, 8, 8, 8],
+      "learner.epochs": 2}],
+    ids=["linear", "mlp", "cnn"],
+)  # fmt: skip
+def test_a_batch_of_organizations_answers_and_keeps_as_each_alone(tiny, settings):
+    """The party contract's entry for a batch (``Organization.handle_batch``, one vmapped fit): every reply and every
+    kept round model equal each organization's own ``handle`` alone (to float rounding: the stacked kernels add in
+    another order), two rounds running."""
+    from vcl.coordinator.runner import run_data
+    from vcl.family import family_of
+    from vcl.methods.messages import PredictionRequest
+    from vcl.methods.organization import Organization
+
+    config = tiny(**settings)
+    data = run_data(config)
+    family = family_of(config, "gal")
+    alone, batch = (family.parties(config, "gal", data) for _ in range(2))
+    rows = len(data.labels["train"])
+    for round_ in (1, 2):
+        residual = torch.randn(rows, 3, generator=torch.Generator().manual_seed(round_))
+        asked = [PseudoResidual("alice", p.name, round_, residual) for p in alone]
+        each = [p.handle(m) for p, m in zip(alone, asked, strict=True)]
+        together = Organization.handle_batch(batch, asked)
+        for a, b in zip(each, together, strict=True):
+            assert (a.sender, a.round, sorted(a.values)) == (b.sender, b.round, sorted(b.values))
+            for split in a.values:
+                torch.testing.assert_close(a.values[split], b.values[split], rtol=1e-4, atol=1e-5)
+    for a, b in zip(alone, batch, strict=True):  # the kept models: the prediction stage's outputs of each round
+        ask = PredictionRequest("alice", a.name, 2, "test")
+        kept_a, kept_b = a.handle(ask).values, b.handle(ask).values
+        assert sorted(kept_a) == sorted(kept_b) == ["1", "2"]
+        for t in kept_a:
+            torch.testing.assert_close(kept_a[t], kept_b[t], rtol=1e-4, atol=1e-5)
+        assert a.train_losses == pytest.approx(b.train_losses, rel=1e-4)

@@ -193,11 +193,19 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_pat
     entered: dict[str, None] = {}
     called: set[tuple[str, str]] = set()
 
+    fits_inside: list[bool] = []  # for each fit: whether the runtime's batch entry and the party's were on the stack
+
     def trace(frame, event, arg):
         path = frame.f_code.co_filename
         if event == "call" and path.startswith(str(ROOT)) and "/." not in path and path != __file__:
             entered.setdefault(name := Path(path).relative_to(ROOT).as_posix(), None)
             called.add((name, frame.f_code.co_name))
+            if (name, frame.f_code.co_name) == ("vcl/engine/concurrent.py", "fit_jobs"):
+                stack, f = set(), frame
+                while f is not None:
+                    stack.add((Path(f.f_code.co_filename).name, f.f_code.co_name))
+                    f = f.f_back
+                fits_inside.append({("runtime.py", "handle_batch"), ("organization.py", "handle_batch")} <= stack)
 
     class Tracer(RoundCallback):  # the last callback: from round 1's end (all imported) to round 2's, tail included
         def on_round_end(self, run, record):
@@ -212,13 +220,9 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_pat
         sys.setprofile(None)
     assert set(entered) <= set(steps) | helpers, sorted(set(entered) - set(steps) - helpers)
     assert [f for f in entered if f in steps] == steps, [f for f in entered if f in steps]
-    party = "vcl/methods/organization.py"  # every fit request reaches its organization through its runtime and handle
-    assert {
-        ("vcl/party/runtime.py", "handle"),
-        (party, "handle"),
-        (party, "handle_all"),
-        (party, "finish_fit"),
-    } <= called
+    party = "vcl/methods/organization.py"  # every fit runs inside the contract's entry, called by the party's runtime
+    assert {("vcl/party/runtime.py", "handle_batch"), (party, "handle_batch"), (party, "_reply")} <= called
+    assert fits_inside and all(fits_inside), fits_inside
 
 
 def test_a_run_looks_its_family_up_once_and_hands_it_down(tiny, monkeypatch):

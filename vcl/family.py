@@ -29,9 +29,7 @@ own process loads the whole data set and keeps its part, as DC and MPDL do, or r
 (an outside family's options: a dataclass that the config's ``options`` mapping fills) and ``auditor`` (the module of
 its attacks on what its receivers kept: ``audit(run)``, given a :class:`vcl.audit.run.KeptRun`, returns ``{"attacks":
 [vcl.audit.attacks.Score], "budget": [a dict of vcl.audit.budget], "not_attacked": [why a message faces no attack]}``;
-imported only where a run is audited, after it, on Alice's side; None: ``train.py audit`` says it has none) and ``host``
-(where ``run.concurrent`` is on, the :class:`vcl.party.runtime.PartyHost` subclass that answers a batch of messages to
-its parties in one process together, under the local transport; None: each answers alone).
+imported only where a run is audited, after it, on Alice's side; None: ``train.py audit`` says it has none).
 
 A built-in family is named by the registry (:mod:`vcl.registry`); a family outside vcl by its class path in the
 config (``method: my_pkg.MyMethod``), imported where the run starts and, under ``grpc``, by each party
@@ -64,13 +62,22 @@ class Party:
     what differs: the defaults keep no state, send nothing to other parties, train on the CPU and keep no logs.
     Nothing outside the runtime reads a party's attributes.
 
-    Every message reaches a party through ``handle``; where several parties of a family run in one process, its
-    family's host (:attr:`Family.host`) may have them answer a batch together."""
+    Every message reaches a party through ``handle``, or — where several parties of one class run in one process
+    (the local transport, ``run.concurrent``) and the coordinator asks them together — through their class's
+    :meth:`handle_batch`, which answers each as ``handle`` would."""
 
     name: str = ""
 
     def handle(self, message):
         raise NotImplementedError(f"{type(self).__name__} answers no message: define handle(message).")
+
+    @classmethod
+    def handle_batch(cls, parties: list, messages: list) -> list:
+        """Each party's reply to its message (``parties[i]`` answers ``messages[i]``; all are of this class, each
+        named once), in order: the same replies, and the same state kept by each party, as each ``handle`` alone. The
+        default answers them one by one; a class whose parties can do their work together (GAL's organizations: one
+        vmapped fit for a round's requests) overrides it."""
+        return [party.handle(message) for party, message in zip(parties, messages, strict=True)]
 
     def state_dict(self) -> dict:
         return {}
@@ -122,7 +129,6 @@ class Family:
     auditor: str | None = None
     skips_missing: tuple[str, ...] = ()
     joint_methods: tuple[str, ...] = ()
-    host: type | None = None
 
     def check(self, config: RunConfig) -> None:
         """What the options' types cannot say and needs no data; nothing by default."""

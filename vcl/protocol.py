@@ -51,8 +51,9 @@ class Protocol:
     name = "protocol"
     max_rounds: int | None = None  # a protocol with a fixed number of rounds (Late: 1)
     predicts_upto = False  # True: predict(split, rows, upto) can stop at an earlier round
-    progress_header = "eta"  # the protocol's own column in the console's per-round table ("" for none)
+    progress_header = ""  # the protocol's own column in the console's per-round table ("": none)
     keeps_models = True  # False: the run reports its last round's outputs, not a fresh prediction (MPDL, FTL)
+    shares_models = False  # True: a later round retrains what earlier round models share (their kept metrics differ)
 
     def __init__(
         self, task: Task, federation: Federation, labels: dict[str, Tensor], seed: int = 0, name: str | None = None
@@ -134,9 +135,8 @@ class Protocol:
         return 0
 
     def progress_value(self, record: dict) -> str:
-        """The round's entry in the ``progress_header`` column: GAL's assisted learning rate η."""
-        eta = record.get("eta")
-        return "" if eta is None else (f"{eta:.4g}" if not isinstance(eta, list) else f"{eta[-1]:.4g}…")
+        """The round's entry in the ``progress_header`` column (a protocol that names one says what it is)."""
+        return ""
 
     def train_loss(self) -> float:
         return float(self.task.loss_value(self.F["train"], self.labels["train"]))

@@ -52,14 +52,14 @@ class Parties:
     counterpart first); ``here()``, which builds every one in this process; ``own(config, method, index, ids, kind,
     num_classes)``, which builds one where it runs, from its own copy of the config
     (:func:`vcl.party.loading.own_party`); ``peer_messages``: the kinds the family's parties send each other (a
-    party's runtime refuses any other kind from another party); ``host``: where ``run.concurrent`` is on, the
-    family's host of several parties in one process (:attr:`vcl.family.Family.host`; None: each answers alone)."""
+    party's runtime refuses any other kind from another party); ``together``: ``run.concurrent``, whether parties of
+    one class hosted in one process answer a batch together (:meth:`vcl.family.Party.handle_batch`)."""
 
     names: list[str]
     here: Callable[[], list]
     own: Callable
     peer_messages: tuple = ()
-    host: type | None = None
+    together: bool = False
 
 
 class Transport:

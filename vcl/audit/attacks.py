@@ -27,6 +27,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from vcl.engine.split_network import ActivationGradient
+from vcl.messages import Step
+
 KNOWN = 40  # rows whose labels or features an attacker knows, where its attack assumes some
 SWEEP = (0, 10, KNOWN)  # the known rows every audit tries: none (the attacks that need none), few, and KNOWN
 ALPHAS = np.logspace(-4, 3, 8)  # the ridge penalties the attacker chooses among (leave-one-out on its known rows)
@@ -231,9 +234,6 @@ def per_row_gradients(messages, place) -> dict:
     direction, message); ``place(step)`` maps a forward step to (fit, epoch, the batch's row positions, the fit's
     rows) by replaying the schedule from the run seed the party holds, or None (a forward without gradient). Each
     gradient goes back on its batch's rows times the batch's size (the mean loss's gradient, per row)."""
-    from vcl.engine.split_network import ActivationGradient  # the audit's, after a run
-    from vcl.messages import Step
-
     fits: dict = {}
     where = None
     for _, direction, m in messages:

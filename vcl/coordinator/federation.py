@@ -15,7 +15,6 @@ from vcl.config.resolve import per_organization
 from vcl.errors import VCLInputError
 from vcl.messages import Channel, Load, LoadState, Message, OpenLogs, Prune, RuntimeRequest, Save, StateRequest, Where
 from vcl.party.loading import own_party
-from vcl.party.runtime import PartyHost
 from vcl.storage.kept import KeptMessages
 from vcl.transport import Parties, Transport, transport_class
 from vcl.transports.local import LocalTransport
@@ -28,29 +27,28 @@ class Federation:
     """Parties (Alice first) reached only through ``transport``: messages out, replies in, each counted in the
     run's ledger; what the coordinator does with any transport.
 
-    ``parties`` builds a :class:`LocalTransport` over them (``host``: the class of their host, by default each
-    answers alone); or pass a ``transport``. ``relays``: whether the method's parties
-    send each other messages (its family's ``peer_messages``; without, no relay is asked for, which under grpc or ray
-    would be one more call to every party asked). ``party_roots``: a party's own checkpoint root, where it is not the
-    run's (``transport.party_dirs``). A run with a run directory calls :meth:`keep_files`: from then on each party
-    keeps its own checkpoints and logs where it runs.
+    ``parties`` builds a :class:`LocalTransport` over them (``together``: parties of one class answer a batch
+    together, :meth:`vcl.family.Party.handle_batch`; by default each alone); or pass a ``transport``. ``relays``:
+    whether the method's parties send each other messages (its family's ``peer_messages``; without, no relay is asked
+    for, which under grpc or ray would be one more call to every party asked). ``party_roots``: a party's own
+    checkpoint root, where it is not the run's (``transport.party_dirs``). A run with a run directory calls
+    :meth:`keep_files`: from then on each party keeps its own checkpoints and logs where it runs.
     """
 
     def __init__(
         self,
         parties: list | None = None,
         channel: Channel | None = None,
-        host: type[PartyHost] = PartyHost,
+        together: bool = False,
         transport: Transport | None = None,
         relays: bool = True,
         party_roots: dict[str, Path] | None = None,
     ):
-        self.transport = transport or LocalTransport(parties, channel, host)
+        self.transport = transport or LocalTransport(parties, channel, together)
         self.relays = relays
         self.party_roots = dict(party_roots or {})
         self.root: Path | None = None  # the run's folder of the parties' own files (keep_files); None: in Alice's state
         self.saved: dict[str, int] = {}  # each party's last round kept in its own files (save), for a rejoin
-        self.fitted: dict[str, int] = {}  # each party's last round whose fit it answered
         self.returned: list[str] = []  # the parties left out at a checkpoint's round that its load took back
         self.seen = KeptMessages()  # what Alice sent and received, kept in <run>/messages/ (keep_files)
         self.seen_folder: Path | None = None
@@ -62,10 +60,9 @@ class Federation:
         """What every family's coordinator starts from: its federation (this class, the family's own, with
         ``kwargs``) over the transport ``transport.kind`` names to ``method``'s parties ``names``, given
         ``parties()`` (which builds them in this process) and :func:`vcl.party.loading.own_party` (which builds one
-        where it runs), with what ``family`` says of them (the kinds they send each other, its host of several) and
-        the run's settings of how they are reached."""
-        host = family.host if config.run.concurrent else None
-        start = Parties(list(names), parties, own_party, tuple(family.peer_messages), host)
+        where it runs), with what ``family`` says of them (the kinds they send each other) and the run's settings of
+        how they are reached and whether parties in one process answer a batch together (``run.concurrent``)."""
+        start = Parties(list(names), parties, own_party, tuple(family.peer_messages), config.run.concurrent)
         transport = transport_class(config.transport.kind).open(config, method, data, start)
         relays = bool(family.peer_messages)  # GAL's parties send each other nothing: no relay is asked for
         return cls(transport=transport, relays=relays, party_roots=party_roots(config, transport.names), **kwargs)
@@ -138,7 +135,7 @@ class Federation:
         folder of the parties' files, where :meth:`keep_files` was not called (a finished run's prediction).
         ``kept``: the checkpoint's :meth:`state_dict`, whose ``saved`` rounds say which parties were left out at
         ``round_`` (``run.missing_parties: skip``): each of those reads its own last round instead, and is present
-        again, when that round holds every model it fitted (:meth:`can_rejoin`); else it stays out."""
+        again, when that round holds all it did since (:meth:`can_rejoin`); else it stays out."""
         self.root = Path(root) if root is not None else self.root
         kept = kept if kept is not None and "saved" in kept else None  # a checkpoint made before rejoins: all at round_
         self._keep_rounds(kept or {})
@@ -146,7 +143,7 @@ class Federation:
         for name, own in rounds.items():
             if own != round_ and not self.can_rejoin(name):
                 self.transport.missing.leave(name, f"party {name} is left out: its last checkpoint (round {own}) "
-                                             f"lacks its fit of round {self.fitted[name]}")  # fmt: skip
+                                             f"lacks {self.since(name)}")  # fmt: skip
         names = [n for n in self.present() if rounds[n] is not None]
         self._every(lambda n: Load(self.alice, n, rounds[n], root=self._root(n), run=run), names)
         self.saved.update({n: rounds[n] for n in names})
@@ -154,11 +151,13 @@ class Federation:
         self.returned = [n for n in self.present() if rounds[n] != round_]
 
     def can_rejoin(self, name: str) -> bool:
-        """Whether party ``name``, left out, can come back: its own files keep every model it fitted (its last
-        saved round is at or after its last fit), or it never fitted one."""
-        if name not in self.saved:
-            return name not in self.fitted
-        return self.saved[name] >= self.fitted.get(name, -1)
+        """Whether party ``name``, left out, can come back from its own last checkpoint: here always; a federation
+        whose parties keep work done between checkpoints says when not (:meth:`since` says what is lacking)."""
+        return True
+
+    def since(self, name: str) -> str:
+        """What party ``name``'s last checkpoint lacks, where :meth:`can_rejoin` says it cannot come back."""
+        return "what it did after it"
 
     def rejoin(self, run: str) -> list[str]:
         """Set up again each party left out (``run.missing_parties: skip``) that answers now and can come back
@@ -223,15 +222,14 @@ class Federation:
     def state_dict(self) -> dict:
         """Alice's ledger, and the parties' states too unless each party keeps its own files (:meth:`keep_files`:
         a run's checkpoints)."""
-        state = {"channel": self.channel.state_dict(), "saved": dict(self.saved), "fitted": dict(self.fitted)}
+        state = {"channel": self.channel.state_dict(), "saved": dict(self.saved)}
         if self.root is None:
             state["organizations"] = [r.state for r in self._every(lambda n: StateRequest(self.alice, n, 0))]
         return state
 
     def _keep_rounds(self, state: dict) -> None:
-        """:attr:`saved` and :attr:`fitted` as a checkpoint's state kept them (none in one made before rejoins)."""
+        """:attr:`saved` as a checkpoint's state kept it (none in one made before rejoins)."""
         self.saved = {n: int(r) for n, r in state.get("saved", {}).items()}
-        self.fitted = {n: int(r) for n, r in state.get("fitted", {}).items()}
 
     def load_state_dict(self, state: dict) -> None:
         self.channel.load_state_dict(state["channel"])

@@ -29,7 +29,7 @@ def kept_records(protocol: Protocol, records: list[dict]) -> tuple[list[dict], d
     kept = protocol.kept_round_metrics()
     if kept is None:
         return records, None
-    shares = getattr(protocol, "shares_models", False)  # Deep Model Sharing: keep what Alice saw beside them
+    shares = protocol.shares_models  # a later round retrained what they share: keep what Alice saw beside them
     recs = []
     for r in records:
         k = kept[r["round"]]

@@ -322,10 +322,10 @@ def _keep(stacked: dict, features: list[Tensor], x: Tensor) -> None:
 
 def _stacked_split(inputs: list[dict[str, Tensor]], split: str, width: int, stacked: dict | None) -> Tensor:
     """The organizations' rows of ``split`` as the linear fit reads them, zero-padded to the widest
-    (:func:`_padded`, M × N × ``width``), kept in ``stacked``; each organization's rows of that split then become a
-    view of their place in the stack (``inputs[m][split]``: its own dict, its view's splits), so that a table is held
-    once, not once as the views and again as the stack (at 10^7 rows, gigabytes). The same numbers, another row
-    stride; a later round finds its rows are the stack's and stacks nothing."""
+    (:func:`_padded`, M × N × ``width``), kept in ``stacked``; each job's rows of that split then become a view of
+    their place in the stack (``inputs[m][split]``: the job's mapping, which its organization may adopt, so that a
+    table is held once, not once as the views and again as the stack: at 10^7 rows, gigabytes). The same numbers,
+    another row stride; a later round finds its rows are the stack's and stacks nothing."""
     key = (width, *(id(i[split]) for i in inputs))
     if stacked is None or key in stacked:
         return _padded([i[split] for i in inputs], width, stacked)  # the stack kept (its own check), or a new one
@@ -419,7 +419,7 @@ def _clip_per_model(params: list[Tensor], max_norm: float) -> None:
 def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
     """Fit every :class:`vcl.methods.organization.FitJob`; jobs with the same targets and learner architecture are
     fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
-    on the training rows (else the organization computes them in ``finish_fit``). ``stacked``: where their inputs
+    on the training rows (else the organization computes them as it replies). ``stacked``: where their inputs
     stay stacked from one call to the next (:func:`fit_and_predict`)."""
     groups: dict[object, list] = {}
     for i, job in enumerate(jobs):

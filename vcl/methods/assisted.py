@@ -32,6 +32,24 @@ class OrganizationFederation(Federation):
         super().__init__(*args, **kwargs)
         self.absent: list[int] = []  # the participants of the last fit that did not answer (run.missing_parties)
         self.fit_seconds: dict[int, float] = {}  # each participant of the last fit: its own seconds (FittedValues)
+        self.fitted: dict[str, int] = {}  # each organization's last round whose fit it answered
+
+    def can_rejoin(self, name: str) -> bool:
+        """An organization left out comes back when its own files keep every model it fitted (its last saved round
+        is at or after its last fit), or it never fitted one."""
+        if name not in self.saved:
+            return name not in self.fitted
+        return self.saved[name] >= self.fitted.get(name, -1)
+
+    def since(self, name: str) -> str:
+        return f"its fit of round {self.fitted[name]}"
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "fitted": dict(self.fitted)}
+
+    def _keep_rounds(self, state: dict) -> None:
+        super()._keep_rounds(state)
+        self.fitted = {n: int(r) for n, r in state.get("fitted", {}).items()}
 
     def send_fits(
         self, round_: int, values: dict[int, Tensor], device, labels: bool = False, loss: str | None = None
@@ -70,7 +88,13 @@ class AssistedProtocol(Protocol):
 
     starts_from_prior = True  # F = F⁰ + Σ_t Σ_m c_m^t f_m^t; Late fusion has no F⁰ term
     predicts_upto = True
+    progress_header = "eta"
     federation: OrganizationFederation
+
+    def progress_value(self, record: dict) -> str:
+        """The round's assisted learning rate η (AL's chained steps: the last of them)."""
+        eta = record.get("eta")
+        return "" if eta is None else (f"{eta:.4g}" if not isinstance(eta, list) else f"{eta[-1]:.4g}…")
 
     def predict(
         self, split: str, rows: Tensor | None = None, upto: int | None = None, without: tuple[int, ...] = ()

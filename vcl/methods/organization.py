@@ -3,10 +3,10 @@
 Nothing outside reads an organization's features or calls its methods: it answers messages
 (:meth:`Organization.handle`) — a :class:`PseudoResidual` (or :class:`Labels`) with a
 :class:`FittedValues` of its new round model's outputs, a :class:`PredictionRequest` with every kept
-model's outputs, a :class:`ModelsRequest` with a :class:`ModelsReport`. A fit is split into
-``begin_fit`` (a :class:`FitJob`: a fresh learner, made when needed, and local data), the fit, and ``finish_fit``;
-where several organizations run in one process (the local transport with ``run.concurrent``), their host
-(:class:`OrganizationHost`) has their fits of one batch of messages made together; jobs never leave the host.
+model's outputs, a :class:`ModelsRequest` with a :class:`ModelsReport`. Where several organizations run in one process
+(the local transport with ``run.concurrent``) a round's requests reach them together
+(:meth:`Organization.handle_batch`, the party contract's entry for a batch): their fits are made in one vmapped pass,
+each reply and each organization's kept models as its ``handle`` alone gives them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import time
 import zlib
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +30,6 @@ from vcl.family import Party
 from vcl.messages import Labels, Message, as_float
 from vcl.methods.messages import FittedValues, ModelsReport, ModelsRequest, PredictionRequest, PseudoResidual
 from vcl.models import LearnerSettings, build_learner, learner_prototype
-from vcl.party.runtime import PartyHost
 from vcl.storage.logs import after_last_event_file
 
 FIT_REQUESTS = (PseudoResidual, Labels)  # what an organization fits
@@ -76,9 +74,9 @@ class FitJob:
 
 class Organization(Party):
     """A GAL-family party: one organization's column view, its own learner and local loss; it fits what Alice sends
-    (a pseudo-residual, or labels for the centralized baselines) with a fresh learner each round, in two halves
-    (:meth:`begin_fit`, :meth:`finish_fit`) around the fit itself, which a host of several organizations may make
-    together (:class:`OrganizationHost`), and keeps its round models for the prediction stage."""
+    (a pseudo-residual, or labels for the centralized baselines) with a fresh learner each round — alone
+    (:meth:`handle`) or with the other organizations of a batch in one pass (:meth:`handle_batch`) — and keeps its
+    round models for the prediction stage."""
 
     def __init__(
         self,
@@ -104,6 +102,7 @@ class Organization(Party):
         self.train_losses: dict[int, float] = {}  # round → its model's local loss on the training rows
         self._writer = None  # this organization's own TensorBoard log, where it runs (log_round)
         self._folder: Path | None = None  # its own folder, once the run has one (open_logs)
+        self._stacks: dict = {}  # the inputs of the batches it comes first in, stacked (handle_batch), kept a round
 
     @property
     def num_features(self) -> int:
@@ -143,39 +142,60 @@ class Organization(Party):
     def handle(self, message: Message) -> Message:
         """This organization's reply to a message from Alice."""
         if isinstance(message, FIT_REQUESTS):
-            fitted = _FITTED.get()  # the jobs its host fitted together (OrganizationHost), by message
-            job = fitted.pop(id(message), None) if fitted else None
-            if job is None:
-                job = self.begin_fit(message)
-                job.built().fit(job.features, job.targets)
-            return self.finish_fit(job)
+            job = self._job(message)
+            job.built().fit(job.features, job.targets)
+            return self._reply(job)
         if isinstance(message, PredictionRequest):
             return self.predict(message)
         if isinstance(message, ModelsRequest):
             return self.report(message)
         raise TypeError(f"{self.name} does not answer a {message.kind}.")
 
-    def begin_fit(self, message: PseudoResidual | Labels) -> FitJob:
-        """A fresh learner (its loss: the message's for labels, else its own) and its data for this round; a
-        message it cannot fit, or of a round before the last it fitted, refused (:func:`check_fit`)."""
+    @classmethod
+    def handle_batch(cls, parties: list[Organization], messages: list[Message]) -> list[Message]:
+        """The replies of several organizations in one process to a batch of messages (the party contract's
+        :meth:`vcl.family.Party.handle_batch`): the fit requests' jobs are made (each organization's own, in the
+        batch's order) and fitted together, organizations of one architecture in one vmapped pass
+        (:func:`vcl.engine.concurrent.fit_jobs`), then each message is answered in order as :meth:`handle` answers
+        it alone. A batch whose jobs cannot all be made (a message refused) is answered one by one, so the refusal
+        comes from that organization in its turn. The organizations' rows stacked for the pass are the batch's (kept
+        by its first organization for the next round's batch); each organization then holds its rows as their place in
+        that stack (the same numbers, held once rather than as its own and again as the stack's)."""
+        fits = [i for i, m in enumerate(messages) if isinstance(m, FIT_REQUESTS)]
+        try:
+            jobs = {i: parties[i]._job(messages[i], batch=True) for i in fits} if len(fits) > 1 else {}
+        except VCLInputError:
+            jobs = {}
+        if not jobs:
+            return super().handle_batch(parties, messages)
+        fit_jobs(list(jobs.values()), concurrent=True, stacked=parties[0]._stacks)
+        for i, job in jobs.items():  # its rows as their place in the batch's stack: the same numbers, held once
+            parties[i]._view.splits.update(job.inputs)
+        return [parties[i]._reply(jobs[i]) if i in jobs else parties[i].handle(m) for i, m in enumerate(messages)]
+
+    def _job(self, message: PseudoResidual | Labels, batch: bool = False) -> FitJob:
+        """A fresh learner (its loss: the message's for labels, else its own) and its data for this round (``batch``:
+        a copy of its mapping of splits, which the batch's fit may point at the batch's stack); a message it cannot
+        fit, or of a round before the last it fitted, refused (:func:`check_fit`)."""
         last = self._models[-1][0] if self._models else None
         check_fit(self.name, message, len(self._view.splits["train"]), last)
         targets = message.values.to(self._view.splits["train"].device)
         seed, loss = seed_for(self.seed, message.round, self.place), getattr(message, "loss", None)
         options = self._fit_options(message.round)
+        splits = dict(self._view.splits) if batch else self._view.splits
         if self.settings.dms:
             if self._shared is None:
                 self._shared = self._new_learner(targets.shape[1], seed, loss, shared=True)
-            return FitJob(message, self._shared, self._view.splits, targets, seed, fit_options=options)
+            return FitJob(message, self._shared, splits, targets, seed, fit_options=options)
         k, loss = targets.shape[1], loss or self.loss
         if (k, loss) not in self._prototypes:
             shape = self.example_shape
             self._prototypes[(k, loss)] = learner_prototype(self.learner_name, shape, k, loss, self.settings)
         prototype = self._prototypes[(k, loss)]
         learner = self._new_learner(k, seed, loss) if prototype is None else None  # else made when needed
-        return FitJob(message, learner, self._view.splits, targets, seed, prototype, fit_options=options)
+        return FitJob(message, learner, splits, targets, seed, prototype, fit_options=options)
 
-    def finish_fit(self, job: FitJob) -> FittedValues:
+    def _reply(self, job: FitJob) -> FittedValues:
         """Keep the round model (for the prediction stage) and reply with its outputs on every split."""
         model = job.learner.round_model(job.learner.rounds - 1) if self.settings.dms else job.learner
         self._models.append((job.message.round, job.seed, job.targets.shape[1], model))
@@ -304,39 +324,6 @@ class Organization(Party):
         return ModelsReport(
             self.name, message.sender, message.round, len(self._models), self.stored_parameters(), self.settings.dms
         )
-
-
-class OrganizationHost(PartyHost):
-    """The host of several organizations in one process (the local transport, ``run.concurrent``): before a batch's
-    messages reach their organizations, it makes the fit requests' jobs (each organization's own :meth:`begin_fit`, in
-    the batch's order) and fits them together, organizations of one architecture in one vmapped pass
-    (:func:`vcl.engine.concurrent.fit_jobs`); then every message reaches its organization through its runtime and
-    ``handle``, in order, as alone: a fit request's ``handle`` takes its job fitted already and replies
-    (:meth:`finish_fit`). A batch whose jobs cannot all be made (a message refused) is answered one by one: the refusal
-    then comes from that organization's ``handle``, in its turn."""
-
-    def __init__(self, runtimes):
-        super().__init__(runtimes)
-        self._stacked: dict = {}  # the organizations' inputs stacked for fits together, kept between rounds
-
-    def handle_all(self, requests):
-        fits = [(name, m) for name, m in requests if isinstance(m, FIT_REQUESTS)]
-        fitted: dict[int, FitJob] = {}
-        if len(fits) > 1 and all(issubclass(type(self.runtimes[name].party), Organization) for name, _ in fits):
-            try:
-                jobs = {id(m): self.runtimes[name].party.begin_fit(m) for name, m in fits}
-            except VCLInputError:
-                jobs = {}  # answered one by one: the organization that refuses says so in its turn
-            fit_jobs(list(jobs.values()), concurrent=True, stacked=self._stacked)
-            fitted = jobs
-        token = _FITTED.set(fitted)
-        try:
-            return super().handle_all(requests)
-        finally:
-            _FITTED.reset(token)
-
-
-_FITTED: ContextVar[dict[int, FitJob] | None] = ContextVar("vcl_fitted", default=None)  # a host's fitted jobs
 
 
 def some_rows(x, rows, name: str):

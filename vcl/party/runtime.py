@@ -6,7 +6,8 @@ A transport only delivers. What a party does with what arrives is the same in th
 (:func:`vcl.party.loading.own_party`), answers a message with its reply, hands over the messages it addressed to
 other parties, checkpoints itself where it runs, opens its own logs and says where it runs (:class:`PartyRuntime`).
 A process that hosts several parties (the local transport: every party of the run) answers their messages through
-:class:`PartyHost`, or its family's own host (:attr:`vcl.family.Family.host`).
+:class:`PartyHost`, which has parties of one class answer a batch together where the run asks it
+(:meth:`vcl.family.Party.handle_batch`).
 """
 
 from __future__ import annotations
@@ -101,10 +102,18 @@ class PartyRuntime:
         (:class:`vcl.messages.RuntimeRequest`) its :meth:`answer`."""
         if isinstance(message, RuntimeRequest):
             return self.answer(message)
-        self.seen.add("in", message)
-        reply = self.party.handle(message)
-        self.seen.add("out", reply)
-        return reply
+        return PartyRuntime.handle_batch([self], [message])[0]
+
+    @staticmethod
+    def handle_batch(runtimes: list[PartyRuntime], messages: list[Message]) -> list[Message | None]:
+        """Each runtime's party's reply to its message, the parties (all of one class) answering together through
+        their class's :meth:`vcl.family.Party.handle_batch`; each runtime keeps what crossed its boundary."""
+        for runtime, message in zip(runtimes, messages, strict=True):
+            runtime.seen.add("in", message)
+        replies = type(runtimes[0].party).handle_batch([r.party for r in runtimes], messages)
+        for runtime, reply in zip(runtimes, replies, strict=True):
+            runtime.seen.add("out", reply)
+        return replies
 
     def forward(self, message: Message) -> None:
         """A message from another party, which expects no reply; a kind the family's parties never send each other
@@ -228,14 +237,27 @@ def checked_party(party) -> Party | None:
 
 class PartyHost:
     """The parties one process hosts, each behind its own :class:`PartyRuntime` (``runtimes``, by name): every
-    party of a run in this process, under the local transport. :meth:`handle_all` answers a batch of messages, each
-    by its party's runtime, in order. A family whose parties can answer a batch together hands the local transport
-    a subclass (:attr:`vcl.family.Family.host`: GAL's organizations fit one architecture in one vmapped pass,
-    :class:`vcl.methods.organization.OrganizationHost`), a speed-up no protocol and no transport knows about."""
+    party of a run in this process, under the local transport. :meth:`handle_all` answers a batch of messages: each
+    by its party's runtime, in order, or (``together``: ``run.concurrent``) the messages to parties of one class
+    through their class's :meth:`vcl.family.Party.handle_batch`, which gives the same replies."""
 
-    def __init__(self, runtimes: dict[str, PartyRuntime]):
-        self.runtimes = runtimes
+    def __init__(self, runtimes: dict[str, PartyRuntime], together: bool = False):
+        self.runtimes, self.together = runtimes, together
 
     def handle_all(self, requests: list[tuple[str, Message]]) -> list[Message | None]:
-        """Each party's reply to its message, in the order given."""
-        return [self.runtimes[name].handle(message) for name, message in requests]
+        """Each party's reply to its message, in the order given (together: where each party is named once and no
+        message is the runtime's own)."""
+        names = [name for name, _ in requests]
+        alone = len(set(names)) < len(names) or any(isinstance(m, RuntimeRequest) for _, m in requests)
+        if not self.together or alone:
+            return [self.runtimes[name].handle(message) for name, message in requests]
+        classes: dict[type, list[int]] = {}  # the requests to parties of each class, in order
+        for i, name in enumerate(names):
+            classes.setdefault(type(self.runtimes[name].party), []).append(i)
+        replies: list[Message | None] = [None] * len(requests)
+        for batch in classes.values():
+            answered = PartyRuntime.handle_batch([self.runtimes[names[i]] for i in batch],
+                                                 [requests[i][1] for i in batch])  # fmt: skip
+            for i, reply in zip(batch, answered, strict=True):
+                replies[i] = reply
+        return replies

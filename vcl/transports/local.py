@@ -2,8 +2,8 @@
 
 It only carries: every message goes to the one host of this process's parties (:class:`vcl.party.runtime.PartyHost`),
 which answers it through each party's runtime, as a Ray actor or a gRPC party process does for its one party. With
-``run.concurrent`` on, the host is the family's own (:attr:`vcl.family.Family.host`: GAL's fits organizations of one
-architecture together); the transport does not know.
+``run.concurrent`` on, the host has parties of one class answer a batch together through their class's
+:meth:`vcl.family.Party.handle_batch` (GAL's organizations: one vmapped fit); the transport does not know.
 """
 
 from __future__ import annotations
@@ -16,26 +16,26 @@ from vcl.transport import Parties, Transport
 
 
 class LocalTransport(Transport):
-    """Parties in this process, answered by ``host`` (a :class:`vcl.party.runtime.PartyHost` class: the family's,
-    which may answer a batch together, or the plain one: each alone, in order)."""
+    """Parties in this process, answered by their :class:`vcl.party.runtime.PartyHost` (``together``: parties of one
+    class answer a batch together; else each alone, in order)."""
 
     def __init__(
         self,
         parties: Mapping[str, object] | list,
         channel: Channel | None = None,
-        host: type[PartyHost] = PartyHost,
+        together: bool = False,
         peer_messages=None,
         skip_missing: bool = False,
     ):
         parties = dict(parties) if isinstance(parties, Mapping) else {p.name: p for p in parties}
         super().__init__(list(parties), channel, skip_missing)
         runtimes = {name: PartyRuntime(party, name, peer_messages) for name, party in parties.items()}
-        self.host = host(runtimes)
+        self.host = PartyHost(runtimes, together)
 
     @classmethod
     def open(cls, config, method: str, data, parties: Parties) -> LocalTransport:
         skip = config.run.missing_parties == "skip"
-        return cls(parties.here(), None, parties.host or PartyHost, parties.peer_messages, skip)
+        return cls(parties.here(), None, parties.together, parties.peer_messages, skip)
 
     def party(self, name: str):
         """The party object itself: for what happens at the party (its own new rows) and for tests; a

@@ -83,7 +83,7 @@ def answering(address: str, fix: str, seconds: float = 3.0) -> None:
         raise VCLInputError(f"transport.address={address!r}: nothing answers there ({reason}); {fix}.") from None
 
 
-class PartyHost(PartyRuntime):
+class PartyActor(PartyRuntime):
     """A party in its own process (a Ray actor): the party runtime, with its torch threads, its process ID, the
     broadcast payloads fetched from the object store, and party-to-party messages sent actor to actor."""
 
@@ -334,7 +334,7 @@ _IDLE: list[tuple[tuple, object]] = []  # (cpus, gpus, node) and the actor of ea
 def _start_host(cpus: float, gpus: float, node: str):
     import ray
 
-    return ray.remote(PartyHost).options(num_cpus=cpus, num_gpus=gpus, **_placement(node)).remote(max(1, int(cpus)))
+    return ray.remote(PartyActor).options(num_cpus=cpus, num_gpus=gpus, **_placement(node)).remote(max(1, int(cpus)))
 
 
 def _idle_hosts(wanted: list[tuple]) -> dict[tuple, list]:

@@ -31,7 +31,6 @@ import torch
 
 import vcl.messages
 from vcl.datamodules.reading import string_array
-from vcl.datamodules.tabular import VerticalData
 from vcl.messages import Message
 
 MAGIC = b"VCLW"
@@ -321,6 +320,6 @@ def party_ids(data):
     (``"checkpoints"``: :meth:`vcl.party.runtime.PartyRuntime.kept` reads its preparation there, which the party is
     then built from as ``"kept"``)."""
 
-    ids, new, where = (data.ids, data.new_ids, data.checkpoints) if isinstance(data, VerticalData) else [None] * 3
+    ids, new, where = (getattr(data, key, None) for key in ("ids", "new_ids", "checkpoints"))  # VerticalData's
     ids, new = (None if i is None else string_array(i) for i in (ids, new))
     return ids if new is None else {"rows": ids, "new": new, **({"checkpoints": where} if where is not None else {})}

@@ -26,7 +26,6 @@ class CollaborationProtocol(Protocol):
     class scores (N × K). The workers are reached only through the transport, by name (``grid[i][j]``);
     the experimenter scores the models they keep."""
 
-    progress_header = ""
     name = "dc"
     max_rounds = 1
 

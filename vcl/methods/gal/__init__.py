@@ -22,7 +22,7 @@ from vcl.errors import VCLInputError
 from vcl.methods.columns import OrganizationFamily
 from vcl.methods.gal.options import column_options
 from vcl.methods.gal.party import parties
-from vcl.methods.organization import Organization, OrganizationHost
+from vcl.methods.organization import Organization
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks
 
@@ -36,7 +36,6 @@ class GAL(OrganizationFamily):
     reference = "alone"
     skips_missing = ("gal", "al", "alone")  # their rounds go on without an organization that is down
     joint_methods = ("joint",)  # one party holds every organization's columns
-    host = OrganizationHost  # run.concurrent: organizations of one architecture fitted together
     messages = (Activations, ActivationGradient)  # Interm's; the organizations' are OrganizationFamily's
     auditor = "vcl.methods.gal.audit"  # its attacks on what its receivers kept (docs/privacy.md)
 
