@@ -8,7 +8,7 @@ LOCK := requirements.lock
 LOCK_FLAGS := --extra dev --extra ray --extra xgboost --universal --python-version 3.10 --generate-hashes \
 	--no-python-downloads --quiet
 
-.PHONY: run test lint lock bench-quick clean
+.PHONY: run test lint lock bench-quick clean data
 
 $(STAMP): $(LOCK) pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,6 +19,16 @@ $(STAMP): $(LOCK) pyproject.toml
 
 run: $(STAMP)
 	$(PY) train.py --overwrite
+
+# Fashion-MNIST's four IDX files (Debian's dataset-fashion-mnist package) where data.dataset=fashion_mnist reads them
+FASHION := /usr/share/datasets/fashion-mnist
+FASHION_RAW := data/FashionMNIST/raw
+data:
+	@test -d $(FASHION) || apt-get install -y dataset-fashion-mnist || sudo apt-get install -y dataset-fashion-mnist \
+	  || { echo "make data: no apt here; put Fashion-MNIST's four IDX files in $(FASHION_RAW)/"; exit 2; }
+	mkdir -p $(FASHION_RAW)
+	for f in $(FASHION)/*-ubyte.gz; do gunzip -c $$f > $(FASHION_RAW)/$$(basename $$f .gz).part \
+	  && mv $(FASHION_RAW)/$$(basename $$f .gz).part $(FASHION_RAW)/$$(basename $$f .gz); done
 
 test: $(STAMP)
 	$(PY) -m pytest

