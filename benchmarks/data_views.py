@@ -56,10 +56,7 @@ def ascii_fig5(digits=(0, 1, 2, 3, 4)) -> list[dict]:
     from vcl.datamodules.sources import digits_halves
 
     table, raw = digits_halves(), load_digits()  # the split, and the pixels as scikit-learn gives them (0..16)
-    owner = [0] * 64
-    for k, group in enumerate(table.groups):
-        for column in group:
-            owner[column] = k
+    owner = owners(table)
     out = []
     for digit in digits:
         i = int((raw.target == digit).nonzero()[0][0])
@@ -69,14 +66,20 @@ def ascii_fig5(digits=(0, 1, 2, 3, 4)) -> list[dict]:
     return out
 
 
+def owners(table) -> list[int]:
+    """The agent that holds each pixel (column) of a table of image halves."""
+    owner = [0] * len(table.columns)
+    for k, group in enumerate(table.groups):
+        for column in group:
+            owner[column] = k
+    return owner
+
+
 def ascii_fig5_fashion(classes=(0, 1, 3, 7, 9), root: str = "data") -> list[dict]:
     from vcl.datamodules.sources import fashion_mnist_halves
 
     table = fashion_mnist_halves(root)
-    owner = [0] * 784
-    for k, group in enumerate(table.groups):
-        for column in group:
-            owner[column] = k
+    owner = owners(table)
     out = []
     for c in classes:
         i = int((table.y[: table.train_rows] == c).nonzero()[0][0])
