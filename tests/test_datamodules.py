@@ -313,7 +313,16 @@ def test_every_dataset_of_the_registry_has_its_reader_and_no_reader_is_unlisted(
 
     from vcl.registry import DATASETS, datasets_of
 
-    loaders = {*sources.SKLEARN, *sources.SYNTHETIC, "blob", "boston", "csv", "digits_halves", "dc_artificial"}
+    loaders = {
+        *sources.SKLEARN,
+        *sources.SYNTHETIC,
+        "blob",
+        "boston",
+        "csv",
+        "digits_halves",
+        "dc_artificial",
+        "fashion_mnist_halves",
+    }
     assert set(datasets_of("table")) == loaders | {"bank_marketing"}
     assert set(datasets_of("image")) == {*image.TORCHVISION, "mnist_subset", "digits_image"}
     assert set(DATASETS.values()) == {"table", "image", "sequence"}
