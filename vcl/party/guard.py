@@ -6,13 +6,13 @@ refusal's sentence goes back (:mod:`vcl.party.server` serves the operations)."""
 from __future__ import annotations
 
 import re
-import sys
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from vcl.errors import first_line
+from vcl.party.limits import log
 
 
 @dataclass
@@ -42,11 +42,8 @@ class Guard:
     def note(self, context, who: str, op: str, what: str, at: str = "") -> None:
         """One line of the party's log (standard error): the caller's name and address (``at``, for a call that
         no longer has one), the operation, and what became of it (one line, cut at 400 characters)."""
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         caller = f"{who or 'no one'} at {at or context.peer()}"
-        line = f"{stamp} {self.settings.name}: {op} from {caller}: {first_line(what)}"
-        sys.stderr.write(line[:400] + "\n")  # one write: lines of calls at once do not mix
-        sys.stderr.flush()
+        log(self.settings.name, f"{op} from {caller}: {first_line(what)}")
 
     def refuse(self, context, code, who: str, op: str, text: str, quiet: bool = False) -> None:
         """Refuse the call with ``code``: ``text`` whole in the log, its first line back to the caller (``quiet``:

@@ -132,7 +132,8 @@ class CapWatch(threading.Thread):
 
 
 def log(name: str, line: str) -> None:
-    """One line of the party's log (standard error), stamped."""
+    """One line of the party's log (standard error), stamped, cut at 400 characters, in one write (lines of calls at
+    once do not mix)."""
     sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {name}: {line}"[:400] + "\n")
     sys.stderr.flush()
 
