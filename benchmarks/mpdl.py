@@ -201,7 +201,7 @@ def fig8_views(seed: int, **overrides) -> dict:
     after the ftl run, for its codes of the rows as C asked for them in the run (``ftl_codes``)."""
     from vcl.coordinator.assembly import build_protocol, check_config, datamodule_for
     from vcl.coordinator.runner import Run, run_rounds
-    from vcl.messages import EXPERIMENTER
+    from vcl.methods.experimenter import EXPERIMENTER
 
     cfg = config("breast_cancer", seed, **{"mpdl.gamma": FIG8_GAMMA, **overrides}, compare=[])
     check_config(cfg)

@@ -52,7 +52,7 @@ def fig5_6(seed: int, iterations: int, rows: int) -> list[dict]:
 
     from vcl.coordinator.assembly import build_protocol, check_config, datamodule_for
     from vcl.coordinator.runner import Run, run_rounds
-    from vcl.messages import EXPERIMENTER
+    from vcl.methods.experimenter import EXPERIMENTER
 
     mpdl = _mpdl()
     overrides = {"mpdl.gamma": GAMMA, "mpdl.epsilon": 0.0, "mpdl.threshold": 1.0, "mpdl.max_iterations": iterations}

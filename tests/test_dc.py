@@ -13,7 +13,7 @@ import train as cli
 from vcl.config import RunConfig
 from vcl.coordinator.assembly import build_protocol, datamodule_for
 from vcl.coordinator.runner import train
-from vcl.messages import EXPERIMENTER, Ack, Labels, Step
+from vcl.messages import Ack, Labels, Step
 from vcl.methods.dc.anchors import smote
 from vcl.methods.dc.messages import (
     AnchorPredictions,
@@ -25,6 +25,7 @@ from vcl.methods.dc.messages import (
 )
 from vcl.methods.dc.metrics import amd, dice, emd, nmi, top_features
 from vcl.methods.dc.models import collaboration_maps
+from vcl.methods.experimenter import EXPERIMENTER
 
 
 def dc_config(tmp_path, **overrides) -> RunConfig:

@@ -21,7 +21,8 @@ from vcl.coordinator.runner import train
 from vcl.engine.privacy import FeatureDPLayer, laplace
 from vcl.engine.split_network import Activations, CanvasConv
 from vcl.errors import VCLInputError
-from vcl.messages import EXPERIMENTER, Ack, Channel, Step
+from vcl.messages import Ack, Channel, Step
+from vcl.methods.experimenter import EXPERIMENTER
 from vcl.methods.mpdl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.methods.mpdl.blinding import PSIParty, decode, private_set_intersection
 from vcl.methods.mpdl.dual import DualParty, duality_loss

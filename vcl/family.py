@@ -24,12 +24,14 @@ replies that came, :meth:`vcl.coordinator.federation.Federation.request_all` lea
 every view), ``peer_messages`` (the kinds its parties send each other: a party takes no other kind from another party,
 refused before it reaches the party), ``parties_keep_preparation`` (whether its parties keep their columns' fitted
 preparation in their checkpoints, :meth:`Party.preparation`: a finished run of CSV files then predicts from its
-checkpoints and the new rows alone, each party built again from its own), ``party_loads_all_data`` (whether a party's
-own process loads the whole data set and keeps its part, as DC and MPDL do, or reads only its own view) and ``options``
-(an outside family's options: a dataclass that the config's ``options`` mapping fills) and ``auditor`` (the module of
-its attacks on what its receivers kept: ``audit(run)``, given a :class:`vcl.audit.run.KeptRun`, returns ``{"attacks":
-[vcl.audit.attacks.Score], "budget": [a dict of vcl.audit.budget], "not_attacked": [why a message faces no attack]}``;
-imported only where a run is audited, after it, on Alice's side; None: ``train.py audit`` says it has none).
+checkpoints and the new rows alone, each party built again from its own), ``outside`` (its parties outside the protocol,
+an experimenter that scores the run: their messages are kept but not counted as communication, and they are no
+organization of results.json), ``party_loads_all_data`` (whether a party's own process loads the whole data set and
+keeps its part, as DC and MPDL do, or reads only its own view) and ``options`` (an outside family's options: a dataclass
+that the config's ``options`` mapping fills) and ``auditor`` (the module of its attacks on what its receivers kept:
+``audit(run)``, given a :class:`vcl.audit.run.KeptRun`, returns ``{"attacks": [vcl.audit.attacks.Score], "budget": [a
+dict of vcl.audit.budget], "not_attacked": [why a message faces no attack]}``; imported only where a run is audited,
+after it, on Alice's side; None: ``train.py audit`` says it has none).
 
 A built-in family is named by the registry (:mod:`vcl.registry`); a family outside vcl by its class path in the
 config (``method: my_pkg.MyMethod``), imported where the run starts and, under ``grpc``, by each party
@@ -45,7 +47,6 @@ from typing import TYPE_CHECKING, Any
 
 from vcl.classpath import import_class
 from vcl.errors import VCLInputError
-from vcl.messages import EXPERIMENTER
 from vcl.registry import FAMILIES, METHODS, is_class_path
 from vcl.transports.wire import register_messages
 
@@ -107,14 +108,6 @@ class Party:
         pass
 
 
-class Experimenter(Party):
-    """Who scores a run from outside it (DC, MPDL): it holds the raw data a score needs and what the parties
-    report; its messages are not the protocol's communication. It computes on the CPU and keeps no state of its
-    own unless a subclass says so (:class:`vcl.family.Party`'s defaults)."""
-
-    name = EXPERIMENTER
-
-
 class Family:
     """The contract of a method family (the module's docstring); subclass it and override what differs."""
 
@@ -129,6 +122,7 @@ class Family:
     auditor: str | None = None
     skips_missing: tuple[str, ...] = ()
     joint_methods: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()
 
     def check(self, config: RunConfig) -> None:
         """What the options' types cannot say and needs no data; nothing by default."""

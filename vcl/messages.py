@@ -19,8 +19,6 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-EXPERIMENTER = "experimenter"  # who scores a run from its own full view of the data; outside the protocol
-
 
 @dataclass(frozen=True)
 class Message:
@@ -184,12 +182,6 @@ class MessageRecord:
     shapes: dict[str, list[int]]
     nbytes: int
 
-    @property
-    def crosses_boundary(self) -> bool:
-        """Communication between parties: not a message to oneself, nor one to or from the experimenter
-        (who scores the run from outside the protocol)."""
-        return self.sender != self.receiver and EXPERIMENTER not in (self.sender, self.receiver)
-
 
 def record_of(message: Message) -> MessageRecord:
     """The ledger's line for a message: its kind, ends, round, tensor shapes and bytes."""
@@ -206,12 +198,14 @@ class Channel:
     ``send`` records a message and returns what the receiver gets: ``tap(message)``, the identity unless a
     test taps the ledger to see (or alter) what crosses (parties are reached through a
     :class:`vcl.transport.Transport`, which sends every message and reply through here). Messages an
-    organization sends to itself, and the experimenter's messages, are recorded but not counted as
+    organization sends to itself, and the messages to or from a party ``outside`` the protocol (the family's
+    :attr:`~vcl.family.Family.outside`: an experimenter, who scores the run), are recorded but not counted as
     communication.
     """
 
-    def __init__(self, tap: Callable[[Message], Message] | None = None):
+    def __init__(self, tap: Callable[[Message], Message] | None = None, outside: tuple[str, ...] = ()):
         self.tap = tap or (lambda message: message)
+        self.outside = frozenset(outside)
         self.records: list[MessageRecord] = []
         self._crossed: dict[tuple[int, str], int] = defaultdict(int)  # bytes that crossed, per (round, kind)
 
@@ -222,7 +216,7 @@ class Channel:
     def add(self, record: MessageRecord) -> None:
         """Count a message the transport carried without this process holding it (party to party)."""
         self.records.append(record)
-        if record.crosses_boundary:
+        if record.sender != record.receiver and not {record.sender, record.receiver} & self.outside:
             self._crossed[(record.round, record.kind)] += record.nbytes
 
     def bytes_by_round(self, kinds: tuple[str, ...] | None = None) -> dict[int, int]:

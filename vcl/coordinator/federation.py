@@ -64,6 +64,7 @@ class Federation:
         how they are reached and whether parties in one process answer a batch together (``run.concurrent``)."""
         start = Parties(list(names), parties, own_party, tuple(family.peer_messages), config.run.concurrent)
         transport = transport_class(config.transport.kind).open(config, method, data, start)
+        transport.channel.outside = frozenset(family.outside)  # its experimenter's messages are not communication
         relays = bool(family.peer_messages)  # GAL's parties send each other nothing: no relay is asked for
         return cls(transport=transport, relays=relays, party_roots=party_roots(config, transport.names), **kwargs)
 
@@ -207,6 +208,11 @@ class Federation:
     @property
     def names(self) -> list[str]:
         return self.transport.names
+
+    @property
+    def members(self) -> list[str]:
+        """The parties in the protocol: every name but those outside it (an experimenter, ``Family.outside``)."""
+        return [n for n in self.names if n not in self.transport.channel.outside]
 
     @property
     def alice(self) -> str:

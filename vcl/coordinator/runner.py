@@ -31,7 +31,6 @@ from vcl.engine import memory
 from vcl.engine.progress import round_bar
 from vcl.errors import OutOfMemory, PartyLost, VCLInputError
 from vcl.family import Family, compare_methods, family_of
-from vcl.messages import EXPERIMENTER
 from vcl.protocol import Protocol, RoundRecord
 from vcl.storage.checkpoints import load_checkpoint, pack_ids
 from vcl.transport import transport_class
@@ -57,10 +56,6 @@ class Run:
     @property
     def metric_name(self) -> str:
         return self.protocol.task.metric_name
-
-    @property
-    def organization_names(self) -> list[str]:
-        return [n for n in self.protocol.federation.names if n != EXPERIMENTER]
 
     def log(self, line: str) -> None:
         if self.verbose:
@@ -129,7 +124,7 @@ class Run:
             "method": self.protocol.name,
             "dataset": self.config.data.dataset,
             "metric": task.metric_name,
-            "organizations": self.organization_names,
+            "organizations": self.protocol.federation.members,
             "value": tests[pick],
             "value_round": recs[pick]["round"],
             "value_selection": selection,

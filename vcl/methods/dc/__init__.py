@@ -44,6 +44,7 @@ from vcl.methods.dc.messages import (
 from vcl.methods.dc.models import make_central, make_interpretable, make_reduction
 from vcl.methods.dc.options import dc_options
 from vcl.methods.dc.party import DCWorker
+from vcl.methods.experimenter import EXPERIMENTER
 
 
 class DC(Family):
@@ -57,6 +58,7 @@ class DC(Family):
     auditor = "vcl.methods.dc.audit"  # its attacks on what its receivers kept (docs/privacy.md)
     peer_messages = (AnchorShare, KeptModel)  # a worker's anchor to its row group, its model to the experimenter
     party_loads_all_data = True
+    outside = (EXPERIMENTER,)  # it scores the run; its messages are not the protocol's communication
 
     def alice_data(self, data: GridData) -> GridData:
         """The master's grid of names, where the workers run apart; labels only for round 0's prior and metrics."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 from vcl.audit.attacks import Score, infer_features, invert_map, read_copy
 from vcl.audit.budget import no_budget
 from vcl.audit.run import COORDINATOR, KeptRun
-from vcl.messages import EXPERIMENTER
 from vcl.methods.dc.messages import AnchorShare, KeptModel, ReducedRepresentation
+from vcl.methods.experimenter import EXPERIMENTER
 
 
 def audit(run: KeptRun) -> dict:

@@ -11,12 +11,13 @@ from vcl.datamodules.grid import GridData
 from vcl.engine.loop import seed_for
 from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
-from vcl.messages import EXPERIMENTER, as_float
+from vcl.messages import as_float
 from vcl.methods.dc.anchors import GridLayout
 from vcl.methods.dc.experimenter import reference_seed
 from vcl.methods.dc.messages import AnchorPredictions, KeptModel, ScoreRequest, Scores
 from vcl.methods.dc.models import class_scores, collaboration_maps, fit_classes, make_central, make_interpretable
 from vcl.methods.dc.options import MASTER, DCOptions, _np, dc_options
+from vcl.methods.experimenter import EXPERIMENTER
 from vcl.models.sklearn import dump_estimator, load_estimator
 from vcl.protocol import Protocol, RoundRecord
 

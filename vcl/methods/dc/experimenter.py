@@ -8,12 +8,12 @@ from torch import Tensor
 
 from vcl.engine.loop import seed_for
 from vcl.errors import VCLInputError
-from vcl.family import Experimenter
 from vcl.messages import Ack, Message
 from vcl.methods.dc.messages import KeptModel, ScoreRequest, Scores
 from vcl.methods.dc.metrics import accuracy, amd, dice, emd, nmi, top_features
 from vcl.methods.dc.models import class_scores, importances, make_interpretable
 from vcl.methods.dc.options import MASTER, DCOptions, _np
+from vcl.methods.experimenter import Experimenter
 from vcl.models.sklearn import load_estimator
 
 

@@ -10,11 +10,12 @@ from vcl.datamodules.tabular import FeatureView
 from vcl.engine.loop import seed_for
 from vcl.errors import VCLInputError
 from vcl.family import Party
-from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_float
+from vcl.messages import Ack, Labels, Message, Step, as_float
 from vcl.methods.dc.anchors import AnchorConstruction, GridLayout
 from vcl.methods.dc.messages import AnchorPredictions, AnchorShare, KeptModel, RawFeatures, ReducedRepresentation
 from vcl.methods.dc.models import make_interpretable, make_reduction
 from vcl.methods.dc.options import MASTER, DCOptions, _np
+from vcl.methods.experimenter import EXPERIMENTER
 from vcl.methods.organization import some_rows
 from vcl.models.sklearn import dump_estimator, load_estimator
 

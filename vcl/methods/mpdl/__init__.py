@@ -39,6 +39,7 @@ from vcl.datamodules.overlap import OverlapData, OverlapDataModule
 from vcl.engine.split_network import ActivationGradient, Activations
 from vcl.errors import VCLInputError
 from vcl.family import Family
+from vcl.methods.experimenter import EXPERIMENTER
 from vcl.methods.mpdl.blinding import BlindedIDs, FoldAssignment, IntersectionIndices
 from vcl.methods.mpdl.dual import (
     CrossGradient,
@@ -68,6 +69,7 @@ class MPDL(Family):
     peer_messages = (BlindedIDs, IntersectionIndices, FoldAssignment, PublicKey, PerturbedMeans, GeneratedData)
     peer_messages += (OutputGradient, DensityDifference, CrossGradient, Activations, Report)  # A ↔ B, → experimenter
     party_loads_all_data = True
+    outside = (EXPERIMENTER,)  # it scores the run; its messages are not the protocol's communication
 
     def alice_data(self, data: OverlapData) -> OverlapData:
         """C's view, where A and B run apart: each party's width and image layout, labels for the metrics."""

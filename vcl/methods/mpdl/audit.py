@@ -16,7 +16,8 @@ from vcl.audit.budget import laplace_budget, no_budget
 from vcl.audit.run import COORDINATOR, KeptRun
 from vcl.engine.loop import minibatches, seed_for
 from vcl.family import compare_methods, family_of
-from vcl.messages import EXPERIMENTER, Labels, Step
+from vcl.messages import Labels, Step
+from vcl.methods.experimenter import EXPERIMENTER
 from vcl.methods.mpdl.messages import Report
 from vcl.storage.checkpoints import PARTY_KEYS, load_checkpoint
 

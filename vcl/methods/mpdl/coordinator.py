@@ -15,7 +15,8 @@ from vcl.engine.loop import minibatches, seed_for, train_epochs
 from vcl.engine.split_network import COLLABORATOR, ActivationGradient, CentralTop
 from vcl.engine.tasks import Task
 from vcl.errors import VCLInputError
-from vcl.messages import EXPERIMENTER, Step, as_float
+from vcl.messages import Step, as_float
+from vcl.methods.experimenter import EXPERIMENTER
 from vcl.methods.mpdl.messages import Report
 from vcl.methods.mpdl.options import PARTIES, ftl_code_dim, options_of, seeded_mlp, sgd
 from vcl.protocol import Protocol, RoundRecord

@@ -13,8 +13,8 @@ from vcl.engine.loop import seed_for
 from vcl.engine.privacy import FeatureDPLayer
 from vcl.engine.split_network import COLLABORATOR
 from vcl.engine.tasks import Task
-from vcl.family import Experimenter
 from vcl.messages import Ack, Message, Step
+from vcl.methods.experimenter import Experimenter
 from vcl.methods.mpdl.attacks import h0_attack, reconstruction_attack, trivial_mae
 from vcl.methods.mpdl.messages import Report
 from vcl.methods.mpdl.options import PARTIES, MPDLOptions, seeded_mlp

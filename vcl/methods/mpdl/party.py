@@ -13,7 +13,8 @@ from vcl.datamodules.overlap import PartyData
 from vcl.engine.loop import Steps, minibatches, seed_for
 from vcl.engine.split_network import COLLABORATOR, ActivationGradient, Activations, party_bottom
 from vcl.family import Party
-from vcl.messages import EXPERIMENTER, Ack, Labels, Message, Step, as_classes, as_float
+from vcl.messages import Ack, Labels, Message, Step, as_classes, as_float
+from vcl.methods.experimenter import EXPERIMENTER
 from vcl.methods.mpdl.blinding import FoldAssignment, PSIParty
 from vcl.methods.mpdl.dual import DualParty, GeneratedData, OutputGradient, PerturbedMeans, PublicKey
 from vcl.methods.mpdl.messages import Report
