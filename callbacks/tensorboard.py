@@ -80,13 +80,13 @@ class TensorBoardRounds(RoundCallback):
         if etas is not None:
             for i, eta in enumerate(etas if isinstance(etas, list) else [etas]):
                 w.add_scalar("eta" if not isinstance(etas, list) else f"eta/step{i}", eta, t)
-        for name, weight in zip(run.organization_names, record.get("weights", []), strict=False):
+        for name, weight in zip(run.protocol.federation.members, record.get("weights", []), strict=False):
             w.add_scalar(f"assistance_weight/{name}", weight, t)
-        for name, seconds in zip(run.organization_names, record.get("fit_seconds", []), strict=False):
+        for name, seconds in zip(run.protocol.federation.members, record.get("fit_seconds", []), strict=False):
             w.add_scalar(f"time/fit_seconds/{name}", seconds, t)
         if "alice_seconds" in record:
             w.add_scalar("time/alice_seconds", record["alice_seconds"], t)
-        for name, alpha in zip(run.organization_names, record.get("alphas", []), strict=False):
+        for name, alpha in zip(run.protocol.federation.members, record.get("alphas", []), strict=False):
             w.add_scalar(f"alpha/{name}", alpha, t)
         if "interchange_bytes" in record:
             w.add_scalar("comm/interchange_bytes", record["interchange_bytes"], t)
