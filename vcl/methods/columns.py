@@ -32,7 +32,7 @@ REGRESSION_L1_DATASETS = ("diabetes", "boston")
 @dataclass(frozen=True)
 class ColumnOptions:
     """What a column-view family decides of its organizations beyond the common option groups (GAL: from its
-    ``gal`` group, :func:`vcl.methods.gal.options.column_options`): Alice's task loss, each organization's local
+    ``gal`` group, :func:`vcl.methods.gal.party.column_options`): Alice's task loss, each organization's local
     loss, the organizations whose features are noise (``noninformative``) and those whose outputs get noise of
     ``noise_sigma`` (``noisy``), the epochs of the centralized baselines, Deep Model Sharing. The defaults decide
     nothing: the task's own loss, each learner's own, every organization as it is."""

@@ -20,8 +20,7 @@ from vcl.config.resolve import per_organization
 from vcl.engine.split_network import ActivationGradient, Activations
 from vcl.errors import VCLInputError
 from vcl.methods.columns import OrganizationFamily
-from vcl.methods.gal.options import column_options
-from vcl.methods.gal.party import parties
+from vcl.methods.gal.party import column_options, parties
 from vcl.methods.organization import Organization
 from vcl.models import DEEP, check_learner_loss, check_learner_name
 from vcl.models.user import build_callbacks

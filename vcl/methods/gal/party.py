@@ -1,6 +1,7 @@
-"""GAL's own party code beside its organizations (:mod:`vcl.methods.organization`): an organization's part of the one
-network Interm fusion trains (its feature extractor), reached only by messages (Alice's side:
-:mod:`vcl.methods.gal.interm`)."""
+"""GAL's own party code: what its options decide of its organizations (:func:`column_options`, on either side: a party's
+own process plans its organization from them as Alice plans every one), and beside its organizations
+(:mod:`vcl.methods.organization`): an organization's part of the one network Interm fusion trains (its feature
+extractor), reached only by messages (Alice's side: :mod:`vcl.methods.gal.interm`)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,26 @@ from vcl.engine.loop import DRAWS, derived_seed, minibatches, seed_for, seeded_d
 from vcl.engine.split_network import ActivationGradient, Activations, steps_for
 from vcl.family import Party
 from vcl.messages import Ack, Message, Step, as_float
-from vcl.methods.columns import build_parties, make_task
-from vcl.methods.gal.options import column_options
+from vcl.methods.columns import ColumnOptions, build_parties, make_task
 from vcl.methods.messages import Scalars
 from vcl.methods.organization import some_rows
 from vcl.models import LearnerSettings, build_learner
+
+
+def column_options(config: RunConfig) -> ColumnOptions:
+    """What GAL's options decide of the organizations (its ``gal`` group): the task and local losses, the
+    noninformative and noisy organizations (GAL Tables 6, 17–21), the baselines' epochs, Deep Model Sharing."""
+    g = config.gal
+    return ColumnOptions(
+        task_loss=g.task_loss,
+        local_loss=tuple(g.local_loss),
+        noninformative=tuple(g.noninformative_organizations),
+        noisy=tuple(g.noisy_organizations),
+        noise_sigma=g.noise_sigma,
+        baseline_epochs=g.baseline_epochs,
+        dms=g.dms,
+    )
+
 
 HPARAMS = ("lr", "momentum", "weight_decay", "milestones", "gamma", "optimizer", "epochs", "batch_size", "grad_clip")
 
