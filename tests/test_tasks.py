@@ -40,6 +40,25 @@ def test_line_search_finds_quadratic_optimum():
     assert eta == pytest.approx(closed_form, rel=1e-4)
 
 
+@pytest.mark.parametrize("init", [0.0, 1.0])
+def test_line_search_reaches_the_minimum_of_a_flat_line_from_either_start(init):
+    """A weak fit of the residual on a well-fitted F (slope ~1e-3 along the line, its minimum near η = 98, as in
+    the rounds of GAL Figure 4 where η fell to 1.2 and rose to 40 in the next): L-BFGS without a line search
+    stalled within 0.2 of its start; with its strong-Wolfe search it reaches the minimum a dense grid finds."""
+    task, g = Task("classification", 10, "ce"), torch.Generator().manual_seed(0)
+    y = torch.randint(0, 10, (2000,), generator=g)
+    F = torch.randn(2000, 10, generator=g)
+    F[torch.arange(2000), y] += 4.0
+    residual = torch.nn.functional.one_hot(y, 10) - torch.softmax(F, 1)
+    d = 0.01 * (residual + 0.5 * torch.randn(2000, 10, generator=g))
+    along = task.along(F, d, y)
+    grid = np.linspace(0, 400, 4001)
+    best = grid[int(np.argmin([along(e)[0] for e in grid]))]
+    eta = line_search(task, F, d, y, init=init)
+    assert 50 < best < 350 and eta == pytest.approx(best, abs=0.2)
+    assert along(eta)[0] <= min(along(e)[0] for e in grid) + 1e-9
+
+
 @pytest.mark.parametrize("task", [Task("classification", 3, "ce"), Task("regression", 1, "l1")])
 def test_line_search_never_increases_loss(task):
     for seed in range(10):

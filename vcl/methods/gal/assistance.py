@@ -3,8 +3,8 @@
 - :func:`assistance_weights`: ``ŵ = argmin_{w ∈ simplex} E ℓ(r, Σ_m w_m f_m)`` with ``w = softmax(θ)``,
   θ initialised to ones, ``torch.optim.Adam`` (lr 0.1, weight decay 5e-4), 100 full-batch steps; for ℓ₂ on the
   M × M Gram matrix of the outputs (in float64).
-- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by ``torch.optim.LBFGS`` (lr 1), η from 1, 10 steps,
-  in float64. It never returns an η whose loss is above the loss at η = 0 (no step at all).
+- :func:`line_search`: ``η̂ = argmin_η E L₁(y, F + η f)`` by ``torch.optim.LBFGS`` (lr 1, its strong-Wolfe line
+  search), η from 1, 10 steps, in float64. It never returns an η whose loss is above the loss at η = 0.
 """
 
 from __future__ import annotations
@@ -60,8 +60,10 @@ def _l2_weights(outputs: Tensor, residual: Tensor, steps: int, lr: float, weight
 
 def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int = 10, init: float = 1.0) -> float:
     """The assisted learning rate η̂ minimizing Alice's task loss along ``direction``: L-BFGS's iterations on the
-    number η (``torch.optim.LBFGS``, no line-search function) over the loss along the line in float64
-    (:meth:`Task.along`, which gives the loss and its slope)."""
+    number η (``torch.optim.LBFGS`` with ``line_search_fn="strong_wolfe"``) over the loss along the line in float64
+    (:meth:`Task.along`, which gives the loss and its slope). Without the Wolfe search (the authors' call) L-BFGS
+    stalls where the line is flat: it drops every curvature pair with s·y ≤ 1e-10, so each step is the slope itself
+    (~1e-3) and 200 evaluations move η by 0.2 (departure: gal-line-search)."""
     along = task.along(F, direction, y)
     tried: list[tuple[float, float]] = []  # (loss, η) at every point L-BFGS evaluated
 
@@ -71,7 +73,7 @@ def line_search(task: Task, F: Tensor, direction: Tensor, y: Tensor, steps: int 
         return loss, slope
 
     eta = torch.tensor([float(init)], dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([eta], lr=1.0)
+    opt = torch.optim.LBFGS([eta], lr=1.0, line_search_fn="strong_wolfe")
 
     def closure() -> Tensor:
         loss, slope = fun(eta.item())
