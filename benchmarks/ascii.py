@@ -50,7 +50,7 @@ from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
-from common import parse_args, run_all, summarize, write_records
+from common import parse_args, run_all, show_overlaps, summarize, write_records
 
 from vcl.config import RunConfig
 from vcl.coordinator.sweep import Job
@@ -210,6 +210,7 @@ def plot(curves: dict, figure: str, path: Path, title: str, dpi: int = 110, repl
         ax.set_title(DATA.get(ds, ds), fontsize=9)
         ax.set_xlabel("round of assistance")
         ax.set_ylabel("test accuracy (%)")
+        show_overlaps(ax)  # ASCII's curve lies on ASCII-Simple's in Figure 6: hollow markers, said in the legend
         ax.legend(fontsize=7)
     mean = f"; means over {replications} replications" if replications else ""
     fig.suptitle("\n".join(textwrap.wrap(title + mean, int(11 * 4.6 * len(datasets)))), fontsize=10)  # on the canvas

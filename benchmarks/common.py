@@ -107,3 +107,30 @@ def summarize(records: list[dict], paper: dict, keys=("dataset", "organizations"
 def _ms(values, scale) -> str:
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{statistics.mean(values) * scale:.1f} ({sd * scale:.1f})"
+
+
+def show_overlaps(ax, share: float = 0.01) -> list[str]:
+    """Make a curve drawn over an earlier one visible: where a line lies on average within ``share`` of the axis'
+    height of an earlier line at the same x (1 %: under a marker's width on the docs' panels), it gets hollow markers
+    of its own shape, so that the curve under it shows through, and its legend label says which curve it covers
+    ("AL (over Joint)"). The labels it changed."""
+    import numpy as np
+
+    lines = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+    xs = [np.asarray(line.get_xdata(), dtype=float) for line in lines]
+    ys = [np.asarray(line.get_ydata(), dtype=float) for line in lines]
+    low, high = ax.get_ylim()
+    changed = []
+    for i, line in enumerate(lines):
+        for earlier, x, y in zip(lines[:i], xs[:i], ys[:i], strict=True):
+            if (
+                x.shape == xs[i].shape
+                and np.array_equal(x, xs[i])
+                and np.nanmean(np.abs(ys[i] - y)) <= share * (high - low)
+            ):
+                marker = "Ds^vP"[len(changed) % 5]
+                line.set(marker=marker, markerfacecolor="none", markersize=6, zorder=3)
+                line.set_label(f"{line.get_label()} (over {earlier.get_label().split(' (')[0].split(',')[0]})")
+                changed.append(line.get_label())
+                break
+    return changed

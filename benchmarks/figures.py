@@ -125,8 +125,13 @@ def _dms_tables(records: list[dict], path: Path, dpi: int) -> None:
                ylim=(0, 100))  # fmt: skip
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8)
-    fig.suptitle(f"vcl's bars: means over seeds {', '.join(map(str, seeds))} of each run's best test accuracy over 10 "
-                 "rounds", fontsize=9)  # fmt: skip
+    rounds: dict[int, list[str]] = {}  # each method's rounds, as its records say (Interm and Late: one round)
+    for method in methods:
+        n = max(len(r["round_seconds"]) for r in records if r["method"] == method)
+        rounds.setdefault(n, []).append(method if method.startswith("al") else METHODS.get(method, method))
+    said = "; ".join(f"{', '.join(names)}: {n} round{'s' * (n > 1)}" for n, names in sorted(rounds.items()))
+    fig.suptitle(f"vcl's bars: means over seeds {', '.join(map(str, seeds))} of each run's best test accuracy over "
+                 f"its rounds ({said})", fontsize=9)  # fmt: skip
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=dpi)
     plt.close(fig)

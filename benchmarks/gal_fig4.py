@@ -27,7 +27,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from common import parse_args, run_all, write_records
+from common import parse_args, run_all, show_overlaps, write_records
 
 from vcl.config import RunConfig
 from vcl.coordinator.sweep import Job
@@ -200,6 +200,8 @@ def plot(records: list[dict], path: Path, dpi: int = 110, title: str = "") -> No
         row[0].set(title=f"{name}, M = {m}", xlabel="assistance round", ylabel=ylabel)
         row[1].set(title="assisted learning rate η", xlabel="assistance round", ylabel="η")
         row[2].set(title="GAL's assistance weights", xlabel="assistance round", ylabel="weight (they sum to 1)")
+        for ax in row[:2]:
+            show_overlaps(ax)  # the methods' curves lying on each other (Figures 4, 14): hollow markers, in the legend
         for ax in row:
             ax.legend(fontsize=7)
     seeds = sorted({r["seed"] for r in records})

@@ -428,7 +428,9 @@ def plot_epsilon(records: list[dict], path: Path, dpi: int = 120) -> None:
     import matplotlib.pyplot as plt
 
     eps = _eps_order(records)
-    labels = ["no privacy" if e == 0 else f"{e:g}" for e in eps]
+    budgets = [e for e in eps if e > 0]  # on a log axis, so that the steps of ε are as far apart as they are
+    apart = 4 * max(budgets) if budgets else 1.0  # "no privacy" (ε = 0 in the records) set apart, left of the rest
+    labels = [apart if e == 0 else e for e in eps]
 
     def mean(method, key, noise):
         return [
@@ -460,9 +462,9 @@ def plot_epsilon(records: list[dict], path: Path, dpi: int = 120) -> None:
         ax.plot([at], [paper["mpdl_a"][0]], "*", color="tab:orange", ms=11, mfc="none",
                 label=f"paper's Table {table}: MPDL_A at ε = 0.5")  # fmt: skip
     seeds = len({r["seed"] for r in records})
-    ax.set(xlabel="privacy budget ε per row (h₀, per-row Laplace)", ylabel="test accuracy (%)",
+    ax.set(xlabel="privacy budget ε per row (h₀, per-row Laplace; log scale)", ylabel="test accuracy (%)",
            title="accuracy (dual_T: test rows; MPDL_A: rows only A holds)")  # fmt: skip
-    ax2.set(xlabel="privacy budget ε per row", ylabel="MAE (normalized units, [0, 1] per feature)",
+    ax2.set(xlabel="privacy budget ε per row (log scale)", ylabel="MAE (normalized units, [0, 1] per feature)",
             title="error in rebuilding the other party's features")  # fmt: skip
     values = [v for line in ax2.get_lines() for v in line.get_ydata() if v > 0]
     if values and max(values) > 50 * min(values):  # the offset reading's inference MAE grows as 1/ε
@@ -471,6 +473,10 @@ def plot_epsilon(records: list[dict], path: Path, dpi: int = 120) -> None:
     else:
         ax2.set_ylim(bottom=0)
     for axis in (ax, ax2):
+        axis.set_xscale("log")
+        axis.invert_xaxis()  # from no privacy to the smallest budget, as the sweep goes
+        axis.set_xticks(labels, ["no privacy" if e == 0 else f"{e:g}" for e in eps])
+        axis.minorticks_off()
         axis.tick_params(axis="x", labelrotation=30)
         axis.legend(fontsize=6.5)
     name = DATA_NAMES.get(dataset, dataset)

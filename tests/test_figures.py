@@ -118,3 +118,23 @@ def test_every_picture_labels_its_axes_and_names_methods_as_the_papers_do(quick)
             coded += [f"{figure.name}: {t.get_text()}" for t in legend.get_texts() if t.get_text() in CODE_NAMES]
     assert not unlabelled, f"panels with no y-axis label: {unlabelled}"
     assert not coded, f"legends in vcl's code names: {coded}"
+
+
+def test_no_text_of_a_picture_runs_off_its_canvas(quick):
+    """Everything drawn on every catalogued picture (titles, labels, tick labels, legends, annotations) lies inside
+    the picture as saved: a suptitle wider than the canvas is cut off in the PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    _, drawn = quick
+    assert drawn
+    off = []
+    for name, canvas in drawn.items():
+        FigureCanvasAgg(canvas).draw()  # laid out as saved
+        renderer, box = canvas.canvas.get_renderer(), canvas.bbox
+        ink = canvas.get_tightbbox(renderer).transformed(canvas.dpi_scale_trans)  # what was drawn, in pixels
+        if ink.x0 < box.x0 - 1 or ink.y0 < box.y0 - 1 or ink.x1 > box.x1 + 1 or ink.y1 > box.y1 + 1:
+            texts = [t for t in canvas.findobj(Text) if t.get_visible() and t.get_text().strip()]
+            wide = [t.get_text()[:50] for t in texts if not box.contains(*t.get_window_extent(renderer).p1)]
+            off.append(f"{name}: drawn over {ink.bounds} on a canvas of {box.bounds} ({wide[:3]})")
+    assert off == [], off
