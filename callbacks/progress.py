@@ -12,7 +12,8 @@ class ProgressTable(RoundCallback):
         self.extra = run.protocol.progress_header
         extra = [self.extra] if self.extra else []
         cols = ["round", "train loss", *[f"{s} {run.metric_name}" for s in splits], *extra, "bytes sent"]
-        run.log(f"{run.protocol.name} on {run.config.data.dataset}: {len(run.protocol.federation.members)} organizations")
+        members = run.protocol.federation.members
+        run.log(f"{run.protocol.name} on {run.config.data.dataset}: {len(members)} organizations")
         run.log(" | ".join(f"{c:>12}" for c in cols))
 
     def on_round_end(self, run, record: dict) -> None:

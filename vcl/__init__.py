@@ -1,9 +1,8 @@
 """vcl: vertical collaborative learning.
 
-Organizations hold different features of the same individuals; Alice (organization 0) holds the
-labels. The protocols in :mod:`vcl.methods` let the others assist her through typed messages
-(:mod:`vcl.messages`) without sharing raw data, models or objective functions.
-"""
+Organizations hold different features of the same individuals; Alice holds the labels. The protocols in
+:mod:`vcl.methods` let the others assist her through typed messages (:mod:`vcl.messages`) without sharing raw data,
+models or objective functions."""
 
 from vcl.errors import VCLInputError
 

@@ -1,13 +1,6 @@
-"""Typed messages between organizations and the ledger that counts them.
-
-Everything that leaves an organization is a :class:`Message`. Here are the base class, the messages any family may use
-(labels, acknowledgements, steps) and the coordinator's requests to a party's runtime; each family's own messages sit
-with it (the organizations' residuals, fitted values, predictions and model reports in :mod:`vcl.methods.messages`,
-ASCII's in :mod:`vcl.methods.ascii`, DC's in :mod:`vcl.methods.dc`, MPDL's in :mod:`vcl.methods.mpdl`, the split
-network's in :mod:`vcl.engine.split_network`). The :class:`Channel` records every message's type, shapes and size per
-round, so a run reports its communication cost; a :class:`vcl.transport.Transport` delivers messages to parties and
-counts each message and reply in it.
-"""
+"""Typed messages between organizations and the ledger that counts them: the base :class:`Message`, the
+messages any family may use, the coordinator's requests to a party's runtime and the :class:`Channel`; each family's
+own messages sit with it."""
 
 from __future__ import annotations
 
@@ -62,13 +55,9 @@ class ValuesMessage(Message):
 
 @dataclass(frozen=True)
 class Labels(Message):
-    """The training targets themselves: Alice → organization in the centralized baselines, or a DC worker
-    → the master (its row group's Y_i, Algorithm 1 step 4).
-
-    The centralized baselines (Late) send one-hot targets each round, with the task's ``loss`` to fit them
-    with; ASCII sends the class indices once, in the smallest integer type that holds K (the paper's
-    "numerical labels").
-    """
+    """The training targets themselves: Alice → organization in the centralized baselines (one-hot, each round,
+    with the task's ``loss``), a DC worker → the master (its row group's Y_i), or ASCII's class indices, once, in the
+    smallest integer type that holds K."""
 
     values: Tensor = field(repr=False)
     loss: str | None = None
@@ -195,13 +184,9 @@ def record_of(message: Message) -> MessageRecord:
 class Channel:
     """The ledger: records every message that crosses (its kind, shapes and bytes per round).
 
-    ``send`` records a message and returns what the receiver gets: ``tap(message)``, the identity unless a
-    test taps the ledger to see (or alter) what crosses (parties are reached through a
-    :class:`vcl.transport.Transport`, which sends every message and reply through here). Messages an
-    organization sends to itself, and the messages to or from a party ``outside`` the protocol (the family's
-    :attr:`~vcl.family.Family.outside`: an experimenter, who scores the run), are recorded but not counted as
-    communication.
-    """
+    ``send`` records a message and returns ``tap(message)`` (the identity unless a test taps the ledger). Messages
+    an organization sends itself, and those to or from a party ``outside`` the protocol
+    (:attr:`vcl.family.Family.outside`), are recorded but not counted as communication."""
 
     def __init__(self, tap: Callable[[Message], Message] | None = None, outside: tuple[str, ...] = ()):
         self.tap = tap or (lambda message: message)

@@ -42,11 +42,9 @@ class RoundRecord:
 class Protocol:
     """A small state machine: ``run_round()`` advances one round and returns its record (:meth:`record`).
 
-    ``F[split]`` is Alice's current output on that split's rows (N × K), starting at F⁰ (:attr:`prior`, from
-    her training labels); it is all she needs to evaluate, so a checkpoint of (round, F, F⁰, history) plus the
-    organizations' models resumes a run exactly. A protocol opened to score a finished run without its training
-    data (``labels`` empty: ``train.py predict``) takes F⁰ from the checkpoint and works on the CPU.
-    """
+    ``F[split]``: Alice's output on that split (N × K), from F⁰ (:attr:`prior`); a checkpoint of (round, F, F⁰,
+    history) and the organizations' models resumes a run exactly. Opened without training data (``labels`` empty:
+    ``train.py predict``) it takes F⁰ from the checkpoint and works on the CPU."""
 
     name = "protocol"
     max_rounds: int | None = None  # a protocol with a fixed number of rounds (Late: 1)

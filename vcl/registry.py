@@ -1,13 +1,6 @@
-"""Every method vcl runs, in one table: a pure table (no torch, no Ray, no devices), which the command line
-reads to list the methods without importing anything else.
-
-A **family** (:class:`vcl.family.Family`, the contract) is the methods that split the data alike and may be compared
-with each other: GAL (with its baselines Alone, Joint, AL, Late and Interm fusion), ASCII (with its variants and the
-Single / Oracle references), DC (with the Centralized / Local references) and MPDL (with the FTL reference).
-:data:`FAMILIES` names each family's class by its path (imported only when a run uses it); :data:`METHODS` names
-each method's family. Adding a method to a family is its code in the family's package and one line here; a
-family outside vcl needs no line at all (a config names its class path: :mod:`vcl.family`).
-"""
+"""Every method vcl runs, in one pure table (no torch, no Ray, no devices) the command line reads without
+importing anything else: :data:`FAMILIES` (each family's class path, imported only when a run uses it) and
+:data:`METHODS` (each method's family). A family outside vcl needs no line (:mod:`vcl.family`)."""
 
 from __future__ import annotations
 

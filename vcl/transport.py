@@ -1,39 +1,6 @@
-"""How the coordinator reaches the parties: the transport contract.
-
-A :class:`Transport` delivers a message to the party it names and brings back the party's reply. Nothing else
-crosses: the coordinator never calls a party's methods or reads its attributes. Every message of the protocol and
-every reply goes through the run's ledger (:class:`vcl.messages.Channel`) the same way whatever carries it, so a
-run's byte counts do not depend on the transport. What a party does with what arrives is the one party runtime's
-(:class:`vcl.party.runtime.PartyRuntime`), wherever the party runs; a transport only carries.
-
-The contract, what a transport implements (docs/extending.md, "Write a transport"; the suite every transport passes,
-:mod:`vcl.testing.suite`):
-
-- ``open(config, method, data, parties)`` (a class method): the transport of one run, its parties started;
-- ``deliver(requests)``: each ``(party, message)`` handed to that party's runtime; the replies (a party that is lost:
-  its :class:`vcl.errors.PartyLost`, raised or in its place, which ``run.missing_parties: skip`` turns into leaving
-  it out, :meth:`vcl.errors.Missing.tolerate`). The messages are the protocol's (already counted in the ledger) and
-  the coordinator's requests to the runtime itself (:class:`vcl.messages.RuntimeRequest`: save, load or prune the
-  party's own checkpoints, open its logs, say where it runs), which the runtime answers: to a transport a message is
-  a message;
-- ``relay(parties)``: the messages those parties addressed to other parties, handed party to party (never through
-  the coordinator), each counted once in the ledger;
-- ``close()``: the parties go;
-- ``rejoin(party)`` (optional): set up again a party left out under ``run.missing_parties: skip`` that answers
-  again, True once it is; the coordinator then has it read its own last checkpoint
-  (:meth:`vcl.coordinator.federation.Federation.rejoin`). By default False: the party stays out for the rest of the
-  run (``--resume`` sets it up again).
-
-A transport whose parties run apart from the coordinator (``apart = True``: each loads its own data where it runs)
-also answers ``psi_answers``, the parties' half of the row alignment of CSV files, which comes before the run's
-parties exist (each is built from the aligned IDs), and may refuse a config before any work (``check``).
-
-What the coordinator does with a transport (a request to one party or many, the ledger, checkpoints where each
-party runs, the parties left out) is the same for every transport and is not the transport's:
-:class:`vcl.coordinator.federation.Federation`. The transports themselves live in :mod:`vcl.transports`: ``local``
-keeps the parties in this process, ``ray`` puts each party in a Ray actor, ``grpc`` reaches parties on their own
-machines.
-"""
+"""How the coordinator reaches the parties: the transport contract (the docstrings below). A transport only
+carries; the ledger, checkpoints and the parties left out are :class:`vcl.coordinator.federation.Federation`'s. How to
+write one and the suite it must pass: docs/extending.md ("Write a transport")."""
 
 from __future__ import annotations
 

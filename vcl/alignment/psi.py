@@ -1,19 +1,8 @@
 """Private set intersection of row IDs by elliptic-curve Diffie–Hellman over X25519 (libsodium, through PyNaCl).
 
-Each side hashes its IDs onto the curve (SHA-256 of a domain tag and the ID, as an X25519 u-coordinate) and
-multiplies them by its own secret scalar; scalar multiplication commutes, so an ID both hold ends at the same
-value once both sides have multiplied it, and no other value does. The two sides exchange:
-
-1. each its own IDs, hashed and blinded once (``H(x)^a``), in an order only it knows (a secret shuffle);
-2. each the other's values blinded again (``H(y)^{ba}``), in the order received.
-
-Each side then matches its own values as the other returned them against the other's, which it blinded twice
-itself in step 2, and
-learns the intersection (which of its rows are shared) and the other's set size; no ID crosses, raw or
-merely hashed (a hash of an ID could be tested against guesses; a blinded one cannot without the secret).
-The secret scalar and the shuffle are the side's own, from the operating system unless given (tests), and are
-never sent. Blinding is batched over threads: libsodium's scalar multiplication runs without the GIL.
-"""
+Each side hashes its IDs onto the curve, blinds them with its secret scalar in a secret order, and blinds the other's
+again; an ID both hold ends at the same value. Scalar and shuffle never leave the side; blinding runs over threads
+(libsodium lets go of the GIL). Steps: docs/deployment.md ("Row alignment by private set intersection")."""
 
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
-"""The attacks a curious receiver runs on what it kept, each written once, each scored beside its trivial baseline.
-
-A receiver holds every message it got (:mod:`vcl.storage.kept`), its own columns, the run's config and — where the
-attack in the literature assumes it — ``known`` rows whose labels or features it knows (40 by default, as in model
-completion, Fu et al., USENIX Security 2022). Every attack here turns what it holds into one matrix a row and learns
-the rest from the known rows with a well-kept estimator (scikit-learn's logistic regression and cross-validated
-ridge), then is scored on the rows it did not know:
-
-- :func:`infer_labels`: Alice's labels from what a receiver got (accuracy beside the majority rate, or MAE beside
-  guessing the mean);
-- :func:`complete_model`: model completion — new people's labels from the receiver's own columns and the outputs its
-  round models give them, beside the same learner on its own columns alone and the majority rate;
-- :func:`infer_features`: another organization's columns from what the receiver got from it (MAE in units of each
-  column's standard deviation, beside guessing each column's mean, which scores about 0.8 on normal columns).
-
-A :class:`Score` names the attack, the receiver, whose data it went after, what it held, its figure and two baselines:
-the trivial one (the majority rate, guessing the mean) and *the attacker's own data alone* with the same known rows
-(``own``: what it could learn without any message). Learned attacks take [its own data, the messages]: what it
-holds, whole. Its :attr:`Score.share` is what the messages add, as a share of the way from the better of the
-two baselines to a perfect attack; :func:`counted` keeps, for each receiver, target and secret, the strongest attack
-run — the one a privacy claim is held to — and :func:`exposure` its mean and worst receiver.
-"""
+"""The attacks a curious receiver runs on what it kept, each written once, each scored beside its trivial baseline
+and the attacker's own data alone (:class:`Score`); :func:`counted` keeps the strongest per receiver, target and
+secret, :func:`exposure` its mean and worst. Threat model: docs/privacy.md."""
 
 from __future__ import annotations
 

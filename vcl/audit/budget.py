@@ -1,11 +1,5 @@
-"""A noise's privacy budget over a whole run, composed by Google's ``dp-accounting`` (never by hand).
-
-A method states what one release of one person's values costs — the Laplace mechanism's *noise multiplier*, its
-scale over the L1 sensitivity of that person's values — and how many times each person's values are released in the
-run; the privacy-loss-distribution accountant composes those releases and gives ε at the run's δ. A mechanism that
-is not differential privacy (interval privacy, a repeated draw, an offset per feature) gets no ε: the budget says why
-instead, so that no figure suggests a guarantee there is not.
-"""
+"""A noise's privacy budget over a whole run, composed by Google's ``dp-accounting`` (never by hand); a mechanism
+that is not differential privacy gets no ε and a sentence saying why (docs/privacy.md, "Budgets")."""
 
 from __future__ import annotations
 

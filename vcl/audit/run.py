@@ -1,11 +1,6 @@
-"""``train.py audit --out RUN``: the attacks that apply to a finished run's method, on what its receivers kept.
-
-:class:`KeptRun` is what the audit reads of a run directory — its results and config, the messages each holder kept
-(Alice's coordinator in ``messages/``, each party beside its checkpoints), Alice's checkpoint, and the run's data as
-its config builds it, from which the attacks are *scored* (a receiver never reads what it did not hold: each attack
-takes only what its receiver kept and its own columns). The run's family says which attacks apply
-(:attr:`vcl.family.Family.auditor`); :func:`audit` writes the ``privacy`` section of results.json.
-"""
+"""``train.py audit --out RUN``: the attacks that apply to a finished run's method, on what its receivers kept
+(:class:`KeptRun`), chosen by its family's :attr:`vcl.family.Family.auditor`; :func:`audit` writes results.json's
+``privacy`` section (docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +24,10 @@ COORDINATOR = "coordinator"  # the holder whose messages are <run>/messages/: Al
 
 
 class KeptRun:
-    """A finished run as the audit reads it (the module's docstring). ``results``: its results.json (or the results a
-    run is about to write); ``data``: the run's data where the caller holds it already."""
+    """A finished run as the audit reads it: its results and config, the messages each holder kept (Alice's
+    coordinator in ``messages/``, each party beside its checkpoints), Alice's checkpoint and the run's data as its
+    config builds it. ``results``: its results.json (or the results a run is about to write); ``data``: the run's
+    data where the caller holds it already."""
 
     def __init__(self, out: Path, results: dict | None = None, data=None, known: int | tuple = SWEEP, config=None):
         self.out = Path(out)

@@ -1,16 +1,6 @@
-"""Run configuration: typed option groups, read by jsonargparse from YAML files and command-line flags.
-
-A run is one :class:`RunConfig`: the method, the methods compared with it, the run directory, and one group
-of options per concern (``data``, ``run``, ``learner``, ``transport``) and per method family (``gal``,
-``ascii``, ``dc``, ``mpdl``). In YAML the groups nest (``gal: {weights: bag}``); on the command line they
-are dotted (``--gal.weights bag``). Each option's type says what it accepts (a ``Literal`` lists the
-choices, ``PositiveInt`` and friends bound numbers) and its docstring is its help, so ``train.py --help``
-documents every option and ``--print_config`` writes a config that reproduces the run. What a type cannot
-say is checked in the group's ``__post_init__`` (one option against another) or, where it needs the data,
-when the data are loaded. Precedence: defaults < ``--config FILE`` < the flags after it.
-
-This module imports no torch: ``train.py --help`` needs none.
-"""
+"""Run configuration: typed option groups, read by jsonargparse from YAML files and command-line flags
+(defaults < ``--config FILE`` < the flags after it); each option's docstring is its ``--help``. This module imports
+no torch: ``train.py --help`` needs none."""
 
 from __future__ import annotations
 

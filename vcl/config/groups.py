@@ -53,7 +53,6 @@ def listed(group, *names: str) -> None:
 
 Method = Literal[tuple(METHODS)]  # every method in the registry (vcl/registry.py)
 Dataset = Literal[tuple(DATASETS)]  # every dataset in the registry
-Categorical = Literal["error", "onehot"]
 Missing = Literal["error", "drop", "impute"]
 LocalLoss = Literal["auto", "l1", "l1.5", "l2", "l4"]
 # a scikit-learn estimator named in a config: {class_path: sklearn.<module>.<Class>, init_args: {...}} (plain data;

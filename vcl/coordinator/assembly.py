@@ -1,12 +1,6 @@
-"""How a run is put together from its config: the run builder.
-
-The method's family (:class:`vcl.family.Family`) says what its runs are made of: its checks, its data module, its
-parties and its coordinator, whose federation opens the transport that reaches the parties
-(:meth:`vcl.coordinator.federation.Federation.open`). Here is what every family shares: the checks of a config (which
-look its family up, once a run), and, where parties run apart, what the coordinator loads (no party's features; the
-rows aligned by private set intersection). What a party loads where it runs is its own side's
-(:mod:`vcl.party.loading`).
-"""
+"""How a run is put together from its config: the run builder. What every family shares: a config's checks
+(which look its family up, once a run) and, where parties run apart, what the coordinator loads (no party's
+features). A party's side is :mod:`vcl.party.loading`; docs/design.md ("Methods")."""
 
 from __future__ import annotations
 
@@ -87,8 +81,7 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None, family: Fa
 
     For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
     process (on its node) for the row alignment; ``ids``: the rows a run aligned already (kept in its checkpoint:
-    ``train.py predict`` rebuilds the parties on the training rows without aligning them again).
-    """
+    ``train.py predict`` rebuilds the parties on the training rows without aligning them again)."""
     family = family or family_of(config)
     if config.data.dataset != "csv" or config.data.module:
         dm = datamodule_for(config, family=family)
@@ -152,14 +145,11 @@ def kept_data(config: RunConfig, run: dict, where: dict, family: Family | None =
 def psi_with_parties(
     config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False
 ) -> tuple[list, dict]:
-    """Alice's IDs, then for each other party the part of them it holds too, by private set intersection (star:
-    Alice and each party, :mod:`vcl.alignment.psi`): each party reads its own file where it runs (its Ray node, or its
-    machine for grpc) and answers Alice's blinded IDs; no party's ID list, raw or hashed, reaches Alice.
-    ``new``: the files of new people (``data.predict_files``, ``train.py predict``). Each list an Arrow array of
-    texts, in Alice's file order (:func:`vcl.datamodules.csv_files.shared_ids` intersects and sorts them).
-    With them, by party (those that answered, Alice first), the place of each of its list's IDs in that party's
-    PSI offer (Alice's: the index among her IDs): sent back with its Setup, a party takes its rows from them
-    instead of looking up every ID (it checks them; :func:`vcl.datamodules.reading.use_places`)."""
+    """Alice's IDs, then for each other party the part of them it holds too, by private set intersection with each party
+    in turn (docs/deployment.md, "Row alignment by private set intersection"), each party reading its own file where it
+    runs. ``new``: the files of new people (``train.py predict``). Each list an Arrow array of texts in Alice's file
+    order; with them, by party (Alice first), the place of each ID in that party's PSI offer (Alice's: the index among
+    her IDs), which a party takes its rows from after checking them (:func:`vcl.datamodules.reading.use_places`)."""
     alice = PSISide(names[0], own)
     offer = alice.offer()
     answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer, new)

@@ -1,8 +1,5 @@
 """The federation seen from the coordinator: the parties' names, the run's ledger and the transport that reaches them.
-
-Every family's coordinator holds one; a family adds what its coordinator asks of its parties (the organizations'
-fits, predictions and models: :class:`vcl.methods.assisted.OrganizationFederation`).
-"""
+A family adds what it asks of its parties (:class:`vcl.methods.assisted.OrganizationFederation`)."""
 
 from __future__ import annotations
 
@@ -24,16 +21,14 @@ if TYPE_CHECKING:
 
 
 class Federation:
-    """Parties (Alice first) reached only through ``transport``: messages out, replies in, each counted in the
-    run's ledger; what the coordinator does with any transport.
+    """Parties (Alice first) reached only through ``transport``, each message and reply counted in the run's ledger:
+    what the coordinator does with any transport (docs/extending.md, "Write a transport").
 
-    ``parties`` builds a :class:`LocalTransport` over them (``together``: parties of one class answer a batch
-    together, :meth:`vcl.family.Party.handle_batch`; by default each alone); or pass a ``transport``. ``relays``:
-    whether the method's parties send each other messages (its family's ``peer_messages``; without, no relay is asked
-    for, which under grpc or ray would be one more call to every party asked). ``party_roots``: a party's own
-    checkpoint root, where it is not the run's (``transport.party_dirs``). A run with a run directory calls
-    :meth:`keep_files`: from then on each party keeps its own checkpoints and logs where it runs.
-    """
+    ``parties`` builds a :class:`LocalTransport` over them (``together``: a batch to their class's
+    :meth:`vcl.family.Party.handle_batch`), or pass a ``transport``. ``relays``: whether the family has
+    ``peer_messages`` (without, no relay is asked for: under grpc or ray one call fewer to every party).
+    ``party_roots``: a party's own checkpoint root (``transport.party_dirs``). :meth:`keep_files` (a run with a run
+    directory): from then on each party keeps its own checkpoints and logs where it runs."""
 
     def __init__(
         self,

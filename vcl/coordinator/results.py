@@ -1,22 +1,5 @@
-"""What ``results.json`` reports, taken from the models a run keeps.
-
-- GAL (and Alone, Joint, AL) and Late fusion: the per-round metrics, and so ``value`` and
-  ``best_value``, are recomputed at the end of the run through the prediction stage (each organization
-  answers a prediction request with its kept models' outputs, Alice assembles them; round t uses the
-  models of rounds 1..t). Without Deep Model Sharing this equals Alice's running F (tested). With it,
-  round t retrains the extractor the earlier rounds' heads share, so the kept models give other
-  figures than the outputs sent during the run; those stay beside them as ``round_time_metrics`` (and
-  ``round_time_auroc``).
-- A binary task's AUROC (``auroc`` in each round's record and in results.json) follows the same path as the
-  metric: the kept models' where the protocol recomputes its rounds, Alice's running F elsewhere.
-- Interm fusion: F is its kept model's prediction. ASCII and DC analysis: the figures of the round;
-  tests hold them equal to a fresh prediction from the kept models. MPDL and FTL report their last round's
-  outputs on the test and A-only rows (MPDL keeps that round's central model M_D for ``train.py predict``, which
-  gives the same scores, tested; FTL keeps no model).
-
-``prediction_stage`` is the metric on every split of a fresh prediction from the kept models, through
-each protocol's own prediction path, at the round the run reports (``prediction_stage_round``).
-"""
+"""What ``results.json`` reports, taken from the models a run keeps: docs/design.md ("What results.json
+reports")."""
 
 from __future__ import annotations
 

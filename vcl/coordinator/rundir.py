@@ -1,20 +1,7 @@
-"""The run directory (``--out``): checked before work starts, locked for the run's lifetime, and never
-emptied of anything the suite did not write.
-
-- A fresh run needs an empty or new directory. One that already holds files needs ``--resume`` (continue
-  the run in it) or ``--overwrite``, which replaces only the suite's own outputs (``results.json``,
-  ``checkpoints/last.ckpt``, the parties' ``parties/<name>/round-<t>.ckpt``, TensorBoard event files, the
-  organizations' own under ``parties/<name>/tensorboard/``) and keeps every other file.
-- ``--overwrite`` replaces a run only once the new one completes: until then the outputs it replaces wait in
-  ``.vcl.previous/`` inside the run directory. A new run that fails with an error is taken back and the previous
-  outputs return to their places, byte for byte; one that is interrupted (Ctrl-C, SIGTERM, a lost party) after
-  its first checkpoint can be resumed, and ``.vcl.previous/`` goes when a run in the directory completes.
-- Nothing is written, replaced or removed through a symbolic link: a link where the suite keeps its outputs is
-  refused before any work.
-- An exclusive lock (``.vcl.lock``, via ``filelock``) stops a second run on the same directory.
-- A run that fails before its first checkpoint leaves the directory as it found it: what this run
-  wrote is removed, and a directory it created is removed again once empty.
-"""
+"""The run directory (``--out``): checked before work starts, locked for the run's lifetime (``.vcl.lock``), and
+never emptied of anything the suite did not write. ``--overwrite`` replaces only the suite's own outputs, once the
+new run completes (until then they wait in ``.vcl.previous/``); nothing goes through a symbolic link; a run that
+fails before its first checkpoint leaves the directory as it found it. Rules: docs/usage.md ("The run directory")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""One config in, one run out: data → organizations → protocol rounds → results.json.
-
-The run directory holds ``results.json`` (written atomically, only when the run completes),
-``checkpoints/last.ckpt`` (after every round) and ``tensorboard/`` events. ``resume=True`` continues
-from the checkpoint and ends with exactly the results of an uninterrupted run.
-"""
+"""One config in, one run out: data → organizations → protocol rounds → results.json (written atomically when the
+run completes). ``resume=True`` continues from the checkpoint and ends as an uninterrupted run."""
 
 from __future__ import annotations
 
@@ -266,8 +262,7 @@ def train(
     """Run ``config`` (and its ``compare`` methods) and return the results written to results.json.
 
     Every input is checked before work starts; ``--out`` is locked for the run (:mod:`vcl.coordinator.rundir`), and a
-    directory that already holds files needs ``resume`` or ``overwrite``. ``write=False`` touches no file.
-    """
+    directory that already holds files needs ``resume`` or ``overwrite``. ``write=False`` touches no file."""
     done: list[dict] = []  # the results, once they are written
     try:
         return _train(config, resume, verbose, callbacks, write, overwrite, done)

@@ -1,12 +1,6 @@
-"""Many runs at once: a benchmark's runs, in this process one after another, or as Ray tasks on a cluster.
-
-A :class:`Job` is one run of a config that writes no file; :func:`run_jobs` returns the jobs' records in the
-order the jobs were given, whatever order they finish in, so ``--workers 4`` writes the records
-``--workers 1`` writes (their ``seconds`` aside). Each task sizes torch's thread pool to the CPUs it was
-given: several runs sharing a machine with torch's default threads each are many times slower. An
-:class:`Interleaved` job runs several configs in one process a round at a time, in turn, for timings taken side
-by side; its result is a list of records.
-"""
+"""Many runs at once: a benchmark's runs, in this process one after another, or as Ray tasks on a cluster
+(docs/transport.md, "Many runs over a cluster"). :func:`run_jobs` returns the records in the jobs' order; an
+:class:`Interleaved` job runs several configs a round at a time, in turn, for timings taken side by side."""
 
 from __future__ import annotations
 

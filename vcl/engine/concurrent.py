@@ -1,20 +1,6 @@
 """The fast engine's stacked fit: one learner, or several organizations' same-architecture learners at once, in
-one pass on one device.
-
-The organizations of a GAL round are independent: each fits the same pseudo-residual on its own
-columns. When their learners are :class:`ResidualRegressor` s with the same hyper-parameters, their
-parameters are stacked (``torch.func.stack_module_state``) and trained under ``vmap`` (MLPs in fp32: one
-``baddbmm`` per layer): one batched forward/backward per step instead of M. Linear learners in fp32 are stacked
-as ``[Wᵀ; 0; b]`` and take closed-form steps (:class:`vcl.engine.linear.LinearSteps`). Inputs narrower than the widest
-are zero-padded and the matching weights start at zero, so they get zero gradient and stay zero; gradient
-clipping is per organization. The result equals fitting each learner alone (``tests/test_learners.py``).
-:func:`fit_and_predict` also gives every organization's outputs on its splits (Linear: one batched product).
-A learner fitted alone takes the same fit with M = 1 (:meth:`ResidualRegressor._fit_fast`): one fast path per
-architecture.
-
-This is a single-host execution strategy of the simulation: each organization's data and model are
-still only used to compute that organization's own fit and outputs; nothing is sent anywhere.
-"""
+one pass on one device (a learner alone: M = 1), equal to fitting each alone (``tests/test_learners.py``). How the
+stacking, padding and linear steps go: docs/design.md ("Concurrent organizations")."""
 
 from __future__ import annotations
 
@@ -221,13 +207,10 @@ BLOCKS = 0xB10C  # the purpose tag of the blocks' order (learner.shuffle: blocks
 
 
 class BlockOrder:
-    """``learner.shuffle: blocks``: each model's rows permuted once per fit (:attr:`rows`, (M, n): its generator's
-    first draw, the permutation the row order's first epoch takes), then, each epoch, the contiguous batches of the
-    rows so ordered in a fresh order (:meth:`epoch`: slices, the same for every model). A fit reads its rows in that
-    order once (one gather, :func:`own_rows`) and then in order: each batch a view, not a gather from anywhere in a
-    matrix larger than the caches. The batches' order is drawn from ``n`` and the batch size alone (no model's
-    secret: the rows in each batch are its own permutation's), so models fitted together step on the same slice, and
-    each model's batches are those it takes alone. A last batch under ``min_rows`` rows is left out."""
+    """``learner.shuffle: blocks`` (docs/design.md, "Training"): each model's rows permuted once per fit (:attr:`rows`,
+    (M, n)), then each epoch the contiguous batches in a fresh order drawn from ``n`` and the batch size alone
+    (:meth:`epoch`: slices, the same for every model); a fit gathers its rows once (:func:`own_rows`). A last batch
+    under ``min_rows`` rows is left out."""
 
     def __init__(self, n: int, batch_size: int, generators: list[torch.Generator], min_rows: int = 1):
         dtype = torch.int32 if n < 2**31 else torch.long  # own_rows widens its flat row numbers if need be

@@ -16,22 +16,12 @@ from vcl.engine.losses import local_loss_grad
 
 class LinearSteps:
     """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.engine.losses.local_loss` with closed-form gradients, W and b
-    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`stacked_theta`; (d+1, K), or M models stacked, (M, d+1, K)) on the
-    inputs ``x`` ((N, d), or (M, N, d)); targets ``y`` (N, K) and sample weights ``w`` (N,) are the same for every
-    model, or each model's own rows of them (M, N, K) and (M, N) for batches that are slices (the blocks' order of
-    a loss other than ℓ₂: each model's rows gathered in its own order). The bias is the weight of a column of ones
-    ``x̃ = [x, 1]`` that is never made (at 10^7 rows and 8 organizations it would be 0.32 GB). No autograd graph:
-
-    - ℓ₂: the gradient is ``(2/K)(G Θ − C)`` with ``G = x̃ᵀ D x̃`` and ``C = x̃ᵀ D y`` (D: the batch's rows and their
-      weights; :func:`moments`); in-order batches compute them once, shuffled ones per step, in operations on x
-      (N × d per model), never on the M × N × K outputs; given ``blocks``
-      (:class:`vcl.engine.concurrent.BlockOrder`: its slices index each model's rows in its permutation), every
-      batch's before the first step, with x, y and w as they are;
-    - other losses: ``g = ∂loss/∂(x Wᵀ + b)`` on the batch (:func:`vcl.engine.losses.local_loss_grad`), then
-      ``[xᵀg; Σ g]``.
-
-    Then one parameter's update by the learner's :class:`Steps` (clipping, weight decay, momentum, schedule).
-    What autograd computes on W and b, to float rounding (tested). float32 only (no autocast)."""
+    trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`stacked_theta`; (d+1, K), or (M, d+1, K) stacked) on ``x`` ((N, d) or
+    (M, N, d)); ``y`` (N, K) and ``w`` (N,) shared, or each model's own rows (M, N, K), (M, N) for sliced batches. The
+    column of ones is never made. ℓ₂: ``(2/K)(G Θ − C)`` from the batch's moments (:func:`moments`; once for in-order
+    batches, per step when shuffled, before the first step given ``blocks``); other losses: ``[xᵀg; Σ g]`` with
+    ``g`` from :func:`vcl.engine.losses.local_loss_grad`. Then the learner's :class:`Steps`. Equal to autograd to float
+    rounding (tested); float32 only. How it fits the training: docs/design.md ("Training")."""
 
     def __init__(
         self, theta: Tensor, make_steps: Callable[[list[Tensor]], Steps], x, y, loss: str, w=None, blocks=None

@@ -1,17 +1,8 @@
 """The one training loop of vcl's torch models, and the one optimizer step every party takes.
 
-Every gradient step in vcl goes through :class:`Steps`: an optimizer (and its step schedule) with its
-precision (fp32, bf16 or fp16 autocast; fp16 with a gradient scaler), its gradient clipping and its
-device. :func:`train_epochs` is the epochs × minibatches loop around it, drawn by :func:`minibatches` from a
-seeded generator; a party whose step is split by messages (a split network's bottom, a dual model) calls
-:meth:`Steps.backward` and :meth:`Steps.update` itself, between what it sends and receives. Dropout draws
-come from :func:`seeded_draws`, so a fit depends on its own seed only and a resumed run draws the same.
-
-This is what Lightning Fabric would give each party (precision, clipping, seeding); Fabric itself is not
-used because importing it imports torchmetrics and torchvision (about 3 s here), which a tabular run
-never needs; the optimizers and schedules are ``torch.optim``'s. ``run.engine: trainer`` trains with Lightning's
-full Trainer instead.
-"""
+:class:`Steps` is one model's optimizer, schedule, precision, clipping and device; :func:`train_epochs` loops over
+:func:`minibatches`; a split network's party calls :meth:`Steps.backward` and :meth:`Steps.update` itself. What
+Lightning Fabric would give, without importing it (about 3 s): docs/design.md ("Training")."""
 
 from __future__ import annotations
 
@@ -170,8 +161,7 @@ class Steps:
     """One model's optimizer steps: zero the gradients, back-propagate (scaled under fp16), clip, step.
 
     ``scheduler`` steps once per epoch (:meth:`epoch_end`); ``clip`` > 0 bounds the gradient norm,
-    ``clip_with(params, clip)`` replacing the joint norm (organizations fitted together clip each their own).
-    """
+    ``clip_with(params, clip)`` replacing the joint norm (organizations fitted together clip each their own)."""
 
     def __init__(
         self,

@@ -1,9 +1,6 @@
-"""Local (residual-fitting) losses shared by every learner.
-
-``l1``, ``l1.5``, ``l2``, ``l4`` are ``ℓ_q(y, ŷ) = |y − ŷ|^q`` averaged over outputs (GAL Section 4.5,
-local-loss autonomy); ``ce`` is cross-entropy against (soft) class targets, used when a learner is
-trained on the labels themselves (Late fusion, Joint baselines of centralized kind).
-"""
+"""Local (residual-fitting) losses shared by every learner: ``l1``, ``l1.5``, ``l2``, ``l4`` are
+``ℓ_q(y, ŷ) = |y − ŷ|^q`` averaged over outputs (GAL Section 4.5); ``ce`` is cross-entropy against (soft) class
+targets, for a learner trained on the labels themselves (Late fusion, Joint)."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ def local_loss(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor | 
     """Per-sample local loss, then the (sample-weighted) mean over samples.
 
     ``pred`` and ``target`` have shape (..., N, K); a leading batch dimension (concurrent
-    organizations) gives one loss per organization, summed so their gradients stay independent.
-    """
+    organizations) gives one loss per organization, summed so their gradients stay independent."""
     return local_losses(pred, target, name, sample_weight).sum()
 
 

@@ -1,17 +1,6 @@
 """How a training process asks for memory: freed tensors' memory is kept and reused, not mapped afresh.
-
-A round allocates the same few sizes of tensor again and again (M × N × K outputs, their differences and
-products). glibc's malloc serves a block above its threshold (128 KiB to start, raised as it sees large blocks
-freed) with a fresh mapping from the kernel and returns freed memory above its trim threshold to the kernel, so
-every such tensor's pages are faulted in and zeroed anew: at M = 64 organizations on a 200-column table that was
-~4,000 page faults and ~4 ms of a ~28 ms round (measured on a 2-core VM). :func:`reuse_freed_memory` sets the two
-thresholds so blocks up to 32 MiB come from malloc's heap and up to 128 MiB freed stays there for the next
-round. It also keeps one malloc arena per core (two at least; glibc's own limit is eight per core): each new
-thread that allocates would otherwise take an arena of its own and keep its freed memory there (gRPC's and
-Arrow's threads: the grpc coordinator's peak at 10^5 rows fell by about a tenth). The command line, the
-benchmarks' runs and every party process (a Ray actor, a ``python -m vcl.party`` server) call
-:func:`prepare_process` once at start: this, and :func:`answer_pandas_probe`.
-"""
+Every process that trains calls :func:`prepare_process` once at start; why, and what it saves: docs/design.md
+("Memory during the rounds") and docs/development.md."""
 
 from __future__ import annotations
 
@@ -29,9 +18,9 @@ TRIM_THRESHOLD = 128 << 20  # freed memory kept at the heap's top before any is 
 
 
 def reuse_freed_memory() -> bool:
-    """Set glibc malloc's mmap and trim thresholds (above) for this process; True if it took effect. Elsewhere
-    (macOS, Windows, musl) nothing changes and it returns False. Process-wide and cheap; calling it again is
-    harmless."""
+    """Set glibc malloc's thresholds (``MMAP_THRESHOLD``, ``TRIM_THRESHOLD``) and one arena per core (two at least)
+    for this process; True if it took effect. Elsewhere (macOS, Windows, musl) nothing changes and it returns False.
+    Process-wide and cheap; calling it again is harmless."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):

@@ -1,23 +1,9 @@
 """Privacy mechanisms for what a protocol sends out (GAL Section 4.5, and the GAL authors' code).
 
-:class:`LabelPrivacy` (``gal.privacy: dp``) is differential privacy for the data set: Alice's labels are privatized
-once, before anything is computed from them, and every later message is post-processing of that one release.
-
-The residual mechanisms (``residual_laplace``, ``ip``) carry no DP guarantee: F⁰ (the label prior), η and the
-assistance weights read every label, so one person's label moves every row's residual, and both clip to the [a, b] =
-2.5%–97.5% quantiles of the tensor being sent, bounds the data set decides:
-
-- :class:`LaplaceMechanism` (the paper's "DP", ``residual_laplace``): ``clip(y, a, b) + Laplace((b − a)/α)``;
-- :class:`IntervalPrivacy` (one interval): draw ``t ~ U(a, b)`` and send ``2t − b`` if ``y < t`` else
-  ``2t − a`` — unbiased for ``y ∈ [a, b]``.
-
-A mechanism is called with a seeded ``torch.Generator`` so runs are reproducible and resumable. The seed is the
-sender's secret (GAL: Alice's ``noise_secret``, :class:`vcl.methods.gal.coordinator.GALFederation`), never
-derived from anything another party holds: a receiver who could redraw the noise could take it off again.
-``attack(received, clean, generator)`` is that receiver: given the generator that drew the noise (and, to be strong,
-the clean values' clipping bounds), its best estimate of the clean values; the run scores it with every seed a
-receiver knows. The sender keeps the clean values for its own use (Alice's weights and line search).
-"""
+:class:`LabelPrivacy` (``gal.privacy: dp``) privatizes Alice's labels once. The residual mechanisms clip to the
+2.5%–97.5% quantiles [a, b] of what is sent: :class:`LaplaceMechanism` sends ``clip(y, a, b) + Laplace((b − a)/α)``,
+:class:`IntervalPrivacy` draws ``t ~ U(a, b)`` and sends ``2t − b`` if ``y < t`` else ``2t − a``; neither is DP
+(docs/privacy.md, "Budgets"). Noise comes from the sender's secret seed; ``attack`` is the receiver that redraws it."""
 
 from __future__ import annotations
 
@@ -125,13 +111,10 @@ def make_mechanism(name: str, alpha: float = 1.0, noise_multiplier: float = 0.0)
 
 
 class LabelPrivacy:
-    """ε-label differential privacy, spent once (``gal.privacy: dp``): neighbouring data sets differ in one person's
-    label. Classification: randomized response, each label kept with probability e^ε / (e^ε + K − 1), else one of the
-    other K − 1 classes uniformly. Regression: the target clipped to the public ``bounds`` [low, high] (never read from
-    the data) plus Laplace((high − low)/ε). Each row's draws are made for every row whatever its label, so two data
-    sets that differ in one label give privatized labels that differ in that row alone. Whoever trains on the output
-    only (Alice's residuals, her own fits, F⁰, the line search, the weights) is post-processing: the whole run is ε-DP
-    for the labels. The budget is composed by :func:`vcl.audit.budget.label_budget`."""
+    """ε-label differential privacy, spent once (``gal.privacy: dp``): randomized response over K classes, or the
+    target clipped to the public ``bounds`` plus Laplace((high − low)/ε) (docs/privacy.md, "Budgets"). Every row's draws
+    are made whatever its label, so data sets differing in one label differ in that row alone; everything trained on the
+    output is post-processing. Budget: :func:`vcl.audit.budget.label_budget`."""
 
     def __init__(self, epsilon: float, classes: int | None, bounds: tuple[float, float] | None = None):
         if not epsilon > 0 or not math.isfinite(epsilon):
@@ -180,28 +163,12 @@ def check_dp_noise(noise: str) -> None:
 class FeatureDPLayer:
     """MPDL's DP layer h₀ (Section III-C1): normalize each row to [0, 1]^d, then perturb it.
 
-    Normalization: min–max with per-feature ``bounds`` (low, high). With ``bounds=None`` they are the
-    party's own training minimum and maximum — data statistics that are *not* protected by ε (they are
-    treated as public; the docs list them as released in the clear). Image parties pass the public pixel
-    range (0, 1). Values outside the bounds are clipped to them, so every normalized row lies in [0, 1]^d.
-
-    ``noise="per_row"`` (the default) is the Laplace mechanism on each row: every entry (row and feature;
-    training and test rows alike) gets its own draw of Lap(d/ε), and the result is clipped to the public
-    range [0, 1]. Neighbouring datasets differ in one row (replace-one-row, same bounds): that row's
-    normalized features change by at most 1 per coordinate, an L1 sensitivity of d, so scale d/ε makes the
-    release of each row ε-DP (the budget split evenly: ε/d per feature); rows get independent noise, so the
-    whole set of h₀ outputs is ε-DP for the dataset (parallel composition), and so is anything computed from
-    them alone (post-processing: the clipping, the released means, a dual model trained on them). Each row
-    must pass through the layer only once: a second draw for the same row would spend ε again.
-
-    ``noise="offset_no_dp"``: the paper's eq. 14 taken literally — one draw (1/L)·Lap(Δ/ε), Δ = 2·d·L, per
-    feature, the same for every row. It is a constant shift per feature, **not differential privacy**: it
-    leaves the differences between rows exact, mean-centring cancels it, and anyone who knows the range of
-    the normalized features can subtract it (:mod:`vcl.methods.mpdl.attacks`). Kept only to reproduce that reading.
-
-    The affine map is the identity (|h₀| = d neurons, W = I, b = 0). ``epsilon = 0`` means no noise
-    (ε = ∞, no privacy).
-    """
+    Min–max normalization with per-feature ``bounds`` (``None``: the party's own training minimum and maximum, released
+    in the clear; images pass the public (0, 1)), values outside clipped. ``noise="per_row"`` (default): every entry
+    gets its own Lap(d/ε), clipped to [0, 1], so each row's release is ε-DP; each row must pass through it only once.
+    ``noise="offset_no_dp"``: the paper's eq. 14 read literally, one shift per feature, **not differential privacy**.
+    The guarantee and what is released: docs/mpdl.md ("h₀ and what it guarantees"). W = I, b = 0; ``epsilon = 0`` adds
+    no noise."""
 
     def __init__(
         self,

@@ -1,12 +1,6 @@
-"""A progress bar over a round's local training, on the console of the process that trains.
-
-The deep learners' training loops call :func:`advance` once per epoch with the number of models that epoch
-trained (one, or M for organizations fitted together); the runner opens a bar around each round with
-:func:`round_bar` when the run is verbose and its console is a terminal. Outside a bar :func:`advance` does
-nothing, so tests, benchmarks and a party in its own process (``transport.kind: ray``, where no bar is
-open) show none. With ``run.engine: trainer`` Lightning's own progress bar shows instead
-(:func:`active` turns it on).
-"""
+"""A progress bar over a round's local training, on the console of the process that trains: learners call
+:func:`advance` once per epoch, which does nothing outside the runner's :func:`round_bar` (a verbose run on a
+terminal). Under ``run.engine: trainer`` Lightning's bar shows instead."""
 
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
-"""The central model at the collaborator C as a split network (MPDL Section III-B2 / III-C3, Figure 3).
-
-Each party holds the bottom layer on its own columns, ``z_p = x_p W_p`` (x_p already through its DP
-layer h₀, or a generation of it); C holds everything above: ``softmax(V·ReLU(Σ_p z_p + b) + c)``. In
-training, the parties send C their activations z_p (:class:`Activations`) and B sends the labels once;
-C sends each party the errors δ of its first layer (:class:`ActivationGradient`, eq. 18), from which the
-party updates W_p. One hidden layer of (d_in + K)/2 units, SGD at the paper's rate.
-
-``arch="cnn"`` (images): the paper's CNN for the dataset (Section IV-B), split at its first convolution —
-for grey images (MNIST) two 5×5 convolutions of 16 and 32 channels, for colour images (CIFAR-10) three 3×3
-convolutions of 16, 32 and 32 channels followed by a 2×2 max-pool; both then two fully connected layers and a
-softmax. Each party's bottom layer places its own pixels on the image canvas (zeros where it has none) and
-convolves them (16 channels, no bias, :class:`CanvasConv`); since a convolution is linear, the sum of the
-parties' maps is one convolution of the parties' stacked canvases, exactly as Σ_p x_p W_p is for the MLP. C
-adds the bias and holds the rest — MNIST: ReLU, 2×2 max-pool, conv 5×5 (32), ReLU, 2×2 max-pool, FC (128),
-ReLU, FC (K); CIFAR-10: ReLU, conv 3×3 (32), ReLU, conv 3×3 (32), ReLU, 2×2 max-pool, FC (128), ReLU, FC (K).
-The MNIST network's pooling and both FC widths are not in the paper (ours). Only the bottom maps
-(N × 16 × H × W) and their gradients cross, as for the MLP.
-"""
+"""The central model at the collaborator C as a split network (MPDL Section III-B2 / III-C3, Figure 3): each
+party holds the bottom layer on its own columns (:class:`CanvasConv` for ``arch="cnn"``), C the rest; parties send
+:class:`Activations`, C sends back :class:`ActivationGradient` (eq. 18). Layers: docs/mpdl.md ("Pieces")."""
 
 from __future__ import annotations
 

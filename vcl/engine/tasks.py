@@ -1,9 +1,5 @@
-"""Alice's task: the overarching loss L₁, its pseudo-residual, the start F⁰ and the metric.
-
-Classification works on logits with cross-entropy; regression with L1 (MAD) or MSE. The
-pseudo-residual is ``−∂L/∂F`` with sum reduction (GAL Algorithm 1): ``onehot − softmax(F)`` for
-cross-entropy, ``sign(y − F)`` for L1, ``2(y − F)`` for MSE.
-"""
+"""Alice's task: the overarching loss L₁ (cross-entropy on logits; regression: L1 (MAD) or MSE), its
+pseudo-residual ``−∂L/∂F`` (docs/design.md, "GAL (Algorithm 1)"), the start F⁰ and the metric."""
 
 from __future__ import annotations
 
@@ -157,6 +153,3 @@ class Task:
             return None
         score = (F_[:, 1].double() - F_[:, 0].double()).cpu()
         return float(binary_auroc(score, y.cpu(), thresholds=None))
-
-    def better(self, a: float, b: float) -> bool:
-        return a > b if self.higher_is_better else a < b

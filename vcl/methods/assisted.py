@@ -1,11 +1,6 @@
-"""Alice's side of the organization-based families (GAL and its baselines, ASCII): the organizations' fan-out and
-the prediction stage.
-
-:class:`OrganizationFederation` is the federation (:class:`vcl.coordinator.federation.Federation`) with what Alice
-asks of organizations that each hold a column view: fit these values (a pseudo-residual, or the labels), predict
-these rows with every kept round model, describe the models you keep. :class:`AssistedProtocol` is Algorithm 1's
-prediction stage over it: ``F = F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m)``.
-"""
+"""Alice's side of the organization-based families (GAL and its baselines, ASCII): the organizations' fan-out
+(:class:`OrganizationFederation`) and Algorithm 1's prediction stage, ``F = F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m)``
+(:class:`AssistedProtocol`)."""
 
 from __future__ import annotations
 
@@ -99,14 +94,10 @@ class AssistedProtocol(Protocol):
     def predict(
         self, split: str, rows: Tensor | None = None, upto: int | None = None, without: tuple[int, ...] = ()
     ) -> Tensor:
-        """Algorithm 1's prediction stage on rows of ``split`` that every organization holds.
-
-        ``F = F⁰ + Σ_t Σ_m c_m^t f_m^t(x_m)`` with the coefficients ``c_m^t`` (η^t w_m^t for GAL) kept in
-        each round's record; the organizations send only their models' outputs. ``rows``: only those rows of the
-        split, by position (:mod:`vcl.use.serve`); ``upto``: use the models of rounds 1..upto only (the run
-        truncated at that round; default: every round); ``without``: the organizations (by place) whose models are
-        left out, as if they were down (what each is worth to Alice).
-        """
+        """Algorithm 1's prediction stage (the module's ``F``) on rows of ``split`` that every organization holds, with
+        the coefficients kept in each round's record. ``rows``: only those rows, by position (:mod:`vcl.use.serve`);
+        ``upto``: the models of rounds 1..upto only (default: every round); ``without``: the organizations (by place)
+        left out, as if they were down."""
         rounds = self.round_predictions(split, without, rows)
         return rounds[max(r for r in rounds if upto is None or r <= upto)]
 

@@ -1,10 +1,6 @@
 """What the organization-based families (GAL and its baselines, ASCII) share: each organization holds a column view
 of the same rows; its learner, local loss, device and settings come from the config; Alice holds the labels.
-
-:func:`vcl.methods.assisted.organizations` is where such a family's ``build`` starts, at Alice;
-:func:`build_parties` makes the parties ``Family.parties`` returns, every one or only
-the one a party's own process builds; :func:`organizations_datamodule` is the data module they read.
-"""
+:func:`build_parties` makes the parties, :func:`organizations_datamodule` their data module."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""An organization: its private feature view, its own learner and local loss, behind messages.
-
-Nothing outside reads an organization's features or calls its methods: it answers messages
-(:meth:`Organization.handle`) — a :class:`PseudoResidual` (or :class:`Labels`) with a
-:class:`FittedValues` of its new round model's outputs, a :class:`PredictionRequest` with every kept
-model's outputs, a :class:`ModelsRequest` with a :class:`ModelsReport`. Where several organizations run in one process
-(the local transport with ``run.concurrent``) a round's requests reach them together
-(:meth:`Organization.handle_batch`, the party contract's entry for a batch): their fits are made in one vmapped pass,
-each reply and each organization's kept models as its ``handle`` alone gives them.
-"""
+"""An organization: its private feature view, its own learner and local loss, behind messages
+(:meth:`Organization.handle`; docs/design.md, "The organization boundary"). Several in one process answer a round's
+requests through :meth:`Organization.handle_batch`, in one pass, each as its ``handle`` alone would."""
 
 from __future__ import annotations
 
@@ -153,14 +146,11 @@ class Organization(Party):
 
     @classmethod
     def handle_batch(cls, parties: list[Organization], messages: list[Message]) -> list[Message]:
-        """The replies of several organizations in one process to a batch of messages (the party contract's
-        :meth:`vcl.family.Party.handle_batch`): the fit requests' jobs are made (each organization's own, in the
-        batch's order) and fitted together, organizations of one architecture in one vmapped pass
-        (:func:`vcl.engine.concurrent.fit_jobs`), then each message is answered in order as :meth:`handle` answers
-        it alone. A batch whose jobs cannot all be made (a message refused) is answered one by one, so the refusal
-        comes from that organization in its turn. The organizations' rows stacked for the pass are the batch's (kept
-        by its first organization for the next round's batch); each organization then holds its rows as their place in
-        that stack (the same numbers, held once rather than as its own and again as the stack's)."""
+        """The replies of several organizations in one process to a batch (:meth:`vcl.family.Party.handle_batch`): each
+        fit request's job is made, all are fitted together (:func:`vcl.engine.concurrent.fit_jobs`), and each message is
+        answered in order as :meth:`handle` answers it alone; a batch whose jobs cannot all be made is answered one by
+        one. The stacked rows are kept by the first organization for the next round's batch, each holding its rows as
+        their place in that stack."""
         fits = [i for i, m in enumerate(messages) if isinstance(m, FIT_REQUESTS)]
         try:
             jobs = {i: parties[i]._job(messages[i], batch=True) for i in fits} if len(fits) > 1 else {}
@@ -310,10 +300,6 @@ class Organization(Party):
             learner = self._new_learner(k, s)
             learner.load_state_dict(sd)
             self._models.append((r, s, k, learner))
-
-    @property
-    def rounds_fitted(self) -> int:
-        return len(self._models)
 
     def stored_parameters(self) -> int:
         """Parameters of the torch models this organization keeps for prediction (a shared extractor once)."""

@@ -1,14 +1,6 @@
-"""One party, wherever it runs: the runtime every transport hands messages to, and the host of several.
-
-A transport only delivers. What a party does with what arrives is the same in this process
-(:mod:`vcl.transports.local`), in a Ray actor (:mod:`vcl.transports.ray`) and in a gRPC party process
-(:mod:`vcl.party.server`): it is built from its copy of the run's config by its family
-(:func:`vcl.party.loading.own_party`), answers a message with its reply, hands over the messages it addressed to
-other parties, checkpoints itself where it runs, opens its own logs and says where it runs (:class:`PartyRuntime`).
-A process that hosts several parties (the local transport: every party of the run) answers their messages through
-:class:`PartyHost`, which has parties of one class answer a batch together where the run asks it
-(:meth:`vcl.family.Party.handle_batch`).
-"""
+"""One party, wherever it runs: the runtime every transport hands messages to (:class:`PartyRuntime`: build,
+answer, relay, checkpoint, logs), and the host of several (:class:`PartyHost`, which hands a batch to their class's
+:meth:`vcl.family.Party.handle_batch`). docs/design.md ("A map for newcomers")."""
 
 from __future__ import annotations
 

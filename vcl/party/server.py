@@ -2,42 +2,10 @@
 
     python -m vcl.party --config bob.yaml
 
-The party's own config names only what is its own; the coordinator sends the run's settings (data, as JSON-like
-values in a frame of :mod:`vcl.transports.wire`, never code) when the run starts::
-
-    name: bob                       # the organization: its certificate names it, the coordinator expects it
-    listen: 0.0.0.0:50052           # the one port it opens (the coordinator dials in)
-    coordinator: alice              # the only organization whose requests it answers (checked on its certificate)
-    tls: {ca: keys/ca.pem, cert: keys/bob.pem, key: keys/bob.key}
-    root: parties                   # its checkpoints and logs, under <root>/<name>/ on this machine
-    csv: /data/bob/customers.csv    # its own rows, for data.dataset: csv (their IDs are intersected privately)
-    predict_csv: /data/bob/new.csv  # its own rows of new people, for train.py predict (aligned the same way)
-    secrets: {mpdl.secret_b: 0}     # its own secret seeds (0: fresh from the operating system)
-    allow_classes: []               # class paths of its own (user models, data modules) a run may name
-    max_message_mb: 512             # larger frames (all their pieces) are refused
-    chunk_mb: 4                     # frames cross as streams of pieces of at most this many MiB
-    device: ""                      # where it trains ("": as the run says)
-    id_column: id                   # the ID column of its csv files, the one its IDs are intersected on
-    data_root: data                 # the folder of built-in data sets (images, bank_marketing) on this machine
-    download: false                 # whether a run may have it download a built-in data set into data_root
-    calls_per_peer: 4               # calls it serves at once from one organization (more are refused)
-    stall_s: 60                     # a request whose next piece takes longer is cancelled
-    handshake_s: 5                  # a connection must finish its TLS handshake within this
-    idle_s: 30                      # a connection with no call for this long is closed
-    connection_age_s: 60            # a connection this old is closed once its calls end (its owner opens another)
-    max_connections: 0              # connections it holds at once (0: its open-files limit less 64)
-
-Every request must come over a TLS connection whose client certificate the federation's CA signed (there is no
-plaintext mode): requests to run the protocol from the ``coordinator`` only, party-to-party messages from the
-federation's other parties only (the kinds its method's parties send each other), each naming its own sender. A
-frame that is malformed, over the size limit or from anyone else is refused and the party keeps serving; each
-refused or failed request is one line of the party's log (standard error) naming the caller and its address.
-
-The files, folders and ID column a party reads are its config's, whatever the run's settings say. It serves one
-run at a time: the coordinator's ``Setup`` names the run (its ``--out`` folder on the coordinator's machine), and a
-``Setup`` for another run is refused while the first is in progress (until its coordinator ends it, or for the
-run's ``transport.deadline`` after its last request); a ``--resume`` of the same run is the same run.
-"""
+The config names only what is the party's own (``name``, ``listen``, ``coordinator``, ``tls: {ca, cert, key}``,
+``root``, ``csv``, ``predict_csv``, ``secrets``, its limits); the coordinator sends the run's settings as data. It
+answers only its coordinator and the federation's other parties, over TLS, one run at a time, and logs each refused
+request to standard error. Every setting: docs/deployment.md ("Three organizations, step by step")."""
 
 from __future__ import annotations
 

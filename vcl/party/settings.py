@@ -1,4 +1,4 @@
-"""A party's own settings (``python -m vcl.party --config <own>.yaml``, :mod:`vcl.party.server` lists them), checked
+"""A party's own settings (``python -m vcl.party --config <own>.yaml``; docs/deployment.md lists them), checked
 before the party listens: each mistake is one sentence naming the key and the fix
 (:class:`vcl.errors.VCLInputError`)."""
 

@@ -1,11 +1,8 @@
 """Checkpoint files, in one place: written atomically (temporary file + rename), loaded as data only, and a
-party's own files (``<root>/<party>/round-<t>.ckpt``; a party on its own machine keeps each run's apart,
-``<root>/<party>/<run id>/round-<t>.ckpt``), which the party writes and reads where it runs.
+party's own files (``<root>/<party>/<run id>/round-<t>.ckpt``; before: ``<root>/<party>/round-<t>.ckpt``).
 
-A checkpoint holds data only (tensors, numbers, strings, lists, dicts, numeric numpy arrays; fitted
-scikit-learn estimators as skops bytes), so it loads with ``torch.load(weights_only=True)``: opening one
-never runs code from it. A damaged, empty, foreign or crafted file is refused with one sentence.
-"""
+A checkpoint holds data only (scikit-learn estimators as skops bytes) and loads with ``torch.load(weights_only=True)``;
+a damaged, empty, foreign or crafted file is refused with one sentence."""
 
 from __future__ import annotations
 

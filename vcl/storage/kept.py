@@ -1,16 +1,7 @@
-"""What a holder keeps of the messages that cross its boundary: the record a curious receiver would keep.
-
-Every party (and Alice's coordinator) with ``run.keep_messages`` keeps each message it receives (``in``) and sends
-(``out``) — and a sender that perturbs what it sends also keeps its clean values (``own``) — in memory until its
-round is saved, then writes them beside its checkpoints, one file a saved round: ``messages/round-<t>.vclw``. A
-holder keeps at most ``rows`` rows of a message (``run.keep_rows``): every array of more rows is cut to the same
-sample of that many (:func:`sampled`, drawn from the array's length alone, so every holder and the audit pick the same
-rows), which bounds the disk at 10^6 rows and more. A file
-is the wire format's frames (:mod:`vcl.transports.wire`: data, never code), each behind its direction and its length,
-written whole or not at all; a resumed run forgets what it held since its last save and writes the rounds again.
-``train.py audit`` (:mod:`vcl.audit`) attacks these files after the run: what each receiver could infer from what it
-held, never code in the send path.
-"""
+"""What a holder keeps of the messages that cross its boundary (``run.keep_messages``): what it receives (``in``),
+sends (``out``) and its clean values (``own``), at most ``run.keep_rows`` rows each (:func:`sampled`: one sample for
+every holder), as wire frames in ``messages/round-<t>.vclw`` beside its checkpoints, whole or not at all; what
+``train.py audit`` attacks (docs/privacy.md)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Hostile calls against a gRPC party process, each the way an attacker or a mistaken operator makes it: what the
-tests assert on (``tests/test_party_safety.py``) and what ``benchmarks/transport.py``'s security table records.
-
-Every probe targets party ``org1`` of a :class:`vcl.transports.loopback.LoopbackFederation` of ``alice`` (the
-coordinator),
-``org1`` and ``org2``, after :func:`set_up` ran a small run on it (so that ``org2`` is a peer ``org1`` answers), and
-gives ``{"refused": bool, "detail": str}``. :func:`probe_all` adds whether ``org1`` still answers its coordinator and
-how far the probe raised its peak memory. ``org1`` should take frames of over 64 MiB (``max_message_mb: 128``), so that
-the 64 MiB header reaches the header check, and ``stall_s`` of a few seconds.
-"""
+"""Hostile calls against a gRPC party process, as an attacker or a mistaken operator makes them (what
+``tests/test_party_safety.py`` asserts on and ``benchmarks/transport.py`` records): each targets ``org1`` of a
+:class:`vcl.transports.loopback.LoopbackFederation` after :func:`set_up`, giving ``{"refused": bool, "detail": str}``;
+``org1`` should take frames over 64 MiB (``max_message_mb: 128``) and a short ``stall_s``."""
 
 from __future__ import annotations
 

@@ -1,26 +1,6 @@
-"""The transport contract as tests: one suite that every transport passes, vcl's own and one written outside it.
-
-A transport (:class:`vcl.transport.Transport`) passes when the runs it carries are the runs of one process: the same
-rounds, metrics, ledger bytes and prediction stage for every method family (GAL and its baselines; ASCII's, DC's and
-MPDL's party-to-party messages; Interm fusion's many small steps), each party saying where it ran, and a run stopped
-after a checkpoint resuming to end as the uninterrupted one. To run it on a transport, subclass
-:class:`TransportSuite` in a test module and give the fixture ``transport``: a function from the run's party names to
-the config settings that send the run through it::
-
-    from vcl.testing.suite import TransportSuite
-
-    class TestMyTransport(TransportSuite):
-        apart = True  # its parties run in other processes
-
-        @pytest.fixture
-        def transport(self):
-            return lambda names: {"transport.kind": "my_pkg.transport.MyTransport"}
-
-``vcl``'s own: ``tests/test_transport.py`` (local), ``tests/test_ray_transport.py`` (ray), ``tests/test_grpc.py``
-(grpc, its parties started by :class:`vcl.transports.loopback.LoopbackFederation` with :data:`PARTY_NAMES` and
-:data:`PARTY_SETTINGS`). The reference of each case is the local transport with ``run.concurrent: false`` (each party
-fits alone, as a party in its own process does), run once per pytest process.
-"""
+"""The transport contract as tests: one suite that every transport passes, vcl's own and one written outside it
+(docs/extending.md, "Write a transport"). Each case's reference is the local transport with ``run.concurrent: false``,
+run once per pytest process."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Keys and certificates for trying the cross-silo transport: a federation CA and one key pair per organization.
 
-    python -m vcl.transports.certs --out keys alice bob carol     # keys/ca.pem, keys/ca.key, keys/<name>.pem,
-    keys/<name>.key
+    python -m vcl.transports.certs --out keys alice bob carol     # keys/ca.pem, keys/ca.key, keys/<name>.pem, .key
 
-Each organization's certificate names it (its common name and a DNS name: the name the coordinator checks when it
-connects to that organization's party, and the name a party checks the coordinator by). Keys are ECDSA P-256,
-written readable by their owner only; certificates last ``--days`` days. In a real federation each organization
-makes its own key and sends only a certificate signing request to whoever runs the CA (``--csr``/``--sign``
-are not offered here: use ``openssl`` or your PKI), and no key ever leaves its owner's machine.
-"""
+Each certificate names its organization; keys are ECDSA P-256, readable by their owner only. A real federation
+signs certificate requests with ``openssl`` or its PKI instead: docs/deployment.md."""
 
 from __future__ import annotations
 

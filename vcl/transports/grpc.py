@@ -1,24 +1,9 @@
 """Organizations on their own machines: the coordinator dials each party over gRPC with mutual TLS
-(``transport.kind: grpc``).
+(``transport.kind: grpc``; docs/deployment.md).
 
-Each organization starts its party with ``python -m vcl.party --config <own>.yaml`` (:mod:`vcl.party.server`); Alice's
-``train.py`` names the parties' addresses (``transport.addresses``, by name) and her own key and
-certificate (``transport.tls_*``). Every connection is mutually authenticated against the federation's CA: the
-coordinator accepts a party only if its certificate names the party it expects, and a party answers only the
-coordinator its config names. What crosses are frames of :mod:`vcl.transports.wire` (data, never code), each under
-``transport.max_message_mb`` in all, streamed both ways in pieces of at most ``transport.chunk_mb`` (so a
-residual of any size crosses, and a receiver refuses a frame over its total as soon as the pieces pass it), each
-call under ``transport.deadline`` seconds.
-
-A call that finds the party unreachable before anything was sent is tried again, up to ``transport.retries``
-times with a growing pause; one that fails after its request left (the party died mid-round, or stopped
-answering within the deadline) ends the run with one sentence naming the party and the round
-(:class:`vcl.errors.PartyLost`): a request is never sent twice, since a party's state moves with each one. gRPC
-itself tries a call again only where the party never saw it (its transparent retry, no retry policy: a call that
-met a connection the party was closing for its age, ``connection_age_s``).
-Party-to-party messages go from the sending party to the receiving one over their own TLS connection; the
-coordinator gets only their ledger lines, as under the other transports, so ``bytes_sent`` is the same.
-"""
+Wire frames cross in pieces of at most ``transport.chunk_mb``. A call that finds the party unreachable before it sent
+anything is tried again (``transport.retries``); one that fails after its request left ends the run
+(:class:`vcl.errors.PartyLost`): a request is never sent twice, since a party's state moves with each one."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """The transport that keeps the parties in this process (``transport.kind: local``, the default).
 
-It only carries: every message goes to the one host of this process's parties (:class:`vcl.party.runtime.PartyHost`),
-which answers it through each party's runtime, as a Ray actor or a gRPC party process does for its one party. With
-``run.concurrent`` on, the host has parties of one class answer a batch together through their class's
-:meth:`vcl.family.Party.handle_batch` (GAL's organizations: one vmapped fit); the transport does not know.
-"""
+It only carries: every message goes to the one :class:`vcl.party.runtime.PartyHost` of this process's parties
+(with ``run.concurrent``, a batch to their class's ``handle_batch``: docs/transport.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A federation on one machine: each party its own OS process on 127.0.0.1, started with its own command
-(``python -m vcl.party --config <name>.yaml``), with keys and certificates made as ``python -m vcl.transports.certs``
-makes them. For trying ``transport.kind: grpc`` before the organizations' machines exist, and what the grpc tests and
-``benchmarks/transport.py`` run against::
+"""A federation on one machine: each party its own process on 127.0.0.1 (``python -m vcl.party``), with keys
+made as ``python -m vcl.transports.certs`` makes them; what the grpc tests and ``benchmarks/transport.py`` run::
 
     with LoopbackFederation(Path("fed"), ["alice", "org1", "org2"]) as fed:
         train(RunConfig.from_dict({"data.organizations": 3, **fed.overrides()}))

@@ -1,21 +1,8 @@
 """Parties in their own processes: one Ray actor per party (``transport: ray``).
 
-Each actor builds its own party from the run config and the party's index: it loads only its own data
-(for ``dataset: csv`` only its own file; a built-in dataset is loaded and cut to its own columns at once),
-holds its own learners and randomness, trains on its own device, and answers messages. The coordinator
-(Alice, DC's master, MPDL's collaborator) holds what its paper gives it and what arrives in replies; it
-never sees a party's features, and the parties' own messages to each other go actor to actor.
-
-Everything the ledger counts is counted here, in the coordinator, exactly as the local transport counts
-it (the base class :class:`vcl.transport.Transport`), so ``bytes_sent`` does not depend on the transport.
-Before round 0, for ``dataset: csv``, the rows are aligned by private set intersection: a task on each party's
-node reads the IDs in its own file and answers Alice's blinded IDs (:meth:`RayTransport.psi_answers`), so
-Alice learns which of her IDs each party holds and no party's ID list reaches her.
-
-One Ray cluster is one trust domain: whoever reaches it can run code on every node. Organizations that do
-not trust each other need a cross-silo transport; this one is for one organization's cluster, or for
-simulating many organizations with a real process boundary between them.
-"""
+Each actor builds its own party and loads only its own data; the ledger is counted in the coordinator; CSV rows are
+aligned by PSI on each party's node (:meth:`RayTransport.psi_answers`). One cluster is one trust domain
+(docs/transport.md)."""
 
 from __future__ import annotations
 

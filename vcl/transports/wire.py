@@ -1,20 +1,8 @@
 """Messages as bytes for a transport that crosses machines: data, never code.
 
-A frame is ``VCLW`` + a 4-byte header length + a JSON header + the tensors' raw bytes, one after another. The
-header names the message's kind (a :class:`vcl.messages.Message` subclass, looked up by its name in the table of
-:mod:`vcl.messages`' classes and those the families this process loaded registered: nothing in a frame chooses code
-to run), its fields as JSON values, and each tensor's dtype and shape.
-Tensors and NumPy arrays travel as their bytes (little-endian, C order); tuples, dicts with keys other than
-strings, ints of any size, floats (NaN and infinities too), strings, booleans and None keep their type. A list of
-many texts (row IDs) crosses as two arrays, its UTF-8 bytes and their lengths, so that headers stay small; an
-Arrow array of texts (the row IDs a run aligned) crosses the same way and arrives as one, with no Python string
-made per text on either side.
-
-:func:`unpack` refuses, with :class:`WireError`, a frame that is larger than its limit, does not start with the
-magic bytes, has a header over ``HEADER_MB`` (before it is decoded) or one that is not JSON of this shape, a dtype
-outside the table, a shape whose bytes do not add up to what follows, or a kind that is no message class. No
-``pickle`` is involved anywhere.
-"""
+A frame is ``VCLW`` + a 4-byte header length + a JSON header + the tensors' raw bytes; the header's kind is looked up
+in the table of registered message classes, so nothing in a frame chooses code to run. :func:`unpack` refuses
+anything else with :class:`WireError`. What crosses and what is refused: docs/deployment.md."""
 
 from __future__ import annotations
 

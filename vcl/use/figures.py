@@ -3,11 +3,7 @@
     python train.py figures --out runs/x                 # writes runs/x/figures/rounds.png
     python train.py figures --out runs/x --png a.png     # or there (a new file, or one this command wrote)
 
-From the run's ``results.json`` alone (nothing is loaded from its checkpoints, no code runs): the test metric per
-round of the run's method and of every method compared beside it; Alice's training loss; GAL's assisted learning
-rate η and assistance weights (ASCII: each agent's α); the bytes sent per round; the seconds per round (GAL's:
-Alice's own and each organization's fit). TensorBoard shows the same scalars live (``<out>/tensorboard/``).
-"""
+From the run's ``results.json`` alone: nothing is loaded from its checkpoints, no code runs."""
 
 from __future__ import annotations
 

@@ -2,20 +2,8 @@
 
     python train.py predict --out RUN_DIR --data.csv_files NEW_ALICE.csv NEW_BOB.csv ... --predictions FILE
 
-The run is built again from what it kept (its config from its ``results.json``, the same transport): every party,
-where it runs, from its own last checkpoint, which keeps its models and the preparation it fitted on its training
-rows (:class:`vcl.datamodules.prepare.Preparation`: its file's columns, imputation, one-hot categories, z-scores),
-and from its own file of new people, which it reads, checks as training checked its file and prepares with that
-preparation (split "new"); Alice's side from her checkpoint (F⁰, the task, the classes). No training file is read.
-The rows are aligned by ID as training aligned them (private set intersection where parties run apart). A run made
-before parties kept their preparation is built as ``--resume`` builds it, each party from its training file first.
-The coordinator then runs its method's prediction stage on that split (GAL's Algorithm 1: F⁰ + Σ_t Σ_m c_m^t
-f_m^t(x_m), with the round the run reported; MPDL's central model M_D over the two parties' bottoms) and writes FILE:
-the ID column, ``prediction`` and, for classification, ``p_<class>`` per class. A built-in data set
-(``data.dataset``; DC's and MPDL's runs always use one) has no new people: its test split is scored as if it were new.
-A method that keeps no model for new rows (DC's references, FTL) says so in one sentence from its protocol's
-``predict``.
-"""
+Each party is built again from its own last checkpoint (models and :class:`vcl.datamodules.prepare.Preparation`)
+and reads its own file of new people (split "new"), no training file; docs/usage.md ("Predict for new people")."""
 
 from __future__ import annotations
 

@@ -2,31 +2,8 @@
 
     python -m vcl.use.serve --out RUN_DIR --data.csv_files people_alice.csv people_bob.csv ... --listen 127.0.0.1:8080
 
-It opens the run as ``train.py predict`` does (:class:`vcl.use.predict.Deployed`: every party built again where it runs,
-with its own kept models and its own file of people, rows aligned by ID as in training), scores one row to warm up
-(a run whose method keeps no model for new people is refused then, in one sentence), and serves HTTP with JSON
-bodies on uvicorn (an ASGI server) with Starlette's routing:
-
-- ``POST /predict`` with ``{"ids": ["p17", "p3"]}`` → ``{"predictions": [{"id": "p17", "prediction": "yes",
-  "p": {"no": 0.12, "yes": 0.88}}, ...], "unknown": [...], "missing": [...], "round": 10}``: for each ID every
-  organization's contribution on the row it holds for that ID (its kept models' outputs; one request per
-  organization per batch, over the run's transport: mutually authenticated TLS under ``grpc``), combined by Alice's
-  prediction stage. ``unknown``: IDs not every organization holds; ``missing``: organizations down
-  (``--run.missing_parties skip``). Requests that arrive while a batch is at the organizations are scored together
-  in the next batch (at most ``--batch-ids`` rows), so concurrent clients share the organizations' round trips.
-- ``GET /health`` → ``{"ready", "rows", "method", "round", "missing", "organizations": {name: {"answers",
-  "scores", "seconds"}}}``: each organization is asked where it runs (no data); status 200 when every organization
-  that scores answers, else 503 (a readiness check). ``GET /live`` → ``{"live": true}`` asks no organization (a
-  liveness check: the service's own HTTP round trip).
-
-Limits, each a flag: a body over ``--max-request-mb`` or more than ``--max-ids`` IDs is refused with 413; a body
-not read within ``--timeout-s`` gets 408, a batch the organizations do not answer within it 504 (the service keeps
-serving); more than ``--concurrency`` requests and connections at once get uvicorn's 503. Bad requests get status 400
-and ``{"error": one sentence}``; a party lost mid-request is 503 with its sentence (with ``skip`` the service carries
-on without it). Every request is one JSON line on the ``vcl.serve`` logger (standard error): time, method, path,
-status, IDs, unknown IDs, seconds, client. It listens on 127.0.0.1 unless told otherwise and authenticates no client:
-put it behind your own gateway (TLS, logins) before you open it to a network.
-"""
+``POST /predict`` (``{"ids": [...]}``), ``GET /health``, ``GET /live`` on uvicorn; the run is opened as ``train.py
+predict`` opens it (:class:`vcl.use.predict.Deployed`). Limits, health and logs: docs/usage.md ("Serve predictions")."""
 
 from __future__ import annotations
 

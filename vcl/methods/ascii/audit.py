@@ -1,16 +1,5 @@
-"""What ASCII's receivers can infer from what they kept (docs/privacy.md, "ASCII").
-
-Every agent is sent Alice's labels once (ASCII's paper: "numerical labels"), so reading them is no attack: the audit
-checks what the kept ``Labels`` hold and says so. It attacks what is not sent:
-
-- *label inference* from an agent's columns and its received ignorance scores (as if the labels were withheld);
-- *feature inference* by an agent of the previous agent's columns from its own and the ignorance scores it got from it
-  (they carry that agent's per-row correctness), and by Alice of each agent's columns from hers and its predicted
-  classes; each beside the same learner on the attacker's own columns alone.
-
-Model completion needs no attack here: every agent holds the training labels and can fit its own columns to them.
-ASCII adds no noise, so it has no budget.
-"""
+"""What ASCII's receivers can infer from what they kept (docs/privacy.md): the labels are sent by design (checked,
+not attacked); label inference from the scores and feature inference are. No noise, so no budget."""
 
 from __future__ import annotations
 

@@ -170,8 +170,7 @@ class AssistedClassification(Protocol):
         """Algorithm 1, line 12, on rows of ``split`` every agent holds: Σ α g from each agent's round models.
 
         The votes are added in the order Alice received them during the run (round by round, along each
-        round's chain), so the prediction equals the running F bit for bit, ties included.
-        """
+        round's chain), so the prediction equals the running F bit for bit, ties included."""
         alice = self.federation.alice
         requests = [(n, PredictionRequest(alice, n, self.round, split, rows)) for n in self.federation.names]
         votes: list[dict[int, Tensor]] = []

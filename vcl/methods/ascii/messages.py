@@ -12,15 +12,9 @@ from vcl.messages import Message
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
 @dataclass(frozen=True)
 class IgnoranceScores(Message):
-    """ASCII, agent → next agent in the chain: the ignorance scores ``w`` (length N, sum one; eqs 10, 12) and
-    the model weights α of the agents before it in the round, the sender's included (with ``ascii.alpha=paper``
-    only: ASCII-Simple and the exact α send none).
-
-    ``round_start`` (the scores the round began from) rides along, with ``ascii_alpha=paper``, only to an
-    agent that cannot know it, i.e. past the second hop of a chain of more than two agents: eq. 13's joint
-    factor for the preceding agents of the round is ``scores / round_start``, which two agents get from the
-    scores alone.
-    """
+    """ASCII, agent → next agent in the chain: the ignorance scores ``w`` (length N, sum one; eqs 10, 12) and, with
+    ``ascii.alpha=paper`` only, the α's of the round's agents so far (the sender's included) and, past the second hop of
+    a longer chain, ``round_start`` (the scores the round began from; docs/ascii.md)."""
 
     scores: Tensor = field(repr=False)
     alphas: Tensor = field(repr=False)
@@ -35,8 +29,7 @@ class ClassVotes(Message):
 
     After a round: ``alphas`` (1,) and ``classes`` {split: N} on the agent's rows of every split. In the
     prediction stage: ``alphas`` (T,) and ``classes`` {round: N} for each round model. Alice forms the
-    SAMME-coded vote ``Σ α g`` (Algorithm 1, line 12) from them; no feature leaves the agent.
-    """
+    SAMME-coded vote ``Σ α g`` (Algorithm 1, line 12) from them; no feature leaves the agent."""
 
     alphas: Tensor = field(repr=False)
     classes: dict[str, Tensor] = field(repr=False)

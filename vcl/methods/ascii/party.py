@@ -70,8 +70,7 @@ class IgnoranceAgent(Organization):
 
     def interchange(self, hop: Interchange) -> ClassVotes | Discarded:
         """One hop (Algorithm 1, lines 3–10) on the scores in the inbox: WST, α, the scores passed on (to the
-        outbox), and the votes for Alice. :class:`Discarded` when α ≤ 0: the model is dropped, nothing passed on.
-        """
+        outbox), and the votes for Alice. :class:`Discarded` when α ≤ 0: the model is dropped, nothing passed on."""
         message, self._inbox = self._inbox, None
         y, x = self.labels, self._view.splits["train"]
         w = torch.ones(y.shape[0], dtype=torch.float64, device=x.device) if message is None else message.scores

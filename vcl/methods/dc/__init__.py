@@ -1,22 +1,8 @@
 """Interpretable Data Collaboration (DC) analysis (SMOTE-anchor paper, Algorithm 1) and its references.
 
-c × d workers: worker (i, j) holds X_{i,j} (row group i, column group j) and Y_i. One shot:
-
-1. the workers agree on anchor data X^anc (:mod:`vcl.methods.dc.anchors`; shares go worker → worker);
-2. each fits its own dimensionality reduction f_ij on X_{i,j} and sends the master only the reduced
-   representations of its rows and of the anchors (:class:`ReducedRepresentation`);
-   one worker per row group sends Y_i;
-3. the master takes the top m̂ left singular vectors Z of [X̃_1^anc, …, X̃_c^anc] (scaled by √r so the
-   collaboration features have unit mean square on the anchors; any nonsingular scaling is allowed),
-   G_i = argmin ‖Z − X̃_i^anc G_i‖ (least squares), X̂ = [X̃_1 G_1; …; X̃_c G_c], fits the central
-   model h(X̂) ≈ Y and returns Y_i^anc = h(X̃_i^anc G_i) to row group i's workers;
-4. each worker fits the interpretable model t_i(X^anc) ≈ Y_i^anc (a decision tree with a split limit,
-   or gradient boosting) whose feature importances say which features matter.
-
-References (Section 4): Centralized shares the raw rows and fits the interpretable model on (X, Y);
-Local fits it on each party's own (X_{i,j}, Y_i). Evaluation uses an experimenter's view of the data
-(:class:`Evaluation`) that no party or master reads.
-"""
+c × d workers, in one shot: the anchor (:mod:`vcl.methods.dc.anchors`), the reduced rows to the master
+(:class:`ReducedRepresentation`), its anchor predictions back, each worker's interpretable model. Centralized and
+Local are the references, scored by :class:`Evaluation`. Step by step: docs/dc.md."""
 
 from __future__ import annotations
 

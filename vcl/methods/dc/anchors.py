@@ -1,16 +1,6 @@
-"""Anchor data X^anc (r × m) for DC analysis: the constructions of the SMOTE-anchor paper, Section 3.
-
-Every worker must hold the *same* anchor data. A construction says what one worker shares with the
-others (:meth:`AnchorConstruction.share`, sent as an :class:`~vcl.methods.dc.AnchorShare`) and how each
-worker builds X^anc from all shares, the public rows X_pub and a seed the workers agree on
-(:meth:`AnchorConstruction.anchor`). The numerical kernels are plain functions of numpy arrays.
-
-- ``rand``  uniform in each feature's range (Section 3.1): workers share column minima and maxima
-  (``dc.rand_spread`` widens the range about its middle; 1 is the paper's).
-- ``tsvd``  each worker's rank-k truncated SVD plus δ·E (Section 3.1): workers share that approximation.
-- ``smote`` Algorithm 2 on the public rows: nothing is shared; every worker runs it with the same seed.
-- ``raw``   the training rows themselves (the ideal, non-private case): workers share their raw rows.
-"""
+"""Anchor data X^anc (r × m) for DC analysis: the constructions of the SMOTE-anchor paper, Section 3
+(docs/dc.md). Each says what one worker shares (:meth:`AnchorConstruction.share`) and how every worker builds the
+same X^anc from all shares, X_pub and the agreed seed (:meth:`AnchorConstruction.anchor`)."""
 
 from __future__ import annotations
 
@@ -55,8 +45,7 @@ def smote(X_pub: np.ndarray, r: int, k: int, alpha: float, rng: np.random.Genera
     Normalize X_pub (z-score); for each public row draw r/p of its k nearest neighbours (without
     replacement when r/p ≤ k) and emit x_i + c (x̌ − x_i); denormalize. When p does not divide r, the
     first r mod p rows of a random order emit one more. With independent rows and α = 1.5 the new rows
-    keep the variance: V[x'] = (2α²/3 − α + 1) V[x].
-    """
+    keep the variance: V[x'] = (2α²/3 − α + 1) V[x]."""
     p = X_pub.shape[0]
     if not 1 <= k <= p - 1:
         raise VCLInputError(f"dc.smote_k={k} with {p} public rows; use 1 ≤ k ≤ {p - 1} (or more dc.public_rows).")

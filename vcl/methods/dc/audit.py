@@ -1,19 +1,6 @@
-"""What DC's analyst can infer from what it kept (docs/privacy.md, "DC").
+"""What DC's analyst can infer from what it kept: feature inference, anchor inversion, anchor share read.
 
-The master (the analyst, Alice's coordinator) receives each worker's dimensionality-reduced rows f_ij(X_ij), of its
-training rows, the shared test rows and the shared anchor, and each row group's labels (sent to it by design). On
-those it can try to rebuild a worker's columns:
-
-- *feature inference* from the reduced training rows and 40 known rows of the worker's columns;
-- *anchor inversion* with a colluding institution: every worker builds the same anchor (from the public rows and
-  the run's seed), so a colluder hands it over; the master fits the worker's affine reduction by least squares on
-  (anchor, reduced anchor) and maps the reduced rows back (exact up to the dimensions the reduction drops);
-- *anchor share read*: with DC(TSVD) and DC(raw) anchors, each worker sends the other workers a row-aligned copy of
-  its rows (rank-k plus noise, or the rows), which a receiver reads as those rows with no known row, and learns from
-  with known rows (*feature inference*; beside its own columns where it holds the same people's).
-
-DC adds no noise, so it has no budget; its privacy is the reduction itself.
-"""
+DC adds no noise, so it has no budget. Each attack: docs/privacy.md ("The threat model")."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
-"""What GAL's receivers can infer from what they kept (docs/privacy.md, "GAL"), and what Alice's noise costs.
-
-Every organization m ≥ 1 receives the pseudo-residual each round (Late fusion: the labels themselves) and keeps its
-own round models' outputs, which it sent; Alice receives every organization's fitted values. On those:
-
-- *label reading*: each row's largest received entry read as its class (GAL's classification residual is
-  onehot(y) − softmax(F), whose one positive entry is the label's), no known label needed — a score per receiver (the
-  round read best) and ``label_attack_accuracy`` beside ``label_majority_rate``;
-- *label inference*: the same organization learns the labels from its columns and all rounds' residuals side by side,
-  and (round-aware) from its columns, round 1 and the later rounds' sum, with each count of known labels;
-- *model completion*: it labels new people from its own columns and its round models' outputs;
-- *feature inference*: Alice learns an organization's columns from her own and its fitted values, with known rows;
-- *residual recovery* (with ``gal.privacy``): a receiver redraws the noise from every seed its copy of the config holds
-  (``residual_attack_mae``), beside the values as they came and the same estimate from draws it cannot know.
-
-Each learned attack sits beside the same learner on the attacker's own columns alone (:class:`vcl.audit.attacks.Score`).
-The budget of ``gal.privacy: dp`` is one release of each label (the run after it is post-processing); the residual
-mechanisms and the organizations' output noise carry none, and say why.
-"""
+"""What GAL's receivers can infer from what they kept, and what Alice's noise costs: the attacks (residual
+recovery redraws the noise from every seed a receiver's config holds) and budgets of docs/privacy.md."""
 
 from __future__ import annotations
 
@@ -198,13 +181,9 @@ def candidate_seeds(known: tuple[int, ...], round_: int, parties: int) -> list[i
 
 
 def budget(run: KeptRun) -> dict:
-    """What Alice's noise guarantees over the run. ``gal.privacy: dp`` (label DP once): ε of one randomized response
-    (or Laplace on the clipped target) per label, composed by the accountant; every message after it is
-    post-processing. ``dp_residuals``: each distinct broadcast a Laplace release of one person's row of the residual
-    (L1 sensitivity 2 in [−1, 1]), composed over the broadcasts that left Alice. ``residual_laplace``: no guarantee
-    for the data set: F⁰ is the label prior, η and the weights read the labels, so one person's label moves every
-    row's residual from round 1 on, and the clipping bounds are the residual's own quantiles (the ε once printed for
-    it counted one row's residual alone)."""
+    """What Alice's noise guarantees over the run, composed by the accountant (docs/privacy.md, "Budgets"):
+    ``dp`` one release of each label, ``dp_residuals`` one Laplace release per distinct broadcast; ``residual_laplace``
+    none (one person's label moves every row's residual, and the clipping bounds are the data's)."""
     g = run.config.gal
     if run.method == "late" and g.privacy != "dp":
         return no_budget("the labels themselves are sent to every organization", "labels (Late fusion)")

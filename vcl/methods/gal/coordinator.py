@@ -146,14 +146,10 @@ LABELS = 0x1ABE  # the draws of her labels' privacy (gal.privacy dp): seed_for(n
 
 
 class GALFederation(OrganizationFederation):
-    """Alice's federation: the organizations through ``transport``, and ``privacy`` (a :mod:`vcl.engine.privacy`
-    mechanism) on what she sends them, or ``label_privacy`` (:class:`vcl.engine.privacy.LabelPrivacy`) on the labels
-    she trains on (:meth:`private_labels`). ``privacy_scope``: "others" (Alice fits her own model on the clean
-    residual) or "all" (on the same perturbed broadcast, as the authors' code does). ``privacy_draws``: "per_round"
-    (a new draw each round) or "repeated" (round 1's draw every round, as the authors' code does). ``noise_secret``:
-    the seed of her noise, given (``gal.privacy_secret``, which no other party's copy of the config holds) or fresh
-    from the operating system; kept in her checkpoint, so a resumed run draws the same. What a receiver can recover
-    of the clean residual is scored after the run, on what it kept (:mod:`vcl.methods.gal.audit`)."""
+    """Alice's federation: the organizations through ``transport``, with ``privacy`` (a :mod:`vcl.engine.privacy`
+    mechanism) on what she sends them or ``label_privacy`` (:class:`vcl.engine.privacy.LabelPrivacy`) on her labels
+    (:meth:`private_labels`); ``privacy_scope`` and ``privacy_draws`` as the ``gal`` options say. ``noise_secret``: her
+    noise's seed, given or fresh from the operating system, kept in her checkpoint (docs/design.md, "Randomness")."""
 
     def __init__(
         self,
@@ -197,12 +193,11 @@ class GALFederation(OrganizationFederation):
         released: Tensor | None = None,
     ) -> dict[str, Tensor]:
         """Send ``targets`` to each participant, let each fit a fresh local model, gather its outputs: {split:
-        (len(participants), N, K)}. ``labels=True`` sends the labels themselves, to be fitted with ``loss`` (centralized
-        baselines), instead of a pseudo-residual. With a privacy mechanism: the others get one perturbed broadcast
-        (drawn per round from Alice's secret); her own fit uses the clean values, or with ``privacy_scope="all"`` the
-        same perturbed broadcast. Either way the returned outputs are weighed by Alice against the clean residual, which
-        she keeps beside what she sent (``own``: what the audit scores a receiver's recovery against). ``released``:
-        the broadcast :meth:`released` drew already (``dp_residuals``: everyone, Alice too, fits it)."""
+        (len(participants), N, K)}. ``labels=True`` sends the labels to be fitted with ``loss`` (centralized baselines).
+        With a privacy mechanism the others get one perturbed broadcast (drawn per round from Alice's secret); her own
+        fit uses the clean values (``privacy_scope="all"``: the broadcast), and she weighs the outputs against the clean
+        residual, kept as ``own`` for the audit. ``released``: a broadcast :meth:`released` drew already
+        (``dp_residuals``)."""
         clean = as_float(targets)
         public = clean
         if released is not None:

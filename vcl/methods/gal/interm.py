@@ -1,15 +1,8 @@
-"""Intermediate fusion (a centralized baseline of the GAL paper, 'Interm').
+"""Intermediate fusion (a centralized baseline of the GAL paper, 'Interm'; docs/gal.md). One round.
 
-Each organization's feature extractor (its learner's network without the last layer) maps its own
-features to a hidden representation; Alice averages the representations and her last layer gives the
-prediction. Everything is trained end to end on Alice's labels as one network split at the hidden layer:
-per minibatch each organization sends its representation (:class:`~vcl.engine.split_network.Activations`) and Alice
-sends back its error (:class:`~vcl.engine.split_network.ActivationGradient`); with gradient clipping the norms of
-everyone's gradients cross too (:class:`~vcl.messages.Scalars`), so the network is clipped as one. The
-minibatch schedule comes from the run's seed, which every organization holds. It is the reference GAL is
-compared with (every minibatch crosses, as representations that carry far more than GAL's fitted values),
-not a privacy-preserving method. One round.
-"""
+Per minibatch each organization's extractor sends its representation (:class:`~vcl.engine.split_network.Activations`),
+Alice averages them into her last layer, sends back its error (:class:`~vcl.engine.split_network.ActivationGradient`);
+with clipping, the gradient norms too (:class:`~vcl.messages.Scalars`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Late fusion (a centralized baseline of the GAL paper): every organization trains a model on the
-labels themselves and Alice fuses their outputs (logits for classification). One round.
-
-``fusion="mean"`` (default) averages the outputs, as the GAL authors' code does; ``fusion="sum"`` adds
-them, as the paper's text describes Late fusion ("sums up the final prediction of each separate local
-model"). Each model is trained alone on the labels either way, so for classification both give the
-same class (the softmax of the sum is sharper than that of the mean; accuracy is equal). For
-regression the sum of M models that each estimate y estimates M·y; the paper's regression figures for
-Late (GAL Tables 1, 10, 11) are those of the mean.
-"""
+"""Late fusion (a centralized baseline of the GAL paper): every organization trains a model on the labels
+themselves and Alice fuses their outputs, one round. ``fusion="mean"`` (default, the authors' code) or ``"sum"``
+(the paper's text): docs/design.md ("Where the paper and the GAL authors' public code differ")."""
 
 from __future__ import annotations
 

@@ -1,32 +1,10 @@
 """Multi-party dual learning (MPDL, Algorithm 1 with Algorithm 2 inside) and the FTL reference.
 
-Parties A (features only) and B (features and labels) share only the co-occurring rows D_C, found by
-PSI in the first round. The collaborator C runs the protocol (it is the coordinator) and reaches A and B
-only through the transport: it asks for steps (:class:`~vcl.messages.Step`), the parties answer and send
-each other what Algorithm 2 exchanges (party to party, relayed by the transport and counted). Every round
-j = 1..m of Algorithm 1 (dual cross-validation):
-
-1. pick a fold k of D_C; train the dual models f: A→B and g: B→A for ``dual_epochs`` on D_C with the
-   privacy-preserving exchange of Algorithm 2 (:mod:`.dual`; the dual models are never re-initialized);
-2. B generates A's features of its B-only rows, D_P = {(g(x^B), x^B)}, and sends them to A;
-3. re-initialize the central models (split networks: each party's bottom layer at the party, the rest at
-   C, :mod:`vcl.engine.split_network`): M_C (joint_T) on D_T^k, M_D (dual_T) on D_T^k ∪ D_P; score both on D_V^k
-   with the validation labels B sends: V_C, V_D;
-4. stop when V_D − V_C > T (or at round m); then M_C and M_D are refitted on all of D_C (∪ D_P).
-
-The minibatch schedules (Algorithm 2's over D_C, the central fits') come from the run's seed, which every
-party holds, so only a step's number crosses, not row indices.
-
-Evaluation: dual_T and joint_T on the test rows (all features, each party through its own h₀); MPDL_A on
-the rows only A holds, B's side completed by A's f (x̂^B sent A → B); the inference MAE of Section IV-F
-and the attacks of :mod:`.attacks`, computed by the experimenter (:class:`OverlapExperimenter`) from its
-own view of the raw data and what each party reports of what it holds; the experimenter's messages are not
-the protocol's communication. C scores with the experimenter's test labels.
-
-FTL_A (:class:`FederatedTransfer`): each party trains an autoencoder; B's code learns the label through C's
-classifier on B's labeled rows and both codes are pulled together on D_C (Liu et al.'s supervised and
-alignment losses); C's classifier is then applied to A's codes.
-"""
+The collaborator C (the coordinator) asks A and B for each step (:class:`~vcl.messages.Step`; minibatch schedules
+come from the run seed); A and B exchange Algorithm 2's messages through the transport. A round: the dual models on
+D_C (:mod:`.dual`); B completes its B-only rows (D_P) for A; the central split models (:mod:`vcl.engine.split_network`)
+M_C and M_D fitted afresh and scored V_C, V_D; stop when V_D − V_C > T, then refit on all of D_C (∪ D_P). The
+experimenter (:class:`OverlapExperimenter`) scores the attacks; FTL_A: :class:`FederatedTransfer`. See docs/mpdl.md."""
 
 from __future__ import annotations
 

@@ -1,26 +1,10 @@
-"""Reconstruction attacks on MPDL's released features (the experimenter's privacy check).
+"""Reconstruction attacks on MPDL's released features (the experimenter's privacy check; docs/mpdl.md, "The attack").
 
-An attacker holds one or more *sources* about a party's rows — estimates of its normalized features in
-[0, 1]^d, one row per target row: h₀'s outputs, or what can be rebuilt from the messages that actually
-cross (the receiver's plaintext gradient 2(x̂ − h₀(x)) + … next to the attacker's own generation x̂, its
-own dual model's generations) — plus every statistic the party releases (its column means) and the known
-range [0, 1]. From a source ``y`` it builds these estimators, each clipped to [0, 1]:
-
-- ``raw``: ``y`` itself;
-- ``mean_offset``: ``y − (m − 0.5)`` with ``m`` the released (or observed) column mean of ``y``;
-- ``min_offset``: ``y − min(y)`` per column (the training rows' normalized minimum is 0);
-- ``range``: ``(y − min(y)) / (max(y) − min(y))`` per column (the normalized range is [0, 1]);
-- ``shrink``: ``m + k·(y − m)`` with ``k = max(0, 1 − 2b²/Var(y))`` per column, ``b`` the public Laplace
-  scale of the mechanism (the attacker knows ε and d);
-- ``affine`` (oracle): per column, the least-squares ``α + β·y`` fitted on the truth itself, and for several
-  sources together, the least-squares combination of all of them;
-- ``constant`` (oracle): each column's median of the truth, the best constant guess under MAE.
-
-The reported MAE is the *minimum* over these estimators, and the oracle ones are fitted on the very rows
-they are scored on: the attacker is at least as strong as any real one that builds these estimators from
-what it holds (offset and affine corrections, clipping, shrinking towards the released mean), so a privacy
-figure against it is conservative. ``trivial_mae`` is the MAE of guessing each feature's mean.
-"""
+From a source ``y`` (estimates of a party's normalized rows) the attacker builds, each clipped to [0, 1]: ``raw``
+(``y``), ``mean_offset`` (``y − (m − 0.5)``, ``m`` the released mean), ``min_offset`` (``y − min(y)``), ``range``
+(``y`` rescaled to [0, 1]), ``shrink`` (``m + k·(y − m)``, ``k = max(0, 1 − 2b²/Var(y))``, ``b`` the public Laplace
+scale), and the oracles ``affine`` (least squares on the truth; several sources combined) and ``constant`` (the
+truth's median). The reported MAE is the minimum; ``trivial_mae`` guesses each feature's mean."""
 
 from __future__ import annotations
 

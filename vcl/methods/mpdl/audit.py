@@ -1,11 +1,5 @@
-"""What MPDL's receivers can infer from what they kept (docs/privacy.md, "MPDL"), and what h₀'s noise costs.
-
-MPDL's attacks are its own (:mod:`vcl.methods.mpdl.attacks`), run by its experimenter on the reports each party makes
-of what it holds (its dual model, the generations and gradients it received, the other's perturbed means): the
-audit reads those reports as the experimenter kept them and runs the same attacks again, each beside its baseline
-(``trivial_mae``: guessing each normalized column's mean; the redraw beside the same estimate from seeds nobody
-knows). h₀'s per-row ε is composed over the times each row passes through it.
-"""
+"""What MPDL's receivers can infer from what they kept (docs/privacy.md): MPDL's own attacks
+(:mod:`vcl.methods.mpdl.attacks`) run again on its experimenter's reports; h₀'s per-row ε composed over its passes."""
 
 from __future__ import annotations
 

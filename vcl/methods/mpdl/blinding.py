@@ -1,20 +1,7 @@
-"""Private set intersection by commutative blinding (Diffie–Hellman PSI; MPDL Section III-B2).
-
-Every ID is hashed onto Curve25519 and blinded by a party's secret scalar (X25519, :mod:`vcl.alignment.psi`, the
-mechanism that aligns CSV organizations' rows too). Scalar multiplication commutes, so ``b·(a·H(x)) = a·(b·H(x))``,
-while a blinded value reveals nothing about ``x`` without the scalar (decisional Diffie–Hellman). Protocol (A holds
-``ids_a``, B holds ``ids_b``):
-
-1. A → B: ``a·H(x)`` for its IDs, in A's order (:class:`BlindedIDs`);
-2. B → A: those values blinded by ``b`` (same order), and ``b·H(y)`` for its own IDs in a random order;
-3. A blinds B's values by ``a`` and matches the doubly blinded values: it learns which of its rows are in
-   the intersection and where each sits in B's shuffled list, and tells B those positions in A's row
-   order (:class:`IntersectionIndices`), so both hold D_C in one agreed order;
-4. B assigns the aligned rows to K folds and tells A (:class:`FoldAssignment`).
-
-No raw or merely hashed ID crosses; each side learns only the intersection (and the other's set size). Each
-value is 32 bytes (a 2048-bit MODP group's took 256, and its exponentiations about 30 times as long).
-"""
+"""Private set intersection by commutative blinding (Diffie–Hellman PSI; MPDL Section III-B2), over X25519 as
+:mod:`vcl.alignment.psi`: A → B ``a·H(x)`` (:class:`BlindedIDs`); B → A those blinded by ``b`` and its own
+``b·H(y)`` shuffled; A matches and tells B the positions (:class:`IntersectionIndices`), so both hold D_C in one
+order; B assigns the folds (:class:`FoldAssignment`). No raw or merely hashed ID crosses."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""A party of multi-party dual learning (MPDL): its DP layer h₀, its density estimate, its dual model,
-and its side of the privacy-preserving exchange of Algorithm 2.
-
-Party A's dual model is f: A → B, party B's is g: B → A (an MLP with one hidden layer of
-(d_in + d_out)/2 ReLU units). On a minibatch of co-occurring rows each party sends its generation of the
-other's features; the receiver, who holds the truth and its own density estimate, answers with
-
-- the plaintext gradient ∇_x̂ ℓ_align + λ ∇log P(x̂)·(log P(x̂) − log P(x)) (:class:`OutputGradient`),
-- its density difference d = log P(x̂) − log P(x) under its own Paillier key (:class:`DensityDifference`),
-
-and, once it has the other's encrypted difference, the cross term −λ ∇log P(x̂) ⊙ [[d_other]] still under
-the other's key (:class:`CrossGradient`), which only the other can decrypt. The sum of both parts is
-eq. 17: the gradient of ½λ·ℓ_dual (eq. 9; eq. 17 drops the factor 2) plus the alignment loss's.
-With ``paillier=False`` the same messages carry plaintext.
-"""
+"""A party of multi-party dual learning (MPDL): its DP layer h₀, its density estimate, its dual model (A's
+f: A → B, B's g: B → A) and its side of Algorithm 2: for the other's generation it answers :class:`OutputGradient`
+(plaintext), :class:`DensityDifference` (its Paillier key) and :class:`CrossGradient` (the other's key), together
+eq. 17; ``paillier=False`` sends plaintext. What crosses: docs/mpdl.md."""
 
 from __future__ import annotations
 

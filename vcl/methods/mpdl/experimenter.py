@@ -104,20 +104,9 @@ class OverlapExperimenter(Experimenter):
 
     def privacy_attack(self) -> dict[str, float]:
         """How well each party can rebuild the other's normalized training rows (:mod:`.attacks`; MAE in
-        normalized units, entry-weighted over both parties; ``_a``: the rows of A, attacked by B):
-
-        - ``h0_redraw_mae``: from all of the target's h₀ outputs, redrawing its noise from every seed the
-          attacker could derive from its copy of the config (:meth:`redraw_seeds`), the best seed kept;
-        - ``h0_blind_mae``: the same redraw from as many seeds that nobody knows (the control);
-        - ``h0_attack_mae``: from all of the target's h₀ outputs and its released means, the best of the
-          estimators and the redraw (the worst case: in the protocol only the co-occurring rows' h₀ outputs can
-          be read off the plaintext gradients);
-        - ``attack_mae``: from what actually crossed. Co-occurring rows: the attacker's own generation of them
-          and the h₀ outputs it reads off the gradient it got back, alone or combined; the target's other rows:
-          the generation the target sent of the attacker's features, put through the attacker's own dual model
-          (for B: g(f(h₀(x^A)))); ``attack_mae_overlap``: the co-occurring rows alone;
-        - ``trivial_mae``: guessing each feature's mean.
-        """
+        normalized units, entry-weighted over both parties; ``_a``: the rows of A, attacked by B): ``h0_redraw_mae``
+        (:meth:`redraw_seeds`), ``h0_blind_mae``, ``h0_attack_mae``, ``attack_mae``, ``attack_mae_overlap`` and
+        ``trivial_mae``, each as docs/mpdl.md ("The attack") defines it."""
         out, sizes, overlap = {}, {}, {}
         for name, attacker in (("a", "b"), ("b", "a")):
             target, seen = self.reports[name], self.reports[attacker]["seen"]

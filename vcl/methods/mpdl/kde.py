@@ -1,9 +1,5 @@
-"""Gaussian kernel density estimates for MPDL's duality regularizer (equation 10).
-
-``P(x) = 1/(N h^d) Σ_i K((x − x_i)/h)`` with the product of d standard Gaussian kernels and the
-bandwidth ``h = 1.05·N^(−1/5)`` in every dimension. Computed in float64 through log-sum-exp, so
-high-dimensional rows (image pixels) give finite log-densities.
-"""
+"""Gaussian kernel density estimates for MPDL's duality regularizer (equation 10): a product of d standard
+Gaussian kernels, bandwidth ``h = 1.05·N^(−1/5)``, in float64 through log-sum-exp (finite for image pixels too)."""
 
 from __future__ import annotations
 

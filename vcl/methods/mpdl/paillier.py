@@ -1,10 +1,7 @@
 """Paillier additively homomorphic encryption for MPDL's dual loss (Section III-C2), via ``phe``.
 
-``phe`` encodes a float (negative values included) as an integer mantissa and a base-16 exponent, so
-``[[u]]·v`` for a plaintext float ``v`` and ``[[u]] + [[w]]`` decrypt to ``u·v`` and ``u + w`` to double
-precision. Ciphertexts travel as big-endian bytes (N × 2·bytes(n), uint8) plus int32 exponents, so the
-channel counts their real size.
-"""
+``[[u]]·v`` and ``[[u]] + [[w]]`` decrypt to ``u·v`` and ``u + w`` to double precision (``phe``'s float encoding);
+ciphertexts travel as big-endian bytes (N × 2·bytes(n), uint8) plus int32 exponents, so the ledger counts their size."""
 
 from __future__ import annotations
 
