@@ -24,8 +24,8 @@ from vcl.errors import VCLInputError
 from vcl.messages import Ack, Channel, Step
 from vcl.methods.experimenter import EXPERIMENTER
 from vcl.methods.mpdl.attacks import h0_attack, reconstruction_attack, trivial_mae
-from vcl.methods.mpdl.blinding import PSIParty, decode, private_set_intersection
-from vcl.methods.mpdl.dual import DualParty, duality_loss
+from vcl.methods.mpdl.blinding import PSIParty, decode
+from vcl.methods.mpdl.dual import DualParty
 from vcl.methods.mpdl.kde import GaussianKDE, bandwidth
 from vcl.methods.mpdl.paillier import PaillierKeyPair, as_tensors, from_tensors, public_key_from_bytes, scale_rows
 
@@ -121,6 +121,20 @@ def test_cifar10_overlap_split_reads_the_real_batches_with_the_papers_masks(tmp_
         )
         assert all(0 <= r["value"] <= 1 for r in records)
         assert all(("cifar10", 2, r["method"], central, 0.2) in bench.PAPER for r in records)
+
+
+def private_set_intersection(
+    a: PSIParty, b: PSIParty, channel: Channel, round_: int, folds: int, fold_seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The PSI protocol in one process (each message through ``channel``); returns (A's row indices of D_C,
+    B's row indices of D_C, fold of each row). Row i of D_C is A's row ``a_rows[i]`` and B's row
+    ``b_rows[i]`` (the same ID); ``fold[i]`` is in 0..K−1. (In a run, the parties take these steps apart:
+    :mod:`vcl.methods.mpdl.blinding`.)"""
+    offer = channel.send(a.offer(b.name, round_))
+    twice, theirs = (channel.send(m) for m in b.answer(offer, round_))
+    a_rows, indices = a.match(twice, theirs, round_)
+    b_rows, _, assignment = b.assign_folds(channel.send(indices), folds, fold_seed, round_)
+    return a_rows, b_rows, channel.send(assignment).values.numpy()
 
 
 # --- PSI --------------------------------------------------------------------------------------------------
@@ -291,6 +305,11 @@ def one_step(pa, pb, rows):
             diff_a,
         ),
     )
+
+
+def duality_loss(log_p_a, log_p_a_hat, log_p_b_hat, log_p_b):
+    """Equation 9 per row: (log P(x^A) − log P(x̂^A) + log P(x̂^B) − log P(x^B))²."""
+    return (log_p_a - log_p_a_hat + log_p_b_hat - log_p_b).pow(2)
 
 
 def test_duality_gradient_eq17_matches_autograd():

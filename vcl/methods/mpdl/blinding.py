@@ -12,7 +12,7 @@ import torch
 
 from vcl.alignment import psi
 from vcl.errors import VCLInputError
-from vcl.messages import Channel, ValuesMessage
+from vcl.messages import ValuesMessage
 
 
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
@@ -99,16 +99,3 @@ class PSIParty:
             )
         fold = np.random.default_rng(fold_seed).permutation(n) % folds
         return rows, fold, FoldAssignment(self.name, indices.sender, round_, torch.from_numpy(fold.astype(np.int64)))
-
-
-def private_set_intersection(
-    a: PSIParty, b: PSIParty, channel: Channel, round_: int, folds: int, fold_seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The protocol above in one process (each message through ``channel``); returns (A's row indices of D_C,
-    B's row indices of D_C, fold of each row). Row i of D_C is A's row ``a_rows[i]`` and B's row
-    ``b_rows[i]`` (the same ID); ``fold[i]`` is in 0..K−1. (In a run, the parties take these steps apart.)"""
-    offer = channel.send(a.offer(b.name, round_))
-    twice, theirs = (channel.send(m) for m in b.answer(offer, round_))
-    a_rows, indices = a.match(twice, theirs, round_)
-    b_rows, _, assignment = b.assign_folds(channel.send(indices), folds, fold_seed, round_)
-    return a_rows, b_rows, channel.send(assignment).values.numpy()

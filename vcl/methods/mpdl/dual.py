@@ -82,11 +82,6 @@ class CrossGradient(Message):
     tensors = {"values": "values", "ciphertexts": "ciphertexts", "exponents": "exponents"}  # plaintext, or encrypted
 
 
-def duality_loss(log_p_a: Tensor, log_p_a_hat: Tensor, log_p_b_hat: Tensor, log_p_b: Tensor) -> Tensor:
-    """Equation 9 per row: (log P(x^A) − log P(x̂^A) + log P(x̂^B) − log P(x^B))²."""
-    return (log_p_a - log_p_a_hat + log_p_b_hat - log_p_b).pow(2)
-
-
 def seeded_cnn_generator(shape: tuple[int, int, int], pixels, d_out: int, seed: int) -> torch.nn.Sequential:
     """A CNN dual model for images: the party's pixels on its canvas, the paper's MNIST CNN trunk (conv 5×5
     16, ReLU, pool, conv 5×5 32, ReLU, pool), and a linear output layer onto the other party's pixels."""
