@@ -48,10 +48,10 @@ class CollaborationProtocol(Protocol):
         return 1  # its one round (self.round counts it once done)
 
     def score(self, collab: np.ndarray | None = None, local_train: bool = False) -> Scores:
-        request = ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, None, local_train)
-        if collab is not None:
-            request = ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, torch.from_numpy(collab), local_train)
-        return self.federation.request(EXPERIMENTER, request)
+        rows = None if collab is None else torch.from_numpy(collab)
+        return self.federation.request(
+            EXPERIMENTER, ScoreRequest(MASTER, EXPERIMENTER, self.round, self.kept, rows, local_train)
+        )
 
     def train_loss(self) -> float:
         """Mean squared error of F against the one-hot labels (the paper's ridge objective)."""
