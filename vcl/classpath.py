@@ -17,8 +17,7 @@ ONE_LINE_CLASS = re.compile(r"^[a-z]+:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)")
 
 def parse_spec(spec: str, option: str) -> tuple[str, dict]:
     """``sklearn:<path>`` (or ``module:``, ``callback:``, ``datamodule:``) with, optionally, its init args as a JSON
-    object after it (the one-line form of ``{class_path, init_args}``, :func:`vcl.config.groups.estimator_spec`): the
-    class path and the args."""
+    object after it (the one-line form of ``{class_path, init_args}``): the class path and the args."""
     path = spec.split(":", 1)[1]
     if "{" not in path:
         return path, {}

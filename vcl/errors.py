@@ -74,10 +74,9 @@ def first_line(err: BaseException, chars: int = 300) -> str:
 
 
 class Missing:
-    """The parties a run goes on without: ``skip`` (``run.missing_parties: skip``: a lost party other than the
-    first, Alice's or the coordinator's first counterpart, is left out; else a lost party ends the run), and
-    ``parties``, each one left out so far and why. A transport keeps one (:attr:`Transport.missing`), as its own
-    start-up may already lose a party."""
+    """The parties a run goes on without: ``skip`` (``run.missing_parties: skip``: a lost party other than the first
+    is left out; else a lost party ends the run), and ``parties``, each one left out so far and why. A transport keeps
+    one (:attr:`Transport.missing`), as its own start-up may already lose a party."""
 
     def __init__(self, skip: bool = False):
         self.skip = skip

@@ -86,18 +86,16 @@ class Step(Message):
 @dataclass(frozen=True)
 class RuntimeRequest(Message):
     """The coordinator → a party's runtime (:class:`vcl.party.runtime.PartyRuntime`), which answers it itself: the
-    party's own files and state, where it runs. The party's protocol never sees it, no other party may send it, and
-    it is not in the run's ledger (it carries no one's data: a folder, a round, the run's stamp). ``root``: the run's
-    folder of the parties' own files (a party on its own machine keeps its own, its config's ``root``)."""
+    party's own files and state. Its protocol never sees it, no other party may send it, and it is not in the ledger.
+    ``root``: the run's folder of the parties' own files (a party on its own machine keeps its own)."""
 
     root: str = ""
 
 
 @dataclass(frozen=True)
 class OpenLogs(RuntimeRequest):
-    """Keep your logs under ``root/<name>/`` from now on (a run with a run directory); answered by an :class:`Ack`.
-    ``keep_messages``: keep every message you receive and send beside your checkpoints too (``run.keep_messages``,
-    :mod:`vcl.storage.kept`), at most ``keep_rows`` rows of each (0: every row; ``run.keep_rows``)."""
+    """Keep your logs under ``root/<name>/`` from now on; answered by an :class:`Ack`. ``keep_messages``: keep every
+    message you receive and send beside your checkpoints too, at most ``keep_rows`` rows of each (0: every row)."""
 
     keep_messages: bool = False
     keep_rows: int = 0
@@ -182,11 +180,9 @@ def record_of(message: Message) -> MessageRecord:
 
 
 class Channel:
-    """The ledger: records every message that crosses (its kind, shapes and bytes per round).
-
-    ``send`` records a message and returns ``tap(message)`` (the identity unless a test taps the ledger). Messages
-    an organization sends itself, and those to or from a party ``outside`` the protocol
-    (:attr:`vcl.family.Family.outside`), are recorded but not counted as communication."""
+    """The ledger: records every message that crosses (its kind, shapes and bytes per round). ``send`` records a
+    message and returns ``tap(message)``. Messages an organization sends itself, and those to or from a party
+    ``outside`` the protocol (:attr:`vcl.family.Family.outside`), are recorded but not counted as communication."""
 
     def __init__(self, tap: Callable[[Message], Message] | None = None, outside: tuple[str, ...] = ()):
         self.tap = tap or (lambda message: message)

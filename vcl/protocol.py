@@ -18,9 +18,8 @@ if TYPE_CHECKING:
 @dataclass
 class RoundRecord:
     """What a protocol reports of one round to the runner: its number, Alice's training loss after it, the
-    coefficients ``c_m^t`` its prediction stage weighs each organization's model of the round with (None: the
-    round keeps no model for it), and what the method adds (``values``: GAL's η and assistance weights, ASCII's α,
-    MPDL's figures, the parties left out...). ``record["eta"]`` reads any of them by name."""
+    coefficients ``c_m^t`` its prediction stage weighs each organization's model with (None: no model kept), and
+    what the method adds (``values``: GAL's η, ASCII's α, ...). ``record["eta"]`` reads any of them by name."""
 
     round: int
     train_loss: float
@@ -40,10 +39,8 @@ class RoundRecord:
 
 
 class Protocol:
-    """A small state machine: ``run_round()`` advances one round and returns its record (:meth:`record`).
-
-    ``F[split]``: Alice's output on that split (N × K), from F⁰ (:attr:`prior`); a checkpoint of (round, F, F⁰,
-    history) and the organizations' models resumes a run exactly. Opened without training data (``labels`` empty:
+    """A small state machine: ``run_round()`` advances one round and returns its record (:meth:`record`). ``F[split]``:
+    Alice's output on that split (N × K), from F⁰ (:attr:`prior`). Opened without training data (``labels`` empty:
     ``train.py predict``) it takes F⁰ from the checkpoint and works on the CPU."""
 
     name = "protocol"
@@ -102,9 +99,8 @@ class Protocol:
         return torch.softmax(F.double(), dim=1)
 
     def prediction_stage(self, upto: int | None = None) -> tuple[dict[str, float], int]:
-        """Alice's metric on every split from the models the run keeps, through the prediction stage
-        (:meth:`predict`), with the rounds 1..``upto`` (default: all); returns it and the round used.
-        A protocol whose ``predict`` cannot stop at an earlier round reports its last round."""
+        """Alice's metric on every split from the models the run keeps (:meth:`predict`), with rounds 1..``upto``
+        (default, or without ``predicts_upto``: all); returns it and the round used."""
         upto = self.round if upto is None else min(upto, self.round)
         if not self.predicts_upto:
             upto = self.round
@@ -113,9 +109,7 @@ class Protocol:
 
     def kept_round_metrics(self) -> dict[int, dict] | None:
         """{round t: {"metrics": {split: metric}, "auroc": {split: AUROC}}} of the kept models with rounds 1..t,
-        recomputed at the end of a run through the prediction stage; ``None`` for a protocol that cannot stop its
-        prediction at an earlier round (its reported metrics are then Alice's running F, which tests hold equal to
-        the prediction stage)."""
+        recomputed at the end of a run by the prediction stage; ``None`` for a protocol without ``predicts_upto``."""
         return None
 
     def auroc(self, F: dict[str, Tensor] | None = None, splits=None) -> dict[str, float]:
@@ -163,9 +157,8 @@ class Protocol:
         self.federation.load_state_dict(state["federation"])
 
     def record(self, coefficients: list[float] | None = None, **values) -> RoundRecord:
-        """This round's record, kept in :attr:`history` (as :meth:`RoundRecord.as_dict`): what ``run_round`` returns
-        at its end, and round 0's (F⁰) before any round. ``coefficients``: what the prediction stage weighs each
-        organization's model of this round with; ``values``: what the method reports beside it."""
+        """This round's record, kept in :attr:`history`: what ``run_round`` returns at its end, and round 0's (F⁰)
+        before any round. ``coefficients`` and ``values``: as in :class:`RoundRecord`."""
         record = RoundRecord(self.round, self.train_loss(), coefficients, values)
         self.history.append(record.as_dict())
         return record

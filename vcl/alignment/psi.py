@@ -69,10 +69,9 @@ class PSISide:
         return encode(twice)
 
     def match(self, own_twice: np.ndarray) -> np.ndarray:
-        """This side's rows in the intersection, from its own values as the other returned them (``own_twice``,
-        in its secret order) against the other's values as this side blinded them again (:meth:`answer`). The
-        rows come in the order of their IDs, which both sides hold for these rows: row k of either side's answer
-        is the same individual."""
+        """This side's rows in the intersection, from its own values as the other returned them (``own_twice``, in
+        its secret order) against the other's as this side blinded them again, in the order of their IDs: row k of
+        either side's answer is the same individual."""
         return np.asarray(sorted(self.shared_rows(own_twice).tolist(), key=lambda row: self.ids[row]), dtype=np.int64)
 
     def shared_rows(self, own_twice: np.ndarray) -> np.ndarray:
@@ -119,9 +118,8 @@ def intersect(a: PSISide, b: PSISide) -> tuple[np.ndarray, np.ndarray]:
 
 
 def answer_from_file(path: str, id_column: str, drop: bool, label_column: str, offer, keep: bool = False) -> dict:
-    """A party's half of the star PSI, where its file is (a Ray task on its node, or its own party process under
-    grpc): Alice's blinded IDs blinded again, and its own IDs blinded once. ``keep``: this process loads the file
-    next, on the aligned rows (a party process's Setup), so the read is kept for it."""
+    """A party's half of the star PSI, where its file is: Alice's blinded IDs blinded again, and its own IDs blinded
+    once. ``keep``: this process loads the file next, on the aligned rows, so the read is kept for it."""
 
     side = PSISide(Path(path).stem, csv_ids(path, id_column, drop, label_column, keep))
     if keep:

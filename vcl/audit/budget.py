@@ -26,10 +26,7 @@ def laplace_budget(
 
 def laplace_multiplier(epsilon: float, releases: int, delta: float = DELTA) -> float:
     """The Laplace noise multiplier whose ``releases`` self-composed releases cost ``epsilon`` at ``delta`` (the PLD
-    accountant, calibrated by ``dp_accounting.calibrate_dp_mechanism``): what ``gal.privacy: dp_residuals`` adds each
-    round. The root lies between 1/ε (one release alone costs ε) and T/ε (basic composition: T releases of ε/T each),
-    a bracket that keeps every trial's loss distribution small (a wide one took minutes); the calibration's grid is
-    coarser than the report's, which :func:`laplace_budget` recomputes at the accountant's default."""
+    accountant's, on a coarser grid than the report's): what ``gal.privacy: dp_residuals`` adds each round."""
 
     def event(multiplier: float):
         return dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(multiplier), int(releases))

@@ -24,10 +24,9 @@ COORDINATOR = "coordinator"  # the holder whose messages are <run>/messages/: Al
 
 
 class KeptRun:
-    """A finished run as the audit reads it: its results and config, the messages each holder kept (Alice's
-    coordinator in ``messages/``, each party beside its checkpoints), Alice's checkpoint and the run's data as its
-    config builds it. ``results``: its results.json (or the results a run is about to write); ``data``: the run's
-    data where the caller holds it already."""
+    """A finished run as the audit reads it: its results and config, the messages each holder kept, Alice's
+    checkpoint and the run's data. ``results``: its results.json (or the results a run is about to write); ``data``:
+    the run's data where the caller holds it already."""
 
     def __init__(self, out: Path, results: dict | None = None, data=None, known: int | tuple = SWEEP, config=None):
         self.out = Path(out)

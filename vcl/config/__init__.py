@@ -196,9 +196,8 @@ def nest(values: dict) -> dict:
 
 @lru_cache(maxsize=2)
 def parser(documented: bool = False):
-    """The command line: every option of :class:`RunConfig`, ``--config`` and ``--print_config``; train.py takes
-    its switches (``--resume``, ``--overwrite``, ``--quiet``) off first. ``documented``: each option's help from
-    its docstring (for ``--help``; reading the docstrings is a tenth of a second that a run does not need)."""
+    """The command line: every option of :class:`RunConfig`, ``--config`` and ``--print_config``; train.py takes its
+    switches off first. ``documented``: each option's help from its docstring (for ``--help`` only: it is slow)."""
     import jsonargparse
     import yaml
     from jsonargparse import ActionConfigFile, ArgumentParser

@@ -77,11 +77,8 @@ def check_config(config: RunConfig, family: Family | None = None) -> Family:
 
 # --- where parties run apart (transport.kind: ray or grpc): what the coordinator and each party load ---
 def coordinator_data(config: RunConfig, ids: list[str] | None = None, family: Family | None = None) -> VerticalData:
-    """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature.
-
-    For ``dataset: csv`` it opens only Alice's file; each other party's IDs are read in that party's own
-    process (on its node) for the row alignment; ``ids``: the rows a run aligned already (kept in its checkpoint:
-    ``train.py predict`` rebuilds the parties on the training rows without aligning them again)."""
+    """What Alice's coordinator loads where parties run apart: her labels and every party's name, no feature (of CSV
+    files only Alice's is opened); ``ids``: the rows a run aligned already (kept in its checkpoint)."""
     family = family or family_of(config)
     if config.data.dataset != "csv" or config.data.module:
         dm = datamodule_for(config, family=family)
@@ -119,11 +116,8 @@ def coordinator_data(config: RunConfig, ids: list[str] | None = None, family: Fa
 
 def kept_data(config: RunConfig, run: dict, where: dict, family: Family | None = None) -> VerticalData:
     """What the coordinator holds to score new people with a finished run whose parties keep their preparation
-    (``train.py predict``, :mod:`vcl.use.predict`), reading no training file: the new people's rows aligned by ID
-    (private set intersection where parties run apart), the run's task and classes (``run``, from its checkpoint)
-    and no labels. Where parties run apart each builds itself again from its own checkpoint (``where``: the run's
-    stamp, each party's last saved round and folder; :func:`party_ids` sends it); in this process every party's
-    preparation is read here, from each party's checkpoint, and every view prepared."""
+    (``train.py predict``): the new people's rows aligned by ID, the run's task and classes, no labels and no
+    training file. ``where``: the run's stamp and each party's last saved round and folder, where parties run apart."""
     d = config.data
     task, classes = run["task"], run["classes"]
     names = [Path(f).stem for f in d.csv_files]
@@ -146,10 +140,8 @@ def psi_with_parties(
     config: RunConfig, names: list[str], own: list[str], drop: list[bool], new: bool = False
 ) -> tuple[list, dict]:
     """Alice's IDs, then for each other party the part of them it holds too, by private set intersection with each party
-    in turn (docs/deployment.md, "Row alignment by private set intersection"), each party reading its own file where it
-    runs. ``new``: the files of new people (``train.py predict``). Each list an Arrow array of texts in Alice's file
-    order; with them, by party (Alice first), the place of each ID in that party's PSI offer (Alice's: the index among
-    her IDs), which a party takes its rows from after checking them (:func:`vcl.datamodules.reading.use_places`)."""
+    in turn (docs/deployment.md, "Row alignment by private set intersection"; ``new``: new people's files), each an
+    Arrow array in Alice's file order; with them, by party, each ID's place in that party's PSI offer."""
     alice = PSISide(names[0], own)
     offer = alice.offer()
     answers = transport_class(config.transport.kind).psi_answers(config, names, drop, offer, new)

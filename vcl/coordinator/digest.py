@@ -21,14 +21,9 @@ PIECE = 1 << 26  # version 3: an array's bytes are digested 64 MiB at a time, on
 
 def data_digest(data, algorithm: str = DIGEST, version: int = DIGEST_VERSION) -> str:
     """A digest of the data the coordinating process holds (every party's under the local transport; Alice's labels,
-    the row IDs and the parties' names under ray): tensors and arrays by dtype, shape and bytes, dataclasses, dicts
-    and lists by their contents. A run resumed on the same transport must find the same data its checkpoint was made
-    with (on the other transport the coordinator holds other data, and the check is skipped):
-    :func:`vcl.coordinator.runner.data_differ`.
-    ``version`` 3 (now): an array's bytes as the digests of its pieces of :data:`PIECE` bytes (made on every core:
-    hashlib lets go of the GIL), row IDs as their lengths and UTF-8 bytes; 2: the bytes in one stream, row IDs as
-    the ``repr`` of each (10^7 of them: seconds of Python); 1: as vcl digested before 2026-11-29, each view's fitted
-    preparation included (:func:`_as_before`)."""
+    the row IDs and the parties' names under ray), which a resumed run must find unchanged (``runner.data_differ``).
+    ``version`` 3 (now): an array's bytes as the digests of its pieces of :data:`PIECE` bytes, row IDs as lengths
+    and UTF-8 bytes; 2: the bytes in one stream, row IDs as ``repr``; 1: with the preparations (:func:`_as_before`)."""
 
     def new():
         return hashlib.blake2b(digest_size=16) if algorithm == "blake2b" else hashlib.sha256()

@@ -22,13 +22,8 @@ if TYPE_CHECKING:
 
 class Federation:
     """Parties (Alice first) reached only through ``transport``, each message and reply counted in the run's ledger:
-    what the coordinator does with any transport (docs/extending.md, "Write a transport").
-
-    ``parties`` builds a :class:`LocalTransport` over them (``together``: a batch to their class's
-    :meth:`vcl.family.Party.handle_batch`), or pass a ``transport``. ``relays``: whether the family has
-    ``peer_messages`` (without, no relay is asked for: under grpc or ray one call fewer to every party).
-    ``party_roots``: a party's own checkpoint root (``transport.party_dirs``). :meth:`keep_files` (a run with a run
-    directory): from then on each party keeps its own checkpoints and logs where it runs."""
+    (docs/extending.md, "Write a transport"). ``parties`` builds a :class:`LocalTransport` over them, or pass a
+    ``transport``; ``relays``: whether the family has ``peer_messages``; ``party_roots``: ``transport.party_dirs``."""
 
     def __init__(
         self,
@@ -52,11 +47,8 @@ class Federation:
     def open(
         cls, config: RunConfig, family: Family, method: str, data, names: list[str], parties, **kwargs
     ) -> Federation:
-        """What every family's coordinator starts from: its federation (this class, the family's own, with
-        ``kwargs``) over the transport ``transport.kind`` names to ``method``'s parties ``names``, given
-        ``parties()`` (which builds them in this process) and :func:`vcl.party.loading.own_party` (which builds one
-        where it runs), with what ``family`` says of them (the kinds they send each other) and the run's settings of
-        how they are reached and whether parties in one process answer a batch together (``run.concurrent``)."""
+        """What every family's coordinator starts from: its federation (this class, the family's own, with ``kwargs``)
+        over ``transport.kind``'s transport to ``method``'s parties ``names`` (``parties()`` builds them here)."""
         start = Parties(list(names), parties, own_party, tuple(family.peer_messages), config.run.concurrent)
         transport = transport_class(config.transport.kind).open(config, method, data, start)
         transport.channel.outside = frozenset(family.outside)  # its experimenter's messages are not communication
@@ -69,10 +61,8 @@ class Federation:
         return self.request_all([(party, message)])[0]
 
     def request_all(self, requests: Iterable[tuple[str, Message]]) -> list[Message | None]:
-        """Send every message (each to its party) and gather the replies, in the order given. A party that is lost
-        ends the run (:class:`vcl.errors.PartyLost`); with ``run.missing_parties: skip`` any party but the first
-        (Alice's) is left out instead: its place holds None, now and in every later request, and
-        :meth:`missing` says which."""
+        """Send every message (each to its party) and gather the replies, in order. A lost party ends the run
+        (:class:`vcl.errors.PartyLost`), or under ``run.missing_parties: skip`` (not Alice) holds None from then on."""
         requests = list(requests)
         t, lost = self.transport, self.transport.missing
         for party, message in requests:
@@ -91,10 +81,8 @@ class Federation:
         return [None if reply is None else self.channel.send(reply) for reply in replies]
 
     def _every(self, request: Callable[[str], RuntimeRequest], names: list[str] | None = None) -> list:
-        """``request(name)`` (a :class:`vcl.messages.RuntimeRequest`: the party's own files, its state, where it
-        runs) to every party still present (or to ``names``), answered by its runtime; the replies in that order, None
-        for one lost now (a party left out keeps its files of the rounds it was in). Not in the ledger: what crosses
-        is a folder, a round, the run's stamp."""
+        """``request(name)`` (a :class:`vcl.messages.RuntimeRequest`) to every party still present (or to ``names``),
+        answered by its runtime; the replies in that order, None for one lost now. Not in the ledger."""
         names = self.present() if names is None else names
         replies = self.transport.deliver([(n, request(n)) for n in names])
         return self.transport.missing.tolerate(replies, self.alice)
@@ -109,9 +97,8 @@ class Federation:
     # --- the parties' own files, where each runs ---
     def keep_files(self, root: Path, messages: Path | None = None, rows: int = 0) -> None:
         """From now on each party keeps its own files under ``root/<name>/`` (or its own root), where it runs: its
-        logs (opened now) and its checkpoints (:meth:`save`); Alice's state then holds her side only. ``messages``:
-        Alice's folder of the messages she sends and receives (``<run>/messages``, ``run.keep_messages``); then every
-        party keeps its own beside its checkpoints too (:mod:`vcl.storage.kept`), at most ``rows`` rows of each."""
+        logs and checkpoints; Alice's state then holds her side only. ``messages``: her folder of kept messages
+        (``run.keep_messages``); then each party keeps its own too (:mod:`vcl.storage.kept`), ``rows`` rows at most."""
         self.root = Path(root)
         self.seen.on, self.seen.rows, self.seen_folder = messages is not None, rows, messages
         keep = messages is not None
@@ -127,11 +114,9 @@ class Federation:
             self.seen.save(self.seen_folder, round_)
 
     def load(self, round_: int, run: str, root: Path | None = None, kept: dict | None = None) -> None:
-        """Every party reads back its own state of ``round_``, refusing one of another run; ``root``: the run's
-        folder of the parties' files, where :meth:`keep_files` was not called (a finished run's prediction).
-        ``kept``: the checkpoint's :meth:`state_dict`, whose ``saved`` rounds say which parties were left out at
-        ``round_`` (``run.missing_parties: skip``): each of those reads its own last round instead, and is present
-        again, when that round holds all it did since (:meth:`can_rejoin`); else it stays out."""
+        """Every party reads back its own state of ``round_``, refusing one of another run; ``root``: the run's folder
+        of the parties' files, where :meth:`keep_files` was not called. ``kept``: the checkpoint's :meth:`state_dict`;
+        a party left out at ``round_`` reads its own last round instead, back only if it :meth:`can_rejoin`."""
         self.root = Path(root) if root is not None else self.root
         kept = kept if kept is not None and "saved" in kept else None  # a checkpoint made before rejoins: all at round_
         self._keep_rounds(kept or {})
@@ -156,11 +141,8 @@ class Federation:
         return "what it did after it"
 
     def rejoin(self, run: str) -> list[str]:
-        """Set up again each party left out (``run.missing_parties: skip``) that answers now and can come back
-        (:meth:`can_rejoin`): it reads its own checkpoint of its last saved round (``run``: the run's stamp) and is
-        asked again from the next request on. The names that came back; only a run whose parties keep their own
-        files (:meth:`keep_files`) has a round to come back to. Those a resumed run's :meth:`load` took back come
-        first."""
+        """Set up again each party left out that answers now and :meth:`can_rejoin`, from its own checkpoint of its last
+        saved round (``run``: the run's stamp); the names that came back, those a resumed :meth:`load` took first."""
         back, self.returned = self.returned, []
         for name in self.missing():
             if self.root is None or not self.can_rejoin(name) or not self.transport.rejoin(name):

@@ -24,9 +24,8 @@ def kept_records(protocol: Protocol, records: list[dict]) -> tuple[list[dict], d
 
 
 def prediction_stage(protocol: Protocol, round_: int, kept: dict[int, dict] | None = None) -> tuple[dict, int]:
-    """{split: metric} of a fresh prediction from the kept models using rounds 1..``round_``, and the round
-    it used (the last one where the protocol cannot stop its prediction earlier). ``kept``: the metrics by
-    round that :func:`kept_records` already computed through the prediction stage (not asked for again)."""
+    """{split: metric} of a fresh prediction from the kept models using rounds 1..``round_``, and the round it used;
+    ``kept``: the metrics by round that :func:`kept_records` already computed (not asked for again)."""
     if not protocol.keeps_models:  # MPDL and FTL: the last round's outputs on the test and A-only rows
         return protocol.evaluate(), protocol.round
     if kept is not None and round_ in kept:

@@ -161,9 +161,8 @@ class Run:
 
 
 def kept_digest(config: RunConfig, data, family: Family) -> dict:
-    """What a checkpoint keeps of the data (:func:`data_digest`): the transport, the algorithm, the digest and its
-    version; and for a run whose parties keep their preparation (:attr:`vcl.family.Family.parties_keep_preparation`,
-    on CSV files) the task and classes, which ``train.py predict`` then takes from here, reading no training file."""
+    """What a checkpoint keeps of the data (:func:`data_digest`): transport, algorithm, digest and version; and where
+    the parties keep their preparation of CSV files, the task and classes, which ``train.py predict`` reads here."""
     kept = {"transport": config.transport.kind, "hash": DIGEST, "digest": data_digest(data), "version": DIGEST_VERSION}
     if config.data.dataset == "csv" and not config.data.module and family.parties_keep_preparation:
         kept["kept"] = {"task": data.task, "num_classes": data.num_classes, "classes": data.classes}
@@ -171,9 +170,8 @@ def kept_digest(config: RunConfig, data, family: Family) -> dict:
 
 
 def data_differ(kept: dict, config: RunConfig, data) -> bool:
-    """Whether ``data`` differ from those a checkpoint's ``kept`` digest was made from, on the same transport (a
-    checkpoint of an earlier version digested with BLAKE2b and names no algorithm, and one before version 2 took in
-    each view's fitted preparation)."""
+    """Whether ``data`` differ from those a checkpoint's ``kept`` digest was made from, on the same transport (one
+    naming no algorithm or version: BLAKE2b, version 1)."""
     if kept.get("transport") != config.transport.kind:
         return False
     return kept.get("digest") != data_digest(data, kept.get("hash", "blake2b"), kept.get("version", 1))
@@ -203,10 +201,8 @@ def run_rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Non
 
 @contextmanager
 def long_lived_frozen():
-    """Inside, the objects that exist on entry (imported code, the data, the parties) are out of the cyclic garbage
-    collector's scans (``gc.freeze``): a full collection during the rounds then looks only at what the rounds made.
-    With torch imported such a collection took 40-120 ms, and rounds that build a learner per organization set one
-    off every few rounds at M = 64. Nothing is frozen if something else froze objects already."""
+    """Inside, the objects that exist on entry are out of the cyclic garbage collector's scans (``gc.freeze``;
+    docs/design.md, "Memory during the rounds"). Nothing is frozen if something else froze objects already."""
     if gc.get_freeze_count():
         yield
         return
@@ -219,8 +215,7 @@ def long_lived_frozen():
 
 def rounds(run: Run, callbacks: list[RoundCallback], max_rounds: int) -> Iterator[dict]:
     """The run's rounds up to ``max_rounds``, one per ``next``: each is timed (``run.round_seconds``), recorded,
-    passed to the callbacks and yielded. Round 0's record (no training) comes first, untimed and not yielded.
-    :func:`run_rounds` runs them all; :class:`vcl.coordinator.sweep.Interleaved` steps several runs in turn."""
+    passed to the callbacks and yielded. Round 0's record (no training) comes first, untimed and not yielded."""
     for cb in callbacks:
         cb.on_run_start(run)
     if not run.records:
@@ -259,10 +254,8 @@ def train(
     write: bool = True,
     overwrite: bool = False,
 ) -> dict:
-    """Run ``config`` (and its ``compare`` methods) and return the results written to results.json.
-
-    Every input is checked before work starts; ``--out`` is locked for the run (:mod:`vcl.coordinator.rundir`), and a
-    directory that already holds files needs ``resume`` or ``overwrite``. ``write=False`` touches no file."""
+    """Run ``config`` (and its ``compare`` methods) and return the results written to results.json. ``--out`` is locked
+    for the run; a directory already holding files needs ``resume`` or ``overwrite``. ``write=False`` writes no file."""
     done: list[dict] = []  # the results, once they are written
     try:
         return _train(config, resume, verbose, callbacks, write, overwrite, done)
@@ -368,8 +361,7 @@ def _train(config, resume, verbose, callbacks, write, overwrite, done: list) -> 
 
 def restore(protocol: Protocol, state: dict, out_dir: Path, config: RunConfig) -> None:
     """``protocol`` and its parties as the checkpoint ``state`` of the run in ``out_dir`` left them: each party reads
-    its own files where it runs (unless the coordinator's checkpoint holds every party's), then Alice's side.
-    ``--resume`` and ``train.py predict`` (:class:`vcl.use.predict.Deployed`) both start from it."""
+    its own files where it runs (unless the coordinator's checkpoint holds every party's), then Alice's side."""
     if "organizations" not in state["protocol"]["federation"]:  # each party keeps its own checkpoint
         stamp = run_stamp(state["run_id"], config)
         kept = state["protocol"]["federation"]
@@ -378,10 +370,8 @@ def restore(protocol: Protocol, state: dict, out_dir: Path, config: RunConfig) -
 
 
 def audit_section(config: RunConfig, out_dir: Path, results: dict, data, here: bool) -> dict:
-    """The privacy section of a run about to write its results (:mod:`vcl.audit.run`), where its parties kept their
-    files on this machine (``here``), scored by the experimenter (:meth:`vcl.transport.Transport.experiment`: in this
-    process for the local transport, outside Alice's for one whose parties run apart); a run that kept too little to
-    attack says so in it instead."""
+    """The privacy section of a run about to write its results (:mod:`vcl.audit.run`), scored by the experimenter
+    where its parties kept their files on this machine (``here``); a run that kept too little to attack says so."""
     if not here:
         return {"error": "the parties keep what they received where they run; audit the run with train.py audit "
                          "where every party's kept messages and data are"}  # fmt: skip

@@ -34,9 +34,8 @@ class Job:
 
 
 def run_record(benchmark: str, cfg, method: str, model: str, details=None, **extra) -> dict:
-    """Run one config and return its record. With ``run.audit`` (and ``run.keep_messages``) the run writes its files in
-    a temporary folder, removed after it, so that what its receivers kept is attacked (:mod:`vcl.audit`); else it
-    writes no file."""
+    """Run one config and return its record. With ``run.audit`` the run writes its files in a temporary folder,
+    removed after it, so that what its receivers kept is attacked (:mod:`vcl.audit`); else it writes no file."""
 
     prepare_process()  # as the command line does
     start = time.perf_counter()
@@ -79,12 +78,9 @@ def _record(benchmark: str, cfg, method: str, model: str, res: dict, seconds: fl
 
 @dataclass
 class Interleaved:
-    """Several jobs run in one process a round at a time, in turn: round 1 of each in the order given, round 2 of
-    each in the reverse order, and so on; each job's record is what it gives run alone (:class:`Job`), but its
-    rounds' seconds were measured side by side with the others'. A shared machine's speed drifts by tens of
-    percent within seconds; runs of different sizes taken one after another measure that drift as much as the
-    code, and stepping them in turn in one thread puts both under the same conditions (two equal runs stepped so
-    took the same time to 1 %). Jobs' configs must compare no other method."""
+    """Several jobs run in one process a round at a time, in turn (round 1 in the order given, round 2 reversed, ...),
+    so a shared machine's drifting speed falls on all alike; each job's record is what it gives run alone
+    (:class:`Job`) but its rounds' seconds. Jobs' configs must compare no other method."""
 
     jobs: list[Job]
 
@@ -126,10 +122,7 @@ class Interleaved:
 
 def seconds_per_round(res: dict) -> float:
     """A run's seconds per round (``res`` from :func:`vcl.coordinator.runner.train`): the median of its rounds' wall
-    seconds. The median, not the mean, so that one slow round does not set the figure: the first round pays one-time
-    costs (the process's heap grows to a round's size, ~2,500 page faults at 64 organizations on digits; the
-    learners are built) and a busy machine stalls a round now and then. Records keep every round's seconds
-    (``round_seconds``), so the mean and the first round can be read from them too."""
+    seconds, so that the first round's one-time costs or a stalled round do not set it."""
     return statistics.median(res["round_seconds"]) if res["round_seconds"] else 0.0
 
 
@@ -161,11 +154,9 @@ def _task(job: Callable, threads: int):
 
 
 def run_jobs(jobs: list[Callable], workers: int = 1, address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> list:
-    """Every job's result, in order. A job is a zero-argument callable: a :class:`Job` (its record) or a
-    script's own ``functools.partial`` of a module-level function. Here one by one (``workers=1``, no
-    address), or as Ray tasks, at most ``workers`` at once, each holding ``cpus`` CPUs and ``gpus`` GPUs (a
-    cluster at ``address``, or a local Ray instance sized to ``workers × cpus``). A job runs with ``int(cpus)``
-    torch threads either way, so ``--workers 1`` and ``--workers 2`` give the same records."""
+    """Every job's result, in order. A job is a zero-argument callable (a :class:`Job`, or a script's ``partial`` of a
+    module-level function), run here one by one (``workers=1``, no address) or as Ray tasks, at most ``workers`` at
+    once, each holding ``cpus`` CPUs and ``gpus`` GPUs; each with ``int(cpus)`` torch threads, so the records agree."""
     threads = max(1, int(cpus))
     if workers == 1 and not address:
         records = []

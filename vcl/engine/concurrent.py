@@ -21,10 +21,8 @@ from vcl.engine.losses import local_loss, local_losses
 
 @runtime_checkable
 class Stackable(Protocol):
-    """What the batched engine needs of a learner it fits beside others of one architecture
-    (:class:`vcl.models.ResidualRegressor` is one; a learner without these is fitted alone): its network and settings,
-    the key of the learners it can be stacked with (None: alone), a fresh copy from a seed, its optimizer steps and
-    minibatch schedule, and for a single Linear layer its parameters drawn without making the copy."""
+    """What the batched engine needs of a learner it fits beside others of one architecture (a learner without these
+    is fitted alone; docs/design.md, "Concurrent organizations")."""
 
     net: torch.nn.Module
     hparams: AttributeDict
@@ -43,9 +41,8 @@ class Stackable(Protocol):
 
 
 def concurrency_key(learner) -> tuple | None:
-    """Learners with equal keys can be fitted together (:meth:`Stackable.stack_key`); ``None`` means fit alone (a
-    learner that is no :class:`Stackable`: a scikit-learn one). Kept with the learner (and its
-    :meth:`Stackable.renewed` copies) once computed."""
+    """Learners with equal keys can be fitted together (:meth:`Stackable.stack_key`); ``None`` means fit alone (not a
+    :class:`Stackable`: a scikit-learn one). Kept with the learner and its renewed copies once computed."""
     kept = getattr(learner, "__dict__", {})
     if "_concurrency_key" not in kept:
         if not isinstance(learner, Stackable):
@@ -107,10 +104,7 @@ def fit_and_predict(
     stacked: dict | None = None,
 ) -> dict[str, Tensor]:
     """Train ``learners[m]`` on ``(inputs[m]["train"], targets)`` for every m at once, then predict every split of
-    ``inputs[m]`` with it: {split: (M, N, K)} float32. Linear learners predict as one batched product with their
-    stacked parameters (what each computes alone, to float rounding: tested); other learners one by one.
-    ``stacked``: a dict the caller keeps from round to round, where the organizations' zero-padded inputs stay
-    while they are the same, unchanged tensors (no stacking every round)."""
+    ``inputs[m]``: {split: (M, N, K)} float32. ``stacked``: a dict the caller keeps across rounds (:func:`_padded`)."""
     _check_together(learners)
     linear = fit_stacked(learners, [i["train"] for i in inputs], targets, sample_weight, stacked)
     if linear is None:
@@ -125,11 +119,8 @@ def fit_linear_rounds(
     targets: Tensor,
     stacked: dict | None = None,
 ) -> tuple[list[LinearRound], dict[str, Tensor]]:
-    """:func:`fit_and_predict` for Linear learners that are not made: ``prototypes[m].renewed(seeds[m])`` (one
-    Linear layer in fp32, :attr:`ResidualRegressor.linear_drawn`; equal but for their input width), fitted on
-    ``inputs[m]``. Their parameters are drawn as those copies would draw them and trained together; each
-    organization keeps a :class:`LinearRound` (its weight and bias), not a module tree. Returns them and the
-    outputs."""
+    """:func:`fit_and_predict` for fp32 Linear learners never made (:attr:`ResidualRegressor.linear_drawn`): each
+    ``prototypes[m].renewed(seeds[m])`` drawn, trained together, kept as a :class:`LinearRound`; with the outputs."""
     m, k = len(prototypes), targets.shape[1]
     dims = [i["train"].shape[1] for i in inputs]
     width = max(dims)
@@ -156,9 +147,8 @@ def _linear_outputs(theta: Tensor, x: Tensor, inputs: list[dict[str, Tensor]], s
 
 
 def fit_stacked(learners, features, targets, sample_weight=None, stacked=None) -> tuple[Tensor, Tensor] | None:
-    """Fit :attr:`~ResidualRegressor.stackable` learners of one architecture and hyper-parameters (but their seeds
-    and input widths) together, in training mode, one or many; for Linear learners returns their trained
-    ``[Wᵀ; 0; b]`` stack and the padded training inputs (:func:`_fit_linear`), else None."""
+    """Fit stackable learners of one architecture and hyper-parameters (but seeds and input widths) together; for
+    Linear learners returns their trained ``[Wᵀ; 0; b]`` stack and padded training inputs, else None."""
     for learner in learners:
         learner.train()
     hp = learners[0].hparams
@@ -207,10 +197,8 @@ BLOCKS = 0xB10C  # the purpose tag of the blocks' order (learner.shuffle: blocks
 
 
 class BlockOrder:
-    """``learner.shuffle: blocks`` (docs/design.md, "Training"): each model's rows permuted once per fit (:attr:`rows`,
-    (M, n)), then each epoch the contiguous batches in a fresh order drawn from ``n`` and the batch size alone
-    (:meth:`epoch`: slices, the same for every model); a fit gathers its rows once (:func:`own_rows`). A last batch
-    under ``min_rows`` rows is left out."""
+    """``learner.shuffle: blocks`` (docs/design.md, "Training"): each model's rows permuted once per fit, then each
+    epoch the same contiguous batches for every model, in a fresh order. A last batch under ``min_rows`` is left out."""
 
     def __init__(self, n: int, batch_size: int, generators: list[torch.Generator], min_rows: int = 1):
         dtype = torch.int32 if n < 2**31 else torch.long  # own_rows widens its flat row numbers if need be
@@ -245,11 +233,9 @@ PERMUTATION_BYTES = 64 * 2**20  # the most one block of drawn permutations holds
 
 
 def _schedule(learner, seeds: list[int], n: int, device) -> Callable[[int], list]:
-    """An epoch's minibatches of every organization, as each learner of ``learner``'s kind with its own seed would
-    draw them alone: row indices (M, B), or slices when batches are in order (the same for all epochs, computed
-    once). The epochs' permutations are drawn a block of epochs at a time (:func:`vcl.engine.loop.permutations`), as
-    many as fit in ``PERMUTATION_BYTES`` (all of a small fit's at once; two of M = 8 at 10^6 rows): each generator
-    continues its own stream, so the numbers are those drawn all at once, in bounded memory."""
+    """An epoch's minibatches of every organization, as each learner with its own seed would draw them alone: row
+    indices (M, B), or slices when batches are in order. Permutations are drawn as many epochs at a time as fit in
+    ``PERMUTATION_BYTES``, each generator continuing its stream: the numbers drawn all at once, in bounded memory."""
     block: dict[int, Tensor] = {}
     gens: list[torch.Generator] = []
     in_order: list = []  # the epochs' batches once they are known to be in order (nothing drawn)
@@ -277,9 +263,8 @@ def _schedule(learner, seeds: list[int], n: int, device) -> Callable[[int], list
 
 
 def _padded(features: list[Tensor], width: int, stacked: dict | None = None) -> Tensor:
-    """Rows zero-padded to ``width`` columns, stacked: M × N × width. Kept in ``stacked`` (its last four) and taken
-    from there while ``features`` are the same tensors, unchanged; a single learner's rows of that width are a view
-    of them."""
+    """Rows zero-padded to ``width`` columns, stacked: M × N × width, kept in ``stacked`` (:func:`_keep`); a single
+    learner's rows of that width are a view of them."""
     if len(features) == 1 and features[0].shape[1] == width and features[0].is_contiguous():
         return features[0].unsqueeze(0)  # one learner's own rows, as they are: no copy
     key = (width, *map(id, features))
@@ -304,11 +289,8 @@ def _keep(stacked: dict, features: list[Tensor], x: Tensor) -> None:
 
 
 def _stacked_split(inputs: list[dict[str, Tensor]], split: str, width: int, stacked: dict | None) -> Tensor:
-    """The organizations' rows of ``split`` as the linear fit reads them, zero-padded to the widest
-    (:func:`_padded`, M × N × ``width``), kept in ``stacked``; each job's rows of that split then become a view of
-    their place in the stack (``inputs[m][split]``: the job's mapping, which its organization may adopt, so that a
-    table is held once, not once as the views and again as the stack: at 10^7 rows, gigabytes). The same numbers,
-    another row stride; a later round finds its rows are the stack's and stacks nothing."""
+    """The organizations' rows of ``split`` zero-padded to the widest, kept in ``stacked``; each ``inputs[m][split]``
+    then becomes a view of its place in the stack, so a table is held once (docs/design.md, "Data at scale")."""
     key = (width, *(id(i[split]) for i in inputs))
     if stacked is None or key in stacked:
         return _padded([i[split] for i in inputs], width, stacked)  # the stack kept (its own check), or a new one
@@ -324,10 +306,8 @@ def _stacked_split(inputs: list[dict[str, Tensor]], split: str, width: int, stac
 
 
 def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start: Tensor) -> tuple[Tensor, Tensor]:
-    """Linear models of ``learner``'s hyper-parameters but ``seeds``, starting from ``start`` (their ``[Wᵀ; 0; b]``,
-    M × (d+1) × K), trained together with closed-form gradients (:class:`vcl.engine.linear.LinearSteps`): inputs
-    zero-padded to the widest organization, M × N × d. ``features``: each organization's
-    training rows, or its splits (a dict: :func:`_stacked_split`). Returns the trained parameters and the inputs."""
+    """Linear models of ``learner``'s hyper-parameters but ``seeds``, from ``start`` (``[Wᵀ; 0; b]``, M × (d+1) × K),
+    trained together (closed-form gradients) on ``features`` (rows or splits); returns them and the padded inputs."""
     hp, device = learner.hparams, targets.device
     if isinstance(features[0], dict):
         width = max(f["train"].shape[1] for f in features)
@@ -354,10 +334,8 @@ def _fit_linear(learner, seeds, features, targets, sample_weight, stacked, start
 
 
 def _stacked_forward(base: torch.nn.Module):
-    """For an MLP (``nn.Sequential`` of Linear layers and parameter-free activations; a lone Linear in fp32 takes
-    :func:`_fit_linear` instead): the M networks' forward as one batched matrix product per layer,
-    ``baddbmm(b, x, Wᵀ)`` — what ``vmap`` computes (bit for bit, tested), without its per-call overhead (about
-    0.25 ms a step on a CPU, most of a small fit). None otherwise."""
+    """For an MLP (``nn.Sequential`` of Linear layers and parameter-free activations): the M networks' forward as one
+    ``baddbmm`` per layer, bit for bit what ``vmap`` computes without its overhead. None otherwise."""
     layers: list = []
 
     def chain(module: torch.nn.Module, prefix: str) -> bool:  # nested Sequentials in order (extractor, head)
@@ -400,10 +378,8 @@ def _clip_per_model(params: list[Tensor], max_norm: float) -> None:
 
 
 def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
-    """Fit every :class:`vcl.methods.organization.FitJob`; jobs with the same targets and learner architecture are
-    fitted in one pass if ``concurrent``, which also gives each job its outputs on every split and its local loss
-    on the training rows (else the organization computes them as it replies). ``stacked``: where their inputs
-    stay stacked from one call to the next (:func:`fit_and_predict`)."""
+    """Fit every :class:`vcl.methods.organization.FitJob`; if ``concurrent``, jobs with the same targets and learner
+    architecture go in one pass, also giving each its outputs and training loss (``stacked``: as fit_and_predict)."""
     groups: dict[object, list] = {}
     for i, job in enumerate(jobs):
         key = concurrency_key(job.prototype if job.learner is None else job.learner) if concurrent else None
@@ -427,10 +403,8 @@ def fit_jobs(jobs: list, concurrent: bool, stacked: dict | None = None) -> None:
 
 
 class LinearRound:
-    """A Linear learner's round model as its two tensors, weight (K × d) and bias (K): what the one Linear layer of
-    ``prototype.renewed(seed)`` holds after the same fit (:func:`fit_linear_rounds`). It predicts and gives its
-    parameters and ``state_dict`` (the learner's keys: a checkpoint loads into a learner) as that learner does,
-    without a module tree per organization and round."""
+    """A Linear learner's round model as its weight (K × d) and bias (K), what ``prototype.renewed(seed)`` holds
+    after the same fit; it predicts and gives ``parameters`` and ``state_dict`` (the learner's keys) as it does."""
 
     def __init__(self, prototype, seed: int, weight: Tensor, bias: Tensor):
         self.prototype, self.seed, self.weight, self.bias = prototype, seed, weight, bias

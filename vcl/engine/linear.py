@@ -17,11 +17,8 @@ from vcl.engine.losses import local_loss_grad
 class LinearSteps:
     """Steps of linear models ``x Wᵀ + b`` on :func:`vcl.engine.losses.local_loss` with closed-form gradients, W and b
     trained as one matrix ``Θ = [Wᵀ; b]`` (:func:`stacked_theta`; (d+1, K), or (M, d+1, K) stacked) on ``x`` ((N, d) or
-    (M, N, d)); ``y`` (N, K) and ``w`` (N,) shared, or each model's own rows (M, N, K), (M, N) for sliced batches. The
-    column of ones is never made. ℓ₂: ``(2/K)(G Θ − C)`` from the batch's moments (:func:`moments`; once for in-order
-    batches, per step when shuffled, before the first step given ``blocks``); other losses: ``[xᵀg; Σ g]`` with
-    ``g`` from :func:`vcl.engine.losses.local_loss_grad`. Then the learner's :class:`Steps`. Equal to autograd to float
-    rounding (tested); float32 only. How it fits the training: docs/design.md ("Training")."""
+    (M, N, d)); ``y`` (N, K) and ``w`` (N,) shared, or each model's own rows (M, N, K), (M, N) for sliced batches.
+    float32 only; equal to autograd to float rounding (docs/design.md, "Training")."""
 
     def __init__(
         self, theta: Tensor, make_steps: Callable[[list[Tensor]], Steps], x, y, loss: str, w=None, blocks=None
@@ -40,11 +37,8 @@ class LinearSteps:
             self._block_moments(blocks.rows.to(x.device), blocks.batches)
 
     def _block_moments(self, rows: Tensor, batches: list[slice]) -> None:
-        """ℓ₂ in the blocks' order (:class:`vcl.engine.concurrent.BlockOrder`: the batches are slices of each
-        model's rows in its permutation ``rows``, (M, N)): G and C of every batch, computed before the first step
-        from the rows gathered a chunk of batches at a time (:data:`BLOCK_CHUNK_ROWS`), then every step's. The
-        permuted rows are never held whole (at 10^7 rows, 8 organizations and 4 targets they would be 3 GB);
-        x (M, N, d), y (N, K) and w (N,) stay as they are."""
+        """ℓ₂ in the blocks' order (``rows``: each model's permutation, (M, N)): every batch's G and C before the first
+        step, from rows gathered :data:`BLOCK_CHUNK_ROWS` at a time (the permuted rows are never held whole)."""
         if self.loss != "l2" or self.x.dim() != 3:
             raise ValueError("the blocks' precomputed sums are ℓ₂'s, of stacked inputs (M, N, d)")
         m, d, size = self.x.shape[0], self.x.shape[-1], batches[0].stop - batches[0].start
@@ -64,10 +58,8 @@ class LinearSteps:
             self.fixed.update({(p.start, p.stop): (g, k) for p, g, k in zip(group, gram, cross, strict=True)})
 
     def epoch(self, pieces: list) -> list:
-        """Before an epoch's steps on ``pieces``: when they are shuffled row indices that partition the N rows and
-        one holds more than half of them, ℓ₂'s G and C of the others are computed from their rows (gathered) and
-        its own as the whole data's less theirs, a fraction of the work of either from all N rows; its steps
-        then use them. Returns ``pieces``."""
+        """Before an epoch's steps on ``pieces``: when shuffled pieces partition the N rows and one holds more than
+        half, ℓ₂'s G and C of that one are computed as the whole data's less the others'. Returns ``pieces``."""
         self.planned = {}
         n = self.n
         if self.loss != "l2" or not pieces or isinstance(pieces[0], slice) or sum(_rows(p) for p in pieces) != n:
@@ -118,8 +110,7 @@ class LinearSteps:
 
     def step(self, idx) -> None:
         """One step on the batch ``idx`` of the N rows: a slice (in order, the same for every model) or row
-        indices, (B,) or, stacked, (M, B). Its Python calls are most of a step's time on small models (a round at
-        10^7 rows takes a million), so ℓ₂'s gradient is one fused product into the gradient's buffer."""
+        indices, (B,) or, stacked, (M, B)."""
         grad = self.theta.grad
         if self.loss == "l2" and (isinstance(idx, slice) or id(idx) in self.planned or 4 * idx.shape[-1] >= self.n):
             gram, c = self.planned.get(id(idx)) or self._gram(idx)  # a shuffled batch of few rows: gathering costs less
@@ -149,8 +140,7 @@ BLOCK_CHUNK_ROWS = 2**16  # rows of each model gathered at once for the blocks' 
 
 def moments(x: Tensor, y: Tensor, weights: Tensor | float) -> tuple[Tensor, Tensor]:
     """``G = x̃ᵀ D x̃`` ((..., d+1, d+1)) and ``C = x̃ᵀ D y`` ((..., d+1, K)) for ``x̃ = [x, 1]`` and D the rows' weights
-    (``weights``: (..., N), or one for every row), from ``x`` (..., N, d) itself: ``xᵀDx`` and ``xᵀDy`` by matrix
-    products, the ones column's row and column as sums. ``y`` (N, K) may be shared by a stack of x."""
+    (``weights``: (..., N), or one for every row), without making x̃. ``y`` (N, K) may be shared by a stack of x."""
     d = x.shape[-1]
     per_row = isinstance(weights, Tensor)
     xw = x * (weights.unsqueeze(-1) if per_row else weights)

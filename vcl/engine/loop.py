@@ -22,8 +22,7 @@ DRAWS = 0xD809  # the purpose tag of a fit's draws from torch's global generator
 
 def derived_seed(*parts: int) -> int:
     """A 31-bit seed from (run or learner seed, round, place, purpose, ...), so independent draws get independent
-    streams: the first word of ``numpy.random.SeedSequence(parts).generate_state(1)`` masked to 31 bits (tested
-    equal), in plain integer arithmetic: NumPy's object took 10-25 µs, and a round derives one per organization."""
+    streams: NumPy's ``SeedSequence(parts).generate_state(1)[0]`` masked to 31 bits, in plain integer arithmetic."""
     words = []
     for p in parts:
         p = int(p)
@@ -93,9 +92,7 @@ def seeded_draws(seed: int, device):
 @contextlib.contextmanager
 def seeded_init(seed: int):
     """Inside, torch's CPU generator (what a new module's initial weights draw from) starts at ``seed``; outside,
-    its state is as it was. Only the CPU generator is touched: ``torch.manual_seed`` would also seed every
-    accelerator, and on a machine without one that costs about a millisecond a call (its lazy seeding records
-    a stack trace), a noticeable part of a round with many organizations."""
+    its state is as it was. Only the CPU generator: ``torch.manual_seed`` would also seed (slowly) every accelerator."""
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(seed)
         yield
@@ -119,13 +116,9 @@ def build_optimizer(
     optimizer: str = "sgd",
     precision: str = "32-true",
 ):
-    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay:
-    ``torch.optim``'s classes, the same for the fast engine and for Lightning's Trainer. At ``32-true`` SGD takes
-    torch's fused kernel where the parameters allow it (floating point, on the CPU or a CUDA device): one operation
-    a step instead of a Python loop over the parameters, the same values to the last bit (``tests/test_loop.py``).
-    Under mixed precision it does not: a fused SGD behind fp16's gradient scaler moves its weights on the steps the
-    scaler skips for overflow (the run diverges; ``tests/test_loop.py``), and Lightning refuses to clip the gradients
-    of an optimizer that unscales them itself."""
+    """SGD (GAL Table 9: lr 0.1, momentum 0.9, weight decay 5e-4) or Adam (LSTM: lr 1e-3), with step decay, the same
+    for the fast engine and Lightning's Trainer. SGD is fused only at ``32-true``: behind fp16's gradient scaler a fused
+    SGD moves its weights on skipped steps, and Lightning refuses to clip an optimizer that unscales itself."""
     params = list(params)
     if optimizer == "adam":
         opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
@@ -139,10 +132,8 @@ def build_optimizer(
 
 @torch.no_grad()
 def clip_norm(params: list[Tensor], max_norm: float, total: Tensor | None = None) -> None:
-    """Scale the gradients so their joint norm is at most ``max_norm`` (``total``: that norm, if computed
-    elsewhere, as for a network split between parties). ``torch.nn.utils.clip_grad_norm_``'s arithmetic (its
-    foreach path, taken on CPU and CUDA; tested equal), without its per-call grouping by device and dtype: a
-    third of its time, on a step of a small model. Gradients on several devices or of several dtypes go to torch's."""
+    """Scale the gradients so their joint norm is at most ``max_norm`` (``total``: that norm, if computed elsewhere, as
+    for a network split between parties): ``clip_grad_norm_``'s arithmetic without its per-call grouping."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
@@ -158,10 +149,8 @@ def clip_norm(params: list[Tensor], max_norm: float, total: Tensor | None = None
 
 
 class Steps:
-    """One model's optimizer steps: zero the gradients, back-propagate (scaled under fp16), clip, step.
-
-    ``scheduler`` steps once per epoch (:meth:`epoch_end`); ``clip`` > 0 bounds the gradient norm,
-    ``clip_with(params, clip)`` replacing the joint norm (organizations fitted together clip each their own)."""
+    """One model's optimizer steps: zero the gradients, back-propagate (scaled under fp16), clip, step; ``scheduler``
+    steps once per epoch; ``clip_with(params, clip)`` replaces the joint norm (models fitted together clip apart)."""
 
     def __init__(
         self,
@@ -221,8 +210,7 @@ class Steps:
 
 def own_rows(t: Tensor, idx) -> Tensor:
     """Each model's own rows of a stack ``t`` (M, N, ...): ``t[arange(M)[:, None], idx]`` for indices (M, B),
-    ``t[:, idx]`` for a slice. One ``index_select`` of the flattened rows (advanced indexing took 4× as long at
-    M = 64); a stack that is one tensor expanded (stride 0: the same targets for every model) selects from it."""
+    ``t[:, idx]`` for a slice, by one ``index_select``; an expanded stack (stride 0) selects from its one tensor."""
     if isinstance(idx, slice):
         return t[:, idx]
     if t.stride(0) == 0:
@@ -244,10 +232,8 @@ _WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: to
 
 
 def _select_rows(t: Tensor, index: Tensor) -> Tensor:
-    """``t.index_select(0, index)``. Rows of one machine word (at most 8 bytes, e.g. one or two float32 columns:
-    a one- or two-column organization's inputs) are selected as integer words of a 1-D view,
-    which torch does in half the time of short rows; rows of 16 bytes (four float32 targets) as complex128 words,
-    in about half the time (8192 rows a step from an 800,000-row table: docs/development.md); the same bytes."""
+    """``t.index_select(0, index)``, rows of up to 8 or of 16 bytes selected as integer or complex128 words of a 1-D
+    view: the same bytes in about half the time (docs/design.md, "Concurrent organizations")."""
     size = math.prod(t.shape[1:]) * t.element_size()  # bytes a row
     word = _WORDS.get(size) if t.dim() > 1 and t.is_contiguous() and not t.requires_grad else None
     if word is None or t.storage_offset() * t.element_size() % size:  # a word view needs aligned rows
@@ -264,12 +250,9 @@ def minibatches(
     min_rows: int = 1,
     device=None,
 ) -> list:
-    """One epoch's minibatches of ``n`` rows: a permutation drawn from ``generator`` cut into ``batch_size``
-    pieces of row indices on ``device`` (``shuffle=False``: slices in order, nothing drawn); a last piece under
-    ``min_rows`` rows is left out (BatchNorm cannot train on one row). Parties holding the same generator draw
-    the same. Several generators (models trained together): each draws its own permutation, and a piece holds
-    every model's indices, (M, B). ``generator`` may also be a function that returns them, or the epoch's
-    permutations themselves, called only to shuffle."""
+    """One epoch's minibatches of ``n`` rows: a permutation drawn from ``generator`` cut into ``batch_size`` pieces on
+    ``device`` (``shuffle=False``: slices in order), a last piece under ``min_rows`` left out. Several generators give
+    pieces (M, B) of every model's indices; ``generator`` may also be a function returning them, or the permutations."""
     if shuffle:
         if callable(generator):
             generator = generator()
@@ -289,9 +272,7 @@ def minibatches(
 
 def permutations(n: int, generators: list[torch.Generator], epochs: int = 1, dtype=torch.long) -> list[Tensor]:
     """Each generator's next ``epochs`` permutations of ``n``, what it gives drawing alone: one (M, n) stack per
-    epoch, views of one block (M, epochs, n) filled a generator at a time (a round's draws at M = 64 then cost no
-    copy per epoch). Drawing in threads did not pay: the draws are short and each thread waits for the GIL.
-    ``dtype=torch.int32`` draws the same numbers 15 % faster (n = 1,437), for consumers that take int32 indices."""
+    epoch, views of one block (M, epochs, n). ``dtype=torch.int32`` draws the same numbers, for int32 consumers."""
     drawn = torch.empty(len(generators), epochs, n, dtype=dtype)
     rows = iter(drawn.view(len(generators) * epochs, n).unbind(0))  # each draw into its own row: no stack, no copy
     for generator in generators:

@@ -25,10 +25,8 @@ def loss_exponent(name: str) -> float:
 
 
 def local_loss(pred: Tensor, target: Tensor, name: str, sample_weight: Tensor | None = None) -> Tensor:
-    """Per-sample local loss, then the (sample-weighted) mean over samples.
-
-    ``pred`` and ``target`` have shape (..., N, K); a leading batch dimension (concurrent
-    organizations) gives one loss per organization, summed so their gradients stay independent."""
+    """Per-sample local loss, then the (sample-weighted) mean over samples; ``pred`` and ``target`` (..., N, K). A
+    leading batch dimension (concurrent organizations) gives one loss each, summed so their gradients stay apart."""
     return local_losses(pred, target, name, sample_weight).sum()
 
 

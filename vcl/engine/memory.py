@@ -40,11 +40,8 @@ class _NoPandas:
 
 
 def answer_pandas_probe() -> None:
-    """pyarrow's first conversion of a Python value (``pa.array``, a scalar in a compute call) imports pandas to ask
-    whether the value is a pandas object: 0.2 s and 42 MB in every process (measured beside torch on the 2-core
-    machine; nine processes of a grpc run). vcl hands pyarrow no pandas object, so the probe is answered here, once,
-    with pandas absent. Only the probe's answer is kept: ``import pandas`` works as before, and a pyarrow call that
-    needs pandas (``to_pandas``, ``from_pandas``) imports it then. Nothing happens where pandas is imported already."""
+    """pyarrow's first conversion of a Python value imports pandas to ask whether it is a pandas object; vcl hands
+    pyarrow none, so the probe is answered here, once, pandas absent (``import pandas`` still works; no-op if done)."""
     if "pandas" in sys.modules:
         return
 
@@ -78,10 +75,8 @@ def _status_bytes(key: str) -> int | None:
 
 
 def mark(step: str) -> None:
-    """Note that ``step`` (reading the files, aligning their rows, preparing the views, a round, ...) ended now: the
-    wall clock, the memory this process holds and its peak so far, appended to :data:`MARKS` (results.json's
-    ``memory``). A few microseconds; nothing is reset, so a peak measured from outside stays whole. Between two
-    marks the peak is what a sampler of the process's memory saw then (``benchmarks/scale.py`` keeps both)."""
+    """Note that ``step`` ended now: the wall clock, the memory this process holds and its peak so far, appended to
+    :data:`MARKS` (results.json's ``memory``). Nothing is reset, so a peak measured from outside stays whole."""
     rss = _status_bytes("VmRSS")
     if rss is not None:
         MARKS.append({"step": step, "time": time.time(), "rss": rss, "peak": _status_bytes("VmHWM")})

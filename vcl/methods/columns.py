@@ -27,11 +27,9 @@ REGRESSION_L1_DATASETS = ("diabetes", "boston")
 
 @dataclass(frozen=True)
 class ColumnOptions:
-    """What a column-view family decides of its organizations beyond the common option groups (GAL: from its
-    ``gal`` group, :func:`vcl.methods.gal.party.column_options`): Alice's task loss, each organization's local
-    loss, the organizations whose features are noise (``noninformative``) and those whose outputs get noise of
-    ``noise_sigma`` (``noisy``), the epochs of the centralized baselines, Deep Model Sharing. The defaults decide
-    nothing: the task's own loss, each learner's own, every organization as it is."""
+    """What a column-view family decides of its organizations beyond the common option groups (GAL: from its ``gal``
+    group): Alice's task loss, each organization's local loss, which organizations have noise features
+    (``noninformative``) or noisy outputs (``noisy``), baseline epochs, Deep Model Sharing; defaults decide nothing."""
 
     task_loss: str = "auto"
     local_loss: tuple = ("auto",)
@@ -175,9 +173,8 @@ def plan_parties(config: RunConfig, method: str, data: VerticalData, options: Co
 def build_parties(
     config: RunConfig, method: str, data: VerticalData, make, only=None, plan=None, options=NO_OPTIONS
 ) -> list:
-    """The organizations of a GAL-family or ASCII run, Alice first: every one, or only party ``only`` (what a
-    party's own process builds from the config, :mod:`vcl.transports.ray`). ``make(plan, m, device)`` is the
-    method's own party; ``plan``: already made (else made with ``options``)."""
+    """The organizations of a GAL-family or ASCII run, Alice first: every one, or only party ``only`` (a party's own
+    process). ``make(plan, m, device)`` makes the method's own party; ``plan``: made already, else from ``options``."""
     plan = plan or plan_parties(config, method, data, options)
     places = organization_devices(resolve_device(config.run.device), len(plan.views))
     return [make(plan, m, places[m]) for m in (range(len(plan.views)) if only is None else [only])]
@@ -230,10 +227,8 @@ def organizations_datamodule(config: RunConfig, only: int | None = None, ids: li
 
 
 class OrganizationFamily(Family):
-    """A family whose organizations each hold a column view of the same rows, Alice the labels (GAL, ASCII): it
-    reads :func:`organizations_datamodule`, and its parties are what :meth:`party` makes of each organization's part of
-    the plan; its ``build`` starts from :func:`vcl.methods.assisted.organizations`. Its parties keep their columns'
-    preparation (:func:`vcl.datamodules.tabular.kept_preparations`)."""
+    """A family whose organizations each hold a column view of the same rows, Alice the labels (GAL, ASCII); it reads
+    :func:`organizations_datamodule`, and its parties keep their columns' preparation."""
 
     parties_keep_preparation = True
     messages = ORGANIZATION_MESSAGES  # what Alice and the organizations send each other (its subclasses' join them)

@@ -32,8 +32,7 @@ class PredictionRequest(Message):
 @dataclass(frozen=True)
 class FittedValues(Message):
     """Organization → Alice: model outputs on its rows ({split: N × K}, or {round: N × K} for a prediction);
-    ``seconds``: for a fit, the organization's own wall seconds from the message to its outputs (fits made together
-    in one pass each count the pass), how a run reports its computation (GAL's Table 14). A number, no data."""
+    ``seconds``: for a fit, the organization's own wall seconds from the message to its outputs (GAL's Table 14)."""
 
     values: dict[str, Tensor] = field(repr=False)
     seconds: float = 0.0

@@ -79,9 +79,8 @@ class Guard:
                 self._calls[who] -= 1
 
     def receive(self, op: str, stream, context, who: str) -> bytes | None:
-        """The request's frame; None if the call was cancelled (by its caller, or here because its next piece did
-        not come within ``stall_s``: a peer that opens calls and sends nothing holds none of the party's threads
-        for longer)."""
+        """The request's frame; None if the call was cancelled (by its caller, or here when its next piece did not
+        come within ``stall_s``, so that a silent peer holds none of the party's threads longer)."""
         import grpc
 
         from vcl.transports.wire import FrameTooLarge, joined

@@ -24,12 +24,9 @@ PING_TIMEOUT_S = 20.0  # ...and closes the connection if the peer does not answe
 
 
 def connection_options(settings: PartySettings) -> list[tuple[str, int]]:
-    """gRPC's own limits on the connections a party holds (its server's channel arguments), from its config: at most
-    :func:`connection_cap` at once (more are closed as they arrive), each closed once it has not finished its TLS
-    handshake within ``handshake_s``, has had no call for ``idle_s``, or is ``connection_age_s`` old (then a call in
-    progress finishes on it, and its owner's next call opens a new one), or when its peer does not answer a ping
-    within :data:`PING_TIMEOUT_S` (a machine that went away). gRPC's Python server has no limit per peer address
-    (docs/deployment.md says what to put in front of the port)."""
+    """gRPC's own limits on a party's connections (its server's channel arguments), from its config: at most
+    :func:`connection_cap`, each closed after ``handshake_s`` without TLS, ``idle_s`` without a call, at age
+    ``connection_age_s``, or when a ping goes unanswered (:data:`PING_TIMEOUT_S`). None per peer address."""
     return [
         ("grpc.max_allowed_incoming_connections", connection_cap(settings.max_connections)),
         ("grpc.server_handshake_timeout_ms", int(settings.handshake_s * 1000)),  # TCP without TLS: closed
@@ -42,8 +39,7 @@ def connection_options(settings: PartySettings) -> list[tuple[str, int]]:
 
 def connection_cap(wanted: int = 0) -> int:
     """The most connections a party holds at once: its open-files limit less the :data:`FILES_KEPT` it keeps for its
-    own files (checkpoints, logs, its links to other parties), so that it never runs out of files to open however
-    many connections come; ``wanted`` (its ``max_connections``, 0: no lower cap of its own) caps it lower."""
+    own files, so it never runs out of files to open; ``wanted`` (its ``max_connections``, 0: none) caps it lower."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     room = MOST_CONNECTIONS if soft == resource.RLIM_INFINITY else soft - FILES_KEPT
     return max(1, min(wanted or room, room))
@@ -94,12 +90,9 @@ def sources(held: Counter, most: int = 5) -> str:
 
 
 class CapWatch(threading.Thread):
-    """Counts the connections a party holds on its ``port`` every :data:`WATCH_S` (once it holds as many open files
-    as its ``cap``: the kernel's connection table costs some 20 ms to read on a machine with 5,000 sockets) and logs
-    each wave its ``cap`` sheds (gRPC closes every new connection as it comes while the party holds ``cap``, and
-    tells no one): one line when the party reaches its cap, with who holds its places, and one when it is below it
-    again, with how long the wave lasted, the most it held and from where. Where the kernel lists no connections (not
-    Linux) it logs that once and stops."""
+    """Counts the connections a party holds on its ``port`` every :data:`WATCH_S` (once it holds ``cap`` open files) and
+    logs each wave its ``cap`` sheds, which gRPC does silently: its start (who holds the places) and end (how long, the
+    most held, from where). Where the kernel lists no connections (not Linux) it logs that once and stops."""
 
     def __init__(self, name: str, port: int, cap: int, every: float = WATCH_S):
         super().__init__(name=f"{name}-connection-watch", daemon=True)

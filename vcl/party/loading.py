@@ -32,10 +32,9 @@ _LAST_LOADED: list = []  # the CSV data this process loaded last, as a party: [(
 
 
 def party_data(config: RunConfig, method: str, index: int, ids, kind: str, num_classes: int) -> VerticalData:
-    """What party ``index`` loads in its own process: its own view (every view for Joint, which is one
-    party holding every feature), no labels (they come, if at all, in messages). A CSV party set up again for a
-    run of the same config on the same rows (a ``--compare`` method after the main one) takes the data it loaded
-    for the run before, as one process running every party does, unless its file changed meanwhile."""
+    """What party ``index`` loads in its own process: its own view (every view for Joint), no labels. A CSV party set
+    up again for a run of the same config on the same rows (a ``--compare`` method) takes the data it loaded for the
+    run before, unless its file changed meanwhile."""
     family = family_of(config, method)
     everything = method in family.joint_methods
     kept = isinstance(ids, dict) and ids.get("kept") is not None  # a finished run's party: no training file read

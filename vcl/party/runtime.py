@@ -21,13 +21,9 @@ from vcl.storage.kept import FOLDER, KeptMessages
 
 class PartyRuntime:
     """One party: ``party`` (a :class:`vcl.family.Party`), or none until :meth:`make_party` makes it from a config;
-    ``name``: its name, when the host knows it already; ``peer_messages``: the message classes it takes from other
-    parties (its family's; None: any); ``root``: the folder it keeps its own files in, when it runs on its own machine
-    (a gRPC party's config's ``root``; None: the one the coordinator's requests name). Its own root holds every run
-    it serves, each run's checkpoints in a folder of their own (``<root>/<name>/<run id>/``: a later run never
-    overwrites an earlier one's); the run's folder the coordinator names holds one run's. ``keep``: whether it keeps
-    the messages it receives and sends (:mod:`vcl.storage.kept`), its own choice (a gRPC party's config's
-    ``keep_messages``); None: as the coordinator's :class:`vcl.messages.OpenLogs` asks (``run.keep_messages``)."""
+    ``peer_messages``: the message classes it takes from other parties (None: any). ``root``: its own folder when it
+    runs on its own machine (None: the coordinator's), each run's checkpoints in ``<root>/<name>/<run id>/``.
+    ``keep``: whether it keeps the messages it receives and sends, its own choice (None: as ``OpenLogs`` asks)."""
 
     def __init__(
         self, party: Party | None = None, name: str | None = None, peer_messages=None, root: str | Path | None = None,
@@ -41,8 +37,7 @@ class PartyRuntime:
 
     def make_party(self, make, settings: dict, method: str, index: int, ids, kind: str, num_classes: int) -> dict:
         """Make party ``index`` of ``method`` from ``settings`` (a config as ``RunConfig.to_dict`` gives it) with
-        ``make``, the run builder's party factory (:func:`vcl.party.loading.own_party`, handed in by the host);
-        where it runs."""
+        ``make``, the party factory the host hands in (:func:`vcl.party.loading.own_party`)."""
 
         config = RunConfig.from_dict(settings)
         if self.party is not None:  # the party of this process's last run
@@ -132,11 +127,8 @@ class PartyRuntime:
         return messages
 
     def relay(self, send: Callable[[Message], None], peers: Collection[str], tap=None) -> list[MessageRecord]:
-        """Hand each message the party addressed to another party to ``send`` (its host's way to reach that
-        party: a call in this process, an actor's method, a TLS connection), in order, and one it addressed to itself
-        (ASCII's booster keeps its own scores) to its own :meth:`forward`; ``tap``: what the run's ledger sees of each
-        first (:attr:`vcl.messages.Channel.tap`, in this process). The ledger's lines for them, which go to the
-        coordinator (the messages do not)."""
+        """Hand each message the party addressed to another to ``send`` (its host's way to reach it), in order, one to
+        itself to its own :meth:`forward`; ``tap``: what the ledger sees first. Returns the ledger's lines for them."""
         records = []
         for message in self.outgoing():
             if message.receiver not in peers:
@@ -228,10 +220,8 @@ def checked_party(party) -> Party | None:
 
 
 class PartyHost:
-    """The parties one process hosts, each behind its own :class:`PartyRuntime` (``runtimes``, by name): every
-    party of a run in this process, under the local transport. :meth:`handle_all` answers a batch of messages: each
-    by its party's runtime, in order, or (``together``: ``run.concurrent``) the messages to parties of one class
-    through their class's :meth:`vcl.family.Party.handle_batch`, which gives the same replies."""
+    """The parties one process hosts, each behind its own :class:`PartyRuntime` (``runtimes``, by name); ``together``:
+    the messages to parties of one class are answered by their class's :meth:`vcl.family.Party.handle_batch`."""
 
     def __init__(self, runtimes: dict[str, PartyRuntime], together: bool = False):
         self.runtimes, self.together = runtimes, together

@@ -73,9 +73,8 @@ class PartyServer(Guard):
         return who
 
     def stream_call(self, op: str, stream, context):
-        """One call: authorize, take one of the caller's slots, join the request's pieces (cancelled when the next
-        is ``stall_s`` late, refused once they pass ``max_message_mb``), decode it, answer in pieces of
-        ``chunk_mb``."""
+        """One call: authorize, take one of the caller's slots, join the request's pieces (cancelled when one is
+        ``stall_s`` late, refused past ``max_message_mb``), decode it, answer in pieces of ``chunk_mb``."""
         from vcl.transports.wire import pieces
 
         who = self.authorize(op, context)
@@ -184,9 +183,8 @@ class PartyServer(Guard):
         return {"name": self.settings.name, "ready": self.runtime is not None}
 
     def op_psi(self, body: dict, who: str) -> dict:
-        """Star PSI, this party's half on its own file and its own ID column
-        (:func:`vcl.alignment.psi.answer_from_file`). Without an offer (Alice's own party, while the others answer
-        her): its file read and kept for its Setup."""
+        """Star PSI, this party's half on its own file and ID column (:func:`vcl.alignment.psi.answer_from_file`).
+        Without an offer (Alice's own party): its file read and kept for its Setup."""
         from vcl.alignment.psi import answer_from_file
         from vcl.datamodules.csv_files import csv_ids
 
@@ -339,9 +337,8 @@ class PartyServer(Guard):
 
 
 def preload() -> None:
-    """What every Setup would otherwise make first: torch and Lightning imported and the config's parser built
-    (jsonargparse: most of a second of CPU, paid by every party at once at a run's start). The method families
-    load at the first Setup that names them (loading all four imports scikit-learn: 79 MB a party)."""
+    """What every Setup would otherwise make first: torch and Lightning imported and the config's parser built. The
+    method families load at the first Setup that names them (loading all four would import scikit-learn)."""
     import vcl.party.loading  # noqa: F401
     from vcl.config import warm_parser
 

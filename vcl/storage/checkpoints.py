@@ -51,8 +51,7 @@ def interrupts_held():
 
 def atomic_torch_save(obj, path: Path, then=None) -> None:
     """``obj`` written to ``path`` whole or not at all, readable by its owner only (0600: a checkpoint holds a party's
-    models and data-derived state). A write that fails (a full disk, a read-only or vanished
-    directory: torch says so as a RuntimeError) leaves no partial file and raises an ``OSError`` naming ``path``.
+    models and data-derived state). A failed write leaves no partial file and raises an ``OSError`` naming ``path``;
     ``then()`` runs with the rename, no interrupt between them: both happen or neither."""
     atomic_write(path, lambda file: torch.save(obj, file), then)
 
@@ -118,9 +117,8 @@ def load_checkpoint(path: Path, keys: tuple[str, ...] = KEYS) -> dict:
 
 
 def party_file(root: Path, name: str, round_: int, run_folder: str = "") -> Path:
-    """``root/<name>/round-<t>.ckpt`` (``root/<name>/<run_folder>/round-<t>.ckpt`` with ``run_folder``); a name or
-    run folder that is not one plain path component, or a round that is not a whole number from 0 to 10^9, is
-    refused."""
+    """``root/<name>/round-<t>.ckpt`` (``root/<name>/<run_folder>/round-<t>.ckpt`` with ``run_folder``); refuses a
+    name or run folder that is not one plain path component, or a round that is not a whole number from 0 to 10^9."""
     if name in ("", ".", "..") or "/" in name or "\\" in name:
         raise ValueError(f"party name {name!r} cannot name a checkpoint folder.")
     if run_folder and not RUN_FOLDER.fullmatch(run_folder):
@@ -143,9 +141,8 @@ def run_of(stamp: str) -> str:
 
 
 def save_party(party, name: str, root: Path, round_: int, run: str, run_folder: str = "") -> None:
-    """What a party does to checkpoint itself: its own state and what it needs to be built again on new rows
-    (:meth:`vcl.family.Party.preparation`), stamped with its run, written atomically where it runs (never through a
-    symbolic link)."""
+    """What a party does to checkpoint itself: its own state and :meth:`vcl.family.Party.preparation`, stamped with its
+    run, written atomically where it runs (never through a symbolic link)."""
     path = party_file(root, name, round_, run_folder)
     for place in (path.parent, path.parent.parent):
         if place.is_symlink():
@@ -165,9 +162,8 @@ def load_party(party, name: str, root: Path, round_: int, run: str, run_folder: 
 
 def read_party(name: str, root: Path, round_: int, run: str, run_folder: str = "") -> dict:
     """Party ``name``'s own checkpoint of ``round_`` (:func:`save_party`'s fields); one sentence if it is missing,
-    another party's, or another run's (``run``: the stamp :func:`save_party` wrote, the run's identity and its
-    settings' digest). With ``run_folder``, a run whose files a party on its own machine kept before runs had folders
-    of their own (``root/<name>/round-<t>.ckpt``) is read from there."""
+    another party's, or another run's (``run``: the stamp :func:`save_party` wrote). With ``run_folder``, falls back
+    to ``root/<name>/round-<t>.ckpt``, where a party kept it before runs had folders of their own."""
     path = party_file(root, name, round_, run_folder)
     if run_folder and not path.is_file() and party_file(root, name, round_).is_file():
         path = party_file(root, name, round_)  # the stamp below still says whose it is
@@ -207,8 +203,7 @@ def prune_party(name: str, root: Path, round_: int, run_folder: str = "") -> Non
 
 def pack_ids(ids) -> dict[str, torch.Tensor]:
     """Row IDs (a list of texts, or an Arrow array of them) as a checkpoint keeps them: their UTF-8 bytes end to end
-    and where each ends (two tensors). A list of 10^6 strings took ~1.8 s to save with every round's checkpoint; the
-    two tensors take milliseconds."""
+    and where each ends (two tensors: milliseconds to save, where a list of strings takes seconds)."""
 
     array = string_array(ids).cast(pa.large_string())
     _, offsets, data = array.buffers()
@@ -243,9 +238,8 @@ def unpack_ids(packed, path: Path) -> list[str] | None:
 
 
 def kept_preparation(name: str, root: Path, round_: int, run: str, run_folder: str = "") -> dict:
-    """What party ``name`` kept in its checkpoint of ``round_`` to be built again on new rows (:func:`save_party`):
-    the fitted preparation of each organization's columns it holds, by the organization's place, checked; one
-    sentence if it kept none (a party of a family that keeps none, or a damaged file)."""
+    """What party ``name`` kept in its checkpoint of ``round_`` to be built again on new rows: the fitted preparation
+    of each organization's columns it holds, by the organization's place, checked; one sentence if it kept none."""
     saved = read_party(name, root, round_, run, run_folder)
     where = f"party {name}'s checkpoint {party_file(root, name, round_, run_folder)}"
     states = saved.get("preparation")

@@ -166,8 +166,7 @@ def stalled_calls(fed, folder: Path) -> dict:
 
 def idle_strangers(fed, folder: Path) -> dict:
     """A stranger the federation's CA signed opens 40 connections, each with one refused call, and leaves them open:
-    org1 closes each once it has had no call for ``idle_s`` (with the old default of an hour, 125 such connections
-    exhausted a low open-files limit and Alice's Hello timed out)."""
+    org1 closes each once it has had no call for ``idle_s``."""
     import grpc
 
     tls = fed.tls("intruder")
@@ -275,11 +274,9 @@ def raw_connections(fed, folder: Path) -> dict:
 
 
 class Flood:
-    """A client with no certificate holding a party's places (the probe of 2026-12-06): ``sockets`` TCP connections
-    to ``port`` that never start TLS, each opened again as soon as the far end closes it, from ``source`` (another
-    loopback address than the coordinator's), at most ``rate`` new connections a second, for at most ``seconds`` and
-    ``most`` connections in all. ``opened``, ``closed`` (by the far end), ``failed`` (refused as they were opened) and
-    ``held`` (the most open at once) say what it did."""
+    """A client with no certificate holding a party's places: ``sockets`` TCP connections to ``port`` that never start
+    TLS, each reopened once closed, from ``source``, at most ``rate`` new a second, for at most ``seconds`` and ``most``
+    in all; it counts ``opened``, ``closed`` (by the far end), ``failed`` (refused) and ``held`` (the most at once)."""
 
     def __init__(self, port: int, sockets: int = 100, source: str = "127.0.0.2", seconds: float = 120.0,
                  most: int = 50_000, rate: float = 700.0, host: str = "127.0.0.1"):  # fmt: skip
@@ -327,8 +324,7 @@ class Flood:
 
 def flood(fed, folder: Path) -> dict:
     """A client with no certificate holds 100 plain sockets at org1 from another address and opens each again as soon
-    as it is closed (:class:`Flood`): Alice's Hello, asked meanwhile, is answered (the cap was 64 at any open-files
-    limit, and a run started during such a flood failed in 15 s)."""
+    as it is closed (:class:`Flood`): Alice's Hello, asked meanwhile, is answered."""
     with Flood(fed.ports["org1"], 100, seconds=30) as wave:
         time.sleep(1.0)
         start = time.perf_counter()

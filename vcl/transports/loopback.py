@@ -22,10 +22,8 @@ from vcl.transports import certs
 
 class LoopbackFederation:
     """Party processes for ``names``, answering ``coordinator``; ``own``: extra settings per party; ``open_files``:
-    each party's limit of open files (None: the machine's); ``preload``: each party imports torch and Lightning
-    before it listens, as ``python -m vcl.party`` does by default (off here by default: tests start many parties that
-    never train). Its CA also signs a certificate for ``intruder``, an organization no party answers (for the
-    refused cases)."""
+    each party's limit of open files (None: the machine's); ``preload``: as ``python -m vcl.party`` does (off by
+    default here). Its CA also signs a certificate for ``intruder``, an organization no party answers."""
 
     def __init__(
         self,

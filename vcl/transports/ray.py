@@ -28,9 +28,8 @@ from vcl.transports.wire import party_ids
 
 
 def start_ray(address: str, cpus: float) -> None:
-    """Join the cluster at ``address`` (``auto`` or host:port), or start a local instance that can hold
-    every party, once per process. Its logical CPUs (at least 64, and what the parties ask for) only
-    schedule actors: each party still sets its torch threads to its own ``party_cpus``."""
+    """Join the cluster at ``address`` (``auto`` or host:port), or start a local instance that can hold every party,
+    once per process. Its logical CPUs only schedule actors: each party sets its torch threads to its ``party_cpus``."""
     import ray
 
     if ray.is_initialized():
@@ -100,9 +99,8 @@ class PartyActor(PartyRuntime):
 
 
 def _stored_once(messages: list[Message]) -> list[Message]:
-    """The messages with each tensor that two or more of them carry (a broadcast: one residual for every party)
-    put into Ray's object store once and carried by reference, so the driver serializes it once, not per party;
-    each party fetches it on arrival (:func:`_fetched`)."""
+    """The messages with each tensor that two or more of them carry (a broadcast) put into Ray's object store once
+    and carried by reference; each party fetches it on arrival (:func:`_fetched`)."""
     import ray
 
     seen: dict[int, int] = {}
@@ -302,9 +300,8 @@ class RayTransport(Transport):
         return dict(zip(self.names, self._call("pid"), strict=True))
 
     def close(self) -> None:
-        """Keep the parties' processes for this process's next run when every call came back (a comparison run, a
-        sweep: no process started and no torch imported again); end them when one did not (a lost party, an
-        interrupted round, or one left out under run.missing_parties: skip)."""
+        """Keep the parties' processes for this process's next run when every call came back; end them when one did
+        not (a lost party, an interrupted round, or one left out under run.missing_parties: skip)."""
         import ray
 
         for name, host in self._hosts.items():
@@ -326,9 +323,7 @@ def _start_host(cpus: float, gpus: float, node: str):
 
 def _idle_hosts(wanted: list[tuple]) -> dict[tuple, list]:
     """The idle party processes a run of parties of ``wanted`` kinds (cpus, gpus, node) takes over, by kind; the others
-    end, so that no process holds resources no run uses. A new party runtime is built in each
-    (:meth:`vcl.party.runtime.PartyRuntime.make_party`): nothing of the earlier run's party is kept, only the process
-    and its imports."""
+    end. Each gets a new party runtime: only the process and its imports are kept."""
     import ray
 
     need: dict[tuple, int] = {}

@@ -301,12 +301,9 @@ def unpack_message(frame: bytes, limit: int | None = None) -> Message:
 
 
 def party_ids(data):
-    """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for
-    ``train.py predict`` the new people's too (``{"rows": ..., "new": ...}``), each as one Arrow array of texts
-    (it crosses as two buffers and is aligned on as it comes: no Python string per ID on either side); for a
-    finished run whose parties keep their preparation, no rows but where each party's checkpoint is
-    (``"checkpoints"``: :meth:`vcl.party.runtime.PartyRuntime.kept` reads its preparation there, which the party is
-    then built from as ``"kept"``)."""
+    """What a party that builds itself elsewhere is sent of the row alignment: the aligned IDs, and for ``train.py
+    predict`` the new people's too (``{"rows": ..., "new": ...}``), each one Arrow array of texts; for a finished run
+    whose parties keep their preparation, where each party's checkpoint is (``"checkpoints"``) instead of rows."""
 
     ids, new, where = (getattr(data, key, None) for key in ("ids", "new_ids", "checkpoints"))  # VerticalData's
     ids, new = (None if i is None else string_array(i) for i in (ids, new))

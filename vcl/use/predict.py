@@ -45,11 +45,9 @@ def finished_run(run_dir: Path) -> tuple[dict, RunConfig]:
 
 
 class Deployed:
-    """A finished run opened to score people: its parties built again from their own checkpoints (or, for a run
-    made before they kept their preparation and a built-in data set's, as ``--resume`` builds them), each with its
-    kept models and its rows of new people (split "new"; a built-in data set's test split), and Alice's protocol at
-    the round the run reported. :func:`predict` scores every row once; :mod:`vcl.use.serve` keeps it open
-    and scores batches of IDs. ``missing_parties``: ``fail`` or ``skip`` (default: the run's)."""
+    """A finished run opened to score people: its parties built again from their own checkpoints (or as ``--resume``
+    builds them), each with its kept models and its rows of new people (split "new"), and Alice's protocol at the round
+    the run reported. ``missing_parties``: ``fail`` or ``skip`` (default: the run's)."""
 
     def __init__(
         self, run_dir, new_files: list[str], missing_parties: str | None = None, allow_classes: tuple[str, ...] = ()
@@ -128,9 +126,8 @@ def predict(
     allow_classes: tuple[str, ...] = (),
 ) -> dict:  # fmt: skip
     """Score new people with the run in ``run_dir``; write ``out`` (a CSV, written whole or not at all).
-    ``missing_parties``: ``fail`` or ``skip`` (default: the run's ``run.missing_parties``); ``allow_classes``: the
-    classes of the user's own that the run names and may be imported. Returns ``{"ids", "F", "probabilities",
-    "classes", "round", "missing"}``."""
+    ``missing_parties``: as :class:`Deployed`; ``allow_classes``: the user's own classes the run names and may import.
+    Returns ``{"ids", "F", "probabilities", "classes", "round", "missing"}``."""
     out = Path(out)
     if out.exists() or not out.parent.is_dir():
         why = "exists; give a new path (predict never replaces a file)" if out.exists() else "is in no folder"
@@ -168,9 +165,8 @@ def add_run_arguments(parser) -> None:
 
 
 def kept_location(run_dir: Path, state: dict, config: RunConfig, names: list[str]) -> dict:
-    """Where each party of the finished run in ``run_dir`` finds its own last checkpoint (``state``: the run's;
-    ``names``: its parties, in order): the run's stamp, each party's last saved round, the run's folder of the parties'
-    files and the folders ``transport.party_dirs`` gave some of them (a party on its own machine reads its own root)."""
+    """Where each party of the finished run in ``run_dir`` finds its own last checkpoint: the run's stamp, each party's
+    last saved round, the run's folder of party files and the ``transport.party_dirs`` roots (``names``: in order)."""
     federation = state["protocol"]["federation"]
     saved = federation.get("saved") or dict.fromkeys(names, state["protocol"]["round"])
     roots = party_roots(config, names)
@@ -205,9 +201,8 @@ def _without_new(data):
 
 
 def write_predictions(out: Path, id_column: str, scored: dict, task: str) -> None:
-    """The predictions file: the ID column, ``prediction`` (the class's name, or the number), ``p_<class>`` per
-    class and, when organizations were down (``run.missing_parties: skip``), ``missing``: their names, joined by
-    ``;``; written beside ``out`` and renamed into place, so it is whole or absent."""
+    """The predictions file: the ID column, ``prediction`` (class name or number), ``p_<class>`` per class and, when
+    organizations were down, ``missing`` (names joined by ``;``); written aside and renamed, so whole or absent."""
 
     columns = {id_column: pa.array(scored["ids"], pa.string())}
     if task == "classification":

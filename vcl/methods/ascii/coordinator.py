@@ -167,10 +167,8 @@ class AssistedClassification(Protocol):
         return torch.softmax(F.double() / max(self.num_classes - 1, 1), dim=1)
 
     def predict(self, split: str, rows: Tensor | None = None) -> Tensor:
-        """Algorithm 1, line 12, on rows of ``split`` every agent holds: Σ α g from each agent's round models.
-
-        The votes are added in the order Alice received them during the run (round by round, along each
-        round's chain), so the prediction equals the running F bit for bit, ties included."""
+        """Algorithm 1, line 12, on rows of ``split`` every agent holds: Σ α g from each agent's round models, added
+        in the order Alice received them in the run, so the prediction equals the running F bit for bit."""
         alice = self.federation.alice
         requests = [(n, PredictionRequest(alice, n, self.round, split, rows)) for n in self.federation.names]
         votes: list[dict[int, Tensor]] = []

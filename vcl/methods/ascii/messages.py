@@ -25,11 +25,9 @@ class IgnoranceScores(Message):
 
 @dataclass(frozen=True)
 class ClassVotes(Message):
-    """ASCII, agent → Alice: predicted classes of its classifiers and their model weights α.
-
-    After a round: ``alphas`` (1,) and ``classes`` {split: N} on the agent's rows of every split. In the
-    prediction stage: ``alphas`` (T,) and ``classes`` {round: N} for each round model. Alice forms the
-    SAMME-coded vote ``Σ α g`` (Algorithm 1, line 12) from them; no feature leaves the agent."""
+    """ASCII, agent → Alice: predicted classes of its classifiers and their model weights α: after a round ``alphas``
+    (1,) and ``classes`` {split: N}; in the prediction stage ``alphas`` (T,) and ``classes`` {round: N}. Alice forms
+    the SAMME-coded vote ``Σ α g`` (Algorithm 1, line 12); no feature leaves the agent."""
 
     alphas: Tensor = field(repr=False)
     classes: dict[str, Tensor] = field(repr=False)
@@ -41,9 +39,8 @@ class ClassVotes(Message):
 class Interchange(Message):
     """ASCII, Alice → agent: take your hop of round ``round`` (Algorithm 1, lines 3–10) on the ignorance scores
     the transport delivered to you, and pass yours on to ``next``. Public facts only, no tensor: the agent's
-    place in the round's order (``position`` 0 starts the round), whether ``next`` is in this round (False on
-    the last hop: the scores start the next round), whether ``next`` knows the round's start scores, whether α
-    is the paper's joint one (``ascii.alpha=paper``, the α's travel on), and the seed of the agent's model."""
+    place in the round's order (``position`` 0 starts it), whether ``next`` is in this round (False on the last hop)
+    and knows its start scores, whether α is the paper's joint one (``ascii.alpha=paper``), and the model's seed."""
 
     position: int = 0
     next: str = ""

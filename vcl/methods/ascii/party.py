@@ -18,8 +18,7 @@ from vcl.models import ClassifierSettings, build_classifier
 # --- an agent: what runs inside an organization ------------------------------------------------------
 class IgnoranceAgent(Organization):
     """An organization in the ASCII chain: its features, classifiers and α's, its copy of the labels, and the
-    ignorance scores the previous agent sent it (its inbox) until its hop uses them. It answers the labels by
-    itself (its classifiers are not fitted with other agents')."""
+    ignorance scores the previous agent sent it (its inbox) until its hop uses them."""
 
     def __init__(self, view, learner: str, settings, classifier: ClassifierSettings, num_classes: int, device="cpu"):
         super().__init__(view, learner, "ce", settings, device)

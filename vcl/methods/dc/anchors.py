@@ -40,12 +40,10 @@ def select_or_augment(X: np.ndarray, r: int, rng: np.random.Generator) -> np.nda
 
 
 def smote(X_pub: np.ndarray, r: int, k: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
-    """Algorithm 2: SMOTE extended to coefficients c ∈ [0, α] and a large k, on the public rows.
-
-    Normalize X_pub (z-score); for each public row draw r/p of its k nearest neighbours (without
-    replacement when r/p ≤ k) and emit x_i + c (x̌ − x_i); denormalize. When p does not divide r, the
-    first r mod p rows of a random order emit one more. With independent rows and α = 1.5 the new rows
-    keep the variance: V[x'] = (2α²/3 − α + 1) V[x]."""
+    """Algorithm 2: SMOTE extended to coefficients c ∈ [0, α] and a large k, on the z-scored public rows: each row
+    emits x_i + c (x̌ − x_i) for r/p of its k nearest neighbours (without replacement when r/p ≤ k; the first r mod p
+    rows of a random order one more). With independent rows and α = 1.5 the new rows keep the variance:
+    V[x'] = (2α²/3 − α + 1) V[x]."""
     p = X_pub.shape[0]
     if not 1 <= k <= p - 1:
         raise VCLInputError(f"dc.smote_k={k} with {p} public rows; use 1 ≤ k ≤ {p - 1} (or more dc.public_rows).")

@@ -70,9 +70,8 @@ def reference_seed(seed: int) -> int:
 
 
 class DCExperimenter(Experimenter):
-    """Who scores a DC run, outside every party and the master: it holds the full rows and the labels
-    (:class:`Evaluation`), receives the kept models (:class:`KeptModel`) and answers a
-    :class:`ScoreRequest` with :class:`Scores`. Its messages are not the protocol's communication."""
+    """Who scores a DC run, outside every party and the master: it holds the full rows and the labels, receives the
+    kept models and answers a :class:`ScoreRequest` with :class:`Scores`. Not the protocol's communication."""
 
     def __init__(self, evaluation: Evaluation, group_rows: list[int], num_classes: int):
         self.evaluation = evaluation

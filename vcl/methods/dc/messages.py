@@ -12,9 +12,8 @@ from vcl.messages import Message, ValuesMessage
 # --- the messages of this protocol step (each declares its tensors once; see vcl.messages) ---
 @dataclass(frozen=True)
 class AnchorShare(Message):
-    """DC worker → worker: its contribution to the shared anchor data (column ranges for DC(rand), a
-    perturbed low-rank approximation for DC(TSVD), raw rows for DC(raw); DC(SMOTE) needs none), with the
-    sender's place (i, j) in the grid."""
+    """DC worker → worker: its part of the shared anchor data (column ranges for DC(rand), a perturbed low-rank
+    approximation for DC(TSVD), raw rows for DC(raw); DC(SMOTE) needs none), with its place (i, j) in the grid."""
 
     values: dict[str, Tensor] = field(repr=False)
     position: tuple[int, int] = (0, 0)

@@ -21,9 +21,8 @@ from vcl.models.sklearn import dump_estimator, load_estimator
 
 
 class DCWorker(Party):
-    """Party (i, j): private X_{i,j} (train rows of group i, its columns; and its columns of the test
-    rows), Y_i, and the public rows X_pub. Answers the master's :class:`Step` requests and its
-    :class:`AnchorPredictions`; sends other workers only its anchor share; keeps f_ij, X^anc and t_i."""
+    """Party (i, j): private X_{i,j} (its columns of group i's train rows and of the test rows), Y_i, and the public
+    rows X_pub. Answers the master's requests; sends other workers only its anchor share; keeps f_ij, X^anc and t_i."""
 
     def __init__(
         self,

@@ -55,10 +55,9 @@ def audit(run: KeptRun) -> dict:
 
 def gradient_attacks(run: KeptRun) -> list[Score]:
     """Split learning's label attacks (:func:`vcl.audit.attacks.gradient_label_attacks`) by party a on C's errors δ
-    of its activations while C fits its last M_C (on the co-occurring rows: the training folds, or all of them in a
-    final round), beside a's own columns of those rows. Party a replays the fit's minibatch schedule from the run seed
-    (as its bottom layer draws it), and knows which of its rows the set holds (its rows of D_C, their folds and the
-    held-out fold, all in its own checkpoint and messages); the truth is b's labels of the set, as C got them."""
+    of its activations while C fits its last M_C (on the co-occurring rows), beside a's own columns of those rows.
+    Party a replays the fit's minibatch schedule from the run seed and knows which of its rows the set holds (from its
+    own checkpoint and messages); the truth is b's labels of the set, as C got them."""
     truth, asked = {}, None
     for r, direction, m in run.messages(COORDINATOR):  # C's requests for a row set's labels, and b's answers
         if direction == "out" and isinstance(m, Step) and m.step == "labels":

@@ -88,12 +88,9 @@ class OverlapExperimenter(Experimenter):
         }
 
     def a_only_rows(self) -> dict[str, Tensor]:
-        """The experimenter's view of the rows only A holds, in A's row order and normalized units (each party's
-        min–max map), once an mpdl run's parties have reported: ``original`` (A's and B's raw features side by
-        side), ``completed`` (what MPDL_A's central model is given, before each party centres it on its means: A's h₀
-        outputs beside B's columns as A's dual model f generated them, the ``GeneratedData`` B received) and
-        ``labels``. For figures (MPDL's Figure 8);
-        no party sees it."""
+        """The experimenter's view of the rows only A holds, in A's row order and normalized units, once an mpdl run's
+        parties have reported: ``original`` (A's and B's raw features side by side), ``completed`` (A's h₀ outputs
+        beside B's columns as A's dual model f made them) and ``labels``. For Figure 8; no party sees it."""
         a, b = self.reports["a"], self.reports["b"]
         b_true = self.h0["b"].normalize(self.truth["b_features_of_a_only"])
         return {
@@ -103,10 +100,9 @@ class OverlapExperimenter(Experimenter):
         }
 
     def privacy_attack(self) -> dict[str, float]:
-        """How well each party can rebuild the other's normalized training rows (:mod:`.attacks`; MAE in
-        normalized units, entry-weighted over both parties; ``_a``: the rows of A, attacked by B): ``h0_redraw_mae``
-        (:meth:`redraw_seeds`), ``h0_blind_mae``, ``h0_attack_mae``, ``attack_mae``, ``attack_mae_overlap`` and
-        ``trivial_mae``, each as docs/mpdl.md ("The attack") defines it."""
+        """How well each party can rebuild the other's normalized training rows (:mod:`.attacks`; MAE, entry-weighted
+        over both parties; ``_a``: the rows of A, attacked by B): ``h0_redraw_mae``, ``h0_blind_mae``,
+        ``h0_attack_mae``, ``attack_mae``, ``attack_mae_overlap``, ``trivial_mae`` (docs/mpdl.md, "The attack")."""
         out, sizes, overlap = {}, {}, {}
         for name, attacker in (("a", "b"), ("b", "a")):
             target, seen = self.reports[name], self.reports[attacker]["seen"]
@@ -152,9 +148,8 @@ class OverlapExperimenter(Experimenter):
         return list(dict.fromkeys(seeds))
 
     def blind_seeds(self) -> list[int]:
-        """As many seeds as :meth:`redraw_seeds`, derived from a constant no config holds: the same attack with
-        draws the receiver cannot know, so ``h0_redraw_mae`` near ``h0_blind_mae`` says the seeds it knows give
-        it nothing beyond what redrawing at random does (clipped values pulled toward the middle)."""
+        """As many seeds as :meth:`redraw_seeds`, from a constant no config holds: ``h0_redraw_mae`` near
+        ``h0_blind_mae`` says the seeds the receiver knows give it nothing beyond redrawing at random."""
         return [seed_for(BLIND, i) for i in range(len(self.redraw_seeds()))]
 
     def redraw(self, h0: FeatureDPLayer, released: Tensor, clean: Tensor, seeds: list[int]) -> Tensor:

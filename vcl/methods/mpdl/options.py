@@ -17,9 +17,8 @@ PARTIES = ("a", "b")
 
 @dataclass
 class MPDLOptions(MPDLGroup):
-    """The ``mpdl`` options and what the run decides: Algorithm 1's iterations (``mpdl.max_iterations``
-    capped by ``run.rounds``) and the device the parties and C compute on (PSI, Paillier and scoring stay on
-    the CPU)."""
+    """The ``mpdl`` options and what the run decides: Algorithm 1's iterations (``mpdl.max_iterations`` capped by
+    ``run.rounds``) and the parties' and C's device (PSI, Paillier and scoring stay on the CPU)."""
 
     iterations: int = 2
     device: str = "cpu"

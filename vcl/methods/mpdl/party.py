@@ -22,10 +22,8 @@ from vcl.methods.mpdl.options import PARTIES, MPDLOptions, ftl_code_dim, seeded_
 
 
 class OverlapParty(Party):
-    """Party A or B: its raw rows enter its DP layer h₀ once (:class:`.dual.DualParty`, which also holds
-    its dual model, density estimate and Paillier keys); it keeps its side of the PSI, its rows of D_C and
-    their folds, the bottoms of the central models and (FTL) its autoencoder, and answers the collaborator's
-    :class:`Step` requests. What it sends the other party goes through its outbox (:meth:`outgoing`)."""
+    """Party A or B: its raw rows enter its DP layer h₀ once (:class:`.dual.DualParty`); it keeps its PSI side, rows of
+    D_C and folds, the central models' bottoms and (FTL) its autoencoder, and answers the collaborator's requests."""
 
     def __init__(self, data: PartyData, other: PartyData, options: MPDLOptions, seed: int, classes: int, dual: bool):
         o = self.options = options
@@ -217,9 +215,8 @@ class OverlapParty(Party):
     def step_forward(
         self, r: int, which: int, rows: str, batch: int = -1, positions: list[int] | None = None
     ) -> Activations:
-        """This party's bottom output on a minibatch of a row set (``batch`` of the epoch's schedule, drawn
-        at its first batch), or on every row of it (``batch = -1``: prediction, no gradient; ``positions``: only
-        those rows of it)."""
+        """This party's bottom output on a minibatch of a row set (``batch`` of the epoch's schedule), or on every row
+        of it (``batch = -1``: prediction, no gradient; ``positions``: only those rows)."""
         module, _, gen = self.bottoms[which]
         if rows == "test" and rows not in self.inputs:  # prediction from a checkpoint: the test rows' h₀ outputs
             self.inputs["test"] = self.party.local(self.party.test)
