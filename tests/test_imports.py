@@ -225,6 +225,47 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_pat
     assert fits_inside and all(fits_inside), fits_inside
 
 
+def test_the_default_runs_setup_passes_through_the_files_design_md_lists_in_order(tmp_path):
+    """design.md's walk through the default run's setup, from ``train`` to its first round: the files whose functions
+    setup runs (not what it imports), traced, are its steps (at most 30, entered first in the order listed) and the
+    helpers it names; setup reaches into no file unlisted."""
+    import sys
+
+    from vcl.callbacks import RoundCallback
+
+    from vcl.config import parse_args
+    from vcl.coordinator.runner import train
+
+    text = (ROOT / "docs" / "design.md").read_text()
+    walk = text[text.index("The default run's setup, from `train`") :]
+    walk = walk[: walk.index("One GAL round of the default run")]
+    steps = re.findall(r"^\d+\. `([\w/.]+)`", walk, flags=re.M)
+    helpers = set(
+        re.findall(r"`((?:vcl|models|datamodules|callbacks)/[\w/]+\.py)`", walk.split("What setup calls")[1])
+    )
+    assert len(steps) <= 30 and steps[0] == "vcl/coordinator/runner.py"
+    entered: dict[str, None] = {}
+
+    def trace(frame, event, arg):
+        path, code = frame.f_code.co_filename, frame.f_code
+        if event == "call" and code.co_flags & 1 and path.startswith(str(ROOT)) and "/." not in path:  # a function
+            if path != __file__:
+                entered.setdefault(Path(path).relative_to(ROOT).as_posix(), None)
+
+    class Stop(RoundCallback):  # the first callback: setup ends where the rounds begin
+        def on_run_start(self, run):
+            sys.setprofile(None)
+
+    config = parse_args(["--run.device", "cpu", "--run.rounds", "1", "--run.audit", "false", "--out", str(tmp_path)])
+    sys.setprofile(trace)
+    try:
+        train(config, verbose=False, overwrite=True, callbacks=[Stop()])
+    finally:
+        sys.setprofile(None)
+    assert set(entered) <= set(steps) | helpers, sorted(set(entered) - set(steps) - helpers)
+    assert [f for f in entered if f in steps] == steps, [f for f in entered if f in steps]
+
+
 def test_a_run_looks_its_family_up_once_and_hands_it_down(tiny, monkeypatch):
     """The config's family is found once (the run's checks), then handed to what reads the data, builds the
     protocols (the compared method's too) and the callbacks: no step of the setup looks it up again."""
