@@ -171,6 +171,17 @@ def test_the_newcomers_map_names_files_that_exist():
     assert missing == [], missing
 
 
+def design_walk(start: str, end: str, calls: str) -> tuple[list[str], set[str]]:
+    """A walk of design.md's map, from the paragraph opening with ``start`` to ``end``: its numbered steps (the file
+    each names first, in order) and the helpers named after ``calls``."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    walk = text[text.index(start) :]
+    walk = walk[: walk.index(end)]
+    steps = re.findall(r"^\d+\. `([\w/.]+)`", walk, flags=re.M)
+    helpers = set(re.findall(r"`((?:vcl|models|datamodules|callbacks)/[\w/]+\.py)`", walk.split(calls)[1]))
+    return steps, helpers
+
+
 def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_path):
     """design.md's walk through one GAL round of the default run and its tail (the round's record, TensorBoard, the
     checkpoints of Alice and of every party): the files round 2 enters, traced, are its steps
@@ -182,12 +193,8 @@ def test_one_gal_round_passes_through_the_files_design_md_lists_in_order(tmp_pat
     from vcl.config import parse_args
     from vcl.coordinator.runner import train
 
-    text = (ROOT / "docs" / "design.md").read_text()
-    walk = text[text.index("One GAL round of the default run") :]
-    walk = walk[: walk.index("How a config value reaches a party")]
-    steps = re.findall(r"^\d+\. `([\w/.]+)`", walk, flags=re.M)
-    helpers = set(
-        re.findall(r"`((?:vcl|models|datamodules|callbacks)/[\w/]+\.py)`", walk.split("What the round calls")[1])
+    steps, helpers = design_walk(
+        "One GAL round of the default run", "How a config value reaches a party", "What the round calls"
     )
     assert len(steps) <= 15 and steps[0] == "vcl/coordinator/runner.py"
     entered: dict[str, None] = {}
@@ -236,12 +243,8 @@ def test_the_default_runs_setup_passes_through_the_files_design_md_lists_in_orde
     from vcl.config import parse_args
     from vcl.coordinator.runner import train
 
-    text = (ROOT / "docs" / "design.md").read_text()
-    walk = text[text.index("The default run's setup, from `train`") :]
-    walk = walk[: walk.index("One GAL round of the default run")]
-    steps = re.findall(r"^\d+\. `([\w/.]+)`", walk, flags=re.M)
-    helpers = set(
-        re.findall(r"`((?:vcl|models|datamodules|callbacks)/[\w/]+\.py)`", walk.split("What setup calls")[1])
+    steps, helpers = design_walk(
+        "The default run's setup, from `train`", "One GAL round of the default run", "What setup calls"
     )
     assert len(steps) <= 30 and steps[0] == "vcl/coordinator/runner.py"
     entered: dict[str, None] = {}
