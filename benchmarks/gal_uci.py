@@ -100,6 +100,8 @@ def main() -> None:
     jobs = []
     for ds, m, method, model in settings(args.quick, args.datasets):
         for seed in args.seeds:
+            # departure: gal-uci-remainder (data.organizations cuts the columns into d // M each, the last
+            # organization taking the rest, as the authors' code does; the paper does not say)
             cfg = RunConfig.from_dict(
                 {
                     "data.dataset": ds,

@@ -55,6 +55,8 @@ def fig5_6(seed: int, iterations: int, rows: int) -> list[dict]:
     from vcl.methods.experimenter import EXPERIMENTER
 
     mpdl = _mpdl()
+    # departure: mpdl-fig5-6-privacy (no privacy, ε = 0, and T = 1, so that all five iterations run: the paper's
+    # Figures 5-6 run at its own ε and stop by its threshold T)
     overrides = {"mpdl.gamma": GAMMA, "mpdl.epsilon": 0.0, "mpdl.threshold": 1.0, "mpdl.max_iterations": iterations}
     cfg = mpdl.config(DATASET, seed, **overrides, **mpdl.IMAGE, compare=[])
     check_config(cfg)
