@@ -91,9 +91,6 @@ class AssistedProtocol(Protocol):
         eta = record.get("eta")
         return "" if eta is None else (f"{eta:.4g}" if not isinstance(eta, list) else f"{eta[-1]:.4g}…")
 
-    def stored_parameters(self) -> int:
-        return sum(r.parameters for r in self.federation.models(self.round))
-
     def predict(
         self, split: str, rows: Tensor | None = None, upto: int | None = None, without: tuple[int, ...] = ()
     ) -> Tensor:

@@ -78,6 +78,9 @@ class GradientAssistedLearning(AssistedProtocol):
         """Deep Model Sharing: each round retrains the extractor that the earlier rounds' models use."""
         return any(r.shared for r in self.federation.models(self.round))
 
+    def stored_parameters(self) -> int:
+        return sum(r.parameters for r in self.federation.models(self.round))
+
     def _weights(self, outputs: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         o, m = self.options, outputs.shape[0]
         if o.weights == "learned":

@@ -34,6 +34,9 @@ class LateFusion(AssistedProtocol):
         m = len(everyone)
         return self.record(coefficients=[1.0 if self.fusion == "sum" else 1.0 / m] * m)
 
+    def stored_parameters(self) -> int:
+        return sum(r.parameters for r in self.federation.models(self.round))
+
 
 def build(config: RunConfig, data, method: str, family) -> LateFusion:
     """Late fusion over the GAL family's organizations (``family``: :class:`vcl.methods.gal.GAL`, which makes
