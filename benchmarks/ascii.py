@@ -50,7 +50,7 @@ from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
-from common import parse_args, run_all, show_overlaps, summarize, write_records
+from common import check_fashion, parse_args, run_all, show_overlaps, summarize, write_records
 
 from vcl.config import RunConfig
 from vcl.coordinator.sweep import Job
@@ -436,19 +436,6 @@ def options(p) -> None:
     p.add_argument("--figures", nargs="+", default=["fig3", "fig4", "fig6"],
                    help="which figures to run (fig1, the toy, and fashion, Fig. 4(b) on Fashion-MNIST after make "
                    "data, only when named)")  # fmt: skip
-
-
-def check_fashion(root: str = "data") -> None:
-    """Fashion-MNIST's files, or one sentence naming the command that lays them out (exit 2) before any run."""
-    from vcl.datamodules.image import load_images
-
-    from vcl.errors import VCLInputError
-
-    try:
-        load_images("fashion_mnist", root)
-    except VCLInputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
 
 
 def main() -> None:

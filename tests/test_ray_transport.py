@@ -205,6 +205,57 @@ def test_a_benchmark_job_has_the_threads_its_cpus_give_whatever_the_workers():
         assert run_jobs(jobs, workers=1, cpus=cpus) == run_jobs(jobs, workers=2, cpus=cpus) == [int(cpus)] * 2
 
 
+CALLS: list[int] = []
+
+
+def _square(x: int, stop_at: int | None = None) -> dict:
+    if x == stop_at:
+        raise KeyboardInterrupt  # the benchmark stopped part way
+    CALLS.append(x)
+    return {"x": x, "square": x * x}
+
+
+def test_a_stopped_benchmark_resumed_runs_only_what_it_had_not_finished(tmp_path):
+    """The journal keeps each finished run; --resume takes those and runs the rest, so the records equal one whole
+    run's; a run whose settings changed is run again, and without --resume the journal starts anew."""
+    from functools import partial
+
+    from vcl.coordinator import sweep
+    from vcl.coordinator.sweep import run_jobs
+
+    journal = tmp_path / "out.json.partial.jsonl"
+    whole = run_jobs([partial(_square, x) for x in range(4)])
+    CALLS.clear()
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs([partial(_square, x, stop_at=2) for x in range(4)], journal=journal)
+    assert CALLS == [0, 1] and len(journal.read_text().splitlines()) == 2
+    CALLS.clear()
+    jobs = [partial(_square, x, stop_at=2) for x in range(2)] + [partial(_square, x) for x in range(2, 4)]
+    assert run_jobs(jobs, journal=journal, resume=True) == whole and CALLS == [2, 3]
+    CALLS.clear()
+    changed = [partial(_square, x, stop_at=9) for x in range(4)]  # other settings: nothing held counts
+    assert run_jobs(changed, journal=journal, resume=True) == whole and CALLS == [0, 1, 2, 3]
+    CALLS.clear()
+    sweep._STARTED.clear()  # a new process, without --resume: the journal starts anew
+    assert run_jobs(changed, journal=journal) == whole and CALLS == [0, 1, 2, 3]
+    assert len(journal.read_text().splitlines()) == 4
+
+
+def test_a_benchmark_removes_its_journal_once_its_record_is_written(tmp_path):
+    import argparse
+    from functools import partial
+
+    from tests.helpers import benchmark
+
+    common = benchmark("common")
+    args = common.add_cluster_args(argparse.ArgumentParser()).parse_args(["--resume"])
+    args.out = str(tmp_path / "r.json")
+    records = common.run_all([partial(_square, 3)], args)
+    assert (tmp_path / "r.json.partial.jsonl").exists()
+    common.write_records(records, args.out)
+    assert not (tmp_path / "r.json.partial.jsonl").exists() and (tmp_path / "r.json").exists()
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
 import torch
 
 from vcl.coordinator.assembly import build_protocol, check_config
+from vcl.coordinator.rundir import strict_json
 from vcl.coordinator.runner import Run, long_lived_frozen, rounds, run_data, train
 from vcl.engine.memory import prepare_process
 from vcl.family import compare_methods
@@ -153,16 +157,74 @@ def _task(job: Callable, threads: int):
         torch.set_num_threads(before)
 
 
-def run_jobs(jobs: list[Callable], workers: int = 1, address: str = "", cpus: float = 1.0, gpus: float = 0.0) -> list:
+_STARTED: set[Path] = set()  # the journals this process has started or resumed
+
+
+def describe(job: Callable) -> str:
+    """What a job runs, as a string two calls of the same command give alike (the key of its line in a journal)."""
+    if isinstance(job, Job):
+        parts = [job.benchmark, job.config.to_dict(), job.method, job.model, getattr(job.details, "__qualname__", None),
+                 job.extra]  # fmt: skip
+    elif isinstance(job, Interleaved):
+        parts = [describe(j) for j in job.jobs]
+    elif isinstance(job, partial):
+        parts = [job.func.__module__, job.func.__qualname__, list(job.args), job.keywords]
+    else:
+        parts = [repr(job)]
+    return json.dumps(parts, sort_keys=True, default=repr)
+
+
+def journaled(journal: Path | None, jobs: list[Callable]) -> dict[int, object]:
+    """The results ``journal`` holds of ``jobs``, by index: a line counts where its job is described as ``jobs[i]``
+    is now (an earlier run of another command, or of changed settings, counts for nothing)."""
+    if journal is None or not journal.exists():
+        return {}
+    keys = {describe(job): i for i, job in enumerate(jobs)}
+    held = {}
+    for line in journal.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # a line cut off by the stop
+            continue
+        if entry.get("job") in keys:
+            held[keys[entry["job"]]] = entry["result"]
+    return held
+
+
+def run_jobs(
+    jobs: list[Callable], workers: int = 1, address: str = "", cpus: float = 1.0, gpus: float = 0.0,
+    journal: Path | None = None, resume: bool = False,
+) -> list:  # fmt: skip
     """Every job's result, in order. A job is a zero-argument callable (a :class:`Job`, or a script's ``partial`` of a
     module-level function), run here one by one (``workers=1``, no address) or as Ray tasks, at most ``workers`` at
-    once, each holding ``cpus`` CPUs and ``gpus`` GPUs; each with ``int(cpus)`` torch threads, so the records agree."""
+    once, each holding ``cpus`` CPUs and ``gpus`` GPUs; each with ``int(cpus)`` torch threads, so the records agree.
+    With ``journal``, each finished job's result is appended there as a JSON line (``{"job": describe(job),
+    "result": ...}``), and with ``resume`` the jobs it already holds are taken from it, not run again: a long
+    benchmark stopped part way goes on where it stopped. Without ``resume`` the journal is started anew (once a
+    process: a script's later calls add to it)."""
     threads = max(1, int(cpus))
+    held = journaled(journal, jobs) if resume else {}
+    if journal is not None and not resume and journal not in _STARTED:  # a script's later calls add to it
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        journal.write_text("")
+    if journal is not None:
+        _STARTED.add(journal)
+    records: list = [held.get(i) for i in range(len(jobs))]
+    queue = [(i, job) for i, job in enumerate(jobs) if i not in held]
+    if held:
+        print(f"resumed: {len(held)} of {len(jobs)} runs taken from {journal}", flush=True)
+
+    def finished(i: int, result) -> None:
+        records[i] = result
+        if journal is not None:
+            with journal.open("a") as f:
+                f.write(_line(jobs[i], result))
+        report(result)
+        print(f"[{sum(r is not None for r in records)}/{len(jobs)} runs done]", flush=True)
+
     if workers == 1 and not address:
-        records = []
-        for job in jobs:
-            records.append(_task(job, threads))
-            report(records[-1])
+        for i, job in queue:
+            finished(i, _task(job, threads))
         return records
     import ray
 
@@ -173,9 +235,7 @@ def run_jobs(jobs: list[Callable], workers: int = 1, address: str = "", cpus: fl
         else:
             ray.init(num_cpus=max(1, round(workers * cpus)), num_gpus=None if gpus else 0, **kwargs)
     task = ray.remote(_task).options(num_cpus=cpus, num_gpus=gpus)
-    records: list = [None] * len(jobs)
     pending: dict = {}
-    queue = list(enumerate(jobs))
     while queue or pending:
         while queue and len(pending) < workers:
             i, job = queue.pop(0)
@@ -183,6 +243,9 @@ def run_jobs(jobs: list[Callable], workers: int = 1, address: str = "", cpus: fl
         done, _ = ray.wait(list(pending), num_returns=1)
         for ref in done:
             i = pending.pop(ref)
-            records[i] = ray.get(ref)
-            report(records[i])
+            finished(i, ray.get(ref))
     return records
+
+
+def _line(job: Callable, result) -> str:
+    return strict_json({"job": describe(job), "result": result}, indent=None) + "\n"
