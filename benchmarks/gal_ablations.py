@@ -39,6 +39,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from common import add_cluster_args, run_all, summarize, write_records
+from departures import Departure, Experiment
 
 from vcl.config import RunConfig
 from vcl.coordinator.runner import train
@@ -207,7 +208,23 @@ def config(ds: str, m: int, method: str, setting: str, seed: int, args) -> RunCo
     return RunConfig.from_dict({**values, **METHODS[method], **chosen})
 
 
-# departure: gal-fig5-data (Figure 5 on wine and diabetes with Linear organizations, not CIFAR-10 and MIMIC-III)
+FIG5 = Departure(
+    "gal-fig5-data", "gal.md", "Figure 5 on wine and diabetes with M = 8 Linear organizations (Table 6's cells), not "
+    "CIFAR-10 (M = 8) and MIMIC-III (M = 4)", ("data.dataset", "data.organizations", "learner.epochs"),
+)  # fmt: skip
+
+
+def declare() -> list[Experiment]:
+    """Figure 5 as ``--tables 6 --datasets wine diabetes --curves`` runs it (departures.py): the paper's on CIFAR-10
+    (M = 8, Table 8's CNN) and MIMIC-L (M = 4), Table 9's 10 epochs, 10 rounds."""
+    ns = argparse.Namespace(device="cpu", data_root="data")
+    runs = [config(*cell, 0, ns) for cell in run_list(False, [6], ["wine", "diabetes"])]
+    stated = {"data.dataset": {"cifar10", "mimic_los"}, "data.organizations": {4, 8}, "run.rounds": 10,
+              "learner.epochs": 10}  # fmt: skip
+    command = "benchmarks/gal_ablations.py --tables 6 --datasets wine diabetes --curves"
+    return [Experiment("GAL", "Figure 5", command, stated, runs, (FIG5,))]
+
+
 def curves(results: dict) -> dict:
     """``--curves``: each round's test metric and assistance weights (Figure 5's panels)."""
     return {

