@@ -97,9 +97,13 @@ METHODS = {  # gal_images' methods by the paper's names (Tables 12-14), vcl's op
 }
 
 
+IMAGE_DATA = {"mnist_subset": "MNIST subset (5,000 images), narrow CNN",
+              "fashion_mnist": "Fashion-MNIST (70,000 images), narrow CNN"}  # fmt: skip
+
+
 def _dms_tables(records: list[dict], path: Path, dpi: int) -> None:
-    """GAL Tables 12-13 as bars: our accuracy on the MNIST subset (mean over seeds of the best round, as the
-    paper reports) beside the paper's on full MNIST, per method and M."""
+    """GAL Tables 2, 12 and 13 as bars: our accuracy on the MNIST subset or Fashion-MNIST (mean over seeds of the best
+    round, as the paper reports) beside the paper's on full MNIST, per method and M."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -110,6 +114,7 @@ def _dms_tables(records: list[dict], path: Path, dpi: int) -> None:
     ms = sorted({r["organizations"] for r in records})
     seeds = sorted({r["seed"] for r in records})
     fig, axes = plt.subplots(1, len(ms), figsize=(6.5 * len(ms), 4.4), squeeze=False)
+    table_of = {2: 12, 4: 13, 8: 2}  # the paper's table of each M
     for ax, m in zip(axes[0], ms, strict=True):
         ours = [
             100 * statistics.fmean(r["best_value"] for r in records if r["organizations"] == m and r["method"] == method
@@ -118,10 +123,10 @@ def _dms_tables(records: list[dict], path: Path, dpi: int) -> None:
         ]  # fmt: skip
         paper = [images.PAPER.get(("mnist", m, method, "cnn"), (float("nan"),))[0] for method in methods]
         x = range(len(methods))
-        ax.bar([i - 0.2 for i in x], ours, 0.4, label="vcl: MNIST subset (5,000 images), narrow CNN")
+        ax.bar([i - 0.2 for i in x], ours, 0.4, label=f"vcl: {IMAGE_DATA[records[0]['dataset']]}")
         ax.bar([i + 0.2 for i in x], paper, 0.4, label="paper: full MNIST, its CNN (no bar: not in the paper)")
         ax.set_xticks(list(x), [METHODS.get(method, method) for method in methods], rotation=30, fontsize=7)
-        ax.set(title=f"GAL Table {12 if m == 2 else 13} (M = {m})", ylabel="test accuracy (%), best over rounds",
+        ax.set(title=f"GAL Table {table_of[m]} (M = {m})", ylabel="test accuracy (%), best over rounds",
                ylim=(0, 100))  # fmt: skip
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8)
