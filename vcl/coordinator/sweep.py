@@ -248,4 +248,9 @@ def run_jobs(
 
 
 def _line(job: Callable, result) -> str:
-    return strict_json({"job": describe(job), "result": result}, indent=None) + "\n"
+    """The journal's line of a finished job; none where its result is no JSON (a script's own job giving objects it
+    turns into records later: it runs again on a resume)."""
+    try:
+        return strict_json({"job": describe(job), "result": result}, indent=None) + "\n"
+    except (TypeError, ValueError):
+        return ""
