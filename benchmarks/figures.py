@@ -196,7 +196,7 @@ def catalogue() -> list[Figure]:
                "on CIFAR-10); η per round, falling to zero as the loss converges, and a constant η = 1 converging "
                "more slowly; the assistance weights, larger for the central patches m = 2, 3, 6, 7 in the first "
                "rounds.", "gal.md"),
-        Figure("gal_fig5", "GAL Figure 5", "2026-12-02-cpu/gal_fig5.json", load("gal_ablations").draw_fig5,
+        Figure("gal_fig5", "GAL Figure 5", "2026-12-07d-cpu/gal_fig5.json", load("gal_ablations").draw_fig5,
                "CIFAR-10 with M = 8 (a-b) and MIMIC-III length of stay with M = 4 (c-d), neither readable here (ours: "
                "wine and diabetes with M = 8 Linear organizations): (a, c) the test metric per round of GAL with the "
                "gradient assistance weights against a direct average, with N(0, σ²) noise, σ = 1 and 5, on the "
@@ -214,7 +214,7 @@ def catalogue() -> list[Figure]:
         name = {"boston": "BostonHousing", "breast_cancer": "BreastCancer"}.get(ds, ds.capitalize())
         metric = "MAD" if ds in ("diabetes", "boston") else "accuracy (%)"
         out.append(Figure(
-            f"gal_fig{number}", f"GAL Figure {number}", "2026-11-28d-cpu/gal_fig7_12.json",
+            f"gal_fig{number}", f"GAL Figure {number}", "2026-12-07d-cpu/gal_fig7_12.json",
             _gal_curves(ds, f"GAL Figure {number} on scikit-learn's {ds} (Linear organizations, as Table {table})"),
             f"the panels of Figure 4 for {name} with M = {m} (the appendix prints no numbers in the figure; its "
             f"Table {table} with Linear organizations gives the best {metric} over rounds at M = {m}: {printed}).",
