@@ -50,10 +50,11 @@ def _mpdl():
     return mpdl
 
 
-def fig5_6_config(seed: int, iterations: int, dataset: str = DATASET):
+def fig5_6_config(seed: int, iterations: int, dataset: str = DATASET, kde_rows: int = 0):
     """No privacy (ε = 0) and T = 1, so that all ``iterations`` run (departure mpdl-fig5-6-privacy)."""
     mpdl = _mpdl()
-    overrides = {"mpdl.gamma": GAMMA, "mpdl.epsilon": 0.0, "mpdl.threshold": 1.0, "mpdl.max_iterations": iterations}
+    overrides = {"mpdl.gamma": GAMMA, "mpdl.epsilon": 0.0, "mpdl.threshold": 1.0, "mpdl.max_iterations": iterations,
+                 "mpdl.kde_rows": kde_rows}  # fmt: skip
     return mpdl.config(dataset, seed, **overrides, **mpdl.IMAGE, compare=[])
 
 
@@ -73,19 +74,20 @@ def declare() -> list:
     MNIST and CIFAR-10 at their T, m and ε (Section IV-B)."""
     mpdl = _mpdl()
     paper = {"data.dataset": {"mnist", "cifar10"}, "mpdl.epsilon": {0.5, 2.0}, "mpdl.threshold": {0.15, 0.1},
-             "mpdl.max_iterations": {2, 4}, **mpdl.EPOCHS}  # fmt: skip
+             "mpdl.max_iterations": {2, 4}, **mpdl.EPOCHS, **mpdl.KDE}  # fmt: skip
     panel = [mpdl.job_config(j) for j in fig13([0], EPSILONS)]
     return [
         Experiment("MPDL", "Figures 5–6", "benchmarks/mpdl_mnist.py --fig5-6", paper, [fig5_6_config(0, 5)],
                    (FIG5_6, FIG5_6_PRIVACY)),
-        Experiment("MPDL", "Figures 5–6", "benchmarks/mpdl_mnist.py --fig5-6 --dataset fashion_mnist", paper,
-                   [fig5_6_config(0, 5, "fashion_mnist")], (mpdl.FASHION, FIG5_6_PRIVACY)),
+        Experiment("MPDL", "Figures 5–6", "benchmarks/mpdl_mnist.py --fig5-6 --dataset fashion_mnist --kde-rows "
+                   f"{mpdl.FASHION_KDE_ROWS}", paper, [fig5_6_config(0, 5, "fashion_mnist", mpdl.FASHION_KDE_ROWS)],
+                   (mpdl.FASHION, FIG5_6_PRIVACY, mpdl.FASHION_KDE)),
         Experiment("MPDL", "Figure 13, MNIST panel", "benchmarks/mpdl_mnist.py --fig13", {"data.dataset": "mnist",
-                   "mpdl.gamma": GAMMA, **mpdl.EPOCHS}, panel, (FIG13_MNIST,)),
+                   "mpdl.gamma": GAMMA, **mpdl.EPOCHS, **mpdl.KDE}, panel, (FIG13_MNIST,)),
     ]  # fmt: skip
 
 
-def fig5_6(seed: int, iterations: int, rows: int, dataset: str = DATASET) -> list[dict]:
+def fig5_6(seed: int, iterations: int, rows: int, dataset: str = DATASET, kde_rows: int = 0) -> list[dict]:
     """One run's Figure 6 curves and Figure 5 rows (the experimenter's view; see the module's text)."""
     from vcl.datamodules.overlap import image_masks
 
@@ -93,7 +95,7 @@ def fig5_6(seed: int, iterations: int, rows: int, dataset: str = DATASET) -> lis
     from vcl.coordinator.runner import Run, run_rounds
     from vcl.methods.experimenter import EXPERIMENTER
 
-    cfg = fig5_6_config(seed, iterations, dataset)
+    cfg = fig5_6_config(seed, iterations, dataset, kde_rows)
     check_config(cfg)
     dm = datamodule_for(cfg)
     dm.setup()
@@ -107,7 +109,8 @@ def fig5_6(seed: int, iterations: int, rows: int, dataset: str = DATASET) -> lis
     finally:
         protocol.federation.close()
     common = {"dataset": dataset, "model": cfg.mpdl.central, "organizations": 2, "seed": seed, "gamma": GAMMA,
-              "epsilon": 0.0, "threshold": 1.0, "iterations": iterations, "seconds": seconds}  # fmt: skip
+              "epsilon": 0.0, "threshold": 1.0, "iterations": iterations, "kde_rows": kde_rows,
+              "seconds": seconds}  # fmt: skip
     keys = ("joint_t", "dual_t", "mpdl_a", "align_a_loss", "align_b_loss", "inference_mae_a", "inference_mae_b")
     curves = {f"{k}_curve": [round(float(s[k]), 5) for s in scores] for k in keys}
     records = [{"benchmark": "mpdl_fig6", **common, **curves}]
@@ -275,6 +278,8 @@ def main(argv=None) -> None:
     p.add_argument("--dataset", default=DATASET, choices=DATASETS,
                    help="--fig5-6: the images (fashion_mnist: after make data, at full size)")  # fmt: skip
     p.add_argument("--device", default="cpu", help="--fig5-6: where the parties and C compute: cpu, cuda or auto")
+    p.add_argument("--kde-rows", type=int, default=0,
+                   help="--fig5-6: each party's density estimate over this many of its rows (0: all)")  # fmt: skip
     p.add_argument("--epsilons", type=float, nargs="+", default=EPSILONS, help="--fig13: budgets per row (0: none)")
     p.add_argument("--central", default="mlp", choices=["mlp", "cnn"],
                    help="--fig13: C's central model (the paper's MNIST panel: its CNN)")  # fmt: skip
@@ -283,7 +288,7 @@ def main(argv=None) -> None:
         if args.dataset == "fashion_mnist":
             check_fashion()
         _mpdl().BASE["run.device"] = args.device
-        records = fig5_6(args.seeds[0], args.iterations, args.rows, args.dataset)
+        records = fig5_6(args.seeds[0], args.iterations, args.rows, args.dataset, args.kde_rows)
     else:
         records = [r for rs in run_all(fig13(args.seeds, args.epsilons, args.central), args) for r in rs]
     write_records(records, args.out)

@@ -271,6 +271,26 @@ def test_kde_bandwidth_and_log_density_against_scipy_and_by_hand():
     assert np.allclose(log_p.numpy(), by_hand, atol=1e-10) and torch.allclose(grad, xt.grad, atol=1e-10)
 
 
+def test_kde_rows_draws_a_sample_of_own_rows_with_the_party_secret():
+    """mpdl.kde_rows: the density estimate over a sample of the party's own h₀ rows, drawn from its noise seed (the
+    same after a resume's re-entry, another for another secret); 0 or more than the rows it holds: all of them."""
+    rng = np.random.default_rng(3)
+    n = 40
+    x = torch.from_numpy(rng.random((n, 3)).astype(np.float32))
+    data = PartyData("a", ["a1", "a2", "a3"], [f"id{i}" for i in range(n)], x, x[:4])
+    kw = dict(other_dim=2, epsilon=0.0, lam=0.5, lr=0.1, hidden=0, seed=1)
+    whole, big = DualParty(data, noise_seed=5, **kw), DualParty(data, noise_seed=5, kde_rows=n + 1, **kw)
+    assert whole.kde.sample.shape[0] == big.kde.sample.shape[0] == n and whole.kde.h == bandwidth(n)
+    part, again, other = (DualParty(data, noise_seed=s, kde_rows=10, **kw) for s in (5, 5, 6))
+    assert part.kde.sample.shape == (10, 3) and part.kde.h == bandwidth(10)
+    own = {tuple(r) for r in part.x.double().tolist()}
+    assert {tuple(r) for r in part.kde.sample.tolist()} <= own  # rows of its own, each at most once
+    assert len({tuple(r) for r in part.kde.sample.tolist()}) == 10
+    assert torch.equal(part.kde.sample, again.kde.sample) and not torch.equal(part.kde.sample, other.kde.sample)
+    x_hat = torch.from_numpy(rng.random((4, 3)))
+    assert not torch.allclose(part.kde.log_density(x_hat), whole.kde.log_density(x_hat))  # it is used
+
+
 def parties(lam=0.5, paillier=False, seed=0, clip=0.0):
     rng = np.random.default_rng(seed)
     n, da, db = 30, 3, 2

@@ -182,6 +182,9 @@ class MPDLGroup:
     """Paillier modulus bits"""
     max_rows: NonNegativeInt = 0
     """use only the first N rows of a (shuffled) dataset (0: all)"""
+    kde_rows: NonNegativeInt = 0
+    """each party's density estimate (the duality regularizer's P) over this many of its own rows, drawn with its
+    secret (0: all of them, the paper's; a sample cuts each step's kernel by N / kde_rows)"""
     ftl_dim: NonNegativeInt = 0
     """FTL reference: common code dimension (0: min(64, min(d_A, d_B)/2))"""
     central: Literal["mlp", "cnn"] = "mlp"

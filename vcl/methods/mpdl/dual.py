@@ -111,13 +111,14 @@ class DualParty:
         dp_noise: str = "per_row",
         clip: float = 0.0,
         device: str = "cpu",
+        kde_rows: int = 0,
     ):
         self.name = data.name
         self.ids = list(data.ids)
         self.clip = clip  # > 0: clip the dual model's gradient norm before each SGD step
         self.image_shape, self.pixels = data.image_shape, data.pixels
         self.device = torch.device(device)  # where the party computes (h₀ and the noise draw stay on the CPU)
-        self._data, self._h0_options = data, (epsilon, dp_noise)
+        self._data, self._h0_options, self.kde_rows = data, (epsilon, dp_noise), kde_rows
         self._enter(noise_seed)
         self.other_means = torch.zeros(other_dim, device=self.device)
         self.labels = None if data.labels is None else data.labels.to(self.device)  # party B only
@@ -149,7 +150,11 @@ class DualParty:
         self.x = x.to(self.device)  # perturbed training rows, in the party's own order
         self.test = self.h0(data.test).to(self.device)
         self.means = self.x.mean(0)  # released to the other party (PerturbedMeans): computed from h₀'s outputs
-        self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B)
+        n = self.x.shape[0]
+        if 0 < self.kde_rows < n:  # a sample of the party's own rows, drawn with its secret (after h₀'s noise)
+            self.kde = GaussianKDE(self.x[torch.randperm(n, generator=gen)[: self.kde_rows].to(self.device)])
+        else:
+            self.kde = GaussianKDE(self.x)  # N = all the party's rows (N_A or N_B), the paper's
         self._log_p = torch.full((self.x.shape[0],), float("nan"), dtype=torch.float64, device=self.device)
 
     def local(self, x: Tensor) -> Tensor:

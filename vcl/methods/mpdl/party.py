@@ -33,6 +33,7 @@ class OverlapParty(Party):
         arch = o.dual_arch if dual else "mlp"
         common = dict(epsilon=o.epsilon, lam=o.lam, lr=o.lr, hidden=o.hidden, arch=arch, dp_noise=o.dp_noise)
         common.update(clip=o.dual_clip, device=o.device, paillier=o.paillier and dual, key_bits=o.key_bits)
+        common.update(kde_rows=o.kde_rows)
         # the party's own secret: the seed of its h₀ noise (and B's PSI shuffle), given in its own config or fresh
         # from the operating system; kept in its checkpoint, never sent, never derived from the run seed
         self.secret = getattr(o, f"secret_{self.name}") or secrets.randbits(62)
