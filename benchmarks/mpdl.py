@@ -213,6 +213,7 @@ def run(dataset: str, seed: int, benchmark: str, **overrides) -> list[dict]:
         "dp_noise": cfg.mpdl.dp_noise,
         "iterations": cfg.mpdl.max_iterations,
         "threshold": cfg.mpdl.threshold,
+        "kde_rows": cfg.mpdl.kde_rows,
     }
     records = [{**common, "method": m, "value": v, "best_value": v} for m, v in values.items()]
     print(
@@ -571,6 +572,44 @@ def draw_fig7(records: list[dict], path: Path, dpi: int = 110) -> None:
 
 
 METHOD_NAMES = {"joint_t": "joint_T", "dual_t": "dual_T", "mpdl_a": "MPDL_A", "ftl_a": "FTL_A"}
+
+
+def draw_table1(records: list[dict], path: Path, dpi: int = 110) -> None:
+    """Table I from its records: per central model (MLP, CNN), each method's test accuracy beside the paper's
+    MNIST figure at the same γ (its standard deviation as the error bar); one panel per γ."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in records if r["benchmark"].startswith("mpdl_table")]
+    gammas = sorted({r["gamma"] for r in rows})
+    fig, axes = plt.subplots(1, len(gammas), figsize=(5.6 * len(gammas), 3.9), squeeze=False)
+    for ax, g in zip(axes[0], gammas, strict=True):
+        bars = [(c, m) for c in ("mlp", "cnn") for m in METHOD_NAMES
+                if any(r["model"] == c and r["method"] == m and r["gamma"] == g for r in rows)]  # fmt: skip
+        x = range(len(bars))
+        ours = [statistics.fmean(100 * r["value"] for r in rows if (r["model"], r["method"], r["gamma"]) == (c, m, g))
+                for c, m in bars]  # fmt: skip
+        paper = [PAPER.get((rows[0]["dataset"], 2, m, c, g), (float("nan"), 0.0)) for c, m in bars]
+        ax.bar([i - 0.2 for i in x], ours, 0.4, label="ours", color="tab:blue")
+        ax.bar([i + 0.2 for i in x], [p[0] for p in paper], 0.4, yerr=[p[1] for p in paper], capsize=3,
+               label="the paper (MNIST, mean ± std)", color="tab:gray")  # fmt: skip
+        for i, v in enumerate(ours):
+            ax.text(i - 0.2, v + 1, f"{v:.1f}", ha="center", fontsize=7)
+        ax.set_xticks(list(x), [f"{METHOD_NAMES[m]}\n{c.upper()}" for c, m in bars], fontsize=8)
+        ax.set(ylabel="test accuracy (%)", ylim=(0, 119), yticks=range(0, 101, 20), title=f"γ = {g:g}")
+        ax.legend(fontsize=7, loc="upper center", ncol=2)
+    first = rows[0]
+    eps = "no privacy (ε = 0)" if first["epsilon"] == 0 else f"ε = {first['epsilon']:g}"
+    kde = f", each party's KDE over {first['kde_rows']:,} of its rows" if first.get("kde_rows") else ""
+    seeds = len({r["seed"] for r in rows})
+    name, plural = DATA_NAMES.get(first["dataset"], first["dataset"]), "s" if seeds > 1 else ""
+    fig.suptitle(f"MPDL Table I on {name}, {eps}{kde};\n{seeds} seed{plural}; central MLP (FTL_A beside it) "
+                 "and CNN", fontsize=9)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
 
 
 def sweep_markdown(sweep: list[dict]) -> str:

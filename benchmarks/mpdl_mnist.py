@@ -213,10 +213,11 @@ def draw_fig5(records: list[dict], path: Path, dpi: int = 110) -> None:
         fashion = r["dataset"] == "fashion_mnist"
         axes[0][col].set_title(FASHION[r["label"]] if fashion else f"digit {r['label']}", fontsize=8)
     first = rows[0]
+    kde = f",\neach party's KDE over {first['kde_rows']:,} of its rows" if first.get("kde_rows") else ""
     fig.suptitle(f"MPDL Figure 5 on {_mpdl().DATA_NAMES[first['dataset']]}: rows only A holds, "
                  f"γ = {first['gamma']:g}, "
-                 f"no privacy, seed {first['seed']}, after {first['iterations']} iterations; red: pixels not held "
-                 "(B's stained 14 × 16 corner is in A's rows)", fontsize=8)  # fmt: skip
+                 f"no privacy, seed {first['seed']}, after {first['iterations']} iterations{kde}; red: pixels not "
+                 "held (B's stained 14 × 16 corner is in A's rows)", fontsize=8)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
@@ -251,8 +252,9 @@ def draw_fig6(records: list[dict], path: Path, dpi: int = 110) -> None:
     more = ax3.get_legend_handles_labels()
     ax2.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7)
     name = _mpdl().DATA_NAMES[r["dataset"]]
+    kde = f";\neach party's KDE over {r['kde_rows']:,} of its rows" if r.get("kde_rows") else ""
     fig.suptitle(f"MPDL Figure 6 on {name} (the paper: CIFAR-10), γ = {r['gamma']:g}, no privacy, T = 1, "
-                 f"one seed ({r['seed']}); per iteration, the paper per epoch", fontsize=9)  # fmt: skip
+                 f"one seed ({r['seed']}); per iteration, the paper per epoch{kde}", fontsize=9)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
