@@ -584,7 +584,7 @@ def draw_table1(records: list[dict], path: Path, dpi: int = 110) -> None:
 
     rows = [r for r in records if r["benchmark"].startswith("mpdl_table")]
     gammas = sorted({r["gamma"] for r in rows})
-    fig, axes = plt.subplots(1, len(gammas), figsize=(5.6 * len(gammas), 3.9), squeeze=False)
+    fig, axes = plt.subplots(1, len(gammas), figsize=(max(7.5, 5.6 * len(gammas)), 4.2), squeeze=False)
     for ax, g in zip(axes[0], gammas, strict=True):
         bars = [(c, m) for c in ("mlp", "cnn") for m in METHOD_NAMES
                 if any(r["model"] == c and r["method"] == m and r["gamma"] == g for r in rows)]  # fmt: skip
@@ -602,10 +602,10 @@ def draw_table1(records: list[dict], path: Path, dpi: int = 110) -> None:
         ax.legend(fontsize=7, loc="upper center", ncol=2)
     first = rows[0]
     eps = "no privacy (ε = 0)" if first["epsilon"] == 0 else f"ε = {first['epsilon']:g}"
-    kde = f", each party's KDE over {first['kde_rows']:,} of its rows" if first.get("kde_rows") else ""
+    kde = f";\neach party's KDE over {first['kde_rows']:,} of its rows" if first.get("kde_rows") else ""
     seeds = len({r["seed"] for r in rows})
     name, plural = DATA_NAMES.get(first["dataset"], first["dataset"]), "s" if seeds > 1 else ""
-    fig.suptitle(f"MPDL Table I on {name}, {eps}{kde};\n{seeds} seed{plural}; central MLP (FTL_A beside it) "
+    fig.suptitle(f"MPDL Table I on {name}, {eps}{kde}; {seeds} seed{plural};\ncentral MLP (FTL_A beside it) "
                  "and CNN", fontsize=9)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)

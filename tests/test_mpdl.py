@@ -27,7 +27,9 @@ from vcl.methods.mpdl.attacks import h0_attack, reconstruction_attack, trivial_m
 from vcl.methods.mpdl.blinding import PSIParty, decode
 from vcl.methods.mpdl.dual import DualParty
 from vcl.methods.mpdl.kde import GaussianKDE, bandwidth
+from vcl.methods.mpdl.options import options_of
 from vcl.methods.mpdl.paillier import PaillierKeyPair, as_tensors, from_tensors, public_key_from_bytes, scale_rows
+from vcl.methods.mpdl.party import OverlapParty
 
 MPDL_KINDS = {
     "BlindedIDs",
@@ -289,6 +291,10 @@ def test_kde_rows_draws_a_sample_of_own_rows_with_the_party_secret():
     assert torch.equal(part.kde.sample, again.kde.sample) and not torch.equal(part.kde.sample, other.kde.sample)
     x_hat = torch.from_numpy(rng.random((4, 3)))
     assert not torch.allclose(part.kde.log_density(x_hat), whole.kde.log_density(x_hat))  # it is used
+    options = options_of(RunConfig.from_dict({"method": "mpdl", "mpdl.kde_rows": 10, "mpdl.secret_a": 5}))
+    b = PartyData("b", ["b1", "b2"], data.ids, x[:, :2], x[:4, :2], torch.zeros(n, dtype=torch.long))
+    party = OverlapParty(data, b, options, seed=0, classes=2, dual=True)  # the run's option reaches the party
+    assert party.party.kde.sample.shape == (10, 3)
 
 
 def parties(lam=0.5, paillier=False, seed=0, clip=0.0):
